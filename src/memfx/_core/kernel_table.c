@@ -1,0 +1,8 @@
+/* The list of kernel tables.  Adding a kernel file = one line here. */
+#include <string.h>
+#include "core.h"
+
+const struct mfx_kernel *const mfx_kernel_tables[] = {
+    mfx_kernels_chase,
+    NULL,
+};

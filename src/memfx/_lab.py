@@ -1,0 +1,309 @@
+"""The measuring side (runs in the worker process): buffers, pinning, perf
+counters, cycle calibration and the sampling loop.  Every number memfx
+reports is timed here, by one code path, from the kernel table's traffic."""
+from __future__ import annotations
+
+import mmap
+import os
+import random
+import statistics
+import time
+from dataclasses import dataclass
+
+from . import _core
+from .errors import MemfxError, ParamError
+from .experiments.base import Region, Trial
+from .units import format_size
+
+PAGE = mmap.PAGESIZE
+HUGE_PAGE = 2 << 20
+
+# perf_event_open(2) constants (include/uapi/linux/perf_event.h).
+PERF_TYPE_HARDWARE, PERF_TYPE_SOFTWARE, PERF_TYPE_RAW = 0, 1, 4
+SOFTWARE_EVENTS = {           # name -> PERF_COUNT_SW_*
+    "page_faults": 2,
+    "context_switches": 3,
+    "cpu_migrations": 4,
+}
+HARDWARE_EVENTS = {           # name -> PERF_COUNT_HW_*
+    "cycles": 0,
+    "instructions": 1,
+}
+
+# Plausibility limit: no x86 core moves more than this many bytes per core
+# cycle through L1 (two 64-byte loads + one 64-byte store per cycle on
+# Golden Cove / Zen 4, per their optimisation manuals), so more means the
+# work was optimised away.
+MAX_BYTES_PER_CYCLE = 256.0
+# and no dependent load completes in under 2 core cycles.
+MIN_CYCLES_PER_DEPENDENT_LOAD = 2.0
+
+
+@dataclass
+class KernelRow:
+    index: int
+    name: str
+    group: str
+    isa: str
+    read_per_byte: float
+    write_per_byte: float
+    read_fixed: float
+    write_fixed: float
+    ops_per_iter: float
+    op: str
+    doc: str
+    supported: bool
+
+    def traffic(self, size, count):
+        """Bytes read and written by `count` iterations over `size` bytes."""
+        rd = (self.read_per_byte * size + self.read_fixed) * count
+        wr = (self.write_per_byte * size + self.write_fixed) * count
+        return rd, wr
+
+
+def kernel_table():
+    return {row["name"]: KernelRow(**row) for row in _core.kernels()}
+
+
+class PerfCounters:
+    """One software group (always tried) and one hardware group (when a PMU exists)."""
+
+    def __init__(self, hardware=True):
+        self.groups = []      # (leader_fd, [names])
+        self.fds = []
+        self.notes = {}
+        self._open_group("sw", PERF_TYPE_SOFTWARE, SOFTWARE_EVENTS)
+        if hardware:
+            self._open_group("hw", PERF_TYPE_HARDWARE, HARDWARE_EVENTS)
+
+    def _open_group(self, label, ptype, events):
+        leader, opened, names = -1, [], []
+        for name, config in events.items():
+            try:
+                fd = _core.perf_open(ptype, config, leader)
+            except OSError as e:
+                # No PMU (a VM: ENOENT) is the normal case; keep the reason.
+                self.notes[label] = f"perf_event_open({name}) failed: {os.strerror(e.errno)}"
+                for f in opened:
+                    os.close(f)
+                return
+            opened.append(fd)
+            if leader < 0:
+                leader = fd
+            names.append(name)
+        _core.perf_ioctl(leader, "enable")
+        self.fds.extend(opened)
+        self.groups.append((leader, names))
+
+    @property
+    def leaders(self):
+        return [g[0] for g in self.groups]
+
+    @property
+    def has_hardware(self):
+        return any("cycles" in names for _, names in self.groups)
+
+    def decode(self, deltas):
+        """Counter deltas from _core.run -> {name: value}, scaled for multiplexing."""
+        out = {}
+        for (leader, names), d in zip(self.groups, deltas):
+            enabled, running = d[-2], d[-1]
+            scale = enabled / running if running else 1.0
+            for name, v in zip(names, d[:-2]):
+                out[name] = v * scale if scale != 1.0 else v
+        return out
+
+    def close(self):
+        for fd in self.fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.fds, self.groups = [], []
+
+
+class Lab:
+    """Per-worker measuring context."""
+
+    def __init__(self, cpu=-1, seed=1, min_sample_ms=1.0, hardware_counters=True):
+        self.cpu = self._pin(cpu)
+        self.rng = random.Random(seed)
+        self.seed = seed
+        self.min_sample_ms = min_sample_ms
+        self.kernels = kernel_table()
+        self.tsc_hz = _core.tsc_hz(50.0)
+        self.perf = PerfCounters(hardware=hardware_counters)
+        self.buffers = []
+        self.calibrations = []
+
+    @staticmethod
+    def _pin(cpu):
+        allowed = sorted(os.sched_getaffinity(0))
+        if cpu < 0:
+            cpu = allowed[-1]
+        if cpu not in allowed:
+            raise ParamError(f"cpu: CPU {cpu} is not available to this process (allowed: {allowed})")
+        os.sched_setaffinity(0, {cpu})
+        return cpu
+
+    # -- buffers --
+    def buffer(self, size, align=PAGE, offset=0, hugepages=False, prefault=True):
+        """An anonymous mapping of at least `size` bytes whose Region starts
+        `offset` bytes past an `align`-aligned address, pre-faulted."""
+        if size < 0:
+            raise ParamError(f"negative buffer size {size}")
+        check_fits(size)
+        align = max(align, HUGE_PAGE if hugepages else PAGE)
+        length = size + offset + align
+        length = (length + PAGE - 1) // PAGE * PAGE
+        try:
+            m = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        except OSError as e:
+            raise MemfxError(f"cannot map {format_size(length)}: {e.strerror}") from None
+        if hugepages and hasattr(mmap, "MADV_HUGEPAGE"):
+            m.madvise(mmap.MADV_HUGEPAGE)
+        base = _core.address(m)
+        start = (-base) % align + offset
+        if prefault:
+            _core.touch(m, 0, length, PAGE)
+        self.buffers.append(m)
+        return Region(m, start, size, base + start)
+
+    def release(self):
+        for m in self.buffers:
+            try:
+                m.close()
+            except BufferError:
+                pass  # a numpy view still exists; the GC will unmap it
+        self.buffers = []
+
+    @staticmethod
+    def huge_page_share(region):
+        """Share of the region backed by transparent huge pages (from smaps), or None."""
+        lo, hi = region.address, region.address + region.size
+        try:
+            with open("/proc/self/smaps") as f:
+                total = huge = 0
+                inside = False
+                for line in f:
+                    head = line.split()[0]
+                    if "-" in head and not head.endswith(":"):
+                        a, b = (int(x, 16) for x in head.split("-"))
+                        inside = a < hi and b > lo
+                        span = min(b, hi) - max(a, lo) if inside else 0
+                        total += span
+                    elif inside and head == "AnonHugePages:":
+                        huge += int(line.split()[1]) * 1024
+                return min(1.0, huge / total) if total else None
+        except OSError:
+            return None
+
+    # -- cycles --
+    def cycles_per_tick(self, adds=200_000, repeats=5):
+        """Core cycles per TSC tick from dependent-add chains: median and spread."""
+        ratios = [adds / _core.add_chain(adds) for _ in range(repeats)]
+        med = statistics.median(ratios)
+        spread = (max(ratios) - min(ratios)) / med
+        self.calibrations.append(med)
+        return med, spread
+
+    # -- timing --
+    def _row(self, trial: Trial):
+        row = self.kernels.get(trial.kernel)
+        if row is None:
+            raise MemfxError(f"no kernel {trial.kernel!r} in the core")
+        if not row.supported:
+            raise MemfxError(f"kernel {trial.kernel} needs {row.isa}, which this CPU lacks")
+        return row
+
+    def _call(self, row, trial, count):
+        dst, src = trial.dst, trial.src
+        out = _core.run(row.index,
+                        dst.buffer if dst else None, dst.offset if dst else 0,
+                        src.buffer if src else None, src.offset if src else 0,
+                        trial.size, trial.value & 0xFFFFFFFFFFFFFFFF, count, trial.aux,
+                        self.perf.leaders)
+        if trial.resume:
+            # A chase continues from the element it stopped at, so runs of N
+            # and 2N steps walk the same mix of lines (not the chain's head).
+            src.offset = src.offset + out[3] - src.address
+            src.address = out[3]
+        return out
+
+    def warm(self, trial: Trial, count: int):
+        """Run untimed, to bring the working set into the caches and TLBs."""
+        self._call(self._row(trial), trial, count)
+
+    def calibrate(self, trial: Trial):
+        """Iterations so that one sample lasts at least min_sample_ms."""
+        row = self._row(trial)
+        if trial.count:
+            return trial.count
+        target = self.min_sample_ms * 1e-3 * self.tsc_hz
+        count = 1
+        while True:
+            ticks = self._call(row, trial, count)[0]
+            if ticks >= target or count >= 1 << 40:
+                return count
+            grow = target / max(ticks, 1) * 1.2
+            count = max(count * 2, int(count * min(grow, 1000)))
+
+    def sample(self, trial: Trial, count: int, cycles_per_tick: float):
+        """Time one sample; return the sample record (without arm/point)."""
+        row = self._row(trial)
+        ticks, cpu0, cpu1, _result, deltas = self._call(row, trial, count)
+        ns = ticks * 1e9 / self.tsc_hz
+        counters = self.perf.decode(deltas)
+        counters["cpu"] = cpu1
+        counters.update(trial.extra)
+        rd, wr = row.traffic(trial.size, count)
+        cycles = counters.get("cycles") or ticks * cycles_per_tick
+        if trial.metric == "bandwidth":
+            metric, unit, value = "gb_per_s", "GB/s", (rd + wr) / ns if ns else 0.0
+        else:
+            ops = row.ops_per_iter * count
+            metric, unit, value = f"ns_per_{row.op}", "ns", ns / ops
+        reason = None
+        if cpu0 != cpu1:
+            reason = "migrated"
+        elif counters.get("cpu_migrations"):
+            reason = "migrated"
+        elif counters.get("context_switches"):
+            reason = "context_switch"
+        elif trial.reject_page_faults and counters.get("page_faults"):
+            reason = "page_fault"
+        if (rd + wr) / cycles > MAX_BYTES_PER_CYCLE:
+            raise MemfxError(
+                f"implausible result: {trial.kernel} moved {(rd + wr) / cycles:.0f} bytes/cycle "
+                f"(limit {MAX_BYTES_PER_CYCLE:.0f}); the work was optimised away")
+        if row.op == "load" and row.group == "chase" and cycles / (row.ops_per_iter * count) < MIN_CYCLES_PER_DEPENDENT_LOAD:
+            raise MemfxError(f"implausible result: {trial.kernel} took "
+                             f"{cycles / count:.2f} cycles per dependent load")
+        return {
+            "metric": metric, "unit": unit, "value": value, "length": count, "ns": ns,
+            "ticks": ticks, "cycles_est": cycles, "counters": counters,
+            "rejected": reason is not None, "reason": reason,
+        }
+
+
+def check_fits(nbytes, headroom=0.8):
+    """Refuse buffers that would not fit in available memory."""
+    avail = available_memory()
+    if avail is not None and nbytes > avail * headroom:
+        raise ParamError(f"a {format_size(nbytes)} buffer does not fit: only "
+                         f"{format_size(avail)} of memory is available")
+
+
+def available_memory():
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def now():
+    return time.monotonic()

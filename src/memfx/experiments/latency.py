@@ -1,0 +1,262 @@
+"""Latency vs working set: where does each cache level end, and what does a
+load cost in each?
+
+Seed 004 (Drepper, "What every programmer should know about memory",
+sections 3.3.2 and 4.3): a chain of pointers walked in sequential or random
+order; the time per dependent load rises in steps as the working set leaves
+each cache level and (with 4 KiB pages) each TLB's reach.
+
+Arms
+  random      the elements form one cycle in a shuffled order, so the
+              hardware prefetchers cannot guess the next line
+  sequential  the elements are chained in address order (prefetch-friendly)
+
+Analysis: plateaus and knees of the random curve (stats.find_levels), each
+matched to a cache size that sysfs reports; knees with no cache nearby are
+reported as TLB reach when the 4 KiB curve shows them and the huge-page
+curve does not.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import stats
+from ..errors import ParamError
+from ..findings import DETECTED, MEASURED, NOT_DETECTED, Finding
+from ..units import format_size
+from .base import Experiment, Param, Point, Trial, register
+
+# A knee within this factor of a reported cache size is taken to be that cache.
+KNEE_MATCH_FACTOR = 2.0
+
+
+def chain_links(order):
+    """next_index[e] for the cyclic chain visiting elements in `order`."""
+    nxt = np.empty(len(order), dtype=np.int64)
+    nxt[order] = np.roll(order, -1)
+    return nxt
+
+
+def cycle_length(nxt, start=0):
+    """Elements visited before the chain returns to `start` (test helper)."""
+    seen, e = 0, start
+    while True:
+        e = int(nxt[e])
+        seen += 1
+        if e == start or seen > len(nxt):
+            return seen
+
+
+def size_grid(lo, hi, per_octave, anchors=()):
+    """Geometric sizes from lo to hi plus points on both sides of each anchor."""
+    n = max(1, int(round(math.log2(hi / lo) * per_octave)))
+    sizes = {int(round(lo * 2 ** (i / per_octave))) for i in range(n + 1)}
+    sizes.add(int(hi))
+    for a in anchors:
+        for f in (0.75, 1.5):
+            s = int(a * f)
+            if lo <= s <= hi:
+                sizes.add(s)
+    return sorted(sizes)
+
+
+@register
+class Latency(Experiment):
+    name = "latency"
+    title = "Load latency vs working-set size"
+    question = "How long does a load take in each level of the memory hierarchy, and where does each level end?"
+    seeds = ("004",)
+    arms = ("random", "sequential")
+    params = [
+        Param("min_size", "size", 1024, "smallest working set, bytes", "4K", minimum=64),
+        Param("max_size", "size", "auto",
+              "largest working set, bytes; auto = 4x the last-level cache (bounded by free memory)",
+              "256M"),
+        Param("per_octave", "int", 4, "working-set sizes per doubling (geometric steps)", "8",
+              minimum=1, maximum=32),
+        Param("npad", "int", 7,
+              "padding words per element (Drepper's NPAD): element = 8*(npad+1) bytes", "0",
+              minimum=0, maximum=511),
+        Param("pages", "list:str", ["4k"], "page sizes to compare: 4k and/or thp (MADV_HUGEPAGE)",
+              "4k,thp", choices=("4k", "thp")),
+        Param("refine", "bool", True, "add fine-step points inside each knee found", "false"),
+    ]
+    presets = {
+        "quick": {"max_size": "64M", "per_octave": 2, "samples": 5, "min_sample_ms": 0.5},
+        "full": {"per_octave": 4, "pages": "4k,thp", "samples": 11},
+    }
+
+    # -- plan --
+    def max_bytes(self, params, machine):
+        if params["max_size"] != "auto":
+            return params["max_size"]
+        llc = max((c["size_bytes"] for c in machine.get("caches", [])
+                   if c.get("type") in ("Data", "Unified")), default=32 << 20)
+        avail = (machine.get("memory") or {}).get("available_bytes") or (4 << 30)
+        # both arms of a point live at once: keep them within a third of free memory
+        return int(min(4 * llc, avail / 6))
+
+    def plan(self, params, machine):
+        lo, hi = params["min_size"], self.max_bytes(params, machine)
+        elem = 8 * (params["npad"] + 1)
+        if hi < lo:
+            raise ParamError(f"max_size ({format_size(hi)}) is below min_size ({format_size(lo)})")
+        if lo < 2 * elem:
+            raise ParamError(f"min_size must hold at least two {elem}-byte elements")
+        avail = (machine.get("memory") or {}).get("available_bytes")
+        if avail and 2 * hi > avail * 0.8:
+            raise ParamError(f"max_size {format_size(hi)} does not fit: both arms need "
+                             f"{format_size(2 * hi)} and {format_size(avail)} is available")
+        anchors = [c["size_bytes"] for c in machine.get("caches", [])
+                   if c.get("type") in ("Data", "Unified")]
+        return [Point(arm, {"size_bytes": s, "pages": pg, "npad": params["npad"]})
+                for pg in params["pages"]
+                for s in size_grid(lo, hi, params["per_octave"], anchors)
+                for arm in self.arms]
+
+    def refine(self, data, params, machine):
+        """Fine steps (8 per octave) across each knee of the random curves."""
+        if not params["refine"]:
+            return []
+        extra = []
+        for pg in params["pages"]:
+            pts = sorted(data.select("random", pages=pg), key=lambda p: p["params"]["size_bytes"])
+            pts = [p for p in pts if p["median"]]
+            if len(pts) < 4:
+                continue
+            levels = stats.find_levels([p["params"]["size_bytes"] for p in pts],
+                                       [p["median"] for p in pts])
+            have = {p["params"]["size_bytes"] for p in pts}
+            for lv in levels[:-1]:
+                lo, hi = lv.knee_low or lv.last_size, lv.knee_high or lv.last_size * 2
+                for s in size_grid(lo, hi, 8)[1:-1][:6]:
+                    if s not in have:
+                        extra += [Point(arm, {"size_bytes": s, "pages": pg, "npad": params["npad"]})
+                                  for arm in self.arms]
+        return extra
+
+    # -- one trial --
+    def prepare(self, point, params, lab):
+        size, npad = point.params["size_bytes"], point.params["npad"]
+        elem = 8 * (npad + 1)
+        n = size // elem
+        region = lab.buffer(n * elem, align=4096, hugepages=point.params["pages"] == "thp")
+        rng = np.random.default_rng([params["seed"], size, npad])
+        order = rng.permutation(n) if point.arm == "random" else np.arange(n)
+        words = np.frombuffer(region.buffer, dtype=np.uint64,
+                              count=n * elem // 8, offset=region.offset)
+        nxt = chain_links(order)
+        # element e's first word holds the address of its successor
+        words[np.arange(n) * (elem // 8)] = (region.address + nxt * elem).astype(np.uint64)
+        del words
+        extra = {"elements": n}
+        if point.params["pages"] == "thp":
+            share = lab.huge_page_share(region)
+            if share is not None:
+                extra["huge_page_share"] = round(share, 3)
+        return Trial("chase_ptr", src=region, size=0, metric="time", difference=True,
+                     extra=extra, warmup=min(n, 1 << 20), resume=True)
+
+    def verify(self, lab, params):
+        """The chain must be one cycle through every element."""
+        rng = np.random.default_rng(params["seed"])
+        for n in (1, 2, 3, 64, 1000):
+            nxt = chain_links(rng.permutation(n))
+            if cycle_length(nxt) != n:
+                raise AssertionError(f"pointer chain of {n} elements is not a single cycle")
+
+    # -- analysis --
+    def analyze(self, data):
+        caches = [c for c in data.machine.get("caches", []) if c.get("type") in ("Data", "Unified")]
+        findings = []
+        curves = {}
+        for pg in data.params.get("pages", ["4k"]):
+            pts = sorted((p for p in data.select("random", pages=pg) if p["median"]),
+                         key=lambda p: p["params"]["size_bytes"])
+            if len(pts) < 3:
+                continue
+            levels = stats.find_levels([p["params"]["size_bytes"] for p in pts],
+                                       [p["median"] for p in pts])
+            curves[pg] = (pts, levels)
+        if not curves:
+            return findings
+        main_pg = "4k" if "4k" in curves else next(iter(curves))
+        pts, levels = curves[main_pg]
+        other_knees = []
+        for pg, (_, lv) in curves.items():
+            if pg != main_pg:
+                other_knees = [x.knee_size for x in lv[:-1] if x.knee_size]
+        matched = set()
+        for i, lv in enumerate(levels):
+            in_level = [p for p in pts if lv.first_size <= p["params"]["size_bytes"] <= lv.last_size]
+            pooled = np.concatenate([np.asarray(p["values"], float) for p in in_level]) \
+                if in_level else np.array([lv.latency_ns])
+            lo, hi = stats.bootstrap_ci(pooled)
+            cyc = [p["cycles_est"] for p in in_level if p.get("cycles_est")]
+            name = f"level {i + 1}" if i < len(levels) - 1 else f"level {i + 1} (last: memory)"
+            findings.append(Finding(
+                id=f"level{i + 1}_latency", claim=f"Load-to-use latency, {name}, random chase ({main_pg} pages)",
+                verdict=MEASURED, value=float(np.median(pooled)), unit="ns", ci_low=lo, ci_high=hi,
+                evidence={"first_size": lv.first_size, "last_size": lv.last_size,
+                          "points": len(in_level), "cycles_est": float(np.median(cyc)) if cyc else None},
+                seed="004", experiment=self.name))
+            if i == len(levels) - 1 or not lv.knee_size:
+                continue
+            knee = lv.knee_size
+            cache = _nearest_cache(caches, knee)
+            evidence = {"knee_bytes": knee, "knee_low": lv.knee_low, "knee_high": lv.knee_high,
+                        "latency_before_ns": lv.latency_ns, "latency_after_ns": levels[i + 1].latency_ns}
+            if cache is not None:
+                matched.add(id(cache))
+                label = _cache_label(cache)
+                evidence.update(reported_bytes=cache["size_bytes"], reported=label)
+                claim = (f"Capacity knee at {format_size(knee)} matches {label} "
+                         f"({format_size(cache['size_bytes'])} per sysfs)")
+                fid = f"knee_{label.lower()}"
+            elif other_knees and not any(abs(math.log2(knee / k)) < 1 for k in other_knees):
+                claim = f"Knee at {format_size(knee)} with 4 KiB pages only: TLB reach"
+                fid = f"knee_tlb_{i + 1}"
+            else:
+                claim = f"Knee at {format_size(knee)} matches no cache size the OS reports"
+                fid = f"knee_{i + 1}"
+            findings.append(Finding(id=fid, claim=claim, verdict=DETECTED, value=float(knee),
+                                    unit="bytes", ci_low=lv.knee_low, ci_high=lv.knee_high,
+                                    evidence=evidence, seed="004", experiment=self.name))
+        max_size = pts[-1]["params"]["size_bytes"]
+        for c in caches:
+            if id(c) in matched or c["size_bytes"] * 1.5 > max_size:
+                continue
+            label = _cache_label(c)
+            findings.append(Finding(
+                id=f"knee_{label.lower()}", verdict=NOT_DETECTED, value=float(c["size_bytes"]),
+                unit="bytes", claim=f"No latency step at {label} = {format_size(c['size_bytes'])} "
+                                    f"(the size sysfs reports)",
+                evidence={"reported_bytes": c["size_bytes"], "levels_found": len(levels)},
+                seed="004", experiment=self.name))
+        seq = sorted((p for p in data.select("sequential", pages=main_pg) if p["median"]),
+                     key=lambda p: p["params"]["size_bytes"])
+        if seq and pts:
+            big_r, big_s = pts[-1], seq[-1]
+            findings.append(Finding(
+                id="prefetch_benefit", claim="Sequential chase vs random at the largest working set "
+                                             "(hardware prefetch benefit, x faster)",
+                verdict=MEASURED, value=big_r["median"] / big_s["median"] if big_s["median"] else None,
+                unit="x", evidence={"size_bytes": big_r["params"]["size_bytes"],
+                                    "random_ns": big_r["median"], "sequential_ns": big_s["median"]},
+                seed="004", experiment=self.name))
+        return findings
+
+
+def _cache_label(c):
+    return f"L{c['level']}" + ("d" if c.get("type") == "Data" else "")
+
+
+def _nearest_cache(caches, size):
+    best = None
+    for c in caches:
+        r = abs(math.log2(size / c["size_bytes"]))
+        if r <= math.log2(KNEE_MATCH_FACTOR) and (best is None or r < best[0]):
+            best = (r, c)
+    return best[1] if best else None

@@ -1,0 +1,320 @@
+"""Findings, cautions and the named thresholds behind them.
+
+A *finding* answers one question an experiment asks ("is writing zeros
+faster than writing ones once the buffer spills out of L2?") with a verdict,
+an effect size and its confidence interval, and the evidence. A *caution*
+is a warning about the measurement itself (noise, drift, rejected samples),
+with the threshold it crossed and what to do about it. Both are plain data
+and serialise to the keys of the result document (see DESIGN.md).
+
+Every threshold is named in :data:`THRESHOLDS`, with its unit and meaning,
+so a verdict can always say which rule produced it.
+
+Imports only numpy, the standard library and the pure-Python parts of
+memfx, so it loads without the C core.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Mapping, Optional
+
+import numpy as np
+
+from . import stats
+from .errors import ParamError
+
+__all__ = [
+    "DETECTED", "NOT_DETECTED", "INCONCLUSIVE", "MEASURED", "VERDICTS",
+    "Threshold", "THRESHOLDS", "threshold",
+    "Finding", "Caution",
+    "effect_verdict", "effect_finding", "measured_finding",
+    "noise_cautions", "point_label", "jsonable",
+]
+
+DETECTED = "detected"
+NOT_DETECTED = "not_detected"
+INCONCLUSIVE = "inconclusive"
+MEASURED = "measured"
+VERDICTS = (DETECTED, NOT_DETECTED, INCONCLUSIVE, MEASURED)
+
+
+# --------------------------------------------------------------------------
+# thresholds
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A named threshold: ``value`` in ``unit``, and what crossing it means."""
+
+    name: str
+    value: float
+    unit: str
+    meaning: str
+
+
+def _thresholds(*items: Threshold) -> Dict[str, Threshold]:
+    return {t.name: t for t in items}
+
+
+THRESHOLDS: Dict[str, Threshold] = _thresholds(
+    Threshold("noisy_cv", 0.10, "ratio",
+              "CV (sample std / mean) of a point's samples at or above which the point is noisy"),
+    Threshold("calibration_drift", 0.05, "ratio",
+              "relative change of the cycle-estimate calibration before/after a block that counts as drift"),
+    Threshold("effect_min", 0.03, "ratio",
+              "smallest relative effect (|ratio - 1|) that is called detected"),
+    Threshold("ci_level", 0.95, "probability",
+              "confidence level of every confidence interval"),
+    Threshold("min_samples", 5, "samples",
+              "fewer samples than this in an arm makes a comparison inconclusive"),
+    Threshold("rejected_share", 0.20, "ratio",
+              "share of a point's samples rejected as contaminated above which we warn"),
+)
+
+
+def threshold(name: str) -> float:
+    """Value of the named threshold (see :data:`THRESHOLDS`)."""
+    try:
+        return THRESHOLDS[name].value
+    except KeyError:
+        known = ", ".join(sorted(THRESHOLDS))
+        raise ParamError(f"unknown threshold {name!r} (known: {known})") from None
+
+
+def _or_default(value: Optional[float], name: str) -> float:
+    return threshold(name) if value is None else value
+
+
+# --------------------------------------------------------------------------
+# JSON-safe values
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` with numpy scalars/arrays turned into Python ones, tuples
+    into lists, and non-finite floats (NaN, inf) into None, so that
+    ``json.dumps`` gives a valid document."""
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+# --------------------------------------------------------------------------
+# findings and cautions
+
+
+_FINDING_KEYS = ("id", "claim", "verdict", "value", "unit", "ci_low", "ci_high",
+                 "evidence", "seed", "experiment")
+
+
+@dataclass
+class Finding:
+    """One verdict of an experiment.
+
+    ``verdict`` is one of :data:`VERDICTS`; ``value`` (in ``unit``) is the
+    effect size or measured quantity with its confidence interval
+    ``ci_low``..``ci_high``; ``evidence`` holds the numbers behind it;
+    ``seed`` names the seed story (e.g. "004") and ``experiment`` the
+    experiment that produced it.
+    """
+
+    id: str
+    claim: str
+    verdict: str
+    value: Optional[float] = None
+    unit: str = ""
+    ci_low: Optional[float] = None
+    ci_high: Optional[float] = None
+    evidence: Dict[str, Any] = field(default_factory=dict)
+    seed: Optional[str] = None
+    experiment: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"finding {self.id!r}: verdict {self.verdict!r} "
+                             f"is not one of {', '.join(VERDICTS)}")
+
+    def as_dict(self) -> Dict[str, Any]:
+        """The result-document finding (id, claim, verdict, value, unit,
+        ci_low, ci_high, evidence) plus seed and experiment, JSON-safe."""
+        return {k: jsonable(getattr(self, k)) for k in _FINDING_KEYS}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Finding":
+        """Inverse of :meth:`as_dict`; unknown keys are ignored, missing
+        optional keys take their defaults. ValueError when id, claim or
+        verdict is missing or the verdict is unknown."""
+        missing = [k for k in ("id", "claim", "verdict") if k not in d]
+        if missing:
+            raise ValueError(f"finding lacks {', '.join(missing)}")
+        kwargs = {k: d[k] for k in _FINDING_KEYS if k in d}
+        kwargs["evidence"] = dict(kwargs.get("evidence") or {})
+        return cls(**kwargs)
+
+
+@dataclass
+class Caution:
+    """A warning about the measurement, as data: ``value`` crossed
+    ``threshold`` (same unit); ``advice`` says what to do about it."""
+
+    id: str
+    message: str
+    value: Optional[float] = None
+    threshold: Optional[float] = None
+    advice: str = ""
+
+    def as_dict(self) -> Dict[str, Any]:
+        return {"id": self.id, "message": self.message, "value": jsonable(self.value),
+                "threshold": jsonable(self.threshold), "advice": self.advice}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Caution":
+        if "id" not in d or "message" not in d:
+            raise ValueError("caution lacks id or message")
+        return cls(id=d["id"], message=d["message"], value=d.get("value"),
+                   threshold=d.get("threshold"), advice=d.get("advice") or "")
+
+
+# --------------------------------------------------------------------------
+# verdicts
+
+
+def _finite(*xs: Optional[float]) -> bool:
+    return all(x is not None and math.isfinite(x) for x in xs)
+
+
+def effect_verdict(ratio: float, ci_low: float, ci_high: float, n_a: int, n_b: int,
+                   effect_min: Optional[float] = None,
+                   min_samples: Optional[int] = None) -> str:
+    """Verdict on a ratio of medians a/b (1.0 = no effect) and its CI.
+
+    - fewer than ``min_samples`` samples in either arm, or a missing/NaN
+      ratio or bound -> INCONCLUSIVE;
+    - CI entirely beyond 1 ± ``effect_min`` (either direction) -> DETECTED;
+    - CI entirely within [1 - effect_min, 1 + effect_min] -> NOT_DETECTED;
+    - otherwise (CI reaches across an edge of that band) -> INCONCLUSIVE.
+
+    Defaults come from the thresholds ``effect_min`` and ``min_samples``.
+    """
+    e = _or_default(effect_min, "effect_min")
+    need = _or_default(min_samples, "min_samples")
+    if min(n_a, n_b) < need or not _finite(ratio, ci_low, ci_high):
+        return INCONCLUSIVE
+    if ci_low > 1.0 + e or ci_high < 1.0 - e:
+        return DETECTED
+    if ci_low >= 1.0 - e and ci_high <= 1.0 + e:
+        return NOT_DETECTED
+    return INCONCLUSIVE
+
+
+def effect_finding(id: str, claim: str, a, b, *, seed: Optional[str] = None,
+                   experiment: Optional[str] = None,
+                   effect_min: Optional[float] = None,
+                   min_samples: Optional[int] = None,
+                   n_boot: int = 2000, boot_seed: int = 0) -> Finding:
+    """Compare samples ``a`` against ``b`` (same unit, e.g. ns): the finding's
+    value is median(a)/median(b) (unit "ratio") with its bootstrap CI at the
+    ``ci_level`` threshold, and the verdict of :func:`effect_verdict`."""
+    r = stats.ratio_of_medians(a, b, confidence=threshold("ci_level"),
+                               n_boot=n_boot, seed=boot_seed)
+    e = _or_default(effect_min, "effect_min")
+    verdict = effect_verdict(r["ratio"], r["ci_low"], r["ci_high"], r["n_a"], r["n_b"],
+                             effect_min=e, min_samples=min_samples)
+    evidence = {"median_a": float(np.nanmedian(np.asarray(a, dtype=float))),
+                "median_b": float(np.nanmedian(np.asarray(b, dtype=float))),
+                "n_a": r["n_a"], "n_b": r["n_b"], "effect_min": e,
+                "ci_level": threshold("ci_level")}
+    return Finding(id=id, claim=claim, verdict=verdict, value=r["ratio"], unit="ratio",
+                   ci_low=r["ci_low"], ci_high=r["ci_high"], evidence=evidence,
+                   seed=seed, experiment=experiment)
+
+
+def measured_finding(id: str, claim: str, values, unit: str, *,
+                     seed: Optional[str] = None, experiment: Optional[str] = None,
+                     n_boot: int = 2000, boot_seed: int = 0) -> Finding:
+    """A MEASURED finding: the median of ``values`` (in ``unit``) with its
+    bootstrap CI; the full summary goes into the evidence."""
+    s = stats.summarize(values, confidence=threshold("ci_level"),
+                        n_boot=n_boot, seed=boot_seed)
+    return Finding(id=id, claim=claim, verdict=MEASURED, value=s.median, unit=unit,
+                   ci_low=s.ci_low, ci_high=s.ci_high, evidence=s.as_dict(),
+                   seed=seed, experiment=experiment)
+
+
+# --------------------------------------------------------------------------
+# cautions about noise
+
+
+_NOISE_ADVICE = ("Stop other work on the machine, set the CPU governor to "
+                 "'performance', pin to an isolated CPU, or raise the "
+                 "number of samples.")
+_REJECT_ADVICE = ("Samples were contaminated by context switches, migrations "
+                  "or page faults: run on an idle, isolated CPU (isolcpus / "
+                  "nohz_full) and pre-fault buffers.")
+
+
+def point_label(point: Mapping[str, Any]) -> str:
+    """Short label of a data point: its arm and swept parameters."""
+    params = point.get("params") or {}
+    parts = [str(point.get("arm", "?"))] + [f"{k}={v}" for k, v in params.items()]
+    return " ".join(parts)
+
+
+def _worst(points: List[Mapping[str, Any]], key, fmt, limit: int = 3) -> str:
+    ranked = sorted(points, key=key, reverse=True)[:limit]
+    return ", ".join(f"{point_label(p)} ({fmt(key(p))})" for p in ranked)
+
+
+def _rejected_share(p: Mapping[str, Any]) -> float:
+    kept, rejected = int(p.get("n") or 0), int(p.get("rejected") or 0)
+    total = kept + rejected
+    return rejected / total if total else 0.0
+
+
+def noise_cautions(point_summaries: Iterable[Mapping[str, Any]],
+                   noisy_cv: Optional[float] = None,
+                   rejected_share: Optional[float] = None) -> List[Caution]:
+    """Cautions from per-point summaries (mappings with keys ``arm``,
+    ``params``, ``cv``, ``n`` = kept samples, ``rejected`` = rejected
+    samples).
+
+    - "noisy_points": points whose CV >= ``noisy_cv`` (one caution for all,
+      naming the worst three; value = worst CV);
+    - "rejected_samples": points whose rejected share (rejected / (n +
+      rejected)) > ``rejected_share`` (value = worst share).
+
+    Defaults come from the thresholds of the same names.
+    """
+    cv_max = _or_default(noisy_cv, "noisy_cv")
+    rej_max = _or_default(rejected_share, "rejected_share")
+    points = list(point_summaries)
+    total = len(points)
+    out: List[Caution] = []
+
+    def cv(p):
+        return float(p["cv"])
+
+    noisy = [p for p in points if _finite(p.get("cv")) and cv(p) >= cv_max]
+    if noisy:
+        out.append(Caution(
+            id="noisy_points",
+            message=(f"{len(noisy)} of {total} points have CV >= {cv_max:.0%}; "
+                     f"worst: {_worst(noisy, cv, '{:.1%}'.format)}"),
+            value=max(cv(p) for p in noisy), threshold=cv_max, advice=_NOISE_ADVICE))
+    rejected = [p for p in points if _rejected_share(p) > rej_max]
+    if rejected:
+        out.append(Caution(
+            id="rejected_samples",
+            message=(f"{len(rejected)} of {total} points had more than {rej_max:.0%} "
+                     f"of their samples rejected; worst: "
+                     f"{_worst(rejected, _rejected_share, '{:.0%}'.format)}"),
+            value=max(_rejected_share(p) for p in rejected), threshold=rej_max,
+            advice=_REJECT_ADVICE))
+    return out

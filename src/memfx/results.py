@@ -1,0 +1,181 @@
+"""From stored samples to the result document (shared/DESIGN.md, "The result
+document"): group samples into points, summarise them, let the experiment
+draw its findings, add noise cautions.  Pure analysis: nothing is measured."""
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import findings as fnd
+from . import stats
+
+RESULT_SCHEMA_VERSION = 1
+
+
+@dataclass
+class RunData:
+    """What an experiment's analyze() sees."""
+    experiment: str
+    params: dict
+    machine: dict
+    points: list                      # point dicts (see build_points)
+    samples: list = field(default_factory=list)   # accepted samples
+
+    def select(self, arm=None, **match):
+        """Points of one arm whose params contain every key=value given."""
+        return [p for p in self.points
+                if (arm is None or p["arm"] == arm)
+                and all(p["params"].get(k) == v for k, v in match.items())]
+
+    def values(self, arm, **match):
+        """Per-sample values of the first matching point (for bootstraps)."""
+        pts = self.select(arm, **match)
+        return np.asarray(pts[0]["values"], float) if pts else np.array([])
+
+
+def _key(sample):
+    return sample["arm"], json.dumps(sample["point"], sort_keys=True), sample["metric"]
+
+
+def build_points(samples, seed=0):
+    """One summary per (arm, point params, metric).
+
+    Per-operation time metrics measured at two run lengths use the N/2N
+    difference of medians (aggregate each length, then subtract); otherwise
+    the summary is over the per-sample values."""
+    groups = OrderedDict()
+    rejected = {}
+    for s in samples:
+        k = _key(s)
+        groups.setdefault(k, [])
+        rejected.setdefault(k, 0)
+        if s.get("rejected"):
+            rejected[k] += 1
+        else:
+            groups[k].append(s)
+    points = []
+    for k, accepted in groups.items():
+        arm, params_json, metric = k
+        params = json.loads(params_json)
+        base = {"arm": arm, "params": params, "metric": metric, "n": len(accepted),
+                "rejected": rejected[k]}
+        if not accepted:
+            base.update(unit="", median=None, min=None, max=None, mad=None, ci_low=None,
+                        ci_high=None, cv=None, cycles_est=None, counters={}, values=[])
+            points.append(base)
+            continue
+        unit = accepted[0]["unit"]
+        lengths = sorted({s["length"] for s in accepted})
+        long_len = lengths[-1]
+        longest = [s for s in accepted if s["length"] == long_len]
+        values = np.array([s["value"] for s in longest], float)
+        summ = stats.summarize(values, seed=seed)
+        point = dict(base, unit=unit, n=len(longest), min=summ.min, median=summ.median,
+                     max=summ.max, mad=summ.mad, ci_low=summ.ci_low, ci_high=summ.ci_high,
+                     cv=summ.cv, method="per-sample")
+        if metric.startswith("ns_per_") and len(lengths) >= 2:
+            short = [s["ns"] for s in accepted if s["length"] == lengths[0]]
+            long_ = [s["ns"] for s in longest]
+            if len(short) >= 2 and len(long_) >= 2:
+                d = stats.per_op_difference(short, long_, lengths[0], long_len, seed=seed)
+                # ops per length unit: the per-sample value already divides by
+                # ops, so scale the difference by ns/value of one sample.
+                ops_per_len = longest[0]["ns"] / (longest[0]["value"] * long_len)
+                point.update(median=d["value"] / ops_per_len, ci_low=d["ci_low"] / ops_per_len,
+                             ci_high=d["ci_high"] / ops_per_len, method="N/2N difference",
+                             n=len(short) + len(long_))
+        point["cycles_est"] = _cycles_estimate(metric, longest, point["median"], summ.median)
+        point["counters"] = _median_counters(longest)
+        point["values"] = values.tolist()
+        points.append(point)
+    return points
+
+
+def _cycles_estimate(metric, samples, median, naive_median):
+    """Est. core cycles per operation (time metrics) or bytes per cycle (bandwidth)."""
+    good = [s for s in samples if s.get("cycles_est") and s["ns"]]
+    if not good or not naive_median:
+        return None
+    if metric.startswith("ns_per_"):
+        per_op = np.median([s["cycles_est"] * s["value"] / s["ns"] for s in good])
+        return float(per_op * median / naive_median)
+    return None
+
+
+def _median_counters(samples):
+    """Median of each numeric counter, per operation-independent sample."""
+    names = set()
+    for s in samples:
+        names.update(k for k, v in (s.get("counters") or {}).items() if isinstance(v, (int, float)))
+    out = {}
+    for n in sorted(names):
+        vals = [s["counters"][n] for s in samples if isinstance(s["counters"].get(n), (int, float))]
+        if vals:
+            out[n] = float(np.median(vals))
+    return out
+
+
+def run_data(run, samples):
+    accepted = [s for s in samples]
+    return RunData(run["experiment"], run.get("params") or {}, run.get("machine") or {},
+                   build_points(accepted), [s for s in samples if not s.get("rejected")])
+
+
+def analyze(run, samples, experiment=None):
+    """(RunData, findings, cautions) for a stored run."""
+    from .experiments import get_experiment
+    data = run_data(run, samples)
+    exp = experiment or get_experiment(run["experiment"], missing_ok=True)
+    findings, errors = [], []
+    if exp is not None and data.points:
+        try:
+            findings = exp.analyze(data)
+        except Exception as e:  # analysis of partial data must not hide the data
+            errors.append(f"analysis failed: {type(e).__name__}: {e}")
+    cautions = point_cautions(data.points)
+    return data, findings, cautions, errors
+
+
+def point_cautions(points):
+    summaries = [{"arm": p["arm"], "params": p["params"], "cv": p.get("cv") or 0.0,
+                  "n": p["n"], "rejected": p["rejected"]} for p in points]
+    return [c.as_dict() if hasattr(c, "as_dict") else c for c in fnd.noise_cautions(summaries)]
+
+
+def document(run, samples, experiment=None, include_values=False):
+    """The versioned result document of one run; include_values keeps each
+    point's per-sample values (for plots)."""
+    from .machine import cautions as machine_cautions
+    data, findings, cautions, errors = analyze(run, samples, experiment)
+    machine = run.get("machine") or {}
+    warnings = []
+    try:
+        warnings.extend(machine_cautions(machine))
+    except Exception:
+        pass
+    warnings.extend(cautions)
+    warnings.extend({"id": "analysis", "message": e} for e in errors)
+    if run.get("status") != "complete":
+        warnings.append({"id": "run_" + str(run.get("status")),
+                         "message": f"run is {run.get('status')}: results cover only "
+                                    f"the points measured before it stopped"})
+    return {
+        "schema_version": RESULT_SCHEMA_VERSION,
+        "run_id": run["id"],
+        "experiment": run["experiment"],
+        "status": run["status"],
+        "preset": run.get("preset"),
+        "started": run.get("started"),
+        "finished": run.get("finished"),
+        "duration_s": run.get("duration_s"),
+        "error": run.get("error"),
+        "machine": machine,
+        "params": run.get("params") or {},
+        "points": [p if include_values else {k: v for k, v in p.items() if k != "values"}
+                   for p in data.points],
+        "findings": [f.as_dict() if hasattr(f, "as_dict") else f for f in findings],
+        "warnings": warnings,
+    }

@@ -1,0 +1,504 @@
+"""Robust statistics for memfx samples.
+
+Every function here is a pure function of its inputs: no I/O, no global
+state, and the bootstrap draws from a ``numpy.random.Generator`` seeded by
+the ``seed`` argument (default 0), so the same samples always give the same
+confidence interval.
+
+Units: sample values are whatever the caller measured (usually ns); the
+functions keep that unit unless their docstring says otherwise. Sizes in
+:func:`find_levels` are bytes. NaN samples are dropped everywhere.
+
+Imports only numpy and the standard library, so it loads without the C core.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+__all__ = [
+    "Summary",
+    "Level",
+    "summarize",
+    "bootstrap_ci",
+    "per_op_difference",
+    "ratio_of_medians",
+    "reject_outliers_mad",
+    "cv_of",
+    "mad_of",
+    "find_levels",
+    "MAD_TO_SIGMA",
+]
+
+#: Factor turning a MAD into a standard-deviation estimate for normal data.
+MAD_TO_SIGMA = 1.4826
+
+# Largest index matrix (rows x samples) drawn at once by the bootstrap.
+_BOOT_CHUNK_ELEMENTS = 4_000_000
+
+
+# --------------------------------------------------------------------------
+# helpers
+
+
+def _clean(values) -> np.ndarray:
+    """Values as a flat float array with NaN dropped."""
+    a = np.asarray(values, dtype=float).ravel()
+    return a[~np.isnan(a)]
+
+
+def _nonempty(values, what: str = "values") -> np.ndarray:
+    a = _clean(values)
+    if a.size == 0:
+        raise ValueError(f"{what}: no samples (after dropping NaN)")
+    return a
+
+
+def _check_boot_args(confidence: float, n_boot: int) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    if int(n_boot) < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot!r}")
+
+
+def _boot_stats(a: np.ndarray, statistic: Callable, n_boot: int,
+                rng: np.random.Generator) -> np.ndarray:
+    """``statistic`` of ``n_boot`` resamples (with replacement) of ``a``.
+
+    Vectorised: draws a matrix of indices and applies ``statistic`` with
+    ``axis=1``; large inputs are processed in chunks of rows.
+    """
+    n = a.size
+    n_boot = int(n_boot)
+    out = np.empty(n_boot)
+    rows = max(1, _BOOT_CHUNK_ELEMENTS // n)
+    for start in range(0, n_boot, rows):
+        k = min(rows, n_boot - start)
+        idx = rng.integers(0, n, size=(k, n))
+        out[start:start + k] = statistic(a[idx], axis=1)
+    return out
+
+
+def _percentile_interval(boot: np.ndarray, confidence: float) -> Tuple[float, float]:
+    """Percentile-method interval of a bootstrap distribution."""
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(boot, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+def mad_of(values) -> float:
+    """Median absolute deviation from the median, unscaled (same unit as values)."""
+    a = _nonempty(values)
+    return float(np.median(np.abs(a - np.median(a))))
+
+
+def cv_of(values) -> float:
+    """Coefficient of variation: *sample* standard deviation (ddof=1) / mean.
+
+    Dimensionless. 0.0 for a single sample; NaN when the mean is 0.
+    Raises ValueError when there are no samples.
+    """
+    a = _nonempty(values)
+    if a.size < 2:
+        return 0.0
+    mean = float(np.mean(a))
+    if mean == 0.0:
+        return float("nan")
+    return float(np.std(a, ddof=1) / abs(mean))
+
+
+# --------------------------------------------------------------------------
+# summaries and intervals
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Robust summary of one data point's samples (all in the samples' unit,
+    except ``n`` (count) and ``cv`` (dimensionless, sample std / mean))."""
+
+    n: int
+    min: float
+    median: float
+    max: float
+    mean: float
+    mad: float       # median absolute deviation, unscaled
+    iqr: float       # 75th - 25th percentile (linear interpolation)
+    cv: float        # sample standard deviation (ddof=1) / mean
+    ci_low: float    # bootstrap CI of the median, percentile method
+    ci_high: float
+
+    def as_dict(self) -> Dict[str, float]:
+        return asdict(self)
+
+
+def summarize(values, confidence: float = 0.95, n_boot: int = 2000,
+              seed: int = 0) -> Summary:
+    """Summarise samples: n, min, median, max, mean, MAD, IQR, CV and the
+    bootstrap confidence interval of the median.
+
+    NaN samples are dropped. No samples -> ValueError. One sample -> the CI
+    is (v, v) and cv is 0.0. ``cv`` uses the sample standard deviation
+    (ddof=1).
+    """
+    a = _nonempty(values)
+    low, high = bootstrap_ci(a, np.median, confidence, n_boot, seed)
+    q25, q75 = np.quantile(a, [0.25, 0.75])
+    return Summary(
+        n=int(a.size),
+        min=float(a.min()),
+        median=float(np.median(a)),
+        max=float(a.max()),
+        mean=float(np.mean(a)),
+        mad=mad_of(a),
+        iqr=float(q75 - q25),
+        cv=cv_of(a),
+        ci_low=low,
+        ci_high=high,
+    )
+
+
+def bootstrap_ci(values, statistic: Callable = np.median, confidence: float = 0.95,
+                 n_boot: int = 2000, seed: int = 0) -> Tuple[float, float]:
+    """Percentile bootstrap confidence interval ``(low, high)`` of
+    ``statistic`` (a function taking an ``axis`` keyword, e.g. ``np.median``)
+    over ``values`` (NaN dropped). Same unit as the statistic.
+
+    Deterministic for a given ``seed``. One sample -> ``(v, v)``.
+    """
+    _check_boot_args(confidence, n_boot)
+    a = _nonempty(values)
+    if a.size == 1:
+        v = float(statistic(a[np.newaxis, :], axis=1)[0])
+        return v, v
+    rng = np.random.default_rng(seed)
+    return _percentile_interval(_boot_stats(a, statistic, n_boot, rng), confidence)
+
+
+def per_op_difference(short_ns, long_ns, short_len: float, long_len: float,
+                      confidence: float = 0.95, n_boot: int = 2000,
+                      seed: int = 0) -> Dict[str, float]:
+    """Per-operation cost from runs of two lengths (e.g. N and 2N operations).
+
+    ``short_ns``/``long_ns`` are whole-run times (ns) of the short and long
+    run lengths ``short_len``/``long_len`` (operations). Each length is
+    aggregated first (median), then the medians are subtracted — never per
+    sample — so fixed per-run overhead cancels:
+
+        value = (median(long) - median(short)) / (long_len - short_len)   [ns/op]
+
+    The CI bootstraps both groups independently. Returns
+    ``{"value", "ci_low", "ci_high", "n_short", "n_long"}``.
+    """
+    _check_boot_args(confidence, n_boot)
+    s = _nonempty(short_ns, "short_ns")
+    g = _nonempty(long_ns, "long_ns")
+    span = float(long_len) - float(short_len)
+    if span == 0.0:
+        raise ValueError("long_len must differ from short_len")
+    value = (float(np.median(g)) - float(np.median(s))) / span
+    rng = np.random.default_rng(seed)
+    boot_long = _boot_stats(g, np.median, n_boot, rng)
+    boot_short = _boot_stats(s, np.median, n_boot, rng)
+    low, high = _percentile_interval((boot_long - boot_short) / span, confidence)
+    return {"value": value, "ci_low": low, "ci_high": high,
+            "n_short": int(s.size), "n_long": int(g.size)}
+
+
+def ratio_of_medians(a, b, confidence: float = 0.95, n_boot: int = 2000,
+                     seed: int = 0) -> Dict[str, float]:
+    """``median(a) / median(b)`` with a bootstrap CI (both groups resampled
+    independently). Dimensionless; 1.0 means no difference.
+
+    Returns ``{"ratio", "ci_low", "ci_high", "n_a", "n_b"}``. Raises
+    ValueError when a group is empty or ``median(b)`` is 0.
+    """
+    _check_boot_args(confidence, n_boot)
+    x = _nonempty(a, "a")
+    y = _nonempty(b, "b")
+    med_b = float(np.median(y))
+    if med_b == 0.0:
+        raise ValueError("median(b) is 0: ratio undefined")
+    ratio = float(np.median(x)) / med_b
+    rng = np.random.default_rng(seed)
+    boot_a = _boot_stats(x, np.median, n_boot, rng)
+    boot_b = _boot_stats(y, np.median, n_boot, rng)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        boot = boot_a / boot_b
+    low, high = _percentile_interval(boot, confidence)
+    return {"ratio": ratio, "ci_low": low, "ci_high": high,
+            "n_a": int(x.size), "n_b": int(y.size)}
+
+
+def reject_outliers_mad(values, k: float = 5.0) -> np.ndarray:
+    """Keep-mask (bool array, same length as ``values``): False for samples
+    farther than ``k * MAD * 1.4826`` from the median, and for NaN.
+
+    When the MAD is 0 every non-NaN sample is kept.
+    """
+    a = np.asarray(values, dtype=float).ravel()
+    keep = ~np.isnan(a)
+    if not keep.any():
+        return keep
+    med = np.median(a[keep])
+    mad = np.median(np.abs(a[keep] - med))
+    if mad == 0.0:
+        return keep
+    return keep & (np.abs(a - med) <= k * MAD_TO_SIGMA * mad)
+
+
+# --------------------------------------------------------------------------
+# levels of a latency-vs-working-set curve
+
+
+@dataclass(frozen=True)
+class Level:
+    """One plateau of a latency curve.
+
+    ``latency_ns``: median latency of the plateau points (ns).
+    ``first_size``/``last_size``: smallest/largest working set (bytes) on the
+    plateau; ``n_points``: points on it.
+    For every level but the last, the boundary to the next level:
+    ``knee_size`` (bytes) is the estimated capacity, where log(latency)
+    crosses the midpoint between the two plateau levels (interpolated in
+    log2(size)); ``knee_low`` is the last size clearly on this plateau and
+    ``knee_high`` the first size clearly on the next one. ``ramp_sizes`` are
+    the sizes between the two plateaus, assigned to neither.
+    """
+
+    latency_ns: float
+    first_size: int
+    last_size: int
+    n_points: int
+    knee_size: Optional[int] = None
+    knee_low: Optional[int] = None
+    knee_high: Optional[int] = None
+    ramp_sizes: Tuple[int, ...] = ()
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["ramp_sizes"] = list(self.ramp_sizes)
+        return d
+
+
+def _as_size(v: float):
+    return int(v) if float(v).is_integer() else float(v)
+
+
+def _curve(sizes_bytes, latencies_ns):
+    """Sorted unique sizes with their median latency, dropping points whose
+    latency is NaN, infinite or <= 0. Returns (sizes, log2 sizes, ln lat, lat)."""
+    s = np.asarray(sizes_bytes, dtype=float).ravel()
+    lat = np.asarray(latencies_ns, dtype=float).ravel()
+    if s.shape != lat.shape:
+        raise ValueError("sizes_bytes and latencies_ns differ in length")
+    if np.any(~np.isfinite(s)) or np.any(s <= 0):
+        raise ValueError("sizes_bytes must be positive and finite")
+    ok = np.isfinite(lat) & (lat > 0)
+    s, lat = s[ok], lat[ok]
+    sizes = np.unique(s)
+    med = np.array([np.median(lat[s == v]) for v in sizes])
+    return sizes, np.log2(sizes), np.log(med), med
+
+
+def _noise_sigma(y: np.ndarray) -> float:
+    """Robust estimate of the point-to-point noise of ln(latency)."""
+    if y.size < 3:
+        return 0.0
+    return float(MAD_TO_SIGMA * np.median(np.abs(np.diff(y))) / math.sqrt(2.0))
+
+
+def _default_penalty(y: np.ndarray) -> float:
+    """Per-segment penalty: deliberately heavy (20 sigma^2 ln n, sigma
+    floored at 1 %) so noise and the slow tails of a transition do not split
+    into stairs; real steps between plateaus gain far more than this."""
+    sigma = max(_noise_sigma(y), 0.01)
+    return 20.0 * sigma * sigma * math.log(max(y.size, 2))
+
+
+def _segment(y: np.ndarray, penalty: float) -> List[np.ndarray]:
+    """Optimal piecewise-constant segmentation of ``y`` (dynamic
+    programming; cost = within-segment sum of squares + ``penalty`` per
+    segment). Returns index arrays of consecutive points."""
+    n = y.size
+    s1 = np.concatenate([[0.0], np.cumsum(y)])
+    s2 = np.concatenate([[0.0], np.cumsum(y * y)])
+    best = np.zeros(n + 1)
+    prev = np.zeros(n + 1, dtype=int)
+    for j in range(1, n + 1):
+        i = np.arange(j)
+        sse = s2[j] - s2[i] - (s1[j] - s1[i]) ** 2 / (j - i)
+        total = best[:j] + sse + penalty
+        k = int(np.argmin(total))
+        best[j], prev[j] = total[k], k
+    bounds = [n]
+    while bounds[-1] > 0:
+        bounds.append(prev[bounds[-1]])
+    bounds.reverse()
+    return [np.arange(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _step_between(x: np.ndarray, y: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
+    """Step from group ``a`` to group ``b`` once their common trend is taken
+    out: the difference of their intercepts in a fit of lines with one
+    shared slope (ln units). Two pieces of one sloped plateau give ~0; two
+    flat plateaus give the difference of their means. A slope smaller than
+    twice its standard error counts as 0 (noise, not a trend)."""
+    xa, ya, xb, yb = x[a], y[a], x[b], y[b]
+    dxa, dxb = xa - xa.mean(), xb - xb.mean()
+    sxx = dxa @ dxa + dxb @ dxb
+    slope = 0.0
+    if sxx > 0:
+        slope = (dxa @ ya + dxb @ yb) / sxx
+        dof = a.size + b.size - 3
+        if dof > 0:
+            res = np.concatenate([ya - ya.mean() - slope * dxa, yb - yb.mean() - slope * dxb])
+            se = math.sqrt(float(res @ res) / dof / sxx)
+            if abs(slope) < 2.0 * se:
+                slope = 0.0
+    return float(yb.mean() - ya.mean() - slope * (xb.mean() - xa.mean()))
+
+
+def _merge_close(x: np.ndarray, y: np.ndarray, groups: List[np.ndarray],
+                 jump: float, contiguous: bool = True) -> List[np.ndarray]:
+    """Merge neighbouring groups that are not separated by a step of at
+    least ``jump`` (ln units), closest pair first. Groups are separated when
+    their medians differ by ``jump`` or more and, for ``contiguous`` groups
+    (neighbours on the curve), the step left after removing their common
+    trend is also that large; the trend test keeps a slowly rising plateau
+    from being cut into stairs."""
+    groups = list(groups)
+    while len(groups) > 1:
+        gaps = []
+        for a, b in zip(groups[:-1], groups[1:]):
+            gap = abs(float(np.median(y[b]) - np.median(y[a])))
+            if contiguous:
+                gap = min(gap, abs(_step_between(x, y, a, b)))
+            gaps.append(gap)
+        i = int(np.argmin(gaps))
+        if gaps[i] >= jump:
+            break
+        groups[i:i + 2] = [np.concatenate(groups[i:i + 2])]
+    return groups
+
+
+def _slope(x: np.ndarray, y: np.ndarray) -> float:
+    """Least-squares slope of y on x (0 for fewer than two points)."""
+    if x.size < 2:
+        return 0.0
+    dx = x - x.mean()
+    return float(dx @ (y - y.mean()) / (dx @ dx))
+
+
+def _is_plateau(x, y, g, min_points: int, max_rise: float) -> bool:
+    return g.size >= min_points and abs(_slope(x[g], y[g])) <= max_rise
+
+
+def _lean(x: np.ndarray, y: np.ndarray, rest: np.ndarray, k: int) -> float:
+    """How far point ``k`` lies off the least-squares line through the
+    points ``rest`` (ln units, signed)."""
+    xs, ys = x[rest], y[rest]
+    return float(y[k] - ys.mean() - _slope(xs, ys) * (x[k] - xs.mean()))
+
+
+def _trim_edges(x: np.ndarray, y: np.ndarray, plateaus: List[np.ndarray],
+                band: float) -> List[np.ndarray]:
+    """Move edge points that lean more than ``band`` (ln units) off the trend
+    of the rest of their plateau, towards the neighbouring level, out of the
+    plateau: they are the start of a ramp. Plateaus keep >= 4 points."""
+    meds = [float(np.median(y[g])) for g in plateaus]
+    out = []
+    for i, g in enumerate(plateaus):
+        if i + 1 < len(plateaus):
+            up = math.copysign(1.0, meds[i + 1] - meds[i])
+            while g.size > 4 and up * _lean(x, y, g[:-1], g[-1]) > band:
+                g = g[:-1]
+        if i > 0:
+            down = math.copysign(1.0, meds[i - 1] - meds[i])
+            while g.size > 4 and down * _lean(x, y, g[1:], g[0]) > band:
+                g = g[1:]
+        out.append(g)
+    return out
+
+
+def _knee_x(x, y, lo: int, hi: int, y_lo: float, y_hi: float) -> float:
+    """log2 size where y crosses the midpoint of y_lo and y_hi between
+    indices lo and hi (first crossing, linear interpolation, clamped)."""
+    mid = 0.5 * (y_lo + y_hi)
+    up = 1.0 if y_hi >= y_lo else -1.0
+    k = next((k for k in range(lo + 1, hi + 1) if up * (y[k] - mid) >= 0), hi)
+    j = k - 1
+    dy = y[k] - y[j]
+    t = 0.5 if dy == 0 else min(1.0, max(0.0, (mid - y[j]) / dy))
+    return float(x[j] + t * (x[k] - x[j]))
+
+
+def find_levels(sizes_bytes: Sequence[float], latencies_ns: Sequence[float],
+                min_jump: float = 0.25, min_points: int = 2,
+                max_slope: float = 0.25,
+                penalty: Optional[float] = None) -> List[Level]:
+    """Plateaus (cache levels) of a latency-vs-working-set curve.
+
+    ``sizes_bytes``: working-set sizes (bytes, ideally geometric, e.g.
+    sqrt(2) steps); ``latencies_ns``: latency per access at each size (ns).
+    Repeated sizes are combined by their median; points whose latency is
+    NaN, infinite or <= 0 are dropped. Returns the levels in order of size
+    (see :class:`Level`); empty when no point is usable.
+
+    Method, on ln(latency) over log2(size):
+
+    1. optimal piecewise-constant segmentation by dynamic programming
+       (within-segment sum of squares + ``penalty`` per segment; the default
+       penalty scales with the curve's robust point-to-point noise);
+    2. neighbouring segments not separated by a relative step of at least
+       ``min_jump`` are merged (the step is judged both from their medians
+       and after removing a shared trend, so a plateau that rises slowly is
+       not cut into stairs);
+    3. a segment is a plateau when it has at least ``min_points`` points and
+       its fitted slope is at most ``max_slope`` (relative latency rise per
+       doubling of size); the last segment is always a level. Other
+       segments are ramps: their points belong to no level and are listed
+       in the earlier level's ``ramp_sizes``;
+    4. plateaus closer than ``min_jump`` once ramps are dropped are merged;
+       edge points that lean off their plateau's trend towards the
+       neighbouring level (by more than half of ``min_jump`` or three times
+       the noise) move to the ramp;
+    5. knees: see :class:`Level`.
+    """
+    if min_jump <= 0 or max_slope < 0 or min_points < 1:
+        raise ValueError("need min_jump > 0, max_slope >= 0 and min_points >= 1")
+    sizes, x, y, lat = _curve(sizes_bytes, latencies_ns)
+    if sizes.size == 0:
+        return []
+    jump = math.log1p(min_jump)
+    pen = _default_penalty(y) if penalty is None else float(penalty)
+    segs = _merge_close(x, y, _segment(y, pen), jump)
+    max_rise = math.log1p(max_slope)
+    plateaus = [g for i, g in enumerate(segs)
+                if i == len(segs) - 1 or _is_plateau(x, y, g, min_points, max_rise)]
+    plateaus = _merge_close(x, y, plateaus, jump, contiguous=False)
+    band = max(jump / 2.0, 3.0 * _noise_sigma(y))
+    return _build_levels(sizes, x, y, lat, _trim_edges(x, y, plateaus, band))
+
+
+def _build_levels(sizes, x, y, lat, plateaus) -> List[Level]:
+    meds = [float(np.median(lat[g])) for g in plateaus]
+    levels = []
+    for i, g in enumerate(plateaus):
+        first, last = int(g.min()), int(g.max())
+        knee = low = high = None
+        ramp: Tuple = ()
+        if i + 1 < len(plateaus):
+            nxt = int(plateaus[i + 1].min())
+            kx = _knee_x(x, y, last, nxt, math.log(meds[i]), math.log(meds[i + 1]))
+            knee = int(round(2.0 ** kx))
+            low, high = _as_size(sizes[last]), _as_size(sizes[nxt])
+            ramp = tuple(_as_size(v) for v in sizes[last + 1:nxt])
+        levels.append(Level(latency_ns=meds[i], first_size=_as_size(sizes[first]),
+                            last_size=_as_size(sizes[last]), n_points=int(g.size),
+                            knee_size=knee, knee_low=low, knee_high=high,
+                            ramp_sizes=ramp))
+    return levels

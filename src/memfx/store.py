@@ -1,0 +1,697 @@
+"""The results store: one SQLite file holding every run, sample and machine.
+
+Durability comes from WAL mode and one short write transaction per call: a
+process killed at any moment leaves a readable database holding every sample
+committed so far, and several processes may write to one file at once.
+
+A file is only ever opened read-write after a read-only look has shown that it
+is ours (or empty): a foreign or newer file is refused without being touched.
+"""
+
+from __future__ import annotations
+
+import calendar
+import contextlib
+import csv
+import hashlib
+import json
+import os
+import re
+import secrets
+import socket
+import sqlite3
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Callable, Iterator
+
+from memfx.errors import StoreError
+
+SCHEMA_VERSION = 1
+APPLICATION_ID = 0x4D454D46  # "MEMF": marks the file as a memfx results DB
+EXPORT_FORMAT = "memfx-run"
+EXPORT_FORMAT_VERSION = 1
+
+RUNNING, COMPLETE, INTERRUPTED, FAILED = "running", "complete", "interrupted", "failed"
+STATUSES = (RUNNING, COMPLETE, INTERRUPTED, FAILED)
+FINAL_STATUSES = (COMPLETE, INTERRUPTED, FAILED)
+
+BUSY_TIMEOUT_MS = 30_000
+
+# Sample fields in column order; the value is the default for a missing key.
+SAMPLE_DEFAULTS = {
+    "arm": None, "point": None, "metric": None, "unit": None, "value": None,
+    "length": None, "ns": None, "ticks": None, "cycles_est": None,
+    "counters": None, "rejected": False, "reason": None,
+}
+REQUIRED_SAMPLE_KEYS = ("metric",)
+
+_SCHEMA_V1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE machines (
+    id INTEGER PRIMARY KEY,
+    fingerprint_hash TEXT NOT NULL UNIQUE,
+    fingerprint TEXT NOT NULL
+);
+CREATE TABLE surveys (
+    id TEXT PRIMARY KEY, started TEXT NOT NULL, finished TEXT,
+    status TEXT NOT NULL, preset TEXT, argv TEXT, note TEXT,
+    pid INTEGER, host TEXT
+);
+CREATE TABLE runs (
+    id TEXT PRIMARY KEY, survey_id TEXT, experiment TEXT NOT NULL,
+    status TEXT NOT NULL, started TEXT NOT NULL, finished TEXT,
+    preset TEXT, params TEXT, machine_id INTEGER, memfx_version TEXT,
+    error TEXT, duration_s REAL, pid INTEGER, host TEXT,
+    started_unix REAL
+);
+CREATE INDEX runs_by_experiment ON runs(experiment);
+CREATE INDEX runs_by_survey ON runs(survey_id);
+CREATE INDEX runs_by_started ON runs(started);
+CREATE TABLE samples (
+    run_id TEXT NOT NULL, seq INTEGER NOT NULL, arm TEXT, point TEXT,
+    metric TEXT, unit TEXT, value REAL, length INTEGER, ns REAL,
+    ticks INTEGER, cycles_est REAL, counters TEXT,
+    rejected INTEGER NOT NULL DEFAULT 0, reason TEXT,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE artifacts (
+    run_id TEXT NOT NULL, name TEXT NOT NULL, data TEXT,
+    PRIMARY KEY (run_id, name)
+);
+"""
+
+# MIGRATIONS[v] turns a schema-v database into schema v+1. Each runs inside
+# the opening transaction, so a failed migration leaves the file as it was.
+Migration = Callable[[sqlite3.Connection], None]
+MIGRATIONS: dict[int, Migration] = {}
+
+_RUN_COLUMNS = ("id", "survey_id", "experiment", "status", "started", "finished",
+                "preset", "params", "machine_id", "memfx_version", "error",
+                "duration_s", "pid", "host")
+_SURVEY_COLUMNS = ("id", "started", "finished", "status", "preset", "argv",
+                   "note", "pid", "host")
+
+
+def default_db_path() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "memfx" / "results.db"
+
+
+def utcnow_iso(t: float | None = None) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if t is None else t))
+
+
+def _iso_to_unix(stamp: str) -> float:
+    try:
+        return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
+    except (TypeError, ValueError):
+        raise StoreError(f"bad timestamp {stamp!r} (want e.g. 2026-11-21T23:25:01Z)") from None
+
+
+def _dumps(obj, what: str) -> str:
+    # sort_keys makes equal dicts equal strings, so SQL can group and dedupe.
+    try:
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError) as e:
+        raise StoreError(f"{what} cannot be stored as JSON: {e}") from None
+
+
+def _loads(text, empty=None):
+    return empty if text is None else json.loads(text)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return not _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    # A killed child its parent has not reaped yet still answers kill(pid, 0).
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] == "Z"
+
+
+def _is_busy(error: sqlite3.Error) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF == sqlite3.SQLITE_BUSY
+
+
+def _check_status(status: str, allowed=STATUSES) -> None:
+    if status not in allowed:
+        raise StoreError(f"bad status {status!r}; expected one of {', '.join(allowed)}")
+
+
+class Store:
+    """The results database; also a context manager that closes it."""
+
+    def __init__(self, path: str | os.PathLike | None = None, memfx_version: str = "0"):
+        self.path = Path(path).expanduser() if path is not None else default_db_path()
+        self.memfx_version = memfx_version
+        self._host = socket.gethostname()
+        self._conn: sqlite3.Connection | None = None
+        self._check_path()
+        if self.path.exists():
+            self._probe_read_only()
+        self._conn = self._open_read_write()
+
+    # ---- opening -------------------------------------------------------
+
+    def _check_path(self) -> None:
+        if self.path.is_dir():
+            raise StoreError(f"{self.path} is a directory, not a results database")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(f"cannot create directory for {self.path}: "
+                             f"{e.strerror or e}") from None
+        if not os.access(self.path.parent, os.W_OK | os.X_OK):
+            raise StoreError(f"{self.path.parent} is not writable (needed for {self.path.name})")
+        if self.path.exists() and not os.access(self.path, os.R_OK | os.W_OK):
+            raise StoreError(f"{self.path} is not readable and writable")
+
+    def _probe_read_only(self) -> None:
+        uri = "file:" + urllib.parse.quote(str(self.path.resolve())) + "?mode=ro"
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot open {self.path}: {e}") from None
+        try:
+            self._schema_version_of(conn)
+        finally:
+            conn.close()
+
+    def _schema_version_of(self, conn: sqlite3.Connection) -> int:
+        """Schema version of an existing memfx DB, 0 for an empty file;
+        StoreError for anything else."""
+        # One statement, so one snapshot: a process creating the file at the
+        # same moment cannot make us see its tables but not its app id.
+        try:
+            app_id, version, n_tables = conn.execute(
+                "SELECT (SELECT application_id FROM pragma_application_id),"
+                " (SELECT user_version FROM pragma_user_version),"
+                " (SELECT count(*) FROM sqlite_master)").fetchone()
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{self.path} is not a memfx results database ({e})") from None
+        if app_id == APPLICATION_ID:
+            if version > SCHEMA_VERSION:
+                raise StoreError(f"{self.path} was written by a newer memfx "
+                                 f"(schema {version} > {SCHEMA_VERSION})")
+            if version < 1:
+                raise StoreError(f"{self.path} is a damaged memfx database (schema {version})")
+            return version
+        if app_id != 0 or n_tables:
+            raise StoreError(f"{self.path} is an SQLite database of another program "
+                             f"(application_id {app_id:#x}, {n_tables} schema objects)")
+        return 0
+
+    def _open_read_write(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None,
+                                   timeout=BUSY_TIMEOUT_MS / 1000)
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot open {self.path}: {e}") from None
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            self._enable_wal(conn)
+            conn.execute("PRAGMA synchronous = NORMAL")
+            self._conn = conn
+            self._initialise_or_migrate()
+        except BaseException as e:
+            conn.close()
+            self._conn = None
+            if isinstance(e, sqlite3.Error):
+                raise StoreError(f"cannot use {self.path}: {e}") from None
+            raise
+        return conn
+
+    def _enable_wal(self, conn: sqlite3.Connection) -> None:
+        # Switching journal mode needs an exclusive lock and SQLite answers
+        # SQLITE_BUSY at once instead of calling the busy handler, so
+        # processes creating the same new file together must retry here.
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                break
+            except sqlite3.OperationalError as e:
+                if not _is_busy(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.005)
+        if mode.lower() != "wal":
+            raise StoreError(f"{self.path}: cannot switch to WAL journal mode (got {mode})")
+
+    def _initialise_or_migrate(self) -> None:
+        # Re-checked under the write lock: another process may have created
+        # or upgraded the file since the read-only look.
+        with self._write() as conn:
+            version = self._schema_version_of(conn)
+            if version == 0:
+                self._create_schema(conn)
+                version = 1
+            self._migrate(conn, version)
+
+    def _create_schema(self, conn: sqlite3.Connection) -> None:
+        for statement in _SCHEMA_V1.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        conn.execute("PRAGMA user_version = 1")
+        conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", [
+            ("schema_version", "1"),
+            ("created_by", self.memfx_version),
+            ("created", utcnow_iso()),
+        ])
+
+    def _migrate(self, conn: sqlite3.Connection, version: int) -> None:
+        while version < SCHEMA_VERSION:
+            step = MIGRATIONS.get(version)
+            if step is None:
+                raise StoreError(f"{self.path}: no migration from schema {version}")
+            try:
+                step(conn)
+            except sqlite3.Error as e:
+                raise StoreError(f"{self.path}: migration from schema {version} "
+                                 f"failed: {e}") from None
+            version += 1
+            conn.execute(f"PRAGMA user_version = {version}")
+            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
+                         (str(version),))
+
+    # ---- transactions --------------------------------------------------
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        # IMMEDIATE takes the write lock up front, so concurrent writers queue
+        # on busy_timeout instead of failing when a read turns into a write.
+        yield from self._transaction("BEGIN IMMEDIATE")
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        # One snapshot for multi-query reads, so a concurrent writer cannot
+        # make a run and its samples disagree.
+        yield from self._transaction("BEGIN")
+
+    def _transaction(self, begin: str) -> Iterator[sqlite3.Connection]:
+        conn = self._connection()
+        try:
+            conn.execute(begin)
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.path}: {e}") from None
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException as e:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if isinstance(e, sqlite3.Error):
+                raise StoreError(f"{self.path}: {e}") from None
+            raise
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError(f"store {self.path} is closed")
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- surveys -------------------------------------------------------
+
+    def begin_survey(self, preset: str, argv: list[str], note: str | None = None) -> str:
+        now = time.time()
+        with self._write() as conn:
+            survey_id = self._unused_id(conn, "surveys", "s-" + _stamp(now) + "-{}")
+            conn.execute(
+                "INSERT INTO surveys(id, started, status, preset, argv, note, pid, host)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (survey_id, utcnow_iso(now), RUNNING, preset, _dumps(list(argv), "argv"),
+                 note, os.getpid(), self._host))
+        return survey_id
+
+    def finish_survey(self, survey_id: str, status: str) -> None:
+        _check_status(status, FINAL_STATUSES)
+        with self._write() as conn:
+            cur = conn.execute("UPDATE surveys SET status = ?, finished = ? WHERE id = ?",
+                               (status, utcnow_iso(), survey_id))
+            if cur.rowcount == 0:
+                raise StoreError(f"no survey {survey_id!r} in {self.path}")
+
+    def surveys(self) -> list[dict]:
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT s.*, (SELECT count(*) FROM runs r WHERE r.survey_id = s.id) AS n_runs"
+                " FROM surveys s ORDER BY s.started DESC, s.rowid DESC").fetchall()
+        return [dict(_survey_dict(row), n_runs=row["n_runs"]) for row in rows]
+
+    def survey(self, survey_id_or_prefix: str) -> dict:
+        with self._read() as conn:
+            survey_id = self._resolve(conn, "surveys", "survey", survey_id_or_prefix)
+            row = conn.execute("SELECT * FROM surveys WHERE id = ?", (survey_id,)).fetchone()
+        return dict(_survey_dict(row), runs=self.runs(survey_id=survey_id))
+
+    # ---- runs ----------------------------------------------------------
+
+    def begin_run(self, experiment: str, params: dict, preset: str, machine: dict | None,
+                  survey_id: str | None = None) -> str:
+        now = time.time()
+        params_json = _dumps(params, "params")
+        with self._write() as conn:
+            if survey_id is not None and not _exists(conn, "surveys", survey_id):
+                raise StoreError(f"no survey {survey_id!r} in {self.path}")
+            machine_id = self._machine_id(conn, machine)
+            run_id = self._unused_id(conn, "runs", f"{_stamp(now)}-{_slug(experiment)}-{{}}")
+            conn.execute(
+                "INSERT INTO runs(id, survey_id, experiment, status, started, preset, params,"
+                " machine_id, memfx_version, pid, host, started_unix)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, survey_id, experiment, RUNNING, utcnow_iso(now), preset, params_json,
+                 machine_id, self.memfx_version, os.getpid(), self._host, now))
+        return run_id
+
+    def add_samples(self, run_id: str, samples: list[dict]) -> None:
+        rows = [_sample_row(s) for s in samples]
+        with self._write() as conn:
+            self._require_run(conn, run_id)
+            first = conn.execute("SELECT coalesce(max(seq) + 1, 0) FROM samples WHERE run_id = ?",
+                                 (run_id,)).fetchone()[0]
+            conn.executemany(_INSERT_SAMPLE,
+                             [(run_id, first + i, *row) for i, row in enumerate(rows)])
+
+    def finish_run(self, run_id: str, status: str, error: str | None = None) -> None:
+        _check_status(status, FINAL_STATUSES)
+        now = time.time()
+        with self._write() as conn:
+            self._require_run(conn, run_id)
+            conn.execute(
+                "UPDATE runs SET status = ?, error = ?, finished = ?,"
+                " duration_s = ? - started_unix WHERE id = ?",
+                (status, error, utcnow_iso(now), now, run_id))
+
+    def runs(self, experiment: str | None = None, survey_id: str | None = None,
+             status: str | None = None) -> list[dict]:
+        if status is not None:
+            _check_status(status)
+        where, args = [], []
+        for column, value in (("experiment", experiment), ("survey_id", survey_id),
+                              ("status", status)):
+            if value is not None:
+                where.append(f"r.{column} = ?")
+                args.append(value)
+        sql = _SELECT_RUNS + (" WHERE " + " AND ".join(where) if where else "") + _NEWEST_FIRST
+        with self._read() as conn:
+            return [_run_dict(row) for row in conn.execute(sql, args)]
+
+    def run(self, run_id_or_prefix: str) -> dict:
+        """A run by id, unique id prefix, or "latest"; with its machine."""
+        with self._read() as conn:
+            run_id = self._resolve(conn, "runs", "run", run_id_or_prefix)
+            run = _run_dict(conn.execute(_SELECT_RUNS + " WHERE r.id = ?", (run_id,)).fetchone())
+            fingerprint = conn.execute("SELECT fingerprint FROM machines WHERE id = ?",
+                                       (run["machine_id"],)).fetchone()
+        run["machine"] = _loads(fingerprint[0]) if fingerprint else None
+        return run
+
+    def samples(self, run_id: str) -> list[dict]:
+        with self._read() as conn:
+            self._require_run(conn, run_id)
+            rows = conn.execute("SELECT * FROM samples WHERE run_id = ? ORDER BY seq",
+                                (run_id,)).fetchall()
+        return [_sample_dict(row) for row in rows]
+
+    def mark_stale_running(self) -> int:
+        """Mark "running" runs and surveys whose process on this host is gone
+        as interrupted; returns the number of runs marked. Runs from other
+        hosts are left alone: their processes cannot be checked from here."""
+        with self._write() as conn:
+            n_runs = self._mark_stale(conn, "runs")
+            self._mark_stale(conn, "surveys")
+        return n_runs
+
+    def _mark_stale(self, conn: sqlite3.Connection, table: str) -> int:
+        rows = conn.execute(f"SELECT id, pid FROM {table} WHERE status = ? AND host = ?",
+                            (RUNNING, self._host)).fetchall()
+        stale = [(row["id"], row["pid"]) for row in rows
+                 if row["pid"] is None or not _pid_alive(row["pid"])]
+        for item_id, pid in stale:
+            if table == "runs":
+                conn.execute("UPDATE runs SET status = ?, error = ? WHERE id = ?",
+                             (INTERRUPTED, f"process {pid} on {self._host} ended before"
+                              " the run finished", item_id))
+            else:
+                conn.execute("UPDATE surveys SET status = ? WHERE id = ?", (INTERRUPTED, item_id))
+        return len(stale)
+
+    # ---- artifacts -----------------------------------------------------
+
+    def set_artifact(self, run_id: str, name: str, data) -> None:
+        data_json = _dumps(data, f"artifact {name!r}")
+        with self._write() as conn:
+            self._require_run(conn, run_id)
+            conn.execute("INSERT OR REPLACE INTO artifacts(run_id, name, data) VALUES (?, ?, ?)",
+                         (run_id, name, data_json))
+
+    def artifacts(self, run_id: str) -> dict:
+        with self._read() as conn:
+            self._require_run(conn, run_id)
+            rows = conn.execute("SELECT name, data FROM artifacts WHERE run_id = ? ORDER BY name",
+                                (run_id,)).fetchall()
+        return {row["name"]: _loads(row["data"]) for row in rows}
+
+    # ---- export / import -----------------------------------------------
+
+    def export_run(self, run_id_or_prefix: str) -> dict:
+        run = self.run(run_id_or_prefix)
+        machine = run.pop("machine")
+        for derived in ("machine_id", "n_samples"):  # local to this DB
+            run.pop(derived)
+        survey = None
+        if run["survey_id"] is not None:
+            with self._read() as conn:
+                row = conn.execute("SELECT * FROM surveys WHERE id = ?",
+                                   (run["survey_id"],)).fetchone()
+            survey = _survey_dict(row) if row else None
+        return {
+            "format": EXPORT_FORMAT, "format_version": EXPORT_FORMAT_VERSION,
+            "run": run, "machine": machine, "survey": survey,
+            "samples": self.samples(run["id"]), "artifacts": self.artifacts(run["id"]),
+        }
+
+    def import_run(self, doc: dict) -> str:
+        run = _check_export_doc(doc)
+        run_id = run["id"]
+        samples = doc.get("samples") or []
+        rows = [(run_id, _seq_of(s), *_sample_row({k: v for k, v in s.items() if k != "seq"}))
+                for s in samples]
+        artifacts = {name: _dumps(data, f"artifact {name!r}")
+                     for name, data in (doc.get("artifacts") or {}).items()}
+        with self._write() as conn:
+            if _exists(conn, "runs", run_id):
+                raise StoreError(f"run {run_id} already in {self.path}")
+            survey = doc.get("survey")
+            if survey and not _exists(conn, "surveys", survey["id"]):
+                _insert_survey(conn, survey)
+            values = {c: run.get(c) for c in _RUN_COLUMNS}
+            values["params"] = _dumps(run.get("params") or {}, "params")
+            values["machine_id"] = self._machine_id(conn, doc.get("machine"))
+            values["started_unix"] = _iso_to_unix(run["started"])
+            columns = ", ".join(values)
+            conn.execute(f"INSERT INTO runs({columns}) VALUES ({', '.join('?' * len(values))})",
+                         list(values.values()))
+            try:
+                conn.executemany(_INSERT_SAMPLE, rows)
+            except sqlite3.IntegrityError:
+                raise StoreError(f"run {run_id}: duplicate sample seq in import") from None
+            conn.executemany("INSERT INTO artifacts(run_id, name, data) VALUES (?, ?, ?)",
+                             [(run_id, name, data) for name, data in artifacts.items()])
+        return run_id
+
+    def samples_csv(self, run_id: str, fileobj) -> None:
+        """One row per sample; each point key gets its own column. fileobj is
+        a text file opened with newline=""."""
+        samples = self.samples(run_id)
+        point_keys = sorted({k for s in samples for k in s["point"]})
+        fixed_before = ["run_id", "seq", "arm"]
+        measured = ["metric", "unit", "value", "length", "ns", "ticks", "cycles_est"]
+        fixed_after = measured + ["rejected", "reason", "counters"]
+        taken = set(fixed_before + fixed_after)
+        # A point key named like a fixed column would be ambiguous: prefix it.
+        point_headers = [f"point.{k}" if k in taken else k for k in point_keys]
+        writer = csv.writer(fileobj)
+        writer.writerow(fixed_before + point_headers + fixed_after)
+        for s in samples:
+            point = [_csv_cell(s["point"].get(k)) for k in point_keys]
+            writer.writerow([run_id, s["seq"], s["arm"], *point, *(s[k] for k in measured),
+                             int(s["rejected"]),
+                             s["reason"], _dumps(s["counters"], "counters")])
+
+    # ---- helpers -------------------------------------------------------
+
+    def _machine_id(self, conn: sqlite3.Connection, machine: dict | None) -> int | None:
+        if machine is None:
+            return None
+        text = _dumps(machine, "machine fingerprint")
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        conn.execute("INSERT OR IGNORE INTO machines(fingerprint_hash, fingerprint) VALUES (?, ?)",
+                     (digest, text))
+        return conn.execute("SELECT id FROM machines WHERE fingerprint_hash = ?",
+                            (digest,)).fetchone()[0]
+
+    def _unused_id(self, conn: sqlite3.Connection, table: str, template: str) -> str:
+        # Called under the write lock, so "unused now" stays true until INSERT.
+        for _ in range(100):
+            candidate = template.format(secrets.token_hex(2))
+            if not _exists(conn, table, candidate):
+                return candidate
+        raise StoreError(f"{self.path}: could not find a free {table} id")
+
+    def _require_run(self, conn: sqlite3.Connection, run_id: str) -> None:
+        if not _exists(conn, "runs", run_id):
+            raise StoreError(f"no run {run_id!r} in {self.path}")
+
+    def _resolve(self, conn: sqlite3.Connection, table: str, kind: str, key: str) -> str:
+        """Full id, unique prefix, or "latest" -> full id."""
+        if key == "latest":
+            row = conn.execute(f"SELECT id FROM {table} ORDER BY started DESC, rowid DESC"
+                               " LIMIT 1").fetchone()
+            if row is None:
+                raise StoreError(f"no {kind}s in {self.path}")
+            return row[0]
+        if key and _exists(conn, table, key):
+            return key
+        matches = [] if not key else [row[0] for row in conn.execute(
+            f"SELECT id FROM {table} WHERE substr(id, 1, ?) = ?", (len(key), key))]
+        if not matches:
+            raise StoreError(f"no {kind} {key!r} in {self.path}")
+        if len(matches) > 1:
+            raise StoreError(f"{kind} prefix {key!r} is ambiguous: it matches "
+                             f"{len(matches)} {kind}s in {self.path}")
+        return matches[0]
+
+
+# ---- module-level row helpers -------------------------------------------
+
+_INSERT_SAMPLE = ("INSERT INTO samples(run_id, seq, " + ", ".join(SAMPLE_DEFAULTS) + ")"
+                  " VALUES (" + ", ".join("?" * (len(SAMPLE_DEFAULTS) + 2)) + ")")
+
+_SELECT_RUNS = ("SELECT r.*, (SELECT count(*) FROM samples s WHERE s.run_id = r.id)"
+                " AS n_samples FROM runs r")
+_NEWEST_FIRST = " ORDER BY r.started DESC, r.rowid DESC"
+
+
+def _stamp(t: float) -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime(t))
+
+
+def _slug(name: str) -> str:
+    # Keeps ids safe to type and to use as file names.
+    return re.sub(r"[^A-Za-z0-9_.]+", "_", name) or "run"
+
+
+def _exists(conn: sqlite3.Connection, table: str, item_id: str) -> bool:
+    return conn.execute(f"SELECT 1 FROM {table} WHERE id = ?", (item_id,)).fetchone() is not None
+
+
+def _sample_row(sample: dict) -> tuple:
+    if not isinstance(sample, dict):
+        raise StoreError(f"a sample must be a dict, not {type(sample).__name__}")
+    unknown = set(sample) - set(SAMPLE_DEFAULTS)
+    if unknown:
+        raise StoreError(f"unknown sample field(s): {', '.join(sorted(unknown))}")
+    missing = [k for k in REQUIRED_SAMPLE_KEYS if sample.get(k) is None]
+    if missing:
+        raise StoreError(f"sample lacks {', '.join(missing)}")
+    values = {**SAMPLE_DEFAULTS, **sample}
+    for key in ("point", "counters"):
+        if values[key] is None:
+            values[key] = {}
+        if not isinstance(values[key], dict):
+            raise StoreError(f"sample {key} must be a dict")
+        values[key] = _dumps(values[key], f"sample {key}")
+    values["rejected"] = 1 if values["rejected"] else 0
+    return tuple(values.values())
+
+
+def _sample_dict(row: sqlite3.Row) -> dict:
+    sample = {"seq": row["seq"]}
+    for key in SAMPLE_DEFAULTS:
+        sample[key] = row[key]
+    sample["point"] = _loads(row["point"], {})
+    sample["counters"] = _loads(row["counters"], {})
+    sample["rejected"] = bool(row["rejected"])
+    return sample
+
+
+def _seq_of(sample: dict) -> int:
+    seq = sample.get("seq") if isinstance(sample, dict) else None
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        raise StoreError(f"imported sample has no valid seq: {seq!r}")
+    return seq
+
+
+def _run_dict(row: sqlite3.Row) -> dict:
+    run = {c: row[c] for c in _RUN_COLUMNS}
+    run["params"] = _loads(row["params"], {})
+    run["n_samples"] = row["n_samples"]
+    return run
+
+
+def _survey_dict(row: sqlite3.Row) -> dict:
+    survey = {c: row[c] for c in _SURVEY_COLUMNS}
+    survey["argv"] = _loads(row["argv"], [])
+    return survey
+
+
+def _insert_survey(conn: sqlite3.Connection, survey: dict) -> None:
+    if not isinstance(survey.get("id"), str) or not isinstance(survey.get("started"), str):
+        raise StoreError("imported survey lacks id or started")
+    values = [survey.get(c) for c in _SURVEY_COLUMNS]
+    values[_SURVEY_COLUMNS.index("argv")] = _dumps(survey.get("argv") or [], "argv")
+    conn.execute(f"INSERT INTO surveys({', '.join(_SURVEY_COLUMNS)})"
+                 f" VALUES ({', '.join('?' * len(_SURVEY_COLUMNS))})", values)
+
+
+def _check_export_doc(doc) -> dict:
+    """Validate an export document's envelope; returns its run dict."""
+    if not isinstance(doc, dict) or doc.get("format") != EXPORT_FORMAT:
+        raise StoreError(f"not a {EXPORT_FORMAT} document")
+    version = doc.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise StoreError(f"{EXPORT_FORMAT} document has no valid format_version")
+    if version > EXPORT_FORMAT_VERSION:
+        raise StoreError(f"{EXPORT_FORMAT} document was written by a newer memfx "
+                         f"(format_version {version} > {EXPORT_FORMAT_VERSION})")
+    if version != EXPORT_FORMAT_VERSION:
+        raise StoreError(f"unknown {EXPORT_FORMAT} format_version {version}")
+    run = doc.get("run")
+    if not isinstance(run, dict):
+        raise StoreError(f"{EXPORT_FORMAT} document has no run")
+    for key in ("id", "experiment", "started"):
+        if not isinstance(run.get(key), str) or not run[key]:
+            raise StoreError(f"imported run lacks {key}")
+    _check_status(run.get("status"))
+    if not isinstance(doc.get("samples", []), list):
+        raise StoreError("imported samples must be a list")
+    return run
+
+
+def _csv_cell(value):
+    # Nested point values (lists, dicts) stay readable and parseable.
+    return _dumps(value, "point value") if isinstance(value, (list, dict)) else value

@@ -1,0 +1,35 @@
+"""Parsing and printing of sizes: "48K", "2MiB", "1.5G" <-> bytes."""
+import re
+
+from .errors import ParamError
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)\s*$", re.IGNORECASE)
+_FACTOR = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(text, name="size"):
+    """Bytes from an int or a string with a binary suffix (K = KiB = 1024)."""
+    if isinstance(text, bool):
+        raise ParamError(f"{name}: expected a size like 32K or 4MiB, got {text!r}")
+    if isinstance(text, (int, float)):
+        if text < 0:
+            raise ParamError(f"{name}: size must not be negative, got {text}")
+        return int(text)
+    m = _SIZE.match(str(text))
+    if not m or (m.group(3) and m.group(3).lower() == "i"):
+        raise ParamError(f"{name}: expected a size like 32K, 4MiB or 1G, got {text!r}")
+    return int(float(m.group(1)) * _FACTOR[m.group(2).upper()])
+
+
+def format_size(n):
+    """Shortest exact binary form: 49152 -> '48K', 3 << 20 -> '3M', 1000 -> '1000'."""
+    n = int(n)
+    for suffix in ("T", "G", "M", "K"):
+        f = _FACTOR[suffix]
+        if n >= f and n % f == 0:
+            return f"{n // f}{suffix}"
+    if n >= 1 << 20:
+        return f"{n / (1 << 20):.1f}M"
+    if n >= 1 << 10 and n % 1024:
+        return f"{n / 1024:.1f}K"
+    return str(n)
