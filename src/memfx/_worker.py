@@ -11,6 +11,7 @@ Protocol: one JSON job on stdin; JSON lines on stdout:
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import traceback
@@ -79,7 +80,7 @@ def measure(job, emit):
     exp = get_experiment(job["experiment"])
     params, machine = job["params"], job["machine"]
     lab = Lab(cpu=params["cpu"], seed=params["seed"], min_sample_ms=params["min_sample_ms"])
-    emit({"type": "info", "cpu": lab.cpu, "tsc_hz": lab.tsc_hz,
+    emit({"type": "info", "pid": os.getpid(), "cpu": lab.cpu, "tsc_hz": lab.tsc_hz,
           "counters": [n for _, names in lab.perf.groups for n in names],
           "perf_notes": lab.perf.notes})
     exp.verify(lab, params)

@@ -1,0 +1,142 @@
+"""The C core through its binding: kernel table, chase kernel, timing
+helpers, and the perf_event plumbing (software events work in a VM)."""
+import mmap
+import os
+
+import numpy as np
+import pytest
+
+from memfx import _core
+from memfx._lab import SOFTWARE_EVENTS, Lab, PerfCounters, kernel_table
+from memfx.experiments.base import Region, Trial
+from memfx.experiments.latency import chain_links
+
+
+def test_kernel_table_rows_are_complete():
+    rows = kernel_table()
+    assert "chase_ptr" in rows
+    for name, r in rows.items():
+        assert r.name == name and r.op and r.doc
+        assert min(r.read_per_byte, r.write_per_byte, r.read_fixed, r.write_fixed) >= 0
+        assert r.ops_per_iter > 0
+        assert isinstance(r.supported, bool)
+    assert len({r.index for r in rows.values()}) == len(rows)
+
+
+def _chain(n, elem=64, seed=0):
+    buf = bytearray(n * elem)
+    base = _core.address(buf)
+    order = np.random.default_rng(seed).permutation(n)
+    nxt = chain_links(order)
+    words = np.frombuffer(buf, dtype=np.uint64)
+    words[np.arange(n) * (elem // 8)] = (base + nxt * elem).astype(np.uint64)
+    del words
+    return buf, base, nxt
+
+
+def test_chase_kernel_follows_the_chain():
+    n, elem = 1000, 64
+    buf, base, nxt = _chain(n, elem)
+    k = kernel_table()["chase_ptr"]
+    for steps in (0, 1, 7, 8, 9, 123, n, 3 * n + 5):
+        expect = 0
+        for _ in range(steps):
+            expect = int(nxt[expect])
+        _, _, _, result, _ = _core.run(k.index, None, 0, buf, 0, 0, 0, steps, 0)
+        assert result == base + expect * elem, steps
+
+
+def test_chase_inc_writes_second_word():
+    n, elem = 16, 64
+    buf, base, nxt = _chain(n, elem)
+    k = kernel_table()["chase_ptr_inc"]
+    _core.run(k.index, None, 0, buf, 0, 0, 0, 2 * n, 0)
+    words = np.frombuffer(buf, dtype=np.uint64)
+    assert all(words[i * 8 + 1] == 2 for i in range(n))
+
+
+def test_run_checks_regions():
+    k = kernel_table()["chase_ptr"]
+    with pytest.raises(ValueError):
+        _core.run(k.index, None, 0, bytearray(8), 16, 0, 0, 1, 0)
+    with pytest.raises(IndexError):
+        _core.run(10 ** 6, None, 0, None, 0, 0, 0, 1, 0)
+
+
+def test_timing_helpers_are_sane():
+    hz = _core.tsc_hz(20.0)
+    assert 3e8 < hz < 2e10
+    ticks = _core.add_chain(100_000)
+    assert ticks > 0
+    assert _core.cpu_id() in os.sched_getaffinity(0)
+    assert len(_core.cpuid(0, 0)) == 4
+    assert _core.isa_supported("sse2") is True       # baseline x86-64
+    assert _core.isa_supported("no-such-isa") is False
+    assert "-march=native" not in _core.build_info["cflags"]
+
+
+def test_page_faults_counted_exactly():
+    """Touching N fresh pages costs exactly N page faults (software event)."""
+    if _core.perf_probe(1, SOFTWARE_EVENTS["page_faults"]) != 0:
+        pytest.skip("software perf events unavailable")
+    perf = PerfCounters(hardware=False)
+    try:
+        leader, names = perf.groups[0]
+        i = names.index("page_faults")
+        for n in (1, 17, 256):
+            m = mmap.mmap(-1, n * mmap.PAGESIZE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            if hasattr(mmap, "MADV_NOHUGEPAGE"):
+                m.madvise(mmap.MADV_NOHUGEPAGE)   # one fault per 4 KiB page, THP or not
+            before = _core.perf_read(leader)
+            _core.touch(m, 0, n * mmap.PAGESIZE, mmap.PAGESIZE)
+            after = _core.perf_read(leader)
+            assert after[i] - before[i] == n
+            # touching again: already mapped, no new faults
+            before = _core.perf_read(leader)
+            _core.touch(m, 0, n * mmap.PAGESIZE, mmap.PAGESIZE)
+            after = _core.perf_read(leader)
+            assert after[i] - before[i] == 0
+            m.close()
+    finally:
+        perf.close()
+
+
+def test_run_returns_counter_deltas_for_page_faults():
+    if _core.perf_probe(1, SOFTWARE_EVENTS["page_faults"]) != 0:
+        pytest.skip("software perf events unavailable")
+    lab = Lab(cpu=-1, min_sample_ms=0.05)
+    try:
+        buf, base, _ = _chain(64)
+        trial = Trial("chase_ptr", src=Region(buf, 0, len(buf), base), metric="time")
+        rec = lab.sample(trial, 1000, 1.0)
+        assert rec["metric"] == "ns_per_load" and rec["unit"] == "ns"
+        assert rec["value"] > 0 and rec["length"] == 1000
+        assert rec["counters"]["page_faults"] == 0
+        assert rec["rejected"] in (False, True)
+    finally:
+        lab.perf.close()
+
+
+def test_hardware_counters_fall_back_cleanly():
+    perf = PerfCounters(hardware=True)
+    try:
+        if not perf.has_hardware:
+            assert "hw" in perf.notes and "failed" in perf.notes["hw"]
+        assert perf.groups, "the software group must open"
+    finally:
+        perf.close()
+
+
+def test_lab_buffer_alignment_and_offset():
+    lab = Lab(cpu=-1)
+    try:
+        r = lab.buffer(10000, align=4096, offset=13)
+        assert r.address % 4096 == 13
+        assert r.address == _core.address(r.buffer) + r.offset
+        r2 = lab.buffer(4 << 20, hugepages=True)
+        assert r2.address % (2 << 20) == 0
+        share = lab.huge_page_share(r2)
+        assert share is None or 0.0 <= share <= 1.0
+    finally:
+        lab.release()
+        lab.perf.close()

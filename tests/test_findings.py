@@ -1,0 +1,174 @@
+import json
+
+import numpy as np
+import pytest
+
+from memfx import findings
+from memfx.errors import ParamError
+from memfx.findings import (DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, THRESHOLDS,
+                            Caution, Finding, Threshold, effect_finding, effect_verdict,
+                            measured_finding, noise_cautions, threshold)
+from memfx.stats import ratio_of_medians
+
+
+# ---------------------------------------------------------------- thresholds
+
+def test_thresholds_are_named_data():
+    expected = {"noisy_cv": 0.10, "calibration_drift": 0.05, "effect_min": 0.03,
+                "ci_level": 0.95, "min_samples": 5, "rejected_share": 0.2}
+    for name, value in expected.items():
+        t = THRESHOLDS[name]
+        assert isinstance(t, Threshold) and t.name == name
+        assert t.value == value == threshold(name)
+        assert t.unit and t.meaning
+    with pytest.raises(ParamError):
+        threshold("no_such_threshold")
+
+
+# ---------------------------------------------------------------- data types
+
+def test_finding_as_dict_and_back():
+    f = Finding(id="zero_fill", claim="zeros fill faster beyond L2", verdict=DETECTED,
+                value=np.float64(1.17), unit="ratio", ci_low=1.12, ci_high=1.21,
+                evidence={"n": np.int64(20), "medians": np.array([1.0, 1.17]),
+                          "bad": float("nan")},
+                seed="000", experiment="fill")
+    d = f.as_dict()
+    assert list(d) == ["id", "claim", "verdict", "value", "unit", "ci_low", "ci_high",
+                       "evidence", "seed", "experiment"]
+    assert d["evidence"] == {"n": 20, "medians": [1.0, 1.17], "bad": None}
+    json.dumps(d, allow_nan=False)
+    g = Finding.from_dict(dict(d, future_key=1))
+    assert g.as_dict() == d
+
+
+def test_finding_defaults_and_validation():
+    f = Finding(id="x", claim="y", verdict=MEASURED)
+    assert f.as_dict()["evidence"] == {} and f.unit == "" and f.seed is None
+    assert Finding(id="a", claim="b", verdict=MEASURED).evidence is not f.evidence
+    with pytest.raises(ValueError):
+        Finding(id="x", claim="y", verdict="maybe")
+    with pytest.raises(ValueError):
+        Finding.from_dict({"id": "x", "verdict": DETECTED})
+
+
+def test_caution_as_dict_and_back():
+    c = Caution(id="hypervisor", message="running under a hypervisor")
+    assert c.as_dict() == {"id": "hypervisor", "message": "running under a hypervisor",
+                           "value": None, "threshold": None, "advice": ""}
+    assert Caution.from_dict(c.as_dict()) == c
+
+
+# ---------------------------------------------------------------- verdict rules
+
+@pytest.mark.parametrize("ratio, low, high, n, verdict", [
+    (1.20, 1.15, 1.25, 20, DETECTED),
+    (0.80, 0.75, 0.85, 20, DETECTED),
+    (1.00, 0.99, 1.01, 20, NOT_DETECTED),
+    (1.00, 0.97, 1.03, 20, NOT_DETECTED),     # band edges are inside
+    (1.03, 1.01, 1.06, 20, INCONCLUSIVE),     # straddles the band edge
+    (1.00, 0.80, 1.20, 20, INCONCLUSIVE),     # too wide
+    (1.20, 1.15, 1.25, 4, INCONCLUSIVE),      # too few samples
+    (1.20, float("nan"), 1.25, 20, INCONCLUSIVE),
+    (1.20, None, 1.25, 20, INCONCLUSIVE),
+])
+def test_effect_verdict_rules(ratio, low, high, n, verdict):
+    assert effect_verdict(ratio, low, high, n, n) == verdict
+
+
+def test_effect_verdict_overrides():
+    assert effect_verdict(1.05, 1.04, 1.06, 20, 20) == DETECTED
+    assert effect_verdict(1.05, 1.04, 1.06, 20, 20, effect_min=0.10) == NOT_DETECTED
+    assert effect_verdict(1.2, 1.15, 1.25, 3, 3, min_samples=3) == DETECTED
+
+
+def samples(median, noise, n, seed):
+    rng = np.random.default_rng(seed)
+    return median * (1 + noise * rng.standard_normal(n))
+
+
+def verdict_of(a, b):
+    r = ratio_of_medians(a, b)
+    return effect_verdict(r["ratio"], r["ci_low"], r["ci_high"], r["n_a"], r["n_b"])
+
+
+def test_planted_effect_is_detected():
+    assert verdict_of(samples(1.17, 0.03, 20, 1), samples(1.0, 0.03, 20, 2)) == DETECTED
+
+
+def test_no_effect_is_not_detected():
+    # same distribution; enough precision for the CI to fit inside +-3 %
+    assert verdict_of(samples(1.0, 0.01, 20, 3), samples(1.0, 0.01, 20, 4)) == NOT_DETECTED
+    assert verdict_of(samples(1.0, 0.03, 100, 3), samples(1.0, 0.03, 100, 4)) == NOT_DETECTED
+
+
+def test_no_effect_with_too_little_precision_is_never_detected():
+    # 3 % noise, n=20: the CI is about +-2.5 % wide, so "no effect" is often
+    # inconclusive against a 3 % band, but it must never read as detected
+    for seed in range(20):
+        v = verdict_of(samples(1.0, 0.03, 20, 2 * seed), samples(1.0, 0.03, 20, 2 * seed + 1))
+        assert v in (NOT_DETECTED, INCONCLUSIVE)
+
+
+def test_few_or_noisy_samples_are_inconclusive():
+    assert verdict_of(samples(1.17, 0.03, 3, 5), samples(1.0, 0.03, 3, 6)) == INCONCLUSIVE
+    assert verdict_of(samples(1.17, 0.40, 6, 7), samples(1.0, 0.40, 6, 8)) == INCONCLUSIVE
+
+
+def test_effect_finding():
+    f = effect_finding("zero_fill", "zeros fill faster", samples(1.17, 0.03, 20, 1),
+                       samples(1.0, 0.03, 20, 2), seed="000", experiment="fill")
+    assert f.verdict == DETECTED and f.unit == "ratio"
+    assert f.ci_low < f.value < f.ci_high
+    assert f.evidence["n_a"] == 20 and f.evidence["effect_min"] == 0.03
+    json.dumps(f.as_dict(), allow_nan=False)
+
+
+def test_measured_finding():
+    f = measured_finding("l1_latency", "L1d load-to-use latency",
+                         samples(1.25, 0.01, 30, 9), "ns", seed="004")
+    assert f.verdict == MEASURED and f.unit == "ns"
+    assert f.ci_low <= f.value <= f.ci_high
+    assert f.evidence["n"] == 30
+
+
+# ---------------------------------------------------------------- cautions
+
+def point(arm, size, cv, n=20, rejected=0):
+    return {"arm": arm, "params": {"size_bytes": size}, "cv": cv, "n": n,
+            "rejected": rejected}
+
+
+def test_noise_cautions_flags_noisy_point_only():
+    cautions = noise_cautions([point("random", 32768, 0.20), point("random", 65536, 0.01)])
+    assert [c.id for c in cautions] == ["noisy_points"]
+    c = cautions[0]
+    assert "1 of 2 points" in c.message
+    assert "size_bytes=32768" in c.message and "65536" not in c.message
+    assert c.value == 0.20 and c.threshold == 0.10 and c.advice
+    assert set(c.as_dict()) == {"id", "message", "value", "threshold", "advice"}
+
+
+def test_noise_cautions_rejected_share():
+    cautions = noise_cautions([point("seq", 4096, 0.01, n=10, rejected=5),
+                               point("seq", 8192, 0.01, n=10, rejected=1)])
+    assert [c.id for c in cautions] == ["rejected_samples"]
+    assert cautions[0].value == pytest.approx(5 / 15)
+    assert "size_bytes=4096" in cautions[0].message
+    assert "8192" not in cautions[0].message
+
+
+def test_noise_cautions_quiet_and_missing_cv():
+    assert noise_cautions([]) == []
+    assert noise_cautions([point("a", 1, 0.05), point("b", 1, None)]) == []
+    assert noise_cautions([point("a", 1, 0.05)], noisy_cv=0.05)[0].id == "noisy_points"
+
+
+def test_module_imports_only_numpy_stdlib_and_memfx():
+    import ast
+    tree = ast.parse(open(findings.__file__).read())
+    roots = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+             for a in n.names}
+    roots |= {n.module.split(".")[0] for n in ast.walk(tree)
+              if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module}
+    assert roots <= {"__future__", "math", "dataclasses", "typing", "numpy"}
