@@ -152,10 +152,14 @@ def cmd_runs(args):
     t = Table(title=f"Runs in {store.path}")
     for c in ("id", "started", "experiment", "preset", "status", "samples", "seconds", "machine"):
         t.add_column(c)
+    machines = {}
     for r in runs:
+        if r.get("machine_id") not in machines:
+            cpu = (store.run(r["id"]).get("machine") or {}).get("cpu") or {}
+            machines[r.get("machine_id")] = f"#{r.get('machine_id')} {cpu.get('model_name', '?')}"
         t.add_row(r["id"], r["started"], r["experiment"], r.get("preset") or "", r["status"],
                   str(r["n_samples"]), f"{r['duration_s']:.1f}" if r.get("duration_s") else "-",
-                  str(r.get("machine_id")))
+                  machines[r.get("machine_id")])
     _console().print(t)
     return 0
 
@@ -215,7 +219,7 @@ def cmd_plot(args):
 
 def cmd_survey(args):
     from .survey import run_survey
-    return run_survey(args, _machine, _open_store, _progress_runner, _console)
+    return run_survey(args, _machine, _open_store, _console)
 
 
 def cmd_report(args):

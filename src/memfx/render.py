@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from .units import format_size
+from .units import format_size, human_size
 
 VERDICT_STYLE = {"detected": "bold green", "not_detected": "yellow",
                  "inconclusive": "magenta", "measured": "cyan"}
@@ -61,8 +61,8 @@ def machine_table(fp, cautions, caps):
     pw = fp.get("power", {})
     t.add_row("Power", f"governor {pw.get('governor') or 'n/a'}, turbo {pw.get('turbo') if pw.get('turbo') is not None else 'unknown'}")
     mem = fp.get("memory", {})
-    t.add_row("Memory", f"{format_size(mem.get('total_bytes') or 0)}B total, "
-                        f"{format_size(mem.get('available_bytes') or 0)}B available, THP {mem.get('thp_enabled')}")
+    t.add_row("Memory", f"{human_size(mem.get('total_bytes') or 0)} total, "
+                        f"{human_size(mem.get('available_bytes') or 0)} available, THP {mem.get('thp_enabled')}")
     k = fp.get("kernel", {})
     t.add_row("Kernel", f"{k.get('release')}, perf_event_paranoid={k.get('perf_event_paranoid')}")
     pmu = fp.get("pmu", {})

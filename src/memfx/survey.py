@@ -3,6 +3,7 @@ one survey in the store, then one HTML report.  Ctrl-C keeps every finished
 run and still writes the report of what exists, marked incomplete."""
 from __future__ import annotations
 
+import statistics
 import sys
 import time
 
@@ -34,30 +35,60 @@ def _split(text):
     return [s.strip() for s in text.split(",") if s.strip()] if text else None
 
 
-def run_survey(args, get_machine, open_store, progress_runner, console):
+def estimate(store, name, preset, exp, params, machine):
+    """Seconds a run will take: the median of earlier complete runs with the
+    same preset in this DB (honest), else the experiment's own guess."""
+    past = [r["duration_s"] for r in store.runs(experiment=name, status="complete")
+            if r.get("preset") == preset and r.get("duration_s")]
+    if past:
+        return statistics.median(past[:5]), "from earlier runs"
+    return exp.estimate_seconds(params, machine), "rough guess"
+
+
+def run_survey(args, get_machine, open_store, console):
     from .report import write_report
-    from .runner import RunInterrupted, prepare
+    from .runner import RunInterrupted, prepare, run_experiment
     preset = "full" if args.full else "quick"
     names = select(_split(args.only), _split(args.skip))
     fp = get_machine()
-    for n in names:          # validate everything before the DB is touched
-        prepare(n, preset, {}, fp)
+    prepared = {n: prepare(n, preset, {}, fp) for n in names}   # bad input fails before the DB is touched
     store = open_store(args)
+    store.mark_stale_running()
+    guesses = {n: estimate(store, n, preset, prepared[n][0], prepared[n][1], fp)[0] for n in names}
     survey_id = store.begin_survey(preset, sys.argv[1:])
     con = console()
     status, t0 = "complete", time.monotonic()
-    failures = []
+    failures, durations = [], {}
+    con.print(f"[bold]memfx survey {survey_id}[/bold] ({preset}): {len(names)} experiments, "
+              f"about {sum(guesses.values()):.0f} s")
     try:
-        for i, name in enumerate(names, 1):
-            con.print(f"[bold]survey {survey_id}[/bold]: experiment {i} of {len(names)}: {name} "
-                      f"({time.monotonic() - t0:.0f} s so far)")
-            try:
-                progress_runner(store, fp, name, preset, {}, args.quiet, survey_id=survey_id)
-            except RunInterrupted:
-                raise
-            except MemfxError as e:   # one experiment failing does not end the survey
-                failures.append(f"{name}: {e}")
-                con.print(f"[red]{name} failed:[/red] {e}")
+        with _progress(args.quiet) as prog:
+            overall = prog.add_task("survey", total=sum(guesses.values()), label="") if prog else None
+            for i, name in enumerate(names, 1):
+                start = time.monotonic()
+                base = sum(durations.values())
+                task = prog.add_task(f"{i}/{len(names)} {name}", total=None, label="") if prog else None
+
+                def on_progress(done, total, label, task=task, name=name, start=start, base=base):
+                    if not prog:
+                        return
+                    prog.update(task, completed=done, total=total, label=label[:40])
+                    # the overall bar moves with time spent, capped at this
+                    # experiment's share until it ends
+                    prog.update(overall, completed=base + min(time.monotonic() - start, guesses[name]))
+
+                try:
+                    run_experiment(name, store, fp, preset, {}, survey_id=survey_id,
+                                   on_progress=on_progress)
+                except MemfxError as e:   # one experiment failing does not end the survey
+                    failures.append(f"{name}: {e}")
+                    con.print(f"[red]{name} failed:[/red] {e}")
+                durations[name] = time.monotonic() - start
+                if prog:
+                    prog.update(task, visible=False)
+                    prog.update(overall, total=sum(durations.values()) + sum(
+                        guesses[n] for n in names[i:]), completed=sum(durations.values()))
+                con.print(f"  {name}: {durations[name]:.1f} s")
     except (RunInterrupted, KeyboardInterrupt):
         status = "interrupted"
         con.print("[yellow]interrupted: keeping the finished runs and writing the report[/yellow]")
@@ -68,3 +99,22 @@ def run_survey(args, get_machine, open_store, progress_runner, console):
     if failures:
         con.print("[red]failed experiments:[/red] " + "; ".join(failures))
     return 130 if status == "interrupted" else (1 if failures else 0)
+
+
+class _NoProgress:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _progress(quiet):
+    if quiet:
+        return _NoProgress()
+    from rich.console import Console
+    from rich.progress import (BarColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), TimeElapsedColumn(),
+                    TimeRemainingColumn(), TextColumn("{task.fields[label]}"),
+                    console=Console(stderr=True), transient=True)

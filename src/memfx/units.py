@@ -33,3 +33,12 @@ def format_size(n):
     if n >= 1 << 10 and n % 1024:
         return f"{n / 1024:.1f}K"
     return str(n)
+
+
+def human_size(n):
+    """Approximate binary size for people: 25276502016 -> '23.5 GiB'."""
+    n = float(n)
+    for suffix, f in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= f:
+            return f"{n / f:.1f} {suffix}"
+    return f"{n:.0f} B"

@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import stats
 from ..errors import ParamError
-from ..findings import DETECTED, MEASURED, NOT_DETECTED, Finding
+from ..findings import DETECTED, MEASURED, NOT_DETECTED, Finding, effect_verdict
 from ..units import format_size
 from .base import Experiment, Param, Point, Trial, register
 
@@ -84,7 +84,7 @@ class Latency(Experiment):
         Param("refine", "bool", True, "add fine-step points inside each knee found", "false"),
     ]
     presets = {
-        "quick": {"max_size": "64M", "per_octave": 2, "samples": 5, "min_sample_ms": 0.5},
+        "quick": {"max_size": "64M", "per_octave": 3, "samples": 7, "min_sample_ms": 0.5},
         "full": {"per_octave": 4, "pages": "4k,thp", "samples": 11},
     }
 
@@ -184,7 +184,7 @@ class Latency(Experiment):
             return findings
         main_pg = "4k" if "4k" in curves else next(iter(curves))
         pts, levels = curves[main_pg]
-        other_knees = []
+        other_knees = None          # knees of the huge-page curve, when measured
         for pg, (_, lv) in curves.items():
             if pg != main_pg:
                 other_knees = [x.knee_size for x in lv[:-1] if x.knee_size]
@@ -208,18 +208,28 @@ class Latency(Experiment):
             cache = _nearest_cache(caches, knee)
             evidence = {"knee_bytes": knee, "knee_low": lv.knee_low, "knee_high": lv.knee_high,
                         "latency_before_ns": lv.latency_ns, "latency_after_ns": levels[i + 1].latency_ns}
-            if cache is not None:
+            # A step that the huge-page curve does not show is a page-walk /
+            # TLB-reach effect even when a cache size happens to be nearby.
+            tlb_only = other_knees is not None and not any(
+                abs(math.log2(knee / k)) < 1 for k in other_knees)
+            if tlb_only:
+                claim = f"Knee at {format_size(knee)} with 4 KiB pages only (absent with huge pages): TLB reach / page walks"
+                fid = f"knee_tlb_{i + 1}"
+            elif cache is not None:
                 matched.add(id(cache))
                 label = _cache_label(cache)
                 evidence.update(reported_bytes=cache["size_bytes"], reported=label)
                 claim = (f"Capacity knee at {format_size(knee)} matches {label} "
                          f"({format_size(cache['size_bytes'])} per sysfs)")
                 fid = f"knee_{label.lower()}"
-            elif other_knees and not any(abs(math.log2(knee / k)) < 1 for k in other_knees):
-                claim = f"Knee at {format_size(knee)} with 4 KiB pages only: TLB reach"
-                fid = f"knee_tlb_{i + 1}"
             else:
+                near = min(caches, key=lambda c: abs(math.log2(knee / c["size_bytes"])), default=None)
                 claim = f"Knee at {format_size(knee)} matches no cache size the OS reports"
+                if near is not None:
+                    claim += (f" (nearest: {_cache_label(near)} = {format_size(near['size_bytes'])}, "
+                              f"{max(knee, near['size_bytes']) / min(knee, near['size_bytes']):.1f}x away)")
+                    evidence.update(nearest_reported=_cache_label(near),
+                                    nearest_reported_bytes=near["size_bytes"])
                 fid = f"knee_{i + 1}"
             findings.append(Finding(id=fid, claim=claim, verdict=DETECTED, value=float(knee),
                                     unit="bytes", ci_low=lv.knee_low, ci_high=lv.knee_high,
@@ -235,6 +245,19 @@ class Latency(Experiment):
                                     f"(the size sysfs reports)",
                 evidence={"reported_bytes": c["size_bytes"], "levels_found": len(levels)},
                 seed="004", experiment=self.name))
+        if "thp" in curves and main_pg == "4k":
+            big4k, bigthp = curves["4k"][0][-1], curves["thp"][0][-1]
+            if big4k["params"]["size_bytes"] == bigthp["params"]["size_bytes"] and bigthp["median"]:
+                r = stats.ratio_of_medians(big4k["values"], bigthp["values"])
+                findings.append(Finding(
+                    id="huge_page_benefit",
+                    claim=f"Random loads at {format_size(big4k['params']['size_bytes'])}: 4 KiB pages vs "
+                          f"transparent huge pages (x slower with 4 KiB pages)",
+                    verdict=effect_verdict(r["ratio"], r["ci_low"], r["ci_high"], r["n_a"], r["n_b"]),
+                    value=r["ratio"], unit="x", ci_low=r["ci_low"], ci_high=r["ci_high"],
+                    evidence={"ns_4k": big4k["median"], "ns_thp": bigthp["median"],
+                              "huge_page_share": bigthp.get("counters", {}).get("huge_page_share")},
+                    seed="004", experiment=self.name))
         seq = sorted((p for p in data.select("sequential", pages=main_pg) if p["median"]),
                      key=lambda p: p["params"]["size_bytes"])
         if seq and pts:
