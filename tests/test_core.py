@@ -140,3 +140,26 @@ def test_lab_buffer_alignment_and_offset():
     finally:
         lab.release()
         lab.perf.close()
+
+
+def test_rdpmc_path_falls_back_for_events_without_user_access():
+    """The bare-metal rdpmc path, exercised with a software event: its page
+    maps, but the kernel gives no user-space index, so the core returns
+    None and the group read() values stand."""
+    if _core.perf_probe(1, SOFTWARE_EVENTS["page_faults"]) != 0:
+        pytest.skip("software perf events unavailable")
+    perf = PerfCounters(hardware=False)
+    try:
+        leader, names = perf.groups[0]
+        perf._map_user_pages([leader], [names[0]])
+        assert len(perf.page_addresses) == 1
+        assert _core.perf_rdpmc(leader) is None
+        buf, base, _ = _chain(8)
+        k = kernel_table()["chase_ptr"]
+        out = _core.run(k.index, None, 0, buf, 0, 0, 0, 100, 0, perf.leaders, perf.page_addresses)
+        deltas = out[4]
+        assert len(deltas) == len(perf.groups) + 1 and deltas[-1] is None
+        decoded = perf.decode(deltas)
+        assert "counter_source" not in decoded and decoded[names[0]] == 0
+    finally:
+        perf.close()

@@ -123,3 +123,36 @@ def test_analysis_says_when_a_reported_cache_shows_no_step():
     f = {x.id: x for x in exp.analyze(data)}
     assert f["knee_l3"].verdict == "not_detected"
     assert f["knee_l2"].verdict == "detected"
+
+
+def _sample(length, ns, arm="random", size=4096):
+    return {"arm": arm, "point": {"size_bytes": size}, "metric": "ns_per_load", "unit": "ns",
+            "value": ns / length, "length": length, "ns": ns, "cycles_est": ns * 2,
+            "counters": {}, "rejected": False, "reason": None}
+
+
+def test_points_use_the_n_2n_difference_of_medians():
+    from memfx.results import build_points
+    n = 1000
+    # fixed overhead of 500 ns per sample, 3 ns per load
+    samples = [_sample(n, 500 + 3 * n + j) for j in range(7)] + \
+              [_sample(2 * n, 500 + 6 * n + j) for j in range(7)]
+    samples.append(dict(_sample(n, 10 ** 9), rejected=True, reason="context_switch"))
+    (p,) = build_points(samples)
+    assert p["method"] == "N/2N difference"
+    assert p["median"] == pytest.approx(3.0, abs=1e-9)      # overhead cancelled
+    assert p["rejected"] == 1 and p["n"] == 14
+    assert p["ci_low"] <= 3.0 <= p["ci_high"]
+
+
+def test_points_fall_back_when_the_difference_is_noise():
+    """A negative per-load time is impossible: when the N/2N difference's CI
+    reaches zero the point keeps the per-sample estimate and says so."""
+    from memfx.results import build_points
+    n = 1000
+    samples = [_sample(n, 100_000.0 + j) for j in range(7)] + \
+              [_sample(2 * n, 90_000.0 + j) for j in range(7)]
+    (p,) = build_points(samples)
+    assert p["method"].startswith("per-sample")
+    assert p["median"] == pytest.approx(90_003.0 / (2 * n))
+    assert p["ci_low"] > 0

@@ -72,6 +72,7 @@ class PerfCounters:
         self.groups = []      # (leader_fd, [names])
         self.fds = []
         self.notes = {}
+        self.user_pages, self.page_names, self.page_addresses = [], [], []
         self._open_group("sw", PERF_TYPE_SOFTWARE, SOFTWARE_EVENTS)
         if hardware:
             self._open_group("hw", PERF_TYPE_HARDWARE, HARDWARE_EVENTS)
@@ -94,6 +95,41 @@ class PerfCounters:
         _core.perf_ioctl(leader, "enable")
         self.fds.extend(opened)
         self.groups.append((leader, names))
+        if ptype != PERF_TYPE_SOFTWARE:
+            self._map_user_pages(opened, names)
+
+    def _map_user_pages(self, fds, names):
+        """Map each hardware counter's perf_event page so the core can read it
+        with rdpmc at the timing fences (perf_event_open(2), "rdpmc")."""
+        pages = []
+        try:
+            for fd in fds:
+                pages.append(mmap.mmap(fd, mmap.PAGESIZE, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ))
+        except OSError as e:
+            self.notes["rdpmc"] = f"mmap of the perf page failed: {os.strerror(e.errno)}; using read()"
+            for m in pages:
+                m.close()
+            return
+        self.user_pages.extend(pages)
+        self.page_names.extend(names)
+        self.page_addresses.extend(_core.address(m) for m in pages)
+
+    def add_raw_event(self, name, config, ptype=PERF_TYPE_RAW):
+        """Add a named (raw) hardware event to the hardware group, so it is
+        read with every sample.  Returns a one-line note: what was opened, or
+        why not (no PMU is the normal case in a VM)."""
+        group = next((g for g in self.groups if "cycles" in g[1]), None)
+        if group is None:
+            return f"not available: no hardware PMU ({self.notes.get('hw', 'hardware group not open')})"
+        if name in group[1]:
+            return f"{name} raw 0x{config:x}"
+        try:
+            fd = _core.perf_open(ptype, config, group[0])
+        except OSError as e:
+            return f"not available: perf_event_open({name}) failed: {os.strerror(e.errno)}"
+        self.fds.append(fd)
+        group[1].append(name)
+        return f"{name} raw 0x{config:x}"
 
     @property
     def leaders(self):
@@ -104,16 +140,26 @@ class PerfCounters:
         return any("cycles" in names for _, names in self.groups)
 
     def decode(self, deltas):
-        """Counter deltas from _core.run -> {name: value}, scaled for multiplexing."""
+        """Counter deltas from _core.run -> {name: value}, scaled for multiplexing.
+        rdpmc readings (taken at the fences, without the read() syscalls inside
+        the window) replace the group reads of the same counters when present."""
         out = {}
         for (leader, names), d in zip(self.groups, deltas):
             enabled, running = d[-2], d[-1]
             scale = enabled / running if running else 1.0
             for name, v in zip(names, d[:-2]):
                 out[name] = v * scale if scale != 1.0 else v
+        if self.page_addresses and len(deltas) > len(self.groups):
+            rdpmc = deltas[len(self.groups)]
+            if rdpmc is not None:
+                out.update(zip(self.page_names, rdpmc))
+                out["counter_source"] = 1     # 1 = rdpmc, absent = read()
         return out
 
     def close(self):
+        for m in self.user_pages:
+            m.close()
+        self.user_pages, self.page_names, self.page_addresses = [], [], []
         for fd in self.fds:
             try:
                 os.close(fd)
@@ -222,7 +268,7 @@ class Lab:
                         dst.buffer if dst else None, dst.offset if dst else 0,
                         src.buffer if src else None, src.offset if src else 0,
                         trial.size, trial.value & 0xFFFFFFFFFFFFFFFF, count, trial.aux,
-                        self.perf.leaders)
+                        self.perf.leaders, self.perf.page_addresses or None)
         if trial.resume:
             # A chase continues from the element it stopped at, so runs of N
             # and 2N steps walk the same mix of lines (not the chain's head).

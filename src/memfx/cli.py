@@ -23,7 +23,10 @@ class _Parser(argparse.ArgumentParser):
 
 def _console():
     from rich.console import Console
-    return Console()
+    con = Console()
+    if not con.is_terminal:      # piped or redirected: don't squeeze tables into 80 columns
+        con = Console(width=140)
+    return con
 
 
 def _open_store(args, must_exist=False):
@@ -230,6 +233,32 @@ def cmd_report(args):
     return 0
 
 
+def cmd_advise(args):
+    from rich.console import Console
+
+    from .advise import NoCopyResults, advise, copy_sources, render
+    from .runner import run_experiment
+    from .store import default_db_path
+    if not args.run_missing and not os.path.exists(args.db or default_db_path()):
+        raise NoCopyResults("no copy results in DB; run `memfx run copy` or pass --run-missing")
+    store = _open_store(args)
+    if not args.run_missing:
+        copy_sources(store)         # fails now, before anything is measured
+    fp = _machine()
+    err = Console(stderr=True)
+
+    def run_missing(name):          # --run-missing is the user's consent to measure
+        err.print(f"[dim]no complete {name} run in the DB: running {name} --quick[/dim]")
+        return run_experiment(name, store, fp, "quick", {})
+    doc = advise(store, fp, check=not args.no_check, run_missing=args.run_missing, runner=run_missing,
+                 progress=None if args.json else (lambda msg: err.print(f"[dim]{msg}[/dim]")))
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        render(doc, _console())
+    return 0
+
+
 # ---- parser ----------------------------------------------------------------
 
 def _params_help():
@@ -309,6 +338,15 @@ def build_parser():
     sp = add("report", cmd_report, "write an HTML report from stored runs (offline, one file)")
     sp.add_argument("ids", nargs="*", help="survey or run ids (default: the latest survey)")
     sp.add_argument("-o", "--output", metavar="FILE", default="memfx-report.html", help="report file")
+    db(sp)
+
+    sp = add("advise", cmd_advise, "GCC -mmemcpy/-mmemset-strategy strings and glibc tunables from "
+             "stored copy results, each checked by measuring it")
+    sp.add_argument("--json", action="store_true", help="print the advice as one JSON document")
+    sp.add_argument("--run-missing", action="store_true",
+                    help="run missing copy/aliasing/fill experiments (quick preset) first")
+    sp.add_argument("--no-check", action="store_true",
+                    help="skip the measured checks (advice is then marked unchecked)")
     db(sp)
     return p
 

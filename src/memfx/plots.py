@@ -130,3 +130,283 @@ def plot_document(doc, path):
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+@plotter("store-forward")
+def plot_store_forward(doc, fig):
+    """Entry-size curve (every sample), the two-store sweep, and one heatmap
+    per load size: rows store size, columns load offset, colour = latency."""
+    pts = doc["points"]
+    entry = [p for p in pts if p["params"].get("part") == "entry"]
+    pair = [p for p in pts if p["params"].get("part") == "two_stores"]
+    cells = [p for p in pts if p["params"].get("part") == "matrix" and p.get("median") is not None]
+    fig.set_size_inches(15, 10 if cells and (entry or pair) else 6)
+    top = bool(entry or pair)
+    both = top and cells
+    gs = fig.add_gridspec(2 if both else 1, 8, height_ratios=[1.2, 1] if both else [1])
+    if top:
+        if entry:
+            ax = fig.add_subplot(gs[0, :5] if pair else gs[0, :])
+            widths = {p["params"]["widest"] for p in entry}
+            curve_plot(doc, ax, "entry_bytes", series_key="widest" if len(widths) > 1 else None,
+                       size_x=False, ylabel="ns per entry")
+            ax.set_xlabel("entry size S (bytes)")
+            ax.set_xticks(range(0, 65, 4))
+            narrow = min(widths)
+            for f in doc.get("findings", []):
+                if f["id"] == f"entry_failing_sizes_w{narrow}" and f["verdict"] == "detected":
+                    for s in (f.get("evidence") or {}).get("failing_sizes", []):
+                        ax.axvspan(s - 0.5, s + 0.5, color="#f4cccc", zorder=0, lw=0)
+            ax.set_title(f"{_title(doc)}\nentry copies (shaded: sizes whose copy with moves of "
+                         f"up to {narrow} bytes fails to forward)", fontsize=9)
+        if pair:
+            ax2 = fig.add_subplot(gs[0, 5:] if entry else gs[0, :])
+            curve_plot(doc, ax2, "second_store_offset", size_x=False, ylabel="ns per round trip")
+            ax2.set_xlabel("second 16-byte store at offset d (first at 0)")
+            ax2.set_title("two stores, then one 16-byte load", fontsize=9)
+    if cells:
+        # one panel per load size; columns are the offsets measured for that
+        # load size (all of them in the full preset, the edges in quick)
+        use_cycles = all(p.get("cycles_est") for p in cells)
+        key, unit = ("cycles_est", "est. cycles") if use_cycles else ("median", "ns")
+        stores = sorted({p["params"]["store_bytes"] for p in cells})
+        loads = sorted({p["params"]["load_bytes"] for p in cells})
+        offsets = {ld: sorted({p["params"]["load_offset"] for p in cells
+                               if p["params"]["load_bytes"] == ld}) for ld in loads}
+        vals = [p[key] for p in cells]
+        sub = gs[1 if top else 0, :].subgridspec(
+            1, len(loads) + 1, wspace=0.08,
+            width_ratios=[max(len(offsets[ld]), 4) for ld in loads] + [2])
+        im = None
+        for i, ld in enumerate(loads):
+            cols = offsets[ld]
+            grid = np.full((len(stores), len(cols)), np.nan)
+            for p in cells:
+                if p["params"]["load_bytes"] == ld:
+                    grid[stores.index(p["params"]["store_bytes"]),
+                         cols.index(p["params"]["load_offset"])] = p[key]
+            hx = fig.add_subplot(sub[0, i])
+            # the colour scale ignores the top 2 % (a preempted sample must
+            # not wash out the map); those cells show as the brightest colour
+            im = hx.imshow(grid, aspect="auto", cmap="viridis", vmin=max(0.0, min(vals)),
+                           vmax=float(np.percentile(vals, 98)), interpolation="nearest")
+            hx.set_yticks(range(len(stores)))
+            hx.set_yticklabels([str(s) for s in stores] if i == 0 else [], fontsize=7)
+            step = 1 if len(cols) <= 10 else 4 if len(cols) <= 24 else 8
+            ticks = list(range(0, len(cols), step))
+            hx.set_xticks(ticks)
+            hx.set_xticklabels([str(cols[t]) for t in ticks], fontsize=6,
+                               rotation=90 if len(cols) <= 10 else 0)
+            hx.set_title(f"load {ld} B", fontsize=8)
+            if i == 0:
+                hx.set_ylabel("store size (B), at offset 0", fontsize=8)
+                hx.set_xlabel("load offset (B)", fontsize=7)
+        cax = fig.add_subplot(sub[0, len(loads)])
+        fig.colorbar(im, cax=cax, extend="max").set_label(f"store→load round trip ({unit})",
+                                                          fontsize=8)
+
+
+def _copy_panel(ax, doc, zoom):
+    """One strategy per line, the same colour for a strategy in every panel."""
+    order = ["rep_movsb", "rep_stosb", "rep_movsq", "rep_stosq", "gpr_unrolled", "sse", "avx2",
+             "avx512", "libc", "nt"]
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    arms = sorted({p["arm"] for p in doc["points"]},
+                  key=lambda a: (order.index(a) if a in order else 99, a))
+    for arm in arms:
+        ps = sorted((p for p in doc["points"] if p["arm"] == arm),
+                    key=lambda p: p["params"]["size_bytes"])
+        i = order.index(arm) if arm in order else len(order)
+        c = colours[(i // 2 if i < 4 else i - 2) % len(colours)]   # movsb/stosb share a colour
+        for p in ps:
+            vals = p.get("values") or []
+            ax.scatter([p["params"]["size_bytes"]] * len(vals), vals, s=5, alpha=0.25, color=c,
+                       lw=0)
+        ax.plot([p["params"]["size_bytes"] for p in ps], [p["median"] for p in ps], "-o", ms=2,
+                lw=1.1, color=c, label=arm)
+    xs = [p["params"]["size_bytes"] for p in doc["points"]]
+    if zoom:
+        ax.set_xlim(0, 520)
+        ax.set_ylim(0, float(np.percentile([p["median"] for p in doc["points"]], 95)) * 1.5)
+        ax.set_ylabel("ns per call")
+    else:
+        size_axis(ax, xs)
+        cache_bands(ax, doc.get("machine") or {}, min(xs), max(xs))
+        ax.set_yscale("log")
+        ax.set_ylabel("ns per call (log)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2, loc="upper left")
+
+
+@plotter("copy")
+def plot_copy(doc, fig):
+    """ns per call vs size (log-log), one panel per op and timing mode, every
+    sample visible; the rep movsb/stosb step and cache sizes marked."""
+    pts = [p for p in doc["points"] if p.get("median")]
+    ops = [o for o in ("copy", "set") if any(p["params"].get("op") == o for p in pts)]
+    modes = [m for m in ("throughput", "latency", "chained")
+             if any(p["params"].get("mode") == m for p in pts)]
+    if not ops or not modes:
+        return
+    ncols = len(modes) + 1          # the last column: a linear zoom on small sizes
+    fig.set_size_inches(6 * ncols, 5 * len(ops))
+    for r, op in enumerate(ops):
+        for c, mode in enumerate(modes + [modes[0]]):
+            zoom = c == len(modes)
+            ax = fig.add_subplot(len(ops), ncols, r * ncols + c + 1)
+            sub = dict(doc, points=[p for p in pts if p["params"].get("op") == op
+                                    and p["params"].get("mode") == mode
+                                    and (not zoom or p["params"]["size_bytes"] <= 512)])
+            if not sub["points"]:
+                continue
+            _copy_panel(ax, sub, zoom)
+            ax.set_xlabel(f"{op} size (bytes)" + (", linear, up to 512 B" if zoom else ""))
+            ax.set_title(f"{op}, {mode}" + (" (zoom)" if zoom else ""), fontsize=9)
+            suffix = "" if mode == "throughput" else f"_{mode}"
+            for f in doc.get("findings", []):
+                if f["id"].endswith("_step" + suffix) and f["verdict"] == "detected" \
+                        and f.get("evidence", {}).get("op") == op:
+                    ax.axvline(f["value"], color="red", lw=1, alpha=0.6)
+                    ax.text(f["value"], 0.02, f" {f['id'].split('_step')[0]} step "
+                            f"{f['evidence']['fast_up_to']}→{f['evidence']['slow_from']} B",
+                            color="red", fontsize=7, rotation=90, va="bottom",
+                            transform=ax.get_xaxis_transform())
+    fig.suptitle(_title(doc), fontsize=10)
+
+
+@plotter("aliasing")
+def plot_aliasing(doc, fig):
+    """ns per call vs (dst - src) mod 4096, shown as a signed offset on a
+    symlog axis so the fine parts near 0 and 4096 are readable; each
+    strategy solid, its same-misalignment control dashed; every sample
+    visible."""
+    pts = [p for p in doc["points"] if p.get("median")]
+    keys = sorted({(p["params"]["mode"], p["params"]["size_bytes"]) for p in pts},
+                  key=lambda k: (k[0] != "throughput", k[0], k[1]))
+    if not keys:
+        return
+    fig.set_size_inches(11, 3.2 * len(keys))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    strategies = sorted({p["arm"].split(":")[0] for p in pts})
+    for i, (mode, size) in enumerate(keys):
+        ax = fig.add_subplot(len(keys), 1, i + 1)
+        for j, s in enumerate(strategies):
+            for arm, style, alpha in ((s, "-", 1.0), (s + ":control", "--", 0.5)):
+                ps = sorted((p for p in pts if p["arm"] == arm and p["params"]["mode"] == mode
+                             and p["params"]["size_bytes"] == size),
+                            key=lambda p: (p["params"]["offset"] + 2048) % 4096)
+                if not ps:
+                    continue
+                xs = [p["params"]["offset"] - 4096 if p["params"]["offset"] >= 2048
+                      else p["params"]["offset"] for p in ps]
+                for x, p in zip(xs, ps):
+                    vals = p.get("values") or []
+                    ax.scatter([x] * len(vals), vals, s=5, alpha=0.2 * alpha,
+                               color=colours[j % len(colours)], lw=0)
+                ax.plot(xs, [p["median"] for p in ps], style, lw=1, ms=2, marker="o",
+                        color=colours[j % len(colours)], alpha=alpha,
+                        label=arm if style == "-" else f"{s} control (same misalignment)")
+        for f in doc.get("findings", []):
+            ev = f.get("evidence") or {}
+            if f["verdict"] == "detected" and ev.get("size_bytes") == size and ev.get("mode") == mode:
+                for b in ev.get("bands", []):
+                    ax.axvspan(b["signed"][0] - 0.5, b["signed"][1] + 0.5, color="red", alpha=0.06)
+        ax.set_xscale("symlog", linthresh=64, linscale=2)
+        ax.set_xlim(-2048, 2048)
+        ax.set_yscale("log")
+        ax.set_ylabel("ns per call (log)")
+        ax.set_title(f"{format_size(size)}B per call, {mode}; red: penalty bands", fontsize=9)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, ncol=2)
+    ax.set_xlabel("(dst - src) mod 4096, as a signed offset in bytes (symlog)")
+    fig.suptitle(_title(doc), fontsize=10)
+
+
+# ---- fill (seed 000): GB/s by stored value, and the zero/one ratio ----------
+
+FILL_COLOURS = {"zero": "#1f77b4", "zero_volatile": "#17becf", "one": "#d62728",
+                "ones": "#ff7f0e", "random": "#e377c2", "one_zero": "#7f7f7f"}
+
+
+@plotter("fill")
+def plot_fill(doc, fig):
+    """Top: GB/s vs region size for the primary kernel, one colour per value
+    (zeros blue, non-zeros red/orange), every sample visible, cache bands.
+    Bottom: zero/one ratio of medians per size with its bootstrap CI."""
+    from . import stats
+    from .experiments.fill import primary_kernel
+    from .findings import threshold
+    pts = [p for p in doc["points"] if p.get("median") is not None and "kernel" in p["params"]]
+    if not pts:
+        return
+    kernel = primary_kernel({p["params"]["kernel"] for p in pts})
+    pts = [p for p in pts if p["params"]["kernel"] == kernel]
+    ax = fig.add_subplot(2, 1, 1)
+    axr = fig.add_subplot(2, 1, 2, sharex=ax)
+    by_arm = {}
+    for p in pts:
+        by_arm.setdefault(p["arm"], []).append(p)
+    for arm, ps in sorted(by_arm.items(), key=lambda kv: list(FILL_COLOURS).index(kv[0])
+                          if kv[0] in FILL_COLOURS else 99):
+        ps.sort(key=lambda p: p["params"]["size_bytes"])
+        c = FILL_COLOURS.get(arm, "black")
+        for p in ps:
+            vals = p.get("values") or []
+            ax.scatter([p["params"]["size_bytes"]] * len(vals), vals, s=8, alpha=0.3, color=c, lw=0)
+        ax.plot([p["params"]["size_bytes"] for p in ps], [p["median"] for p in ps], "-o", ms=2.5,
+                lw=1.2, color=c, label=arm)
+    sizes = sorted({p["params"]["size_bytes"] for p in pts})
+    size_axis(ax, sizes)
+    cache_bands(ax, doc.get("machine") or {}, min(sizes), max(sizes))
+    ax.set_ylabel("fill bandwidth (GB/s)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, ncol=3)
+    ax.set_title(_title(doc) + f" — {kernel}", fontsize=9)
+    # ratio panel
+    zero = {p["params"]["size_bytes"]: p.get("values") for p in by_arm.get("zero", [])}
+    one = {p["params"]["size_bytes"]: p.get("values") for p in by_arm.get("one", [])}
+    xs, r, lo, hi = [], [], [], []
+    for s in sizes:
+        if zero.get(s) and one.get(s):
+            q = stats.ratio_of_medians(zero[s], one[s])
+            xs.append(s)
+            r.append(q["ratio"])
+            lo.append(q["ratio"] - q["ci_low"])
+            hi.append(q["ci_high"] - q["ratio"])
+    if xs:
+        axr.errorbar(xs, r, yerr=[lo, hi], fmt="o-", ms=3, lw=1, capsize=2, color="#1f77b4",
+                     label="zero / one (median ratio, 95% CI)")
+        # keep the interesting range readable: clip at 0.7..1.4, label clipped points
+        y0, y1 = 0.7, 1.4
+        if min(r) < y0 or max(r) > y1:
+            axr.set_ylim(min(y0, max(0.5, min(r))) if min(r) >= y0 else y0,
+                         max(y1, min(2.0, max(r))) if max(r) <= y1 else y1)
+            for x, v in zip(xs, r):
+                if v < y0 or v > y1:
+                    edge = y0 if v < y0 else y1
+                    axr.annotate(f"{v:.2f}", (x, edge), fontsize=7, color="#1f77b4", ha="center",
+                                 va="bottom" if v < y0 else "top")
+    e = threshold("effect_min")
+    axr.axhspan(1 - e, 1 + e, color="grey", alpha=0.15, lw=0, label=f"±{e:.0%} (effect_min)")
+    axr.axhline(1.0, color="black", lw=0.8)
+    for f in doc.get("findings", []):
+        if f["id"].startswith("zero_vs_one_") and f.get("evidence", {}).get("level") and f.get("value"):
+            ss = f["evidence"].get("sizes") or []
+            if ss:
+                axr.hlines(f["value"], min(ss), max(ss), colors="#2ca02c", lw=2)
+                axr.text(min(ss), f["value"], f" {f['evidence']['level']} {f['verdict']}", fontsize=7,
+                         color="#2ca02c", va="bottom")
+    size_axis(axr, sizes)
+    cache_bands(axr, doc.get("machine") or {}, min(sizes), max(sizes))
+    axr.set_ylabel("bandwidth ratio zero/one")
+    axr.set_xlabel("region size (bytes)")
+    axr.grid(True, which="both", alpha=0.3)
+    axr.legend(fontsize=7, loc="lower left")
+
+
+@plotter("fill_alloc")
+def plot_fill_alloc(doc, fig):
+    ax = fig.add_subplot(1, 1, 1)
+    curve_plot(doc, ax, "size_bytes", series_key="memory", log_y=True, ylabel="ns per call (log)")
+    ax.set_xlabel("allocation size (bytes)")
+    ax.set_title(_title(doc), fontsize=9)

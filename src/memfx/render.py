@@ -2,6 +2,8 @@
 Reads documents; never measures."""
 from __future__ import annotations
 
+import json
+
 from rich.console import Console
 from rich.table import Table
 
@@ -95,6 +97,10 @@ def points_table(doc, max_rows=400):
         for k in p["params"]:
             if k not in pkeys:
                 pkeys.append(k)
+    # parameters with one value across all points go to the caption
+    constant = {k: pts[0]["params"].get(k) for k in pkeys
+                if len({json.dumps(p["params"].get(k)) for p in pts}) == 1} if len(pts) > 1 else {}
+    pkeys = [k for k in pkeys if k not in constant]
     t = Table(title=f"{doc['experiment']} — run {doc['run_id']} ({doc['status']})")
     for k in pkeys:
         t.add_column(k, justify="right")
@@ -114,10 +120,11 @@ def points_table(doc, max_rows=400):
                   fmt(p["min"]), fmt(p.get("cycles_est")),
                   ("[red]" if cv and cv >= 0.1 else "") + (f"{cv:.1%}" if cv is not None else "-"),
                   str(p["n"]), str(p["rejected"]))
+    caption = [f"metric: {metric}"] if metric else []
+    caption += [f"{k}={_param_text(k, v)}" for k, v in constant.items()]
     if len(pts) > max_rows:
-        t.caption = f"{len(pts) - max_rows} more points: memfx export {doc['run_id']}"
-    elif metric:
-        t.caption = f"metric: {metric}"
+        caption.append(f"{len(pts) - max_rows} more points: memfx export {doc['run_id']}")
+    t.caption = "; ".join(caption)
     return t
 
 

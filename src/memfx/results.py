@@ -84,9 +84,16 @@ def build_points(samples, seed=0):
                 # ops per length unit: the per-sample value already divides by
                 # ops, so scale the difference by ns/value of one sample.
                 ops_per_len = longest[0]["ns"] / (longest[0]["value"] * long_len)
-                point.update(median=d["value"] / ops_per_len, ci_low=d["ci_low"] / ops_per_len,
-                             ci_high=d["ci_high"] / ops_per_len, method="N/2N difference",
-                             n=len(short) + len(long_))
+                if d["ci_low"] > 0:
+                    point.update(median=d["value"] / ops_per_len, ci_low=d["ci_low"] / ops_per_len,
+                                 ci_high=d["ci_high"] / ops_per_len, method="N/2N difference",
+                                 n=len(short) + len(long_))
+                else:
+                    # A time per operation cannot be <= 0: the difference is
+                    # drowned in noise here, so keep the per-sample estimate
+                    # (its fixed-overhead bias is overhead/(2N), negligible
+                    # for samples of >= min_sample_ms) and say so.
+                    point["method"] = "per-sample (N/2N difference too noisy)"
         point["cycles_est"] = _cycles_estimate(metric, longest, point["median"], summ.median)
         point["counters"] = _median_counters(longest)
         point["values"] = values.tolist()
@@ -142,7 +149,29 @@ def analyze(run, samples, experiment=None):
 def point_cautions(points):
     summaries = [{"arm": p["arm"], "params": p["params"], "cv": p.get("cv") or 0.0,
                   "n": p["n"], "rejected": p["rejected"]} for p in points]
-    return [c.as_dict() if hasattr(c, "as_dict") else c for c in fnd.noise_cautions(summaries)]
+    out = [c.as_dict() for c in fnd.noise_cautions(summaries)]
+    drift = calibration_caution(points)
+    if drift:
+        out.append(drift)
+    return out
+
+
+def calibration_caution(points):
+    """Flag blocks whose cycle-estimate calibration moved between the
+    dependent-add chains run before and after them (frequency changed)."""
+    limit = fnd.threshold("calibration_drift")
+    drifts = [(p.get("counters") or {}).get("calibration_drift") for p in points]
+    drifts = [d for d in drifts if d is not None]
+    bad = [d for d in drifts if d > limit]
+    if not bad:
+        return None
+    return fnd.Caution(
+        id="calibration_drift",
+        message=(f"{len(bad)} of {len(drifts)} points: the core-cycle calibration moved by more "
+                 f"than {limit:.0%} across the block (worst {max(bad):.0%}); est. cycles are approximate"),
+        value=max(bad), threshold=limit,
+        advice="fix the CPU frequency (governor 'performance', turbo off) or trust ns over est. cycles",
+    ).as_dict()
 
 
 def document(run, samples, experiment=None, include_values=False):

@@ -39,6 +39,9 @@ struct mfx_kernel {
 /* Each file in kernels/ exports a table terminated by a row with name NULL;
  * kernel_table.c lists the tables. */
 extern const struct mfx_kernel mfx_kernels_chase[];
+extern const struct mfx_kernel mfx_kernels_fill[];
+extern const struct mfx_kernel mfx_kernels_storefwd[];
+extern const struct mfx_kernel mfx_kernels_copy[];
 
 int mfx_isa_supported(const char *isa);
 

@@ -4,5 +4,8 @@
 
 const struct mfx_kernel *const mfx_kernel_tables[] = {
     mfx_kernels_chase,
+    mfx_kernels_fill,
+    mfx_kernels_storefwd,
+    mfx_kernels_copy,
     NULL,
 };

@@ -16,6 +16,9 @@ extern const struct mfx_kernel *const mfx_kernel_tables[];
 int mfx_perf_open(uint32_t type, uint64_t config, int group_fd, int pinned_cpu_only);
 int mfx_perf_rdpmc(const volatile struct perf_event_mmap_page *pc, uint64_t *value);
 uint64_t mfx_add_chain(uint64_t n);
+int mfx_fill_check(mfx_kernel_fn fn, uint64_t value, uint64_t aux, uint64_t count,
+                   uint64_t src_word, unsigned expect, size_t max_size, size_t max_offset,
+                   long long fail[5]);
 
 #ifndef MFX_CFLAGS
 #define MFX_CFLAGS "unknown"
@@ -87,10 +90,10 @@ static int get_region(PyObject *obj, Py_ssize_t offset, size_t need, int writabl
 static PyObject *py_run(PyObject *self, PyObject *args)
 {
     Py_ssize_t index, dst_off, src_off, size;
-    PyObject *dst_obj, *src_obj, *fds = Py_None;
+    PyObject *dst_obj, *src_obj, *fds = Py_None, *pages_obj = Py_None;
     unsigned long long value, count, aux;
-    if (!PyArg_ParseTuple(args, "nOnOnnKKK|O", &index, &dst_obj, &dst_off, &src_obj, &src_off,
-                          &size, &value, &count, &aux, &fds))
+    if (!PyArg_ParseTuple(args, "nOnOnnKKK|OO", &index, &dst_obj, &dst_off, &src_obj, &src_off,
+                          &size, &value, &count, &aux, &fds, &pages_obj))
         return NULL;
     if (index < 0 || index >= n_kernels)
         return PyErr_Format(PyExc_IndexError, "no kernel %zd", index);
@@ -112,6 +115,23 @@ static PyObject *py_run(PyObject *self, PyObject *args)
         if (PyErr_Occurred())
             return NULL;
     }
+
+    /* rdpmc_pages: addresses of perf_event mmap pages of hardware counters;
+     * read with rdpmc right at the fences (bare metal; None in a VM). */
+    const volatile struct perf_event_mmap_page *pages[MFX_PERF_MAX];
+    int n_pages = 0;
+    if (pages_obj != Py_None) {
+        PyObject *seq = PySequence_Fast(pages_obj, "rdpmc_pages must be a sequence");
+        if (!seq)
+            return NULL;
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq) && n_pages < MFX_PERF_MAX; i++)
+            pages[n_pages++] = PyLong_AsVoidPtr(PySequence_Fast_GET_ITEM(seq, i));
+        Py_DECREF(seq);
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    uint64_t pmc_before[MFX_PERF_MAX], pmc_after[MFX_PERF_MAX];
+    int pmc_ok = n_pages > 0;
 
     Py_buffer dview, sview;
     char *dst, *src;
@@ -136,9 +156,13 @@ static PyObject *py_run(PyObject *self, PyObject *args)
     for (int i = 0; i < n_leaders && !perr; i++)
         perr = mfx_perf_read_group(leader[i], &before[i]);
     mfx_tsc_end(&aux_begin);
+    for (int i = 0; i < n_pages && pmc_ok; i++)
+        pmc_ok = mfx_perf_rdpmc(pages[i], &pmc_before[i]) == 0;
     t0 = mfx_tsc_begin();
     result = k->fn(&a);
     t1 = mfx_tsc_end(&aux_end);
+    for (int i = 0; i < n_pages && pmc_ok; i++)
+        pmc_ok = mfx_perf_rdpmc(pages[i], &pmc_after[i]) == 0;
     for (int i = 0; i < n_leaders && !perr; i++)
         perr = mfx_perf_read_group(leader[i], &after[i]);
     Py_END_ALLOW_THREADS
@@ -151,7 +175,7 @@ static PyObject *py_run(PyObject *self, PyObject *args)
         errno = -perr;
         return PyErr_SetFromErrno(PyExc_OSError);
     }
-    PyObject *counters = PyList_New(n_leaders);
+    PyObject *counters = PyList_New(n_leaders + (n_pages > 0));
     for (int i = 0; counters && i < n_leaders; i++) {
         PyObject *t = PyTuple_New(after[i].n + 2);
         for (int j = 0; t && j < after[i].n; j++)
@@ -162,10 +186,57 @@ static PyObject *py_run(PyObject *self, PyObject *args)
         }
         PyList_SET_ITEM(counters, i, t);
     }
+    if (counters && n_pages > 0) {
+        /* one extra entry: rdpmc deltas in page order, or None when the
+         * kernel refused user-space rdpmc for any of them */
+        PyObject *t = Py_None;
+        if (pmc_ok) {
+            t = PyTuple_New(n_pages);
+            for (int i = 0; t && i < n_pages; i++)
+                PyTuple_SET_ITEM(t, i, PyLong_FromUnsignedLongLong(pmc_after[i] - pmc_before[i]));
+        } else {
+            Py_INCREF(t);
+        }
+        PyList_SET_ITEM(counters, n_leaders, t);
+    }
     if (!counters)
         return NULL;
     return Py_BuildValue("(KIIKN)", (unsigned long long)(t1 - t0), aux_begin & 0xfff,
                          aux_end & 0xfff, (unsigned long long)result, counters);
+}
+
+int mfx_verify_copy_kernel(const struct mfx_kernel *k, size_t max_size, unsigned max_misalign,
+                           int all_pairs, uint64_t aux, uint64_t count, const char *as_group,
+                           long size_skew, char *msg, size_t msglen);
+
+/* verify_copy(index, max_size, max_misalign, all_pairs=False, aux=0, count=1,
+ *             as_group=None, size_skew=0) -> None, or the first mismatch as a
+ * message (kernels/copy.c). */
+static PyObject *py_verify_copy(PyObject *self, PyObject *args)
+{
+    Py_ssize_t index, max_size;
+    unsigned max_misalign;
+    int all_pairs = 0;
+    unsigned long long aux = 0, count = 1;
+    const char *as_group = NULL;
+    long size_skew = 0;
+    if (!PyArg_ParseTuple(args, "nnI|pKKzl", &index, &max_size, &max_misalign, &all_pairs, &aux,
+                          &count, &as_group, &size_skew))
+        return NULL;
+    if (index < 0 || index >= n_kernels || max_size < 0)
+        return PyErr_Format(PyExc_ValueError, "bad kernel index or size");
+    if (!mfx_isa_supported(kernels[index]->isa))
+        return PyErr_Format(PyExc_RuntimeError, "kernel %s needs %s, which this CPU lacks",
+                            kernels[index]->name, kernels[index]->isa);
+    char msg[512];
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = mfx_verify_copy_kernel(kernels[index], (size_t)max_size, max_misalign, all_pairs, aux,
+                                count, as_group, size_skew, msg, sizeof msg);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return PyUnicode_FromString(msg);
+    Py_RETURN_NONE;
 }
 
 static PyObject *py_add_chain(PyObject *self, PyObject *args)
@@ -352,12 +423,50 @@ static PyObject *py_touch(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* fill_check(index, value, aux, count, src_word, expect, max_size, max_offset)
+ * -> None when the kernel wrote `expect` to every byte of the region and
+ * nothing else, for every size 0..max_size and dst offset 0..max_offset-1
+ * (see kernels/fill.c); else (size, offset, index, expected, got). */
+static PyObject *py_fill_check(PyObject *self, PyObject *args)
+{
+    Py_ssize_t index, max_size, max_offset;
+    unsigned long long value, aux, count, src_word;
+    unsigned int expect;
+    if (!PyArg_ParseTuple(args, "nKKKKInn", &index, &value, &aux, &count, &src_word, &expect,
+                          &max_size, &max_offset))
+        return NULL;
+    if (index < 0 || index >= n_kernels)
+        return PyErr_Format(PyExc_IndexError, "no kernel %zd", index);
+    const struct mfx_kernel *k = kernels[index];
+    if (!mfx_isa_supported(k->isa))
+        return PyErr_Format(PyExc_RuntimeError, "kernel %s needs %s, which this CPU lacks",
+                            k->name, k->isa);
+    if (max_size < 0 || max_offset < 1 || expect > 255)
+        return PyErr_Format(PyExc_ValueError, "need max_size >= 0, max_offset >= 1, expect < 256");
+    long long fail[5] = {0, 0, 0, 0, 0};
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = mfx_fill_check(k->fn, value, aux, count, src_word, expect, (size_t)max_size,
+                       (size_t)max_offset, fail);
+    Py_END_ALLOW_THREADS
+    if (r < 0)
+        return PyErr_NoMemory();
+    if (r == 0)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(LLLLL)", fail[0], fail[1], fail[2], fail[3], fail[4]);
+}
+
 static PyMethodDef methods[] = {
+    {"fill_check", py_fill_check, METH_VARARGS,
+     "fill_check(index, value, aux, count, src_word, expect, max_size, max_offset) -> None or "
+     "(size, offset, index, expected, got): byte-exact check of a fill kernel"},
     {"kernels", py_kernels, METH_NOARGS, "kernels() -> list of kernel table rows as dicts"},
     {"run", py_run, METH_VARARGS,
-     "run(index, dst, dst_off, src, src_off, size, value, count, aux, perf_fds=None) -> "
-     "(ticks, cpu_begin, cpu_end, result, counter_deltas)"},
+     "run(index, dst, dst_off, src, src_off, size, value, count, aux, perf_fds=None, "
+     "rdpmc_pages=None) -> (ticks, cpu_begin, cpu_end, result, counter_deltas[+rdpmc deltas])"},
     {"add_chain", py_add_chain, METH_VARARGS, "add_chain(n) -> TSC ticks for n dependent adds"},
+    {"verify_copy", py_verify_copy, METH_VARARGS,
+     "verify_copy(index, max_size, max_misalign, all_pairs=False, aux=0, count=1) -> None or error"},
     {"rdtsc", py_rdtsc, METH_NOARGS, "fenced TSC read"},
     {"cpu_id", py_cpu_id, METH_NOARGS, "CPU id from rdtscp's TSC_AUX"},
     {"tsc_hz", py_tsc_hz, METH_VARARGS, "tsc_hz(ms=50) -> TSC Hz against CLOCK_MONOTONIC_RAW"},

@@ -5,7 +5,7 @@ import importlib
 from ..errors import MemfxError
 from .base import REGISTRY, Experiment, Param, Point, Region, Trial, register
 
-MODULES = ["latency"]
+MODULES = ["latency", "fill", "copy", "store_forward", "aliasing"]
 
 for _m in MODULES:
     importlib.import_module(f"{__name__}.{_m}")

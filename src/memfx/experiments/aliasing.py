@@ -1,0 +1,299 @@
+"""4K aliasing: how much slower is a copy (or `a[i] += b[i]`) when the
+destination sits just past the source modulo 4096?
+
+Seed 002 (David Laight on Zen 5): "the 'elephant in the room' is when
+(dest - src) % 4096 is between 1 and 63.  In that case short copies jump
+to 55 clocks."  A load whose address matches an earlier, still pending
+store in bits 11:0 is held back as if it depended on it, although the full
+addresses differ (Intel Optimization Reference Manual, "4K Aliasing").
+
+Sweep: offset = (dst - src) mod 4096 over 0..4095, every `fine_step`
+bytes within `fine_span` of 0 and of 4096 (both directions), every
+`coarse_step` bytes in between.  The source starts at a page boundary
+(+ src_offset), the destination `gap + offset` bytes after it with gap a
+multiple of 4096 >= size, so the two never overlap.
+
+Every point also times its control, in the same cell and interleaved with
+it (arm `<strategy>:control`): the same strategy with the destination at
+2048 + (offset mod 64), i.e. the same misalignment far from any aliasing.
+Comparing within the cell cancels the drift of a shared machine, and
+comparing at the same misalignment keeps a plain misaligned-store cost from
+being taken for aliasing.
+
+Arms: rep_movsb, the widest vector loop this CPU supports (avx512, avx2 or
+sse; "vector" in the strategies list), libc memcpy, and rmw_add (the
+load/store loop a[i] += b[i] with a = dst, b = src, 8-byte elements).
+
+Analysis, per arm, size and mode: each offset is compared with its control;
+an offset is penalised when the ratio of medians is >= 1 + PENALTY_MIN with
+its CI above 1 + effect_min.  Runs of
+penalised offsets (one unpenalised offset inside a run is tolerated) are the
+penalty bands.  Finding `aliasing_<arm>_<size>[_<mode>]`: detected with the
+median slowdown in the bands (x) and its CI, the bands in the evidence; or
+not_detected.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import stats
+from ..errors import MemfxError, ParamError
+from ..findings import DETECTED, NOT_DETECTED, Finding, threshold
+from ..units import format_size
+from .base import Experiment, Param, Point, Region, Trial, register
+from .copy import MODES, check_no_overlap
+
+PAGE = 4096
+CONTROL_BASE = 2048           # far from both 0 and 4096 modulo 4096
+VECTOR_ORDER = ("avx512", "avx2", "sse")   # widest first
+KNOWN = ("rep_movsb", "vector", "libc", "rmw_add", "avx512", "avx2", "sse", "gpr_unrolled",
+         "rep_movsq")
+# An offset is penalised when it is at least this much slower than its control.
+PENALTY_MIN = 0.10
+# A band needs this many penalised offsets; a lone one is reported as isolated.
+MIN_BAND_OFFSETS = 2
+
+
+def kernel_for(arm):
+    arm = strategy_of(arm)
+    return "rmw_add_loop" if arm == "rmw_add" else f"copy_{arm}"
+
+
+CONTROL_SUFFIX = ":control"
+
+
+def offsets(fine_span, fine_step, coarse_step):
+    """The swept offsets (sorted): fine near 0 and 4096, coarse between."""
+    fine = set(range(0, fine_span, fine_step)) | {fine_span - 1}
+    fine |= set(range(PAGE - fine_span, PAGE, fine_step)) | {PAGE - 1}
+    coarse = {o for o in range(coarse_step, PAGE, coarse_step) if fine_span <= o < PAGE - fine_span}
+    return sorted(fine | coarse)
+
+
+def control_of(offset):
+    """Where the control's destination goes: the same misalignment, far from 0 and 4096."""
+    return CONTROL_BASE + offset % 64
+
+
+def control_arm(arm):
+    return arm + CONTROL_SUFFIX
+
+
+def strategy_of(arm):
+    return arm[:-len(CONTROL_SUFFIX)] if arm.endswith(CONTROL_SUFFIX) else arm
+
+
+def signed(offset):
+    """offset as dst - src in -2048..2047 (negative: dst just below src mod 4096)."""
+    return offset if offset < PAGE // 2 else offset - PAGE
+
+
+def find_bands(ratios, penalty_min=PENALTY_MIN, effect_min=None, max_hole=1,
+               min_offsets=MIN_BAND_OFFSETS):
+    """Penalty bands from per-offset comparisons.
+
+    `ratios`: {offset: (ratio, ci_low, ci_high)} of offset vs its control.
+    Penalised: ratio >= 1 + penalty_min and ci_low > 1 + effect_min.
+    Consecutive penalised offsets (in the order of the offsets tested; up to
+    `max_hole` unpenalised offsets inside are tolerated) form a band when
+    there are at least `min_offsets` of them:
+    {first, last, offsets, signed, worst_offset, worst_ratio, median_ratio}.
+    Returns (bands, isolated penalised offsets)."""
+    e = threshold("effect_min") if effect_min is None else effect_min
+    order = sorted(ratios)
+    pen = [o for o in order if ratios[o][0] >= 1 + penalty_min and ratios[o][1] > 1 + e]
+    bands, current, holes = [], [], 0
+    pen_set = set(pen)
+    for o in order:
+        if o in pen_set:
+            current.append(o)
+            holes = 0
+        elif current:
+            holes += 1
+            if holes > max_hole:
+                bands.append(current)
+                current, holes = [], 0
+    if current:
+        bands.append(current)
+    isolated = [o for b in bands if len(b) < min_offsets for o in b]
+    bands = [b for b in bands if len(b) >= min_offsets]
+    out = []
+    for b in bands:
+        worst = max(b, key=lambda o: ratios[o][0])
+        out.append({"first": b[0], "last": b[-1], "offsets": b,
+                    "signed": [signed(b[0]), signed(b[-1])],
+                    "worst_offset": worst, "worst_ratio": ratios[worst][0],
+                    "median_ratio": float(np.median([ratios[o][0] for o in b]))})
+    return out, isolated
+
+
+@register
+class Aliasing(Experiment):
+    name = "aliasing"
+    title = "4K aliasing: copy time vs (dst - src) mod 4096"
+    question = ("How much slower are copies and a[i] += b[i] when the destination is just "
+                "past the source modulo 4096, and for which offsets?")
+    seeds = ("002",)
+    arms = ("rep_movsb", "avx512", "avx2", "sse", "libc", "rmw_add", "gpr_unrolled", "rep_movsq")
+    params = [
+        Param("sizes", "list:size", [64, 256, 2048, 16384], "bytes per copy (per array for "
+              "rmw_add)", "256,4K", minimum=8, maximum=1 << 20),
+        Param("strategies", "str", "rep_movsb,vector,libc,rmw_add",
+              "what to sweep: rep_movsb, vector (the widest vector loop supported), libc, "
+              "rmw_add (a[i] += b[i]), or avx512/avx2/sse/gpr_unrolled/rep_movsq",
+              "rep_movsb,vector"),
+        Param("fine_span", "int", 128, "offsets within this many bytes of 0 and of 4096 are "
+              "swept finely", "64", minimum=1, maximum=1024),
+        Param("fine_step", "int", 1, "step of the fine part, bytes", "4", minimum=1, maximum=512),
+        Param("coarse_step", "int", 128, "step between the fine parts, bytes", "512",
+              minimum=1, maximum=4096),
+        Param("modes", "list:str", ["throughput", "latency"],
+              "timing modes (as in the copy experiment): throughput, latency (lfence per "
+              "call), chained", "throughput", choices=tuple(MODES)),
+        Param("src_offset", "int", 0, "source start past a page boundary, bytes", "32",
+              minimum=0, maximum=4095),
+    ]
+    presets = {
+        "quick": {"sizes": "256,2K,16K", "fine_span": 64, "fine_step": 4, "coarse_step": 512,
+                  "modes": "throughput", "samples": 5, "min_sample_ms": 0.2},
+        "full": {"samples": 9, "min_sample_ms": 0.2},
+    }
+
+    def strategies(self, params):
+        from .._lab import kernel_table
+        rows = kernel_table()
+        names = [s.strip() for s in str(params["strategies"]).split(",") if s.strip()]
+        bad = [n for n in names if n not in KNOWN]
+        if not names or bad:
+            raise ParamError(f"strategies: unknown {', '.join(bad) or '(none)'}; known: "
+                             f"{', '.join(KNOWN)}")
+        out = []
+        for n in names:
+            if n == "vector":
+                n = next((v for v in VECTOR_ORDER if rows[kernel_for(v)].supported), None)
+                if n is None:
+                    raise ParamError("strategies: this CPU supports no vector loop")
+            row = rows.get(kernel_for(n))
+            if row is None:
+                raise MemfxError(f"the C core lacks kernel {kernel_for(n)}")
+            if not row.supported:
+                raise ParamError(f"strategies: {n} needs {row.isa}, which this CPU lacks")
+            if n not in out:
+                out.append(n)
+        return out
+
+    def plan(self, params, machine):
+        if params["fine_span"] * 2 > CONTROL_BASE:
+            raise ParamError("fine_span must be at most 1024 bytes (the controls sit at 2048)")
+        arms = self.strategies(params)
+        offs = offsets(params["fine_span"], params["fine_step"], params["coarse_step"])
+        return [Point(a, {"size_bytes": size, "offset": o, "mode": mode})
+                for mode in params["modes"] for size in params["sizes"] for o in offs
+                for arm in arms for a in (arm, control_arm(arm))]
+
+    def estimate_seconds(self, params, machine):
+        return len(self.plan(params, machine)) * (params["samples"] * params["min_sample_ms"]
+                                                  / 1000 + 0.002) * 1.3 + 2
+
+    def prepare(self, point, params, lab):
+        size, off, mode = point.params["size_bytes"], point.params["offset"], point.params["mode"]
+        if not 0 <= off < PAGE:
+            raise ParamError(f"offset must be in 0..4095, got {off}")
+        if point.arm.endswith(CONTROL_SUFFIX):
+            off = control_of(off)
+        key = (size, off, params["src_offset"])
+        cache = getattr(self, "_cache", {})
+        cached = cache.get(key)
+        if cached and cached[2] is lab and not cached[0].buffer.closed:
+            src, dst = cached[0], cached[1]
+        else:
+            gap = -(-size // PAGE) * PAGE
+            region = lab.buffer(gap + off + size, align=PAGE, offset=params["src_offset"])
+            src = Region(region.buffer, region.offset, size, region.address)
+            dst = Region(region.buffer, region.offset + gap + off, size, region.address + gap + off)
+            check_no_overlap(src.address, dst.address, size)
+            assert (dst.address - src.address) % PAGE == off
+            view = np.frombuffer(region.buffer, dtype=np.uint8, count=size, offset=src.offset)
+            view[:] = (np.arange(size, dtype=np.uint64) * 0x9E37 % 251 + 1).astype(np.uint8)
+            del view
+            # the arms of one cell share their two placements; older cells' are unmapped
+            self._cache = {k: v for k, v in cache.items() if not v[0].buffer.closed}
+            self._cache[key] = (src, dst, lab)
+        # per-sample values, as in the copy experiment (thousands of calls per sample)
+        return Trial(kernel_for(point.arm), size=size, dst=dst, src=src, aux=MODES[mode],
+                     metric="time", difference=False, warmup=2)
+
+    def verify(self, lab, params):
+        """Every kernel swept, byte-exact (sizes 0..4096 x 64 misalignments), in each mode."""
+        from .. import _core
+        for arm in self.strategies(params):
+            row = lab.kernels[kernel_for(arm)]
+            err = _core.verify_copy(row.index, 4096, 64, False, 0, 1)
+            for mode in params["modes"]:
+                if err is None and MODES[mode]:
+                    err = _core.verify_copy(row.index, 300, 64, False, MODES[mode], 3)
+            if err is not None:
+                raise MemfxError(f"kernel verification failed: {err}")
+
+    def analyze(self, data):
+        findings = []
+        keys = sorted({(p["arm"], p["params"]["size_bytes"], p["params"]["mode"])
+                       for p in data.points}, key=lambda k: (k[2] != "throughput", k[2], k[1],
+                                                             self.arms.index(k[0])
+                                                             if k[0] in self.arms else 99))
+        for arm, size, mode in keys:
+            if arm.endswith(CONTROL_SUFFIX):
+                continue
+            pts = {p["params"]["offset"]: p for p in data.select(arm, size_bytes=size, mode=mode)
+                   if p.get("values")}
+            ctl = {p["params"]["offset"]: p for p in
+                   data.select(control_arm(arm), size_bytes=size, mode=mode) if p.get("values")}
+            ratios = {}
+            for o, p in pts.items():
+                if o in ctl:
+                    r = stats.ratio_of_medians(p["values"], ctl[o]["values"])
+                    ratios[o] = (r["ratio"], r["ci_low"], r["ci_high"])
+            if not ratios:
+                continue
+            findings.append(self._finding(arm, size, mode, ratios, pts, ctl))
+        return findings
+
+    def _finding(self, arm, size, mode, ratios, pts, ctl):
+        fid = f"aliasing_{arm}_{size}" + ("" if mode == "throughput" else f"_{mode}")
+        what = "a[i] += b[i]" if arm == "rmw_add" else f"{arm} copies"
+        bands, isolated = find_bands(ratios)
+        for b in bands:
+            b["ns"] = {str(o): pts[o]["median"] for o in b["offsets"]}
+            b["control_ns"] = {str(o): ctl[o]["median"] for o in b["offsets"]}
+        # The controls also show the plain misalignment cost (different cells:
+        # drift included, evidence only): median of misaligned controls / aligned.
+        aligned = ctl.get(0) or ctl.get(64)
+        mis = [c["median"] for o, c in ctl.items() if o % 64 and c.get("median")]
+        misalignment = (float(np.median(mis)) / aligned["median"]
+                        if mis and aligned and aligned.get("median") else None)
+        evidence = {"arm": arm, "size_bytes": size, "mode": mode, "bands": bands,
+                    "misaligned_dst_ratio": misalignment,
+                    "offsets_tested": len(ratios), "penalty_min": PENALTY_MIN,
+                    "isolated_offsets": {str(o): ratios[o][0] for o in isolated},
+                    "control": f"same strategy, same cell, dst at {CONTROL_BASE} + offset mod 64"}
+        if not bands:
+            worst = max(ratios, key=lambda o: ratios[o][0])
+            evidence.update(worst_offset=worst, worst_ratio=ratios[worst][0])
+            return Finding(id=fid, verdict=NOT_DETECTED, value=ratios[worst][0], unit="x",
+                           ci_low=ratios[worst][1], ci_high=ratios[worst][2],
+                           claim=(f"{what} of {format_size(size)}B ({mode}): no 4K-aliasing band; "
+                                  f"worst offset {signed(worst):+d} is x{ratios[worst][0]:.2f} "
+                                  f"its control"),
+                           evidence=evidence, seed="002", experiment=self.name)
+        per = [ratios[o][0] for b in bands for o in b["offsets"]]
+        value = float(np.median(per))
+        if len(per) >= 2:
+            lo, hi = stats.bootstrap_ci(per)
+        else:
+            o = bands[0]["offsets"][0]
+            lo, hi = ratios[o][1], ratios[o][2]
+        where = ", ".join(f"{b['signed'][0]:+d}..{b['signed'][1]:+d}" for b in bands)
+        return Finding(id=fid, verdict=DETECTED, value=value, unit="x", ci_low=lo, ci_high=hi,
+                       claim=(f"{what} of {format_size(size)}B ({mode}) are x{value:.2f} slower "
+                              f"when dst - src (mod 4096) is in {where}"),
+                       evidence=evidence, seed="002", experiment=self.name)

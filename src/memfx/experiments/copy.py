@@ -1,0 +1,751 @@
+"""Copy and set strategies vs size: where does `rep movsb`/`rep stosb` win
+on this CPU, and where do plain loops, vector loops, libc or non-temporal
+stores win?
+
+Seed 002: the kernel thread that inlines memcpy/memset up to 256 bytes as a
+4 x 8-byte store loop because "the upper limit was chosen semi-arbitrarily
+-- uarchs wildly differ between a threshold past which a rep-prefixed op
+becomes faster ... Someone(tm) should revisit this from time to time"; and
+David Laight's measurement on Zen 5 that short `rep movsb` copies jump from
+~5 to ~38 clocks above 128 bytes.
+
+Arms (one kernel row each in _core/kernels/copy.c, `<op>_<arm>`; only the
+ones this CPU supports are planned):
+  copy: rep_movsb rep_movsq gpr_unrolled sse avx2 avx512 libc nt
+  set:  rep_stosb rep_stosq gpr_unrolled sse avx2 avx512 libc nt
+One iteration = one call on `size_bytes` bytes; the metric is ns_per_call
+(N/2N differenced).  memcpy semantics: source and destination never
+overlap (they are separate mappings; `check_no_overlap` guards it).
+
+Timing modes (point param "mode"; the kernel's aux bits, see copy.c):
+  throughput  back-to-back calls on the same buffers
+  latency     lfence after every call: each call runs alone
+  chained     no fence; the next call's addresses depend on the last byte
+              the previous call wrote (a latency chain through the store)
+
+Findings (ids that `memfx advise` reads):
+  crossover_<op>_<a>_vs_<b>[_<mode>][_<k>]  a crossover size between two
+      strategies (a before b in the arm order above; no mode suffix for
+      throughput; _2, _3 ... for further crossovers of the same pair; not
+      for pairs of vector loops):
+      value = size in bytes where the two curves cross (interpolated in
+      log size), ci_low/ci_high = the bracketing measured sizes, evidence
+      {op, mode, a, b, faster_below, faster_above, flags, ...}
+  best_<op>_<mode>  evidence {"ranges": [{strategy, min_size, max_size}]}:
+      the fastest strategy per size range; strategies whose CI overlaps the
+      fastest one (or within CLEAR_WIN of it) are ties and the simplest
+      (SIMPLICITY order) wins; ranges are as few as the ties allow
+  rep_movsb_step / rep_stosb_step [_<mode>]  a jump in the small-size curve
+      of rep movsb/stosb (value = first size on the higher level)
+  string_op_flags  the CPUID flags that change the answer (ERMS, FSRM,
+      FZRM, FSRS, FSRC), also copied into every crossover's evidence
+  peak_gbps_<op>  GB/s per strategy (best size, and at the largest size)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import stats
+from ..errors import MemfxError, ParamError
+from ..findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, Finding, threshold
+from ..units import format_size
+from .base import Experiment, Param, Point, Trial, register
+
+OPS = ("copy", "set")
+STRATEGIES = {
+    "copy": ("rep_movsb", "rep_movsq", "gpr_unrolled", "sse", "avx2", "avx512", "libc", "nt"),
+    "set": ("rep_stosb", "rep_stosq", "gpr_unrolled", "sse", "avx2", "avx512", "libc", "nt"),
+}
+# kernel aux bits (copy.c: MFX_COPY_SERIALISE, MFX_COPY_CHAIN)
+MODES = {"throughput": 0, "latency": 1, "chained": 2}
+
+# Tie-break among strategies that are equally fast: the least code at the
+# call site and the fewest requirements first (a string instruction, a
+# library call, a string instruction plus tail, then loops of growing width;
+# non-temporal stores last, since they also evict the destination from the
+# caches).
+SIMPLICITY = {
+    "copy": ("rep_movsb", "libc", "rep_movsq", "gpr_unrolled", "sse", "avx2", "avx512", "nt"),
+    "set": ("rep_stosb", "libc", "rep_stosq", "gpr_unrolled", "sse", "avx2", "avx512", "nt"),
+}
+# The flags that decide how fast string instructions are (Intel SDM Vol. 1
+# 7.3.9.3 and Vol. 2A CPUID leaf 7): enhanced REP MOVSB/STOSB, fast short
+# REP MOV, fast zero-length MOVSB, fast short STOSB, fast short CMPSB/SCASB.
+STRING_FLAGS = {
+    "erms": "Enhanced REP MOVSB/STOSB",
+    "fsrm": "Fast Short REP MOV",
+    "fzrm": "Fast Zero-length REP MOVSB",
+    "fsrs": "Fast Short REP STOSB",
+    "fsrc": "Fast Short REP CMPSB/SCASB",
+}
+# Crossovers among these (one loop design at three widths) are not reported:
+# they answer no question of the seed, and the best_* ranges show them.
+VECTOR_LOOPS = ("sse", "avx2", "avx512")
+# Every size up to this is measured in the fine part of the sweep at any step.
+ALWAYS_FINE = 16
+# A run of fewer significant points than this on one side is noise, not a crossover.
+MIN_RUN = 2
+# One strategy clearly beats another at a size when their CIs are disjoint and
+# their medians differ by more than this; otherwise they tie.  Wider than the
+# generic effect_min threshold: strategies that run the very same instructions
+# (the vector loops below 16 bytes) differ by several % from run to run on a
+# shared or virtualised machine, and a few % of a few ns is not worth a
+# different code path anyway.
+CLEAR_WIN = 0.10
+# The small-size step: a jump of at least this relative size between two
+# consecutive measured sizes (the same default as stats.find_levels).
+STEP_MIN_JUMP = 0.25
+STEP_WINDOW = 3
+
+
+def kernel_name(op, arm):
+    return f"{op}_{arm}"
+
+
+def check_no_overlap(src_address, dst_address, size):
+    """memcpy semantics: [src, src+size) and [dst, dst+size) must be disjoint."""
+    if size > 0 and src_address < dst_address + size and dst_address < src_address + size:
+        raise ParamError(f"source and destination overlap ({size} bytes at "
+                         f"{src_address:#x} and {dst_address:#x}); copies here have memcpy "
+                         f"semantics and never overlap")
+
+
+def small_sizes(small_max, small_step):
+    """Every size 1..ALWAYS_FINE, then every multiple of small_step up to small_max."""
+    return [s for s in range(1, small_max + 1) if s <= ALWAYS_FINE or s % small_step == 0]
+
+
+def geometric_sizes(lo, hi, per_octave):
+    """Sizes above lo up to hi, per_octave per doubling, hi included."""
+    if hi <= lo:
+        return []
+    n = int(math.ceil(math.log2(hi / lo) * per_octave - 1e-9))
+    out = {int(round(lo * 2 ** (i / per_octave))) for i in range(1, n)}
+    out.add(int(hi))
+    return sorted(s for s in out if lo < s <= hi)
+
+
+def fill_sizes(lo, hi, steps):
+    """Up to `steps` sizes strictly between lo and hi (all of them when few)."""
+    if hi - lo <= 1:
+        return []
+    if hi - lo - 1 <= steps:
+        return list(range(lo + 1, hi))
+    if hi / lo > 2:
+        pts = [lo * (hi / lo) ** (i / (steps + 1)) for i in range(1, steps + 1)]
+    else:
+        pts = [lo + (hi - lo) * i / (steps + 1) for i in range(1, steps + 1)]
+    return sorted({int(round(p)) for p in pts} - {lo, hi})
+
+
+# ---------------------------------------------------------------------------
+# pure analysis on curves: {size: (median, ci_low, ci_high)}
+
+
+@dataclass
+class Crossover:
+    size: int                 # interpolated crossing (bytes)
+    low: int                  # last measured size where faster_below wins
+    high: int                 # first measured size where faster_above wins
+    faster_below: str
+    faster_above: str
+    ratio_low: float          # slower / faster median at `low`
+    ratio_high: float         # slower / faster median at `high`
+
+
+def _sign(pa, pb, effect_min):
+    """+1 when a is clearly faster than b at one size, -1 when b is, 0 for a tie:
+    CIs disjoint and medians apart by more than effect_min."""
+    ma, la, ha = pa
+    mb, lb, hb = pb
+    if ma is None or mb is None or ma <= 0 or mb <= 0:
+        return 0
+    if ha < lb and mb > ma * (1 + effect_min):
+        return 1
+    if hb < la and ma > mb * (1 + effect_min):
+        return -1
+    return 0
+
+
+def _runs(signs):
+    """[(sign, first index, last index)] of consecutive equal non-zero signs;
+    zeros (ties) are skipped and do not break a run."""
+    runs = []
+    for i, s in enumerate(signs):
+        if s == 0:
+            continue
+        if runs and runs[-1][0] == s:
+            runs[-1][2] = i
+            runs[-1][3] += 1
+        else:
+            runs.append([s, i, i, 1])
+    return runs
+
+
+def find_crossovers(curve_a, curve_b, a, b, effect_min=None, min_run=MIN_RUN):
+    """Sizes where strategy a and b swap places.
+
+    Only sizes measured for both count.  At each size the faster one must be
+    clearly faster (disjoint CIs and more than effect_min (default
+    CLEAR_WIN) apart), otherwise
+    the size is a tie.  Runs of fewer than `min_run` clear wins are noise and
+    dropped; each change of the winner between the remaining runs is a
+    crossover, bracketed by the last clear win before it and the first after
+    it; the crossing itself is interpolated where log(median_b/median_a)
+    changes sign, in log2(size)."""
+    e = CLEAR_WIN if effect_min is None else effect_min
+    sizes = sorted(set(curve_a) & set(curve_b))
+    if len(sizes) < 2:
+        return []
+    signs = [_sign(curve_a[s], curve_b[s], e) for s in sizes]
+    runs = _runs(signs)
+    while True:
+        short = [r for r in runs if r[3] < min_run]
+        if not short:
+            break
+        weakest = min(short, key=lambda r: r[3])
+        for i in range(weakest[1], weakest[2] + 1):
+            signs[i] = 0
+        runs = _runs(signs)
+    out = []
+    for prev, nxt in zip(runs[:-1], runs[1:]):
+        lo_i, hi_i = prev[2], nxt[1]
+        lr = [math.log(curve_b[s][0] / curve_a[s][0]) for s in sizes[lo_i:hi_i + 1]]
+        xs = [math.log2(s) for s in sizes[lo_i:hi_i + 1]]
+        cross = xs[-1]
+        for j in range(len(lr) - 1):
+            if (lr[j] > 0) != (lr[j + 1] > 0) or lr[j + 1] == 0:
+                t = lr[j] / (lr[j] - lr[j + 1]) if lr[j] != lr[j + 1] else 0.5
+                cross = xs[j] + min(1.0, max(0.0, t)) * (xs[j + 1] - xs[j])
+                break
+        below, above = (a, b) if prev[0] > 0 else (b, a)
+        lo_s, hi_s = sizes[lo_i], sizes[hi_i]
+
+        def ratio(s):
+            ma, mb = curve_a[s][0], curve_b[s][0]
+            return max(ma, mb) / min(ma, mb)
+        out.append(Crossover(size=int(round(2 ** cross)), low=lo_s, high=hi_s,
+                             faster_below=below, faster_above=above,
+                             ratio_low=ratio(lo_s), ratio_high=ratio(hi_s)))
+    return out
+
+
+def comparable_sizes(curves):
+    """Sizes measured for every strategy whose measured range covers them: a
+    strategy planned only above some size (nt) does not veto the smaller
+    sizes, and a size refined for two strategies only is left out."""
+    spans = {k: (min(c), max(c)) for k, c in curves.items() if c}
+    out = []
+    for s in sorted(set().union(*(set(c) for c in curves.values()))):
+        covering = [k for k, (lo, hi) in spans.items() if lo <= s <= hi]
+        if covering and all(s in curves[k] for k in covering):
+            out.append(s)
+    return out
+
+
+def acceptable(curves, size, effect_min):
+    """Strategies tied with the fastest one at `size`: CI overlapping the
+    fastest one's CI, or median within effect_min of it."""
+    here = {k: c[size] for k, c in curves.items() if size in c and c[size][0]}
+    if not here:
+        return set()
+    best = min(here, key=lambda k: here[k][0])
+    mb, lb, hb = here[best]
+    return {k for k, (m, lo, hi) in here.items() if lo <= hb or m <= mb * (1 + effect_min)}
+
+
+def best_ranges(curves, simplicity, effect_min=None):
+    """The best strategy per size range: [{strategy, min_size, max_size}].
+
+    `curves`: {strategy: {size: (median, ci_low, ci_high)}}; only sizes
+    measured for every strategy whose curve spans them count (see
+    comparable_sizes); effect_min defaults to CLEAR_WIN.  A range continues
+    while some strategy is acceptable (tied with the fastest) at every size in it, so
+    the answer uses as few ranges as the measurements allow (one isolated
+    size where the range's strategy is within twice the tolerance does not
+    break it); within a range the simplest acceptable strategy (first in
+    `simplicity`) is chosen."""
+    e = CLEAR_WIN if effect_min is None else effect_min
+    if not curves:
+        return []
+    common = comparable_sizes(curves)
+    rank = {s: i for i, s in enumerate(simplicity)}
+
+    def simplest(cands):
+        return min(cands, key=lambda k: (rank.get(k, len(rank)), k))
+    ranges = []
+    current, first, last = None, None, None
+    accs = [acceptable(curves, s, e) for s in common]
+    for i, (size, acc) in enumerate(zip(common, accs)):
+        if not acc:
+            continue
+        if current is not None and current & acc:
+            current &= acc
+            last = size
+            continue
+        # One isolated size does not end a range: when the range's strategies
+        # are acceptable again at the next size and within twice the tie
+        # tolerance here, this size is an outlier (one noisy point).
+        nxt = accs[i + 1] if i + 1 < len(accs) else set()
+        if current is not None and current & nxt:
+            lenient = acceptable(curves, size, 2 * e)
+            if current & lenient:
+                current &= lenient
+                last = size
+                continue
+        if current is not None:
+            ranges.append({"strategy": simplest(current), "min_size": first, "max_size": last})
+        current, first, last = set(acc), size, size
+    if current is not None:
+        ranges.append({"strategy": simplest(current), "min_size": first, "max_size": last})
+    # neighbours that ended up with the same strategy merge
+    merged = []
+    for r in ranges:
+        if merged and merged[-1]["strategy"] == r["strategy"]:
+            merged[-1]["max_size"] = r["max_size"]
+        else:
+            merged.append(dict(r))
+    return merged
+
+
+@dataclass
+class Step:
+    low: int            # last size on the lower level
+    high: int           # first size on the higher level
+    before_ns: float    # median of every sample up to `low`
+    after_ns: float     # median of every sample from `high` on
+    ratio: float        # after / before (medians)
+    ci_low: float       # bootstrap CI of the ratio
+    ci_high: float
+    local_ratio: float  # the same ratio over `window` sizes on each side
+
+
+def find_step(values, max_size, min_jump=STEP_MIN_JUMP, window=STEP_WINDOW, seed=0):
+    """A step up in a small-size curve (rep movsb's jump), or None.
+
+    `values`: {size: per-sample ns}; only sizes <= max_size count.  The
+    candidate split between consecutive measured sizes lo < hi is the best
+    single change point of log(median ns) over size (least squares: the
+    split that minimises the squared error of a two-level fit).  It is a
+    step when
+      - the level changes: median of all samples above / median of all
+        samples up to it >= 1 + min_jump, and
+      - it is local: the same ratio over the `window` sizes on each side is
+        >= 1 + min_jump (a steady ramp is not a step).
+    The ratio's CI is a bootstrap of the two pooled sample sets.  Pooling
+    several sizes on each side makes the test robust to one noisy point."""
+    sizes = sorted(s for s in values if s <= max_size and len(values[s]))
+    if len(sizes) < 2:
+        return None
+    y = np.log([max(float(np.median(values[s])), 1e-12) for s in sizes])
+
+    def pooled(ss):
+        return np.concatenate([np.asarray(values[s], float) for s in ss])
+
+    def sse(a):
+        return float(((a - a.mean()) ** 2).sum()) if a.size else 0.0
+    # only upward splits are steps
+    splits = [i for i in range(len(sizes) - 1) if y[i + 1:].mean() > y[:i + 1].mean()]
+    if not splits:
+        return None
+    i = min(splits, key=lambda k: sse(y[:k + 1]) + sse(y[k + 1:]))
+    local = float(np.median(pooled(sizes[i + 1:i + 1 + window])) /
+                  np.median(pooled(sizes[max(0, i - window + 1):i + 1])))
+    before, after = pooled(sizes[:i + 1]), pooled(sizes[i + 1:])
+    level = float(np.median(after) / np.median(before))
+    if local < 1 + min_jump or level < 1 + min_jump:
+        return None
+    r = stats.ratio_of_medians(after, before, seed=seed)
+    return Step(low=sizes[i], high=sizes[i + 1], before_ns=float(np.median(before)),
+                after_ns=float(np.median(after)), ratio=r["ratio"], ci_low=r["ci_low"],
+                ci_high=r["ci_high"], local_ratio=local)
+
+
+def _curves(data, op, mode):
+    """{arm: {size: (median, ci_low, ci_high)}} and {arm: {size: point}}."""
+    curves, points = {}, {}
+    for p in data.select(None, op=op, mode=mode):
+        # a non-positive time is not a measurement (an N/2N difference swamped by noise)
+        if p.get("median") is None or p["median"] <= 0:
+            continue
+        s = p["params"]["size_bytes"]
+        curves.setdefault(p["arm"], {})[s] = (p["median"], p["ci_low"], p["ci_high"])
+        points.setdefault(p["arm"], {})[s] = p
+    return curves, points
+
+
+def _values(data, op, mode, arm):
+    """{size: per-sample values} of one strategy."""
+    return {p["params"]["size_bytes"]: p["values"] for p in data.select(arm, op=op, mode=mode)
+            if p.get("values")}
+
+
+def _mode_suffix(mode):
+    return "" if mode == "throughput" else f"_{mode}"
+
+
+def string_flags(machine):
+    flags = (machine or {}).get("flags") or {}
+    return {k: flags.get(k) for k in STRING_FLAGS}
+
+
+def _flag_text(flags):
+    return ", ".join(f"{k.upper()} {'yes' if v else ('no' if v is not None else '?')}"
+                     for k, v in flags.items())
+
+
+@register
+class Copy(Experiment):
+    name = "copy"
+    title = "Copy and set strategies vs size"
+    question = ("Where does rep movsb/stosb beat store loops, vector loops, libc and "
+                "non-temporal stores on this CPU, in throughput and in latency?")
+    seeds = ("002",)
+    arms = tuple(dict.fromkeys(STRATEGIES["copy"] + STRATEGIES["set"]))
+    params = [
+        Param("ops", "list:str", ["copy", "set"], "operations to measure: copy (memcpy) and/or set "
+              "(memset)", "copy", choices=OPS),
+        Param("modes", "list:str", ["throughput", "latency", "chained"],
+              "timing modes: throughput (back to back), latency (lfence after each call), chained "
+              "(next call's addresses depend on the last byte written)", "throughput,chained",
+              choices=tuple(MODES)),
+        Param("strategies", "str", "all",
+              "strategies to compare (names without the op prefix, comma-separated) or all "
+              "(every one this CPU supports)", "rep_movsb,rep_stosb,gpr_unrolled,libc"),
+        Param("small_max", "size", 256, "every size up to this is in the fine part of the sweep, "
+              "bytes", "512", minimum=16, maximum=65536),
+        Param("small_step", "int", 1, f"step of the fine part in bytes (sizes 1..{ALWAYS_FINE} are "
+              "always measured)", "8", minimum=1, maximum=4096),
+        Param("per_octave", "int", 4, "sizes per doubling above small_max (geometric)", "2",
+              minimum=1, maximum=32),
+        Param("max_size", "size", "auto", "largest size, bytes; auto = 2x the last-level cache "
+              "(bounded by free memory)", "64M"),
+        Param("nt_min_size", "size", 4096, "smallest size timed for the non-temporal strategy "
+              "(below a few lines NT stores only add an sfence wait), bytes", "1K", minimum=1),
+        Param("latency_max_size", "size", 65536, "largest size timed in the latency and chained "
+              "modes (above it a fence or a dependency costs nothing measurable), bytes", "16K",
+              minimum=1),
+        Param("value", "int", 0x5A, "byte written by set (non-zero: zero stores can be "
+              "eliminated by the hardware, seed 000)", "0", minimum=0, maximum=255),
+        Param("src_offset", "int", 0, "source start past a page boundary, bytes", "3",
+              minimum=0, maximum=4095),
+        Param("dst_offset", "int", 0, "destination start past a page boundary, bytes", "1",
+              minimum=0, maximum=4095),
+        Param("refine", "bool", True, "add fine sizes inside each crossover, range boundary and "
+              "step found", "false"),
+        Param("refine_steps", "int", 6, "sizes added inside each bracket by refine", "3",
+              minimum=1, maximum=64),
+        Param("verify_max_size", "size", 4096, "kernels are checked byte-exact for every size "
+              "up to this and 64 misalignments before timing, bytes", "1K", minimum=0,
+              maximum=1 << 20),
+    ]
+    presets = {
+        # quick stops at 32 MiB: larger copies take tens of ms per call, so most
+        # samples on a shared machine see a context switch and are retaken
+        "quick": {"modes": "throughput", "small_step": 8, "per_octave": 1, "samples": 5,
+                  "min_sample_ms": 0.2, "refine_steps": 3, "max_size": "32M"},
+        "full": {"samples": 11, "min_sample_ms": 0.2},
+    }
+
+    # -- plan --
+    def strategies(self, params, machine, op):
+        """The arms of `op` selected by params and supported by this CPU."""
+        from .._lab import kernel_table
+        rows = kernel_table()
+        want = params["strategies"]
+        names = [s.strip() for s in str(want).split(",") if s.strip()]
+        known = set(STRATEGIES["copy"]) | set(STRATEGIES["set"])
+        if not names:
+            raise ParamError("strategies: give names or 'all'")
+        if names != ["all"]:
+            bad = [n for n in names if n not in known]
+            if bad:
+                raise ParamError(f"strategies: unknown {', '.join(bad)}; known: "
+                                 f"{', '.join(sorted(known))} or all")
+        chosen = list(STRATEGIES[op]) if names == ["all"] else \
+            [n for n in STRATEGIES[op] if n in names]
+        out = []
+        for arm in chosen:
+            row = rows.get(kernel_name(op, arm))
+            if row is None:
+                raise MemfxError(f"the C core lacks kernel {kernel_name(op, arm)}")
+            if not row.supported:
+                if names != ["all"]:
+                    raise ParamError(f"strategies: {arm} needs {row.isa}, which this CPU lacks")
+                continue
+            out.append(arm)
+        return out
+
+    def max_bytes(self, params, machine):
+        avail = (machine.get("memory") or {}).get("available_bytes") or (4 << 30)
+        if params["max_size"] != "auto":
+            hi = params["max_size"]
+            # source + destination, plus the previous cell's pair not yet unmapped
+            if 4 * hi > avail * 0.8:
+                raise ParamError(f"max_size {format_size(hi)}B does not fit: a copy needs 2x and "
+                                 f"{format_size(avail)}B is available")
+            return hi
+        llc = max((c["size_bytes"] for c in machine.get("caches", [])
+                   if c.get("type") in ("Data", "Unified")), default=32 << 20)
+        return int(min(2 * llc, avail * 0.8 / 4))
+
+    def sizes(self, params, machine):
+        small = small_sizes(params["small_max"], params["small_step"])
+        hi = self.max_bytes(params, machine)
+        if hi < 1:
+            raise ParamError("max_size must be at least 1 byte")
+        small = [s for s in small if s <= hi]
+        return small + geometric_sizes(params["small_max"], hi, params["per_octave"])
+
+    def plan(self, params, machine):
+        sizes = self.sizes(params, machine)
+        points = []
+        for op in params["ops"]:
+            arms = self.strategies(params, machine, op)
+            if not arms:
+                continue
+            for mode in params["modes"]:
+                for s in sizes:
+                    if mode != "throughput" and s > params["latency_max_size"]:
+                        continue
+                    points += [Point(arm, {"op": op, "size_bytes": s, "mode": mode}) for arm in arms
+                               if arm != "nt" or s >= params["nt_min_size"]]
+        if not points:
+            raise ParamError("the parameters select no strategy this CPU supports")
+        return points
+
+    def estimate_seconds(self, params, machine):
+        pts = self.plan(params, machine)
+        per_sample = params["min_sample_ms"] / 1000
+        total = 0.0
+        for p in pts:
+            traffic = p.params["size_bytes"] * (2 if p.params["op"] == "copy" else 1)
+            call = traffic / 10e9      # ~10 GB/s once out of cache
+            total += params["samples"] * max(per_sample, call) + 4 * call + 0.002
+        return total * 1.2 + 3
+
+    # -- one trial --
+    def _buffers(self, lab, size, params):
+        """Source and destination of `size` bytes, shared by the arms of a cell
+        (the same pages for every strategy), src filled with non-zero bytes."""
+        key = (size, params["src_offset"], params["dst_offset"])
+        cached = getattr(self, "_cache", None)
+        if cached and cached[0] == key and not cached[1].buffer.closed \
+                and not cached[2].buffer.closed and cached[3] is lab:
+            return cached[1], cached[2]
+        n = max(size, 1)
+        src = lab.buffer(n, align=4096, offset=params["src_offset"])
+        dst = lab.buffer(n, align=4096, offset=params["dst_offset"])
+        check_no_overlap(src.address, dst.address, size)
+        view = np.frombuffer(src.buffer, dtype=np.uint8, count=n, offset=src.offset)
+        view[:] = (np.arange(n, dtype=np.uint64) * 0x9E37 % 251 + 1).astype(np.uint8)
+        del view
+        self._cache = (key, src, dst, lab)
+        return src, dst
+
+    def prepare(self, point, params, lab):
+        op, size, mode = point.params["op"], point.params["size_bytes"], point.params["mode"]
+        if mode not in MODES:
+            raise ParamError(f"mode: unknown {mode!r}")
+        src, dst = self._buffers(lab, size, params)
+        # Two untimed calls bring the buffers into the caches and TLBs; the
+        # calibration that follows runs the kernel for >= min_sample_ms more,
+        # which also settles the wide-vector power licence before sampling.
+        # difference=False: each sample is calibrated to >= min_sample_ms, i.e.
+        # thousands of calls for small sizes, so the fixed cost of one timed
+        # run (~50 ns of fences and rdtsc) is below 0.1 % of a sample; the
+        # N/2N difference would only add the noise of a subtraction here.
+        return Trial(kernel_name(op, point.arm), size=size, dst=dst,
+                     src=src if op == "copy" else None, value=params["value"],
+                     aux=MODES[mode], metric="time", difference=False, warmup=2)
+
+    def verify(self, lab, params):
+        """Every planned kernel, byte-exact against a reference, before timing:
+        all sizes 0..verify_max_size with 64 src x rotating dst misalignments
+        (all 64 x 64 pairs are met across sizes), in each planned timing mode."""
+        from .. import _core
+        for op in params["ops"]:
+            for arm in self.strategies(params, {}, op):
+                row = lab.kernels[kernel_name(op, arm)]
+                err = _core.verify_copy(row.index, params["verify_max_size"], 64, False, 0, 1)
+                for mode in params["modes"]:
+                    if err is None and MODES[mode]:
+                        err = _core.verify_copy(row.index, min(params["verify_max_size"], 300),
+                                                64, False, MODES[mode], 3)
+                if err is not None:
+                    raise MemfxError(f"kernel verification failed: {err}")
+
+    # -- refinement --
+    def refine(self, data, params, machine):
+        if not params["refine"]:
+            return []
+        have = {(p["arm"], json_key(p["params"])) for p in data.points}
+        wanted = {}      # (op, mode, size) -> set of arms
+
+        def add(op, mode, lo, hi, arms):
+            for s in fill_sizes(lo, hi, params["refine_steps"]):
+                wanted.setdefault((op, mode, s), set()).update(arms)
+        for op in params["ops"]:
+            for mode in params["modes"]:
+                curves, _ = _curves(data, op, mode)
+                if not curves:
+                    continue
+                step_arm = STRATEGIES[op][0]
+                if step_arm in curves:
+                    st = find_step(_values(data, op, mode, step_arm), params["small_max"])
+                    if st:   # one arm only: every size of the bracket is cheap
+                        for s in fill_sizes(st.low, st.high, 32):
+                            wanted.setdefault((op, mode, s), set()).add(step_arm)
+                ranges = best_ranges(curves, SIMPLICITY[op])
+                for r0, r1 in zip(ranges[:-1], ranges[1:]):
+                    lo, hi = r0["max_size"], r1["min_size"]
+                    add(op, mode, lo, hi, [k for k, c in curves.items()
+                                           if min(c) <= lo and max(c) >= hi])
+                key_arms = {STRATEGIES[op][0], STRATEGIES[op][1], "libc", "nt"}
+                order = [a for a in STRATEGIES[op] if a in curves]
+                for i, a in enumerate(order):
+                    for b in order[i + 1:]:
+                        if a not in key_arms and b not in key_arms:
+                            continue
+                        for c in find_crossovers(curves[a], curves[b], a, b):
+                            add(op, mode, c.low, c.high, [a, b])
+        out = []
+        for (op, mode, s), arms in sorted(wanted.items()):
+            for arm in sorted(arms, key=STRATEGIES[op].index):
+                prm = {"op": op, "size_bytes": s, "mode": mode}
+                if (arm, json_key(prm)) not in have:
+                    out.append(Point(arm, prm))
+        return out
+
+    # -- analysis --
+    def analyze(self, data):
+        findings = []
+        flags = string_flags(data.machine)
+        ops = [op for op in OPS if data.select(None, op=op)]
+        modes = [m for m in MODES if data.select(None, mode=m)]
+        small_max = data.params.get("small_max", 256)
+        findings.append(Finding(
+            id="string_op_flags",
+            claim="CPU flags that change where rep movs/stos wins: " + _flag_text(flags),
+            verdict=MEASURED, value=None, unit="",
+            evidence={"flags": flags, "meaning": STRING_FLAGS,
+                      "cpu": (data.machine.get("cpu") or {}).get("model_name")},
+            seed="002", experiment=self.name))
+        for op in ops:
+            for mode in modes:
+                curves, points = _curves(data, op, mode)
+                if not curves:
+                    continue
+                findings += self._best(op, mode, curves, flags)
+                findings += self._crossovers(op, mode, curves, flags)
+                step_arm = STRATEGIES[op][0]
+                if step_arm in curves:
+                    findings.append(self._step(op, mode, step_arm,
+                                               _values(data, op, mode, step_arm), small_max, flags))
+            findings += self._bandwidth(data, op)
+        return findings
+
+    def _best(self, op, mode, curves, flags):
+        ranges = best_ranges(curves, SIMPLICITY[op])
+        if not ranges:
+            return []
+        text = "; ".join(f"{r['strategy']} {format_size(r['min_size'])}–{format_size(r['max_size'])}B"
+                         for r in ranges)
+        return [Finding(
+            id=f"best_{op}_{mode}", claim=f"Fastest {op} strategy per size range ({mode}): {text}",
+            verdict=MEASURED, value=float(len(ranges)), unit="ranges",
+            evidence={"op": op, "mode": mode, "ranges": ranges, "flags": flags,
+                      "tie_rule": "CI overlap with the fastest or median within "
+                                  f"{CLEAR_WIN:.0%} of it; simplest wins",
+                      "simplicity": list(SIMPLICITY[op]), "strategies": sorted(curves)},
+            seed="002", experiment=self.name)]
+
+    def _crossovers(self, op, mode, curves, flags):
+        out = []
+        order = [a for a in STRATEGIES[op] if a in curves]
+        for i, a in enumerate(order):
+            for b in order[i + 1:]:
+                if a in VECTOR_LOOPS and b in VECTOR_LOOPS:
+                    continue
+                found = find_crossovers(curves[a], curves[b], a, b)
+                base = f"crossover_{op}_{a}_vs_{b}{_mode_suffix(mode)}"
+                for k, c in enumerate(found):
+                    out.append(Finding(
+                        id=base + (f"_{k + 1}" if k else ""),
+                        claim=(f"{op} {mode}: {c.faster_below} is faster below "
+                               f"~{format_size(c.size)}B, {c.faster_above} above "
+                               f"(bracket {format_size(c.low)}–{format_size(c.high)}B)"),
+                        verdict=DETECTED, value=float(c.size), unit="bytes",
+                        ci_low=float(c.low), ci_high=float(c.high),
+                        evidence={"op": op, "mode": mode, "a": a, "b": b,
+                                  "faster_below": c.faster_below, "faster_above": c.faster_above,
+                                  "ratio_at_low": c.ratio_low, "ratio_at_high": c.ratio_high,
+                                  "ns_at_low": {a: curves[a][c.low][0], b: curves[b][c.low][0]},
+                                  "ns_at_high": {a: curves[a][c.high][0], b: curves[b][c.high][0]},
+                                  "index": k + 1, "of": len(found), "flags": flags},
+                        seed="002", experiment=self.name))
+                # The thread's own question gets an answer even when there is no crossing.
+                if not found and b == "gpr_unrolled" and a in STRATEGIES[op][:2]:
+                    common = sorted(set(curves[a]) & set(curves[b]))
+                    wins = sum(curves[a][s][0] < curves[b][s][0] for s in common)
+                    winner = a if wins * 2 > len(common) else b
+                    out.append(Finding(
+                        id=base, verdict=NOT_DETECTED, value=None, unit="bytes",
+                        claim=(f"{op} {mode}: no crossover between {a} and {b} "
+                               f"({winner} faster or tied at every size measured)"),
+                        evidence={"op": op, "mode": mode, "a": a, "b": b, "winner": winner,
+                                  "sizes": len(common), "a_faster_at": wins, "flags": flags},
+                        seed="002", experiment=self.name))
+        return out
+
+    def _step(self, op, mode, arm, values, small_max, flags):
+        fid = f"{arm}_step{_mode_suffix(mode)}"
+        st = find_step(values, small_max)
+        if st is None:
+            return Finding(id=fid, verdict=NOT_DETECTED, unit="bytes",
+                           claim=f"No step in {arm} time per call up to {format_size(small_max)}B "
+                                 f"({mode}; a jump >= {STEP_MIN_JUMP:.0%} between two sizes)",
+                           evidence={"op": op, "mode": mode, "flags": flags,
+                                     "min_jump": STEP_MIN_JUMP}, seed="002", experiment=self.name)
+        sure = st.ci_low > 1 + threshold("effect_min")
+        return Finding(
+            id=fid, verdict=DETECTED if sure else INCONCLUSIVE, value=float(st.high), unit="bytes",
+            ci_low=float(st.low + 1), ci_high=float(st.high),
+            claim=(f"{arm} ({mode}) steps from {st.before_ns:.1f} to {st.after_ns:.1f} ns per call "
+                   f"between {st.low} and {st.high} bytes (x{st.ratio:.2f}, "
+                   f"CI {st.ci_low:.2f}-{st.ci_high:.2f})"),
+            evidence={"op": op, "mode": mode, "fast_up_to": st.low, "slow_from": st.high,
+                      "before_ns": st.before_ns, "after_ns": st.after_ns, "ratio": st.ratio,
+                      "ratio_ci": [st.ci_low, st.ci_high], "local_ratio": st.local_ratio,
+                      "window": STEP_WINDOW, "min_jump": STEP_MIN_JUMP, "flags": flags},
+            seed="002", experiment=self.name)
+
+    def _bandwidth(self, data, op):
+        per = {}
+        for p in data.select(None, op=op, mode="throughput"):
+            if not p.get("median") or p["median"] <= 0:
+                continue
+            s = p["params"]["size_bytes"]
+            gbps = s * (2 if op == "copy" else 1) / p["median"]
+            e = per.setdefault(p["arm"], {"peak_gbps": 0.0, "at_size": None, "largest_size": 0,
+                                          "largest_size_gbps": None})
+            if gbps > e["peak_gbps"]:
+                e.update(peak_gbps=gbps, at_size=s)
+            if s > e["largest_size"]:
+                e.update(largest_size=s, largest_size_gbps=gbps)
+        if not per:
+            return []
+        top = max(per, key=lambda k: per[k]["peak_gbps"])
+        return [Finding(
+            id=f"peak_gbps_{op}", verdict=MEASURED, value=per[top]["peak_gbps"], unit="GB/s",
+            claim=(f"Peak {op} bandwidth: {per[top]['peak_gbps']:.1f} GB/s ({top} at "
+                   f"{format_size(per[top]['at_size'])}B; read+write traffic, throughput mode)"),
+            evidence={"per_strategy": per}, seed="002", experiment=self.name)]
+
+
+def json_key(params):
+    import json
+    return json.dumps(params, sort_keys=True)

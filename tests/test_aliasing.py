@@ -1,0 +1,145 @@
+"""The aliasing experiment: the offset sweep and its in-cell controls, the
+buffer placement ((dst - src) mod 4096 exact, never overlapping), and the
+penalty-band analysis on synthetic data."""
+import numpy as np
+import pytest
+
+from memfx._lab import Lab, kernel_table
+from memfx.errors import ParamError
+from memfx.experiments import get_experiment
+from memfx.experiments.aliasing import (CONTROL_BASE, control_arm, control_of, find_bands,
+                                        kernel_for, offsets, signed, strategy_of)
+from memfx.results import RunData
+
+EXP = get_experiment("aliasing")
+ROWS = kernel_table()
+WIDEST = next(v for v in ("avx512", "avx2", "sse") if ROWS[f"copy_{v}"].supported)
+
+
+def test_offsets_fine_near_both_ends_coarse_between():
+    offs = offsets(64, 4, 512)
+    assert offs[:3] == [0, 4, 8] and 63 in offs and 4095 in offs and 4032 in offs
+    assert [o for o in offs if 64 <= o < 4032] == [512, 1024, 1536, 2048, 2560, 3072, 3584]
+    full = offsets(128, 1, 128)
+    assert set(range(128)) <= set(full) and set(range(3968, 4096)) <= set(full)
+    assert len(full) == 256 + len(range(128, 3968, 128))
+
+
+def test_control_and_names():
+    assert control_of(0) == CONTROL_BASE and control_of(4095) == CONTROL_BASE + 63
+    assert control_of(70) == CONTROL_BASE + 6
+    assert signed(5) == 5 and signed(4095) == -1 and signed(2048) == -2048
+    assert strategy_of(control_arm("avx2")) == "avx2" and strategy_of("libc") == "libc"
+    assert kernel_for("rmw_add:control") == "rmw_add_loop" and kernel_for("libc") == "copy_libc"
+
+
+def test_plan_interleaves_each_point_with_its_control():
+    params = EXP.resolve("quick")
+    pts = EXP.plan(params, {})
+    arms = {p.arm for p in pts}
+    assert arms == {"rep_movsb", WIDEST, "libc", "rmw_add"} | \
+        {control_arm(a) for a in ("rep_movsb", WIDEST, "libc", "rmw_add")}
+    cells = {}
+    for p in pts:
+        cells.setdefault(tuple(sorted(p.params.items())), set()).add(p.arm)
+    assert all(len(v) == 8 for v in cells.values())      # test + control of every strategy
+    assert {p.params["size_bytes"] for p in pts} == {256, 2048, 16384}
+
+
+@pytest.mark.parametrize("override", [
+    {"strategies": "rep_movsb,quantum"}, {"strategies": ""}, {"fine_span": 2000},
+    {"sizes": "0"}, {"modes": "sideways"}, {"fine_step": 0}, {"coarse_step": "x"},
+])
+def test_bad_params_are_param_errors(override):
+    with pytest.raises(ParamError):
+        EXP.plan(EXP.resolve("quick", override), {})
+
+
+def test_prepare_places_dst_at_the_offset_and_never_overlaps():
+    lab = Lab.__new__(Lab)
+    lab.buffers = []
+    params = EXP.resolve("quick", {"src_offset": 32, "sizes": "64,4K,16K"})
+    try:
+        for p in EXP.plan(params, {})[::5]:
+            t = EXP.prepare(p, params, lab)
+            o, n = p.params["offset"], p.params["size_bytes"]
+            want = control_of(o) if p.arm.endswith(":control") else o
+            assert (t.dst.address - t.src.address) % 4096 == want
+            assert t.src.address % 4096 == 32
+            assert t.src.address + n <= t.dst.address          # disjoint, dst after src
+            assert t.kernel == kernel_for(p.arm) and t.size == n
+    finally:
+        EXP._cache = {}
+        lab.release()
+
+
+# ---------------------------------------------------------------- bands
+
+def test_find_bands_on_synthetic_ratios():
+    offs = offsets(128, 1, 128)
+    ratios = {o: (1.0, 0.97, 1.03) for o in offs}
+    assert find_bands(ratios) == ([], [])
+    for o in range(1, 64):
+        ratios[o] = (2.0, 1.9, 2.1)
+    ratios[30] = (1.02, 0.98, 1.05)                # one hole inside the band
+    ratios[3000 // 128 * 128] = (1.5, 1.4, 1.6)    # a lone coarse offset
+    bands, isolated = find_bands(ratios)
+    assert len(bands) == 1
+    b = bands[0]
+    assert (b["first"], b["last"], b["signed"]) == (1, 63, [1, 63])
+    assert 30 not in b["offsets"] and len(b["offsets"]) == 62
+    assert b["worst_ratio"] == 2.0 and isolated == [2944]
+    # penalised needs both the size and the confidence
+    weak = {o: (1.3, 0.9, 1.8) for o in offs}
+    assert find_bands(weak) == ([], [])
+    small = {o: (1.05, 1.04, 1.06) for o in offs}
+    assert find_bands(small) == ([], [])
+
+
+def synthetic(penalised, factor=2.0, arms=("avx512", "rep_movsb"), size=256):
+    """Points for each arm and its control; arm avx512 is `factor` slower at
+    the offsets in `penalised`, rep_movsb never."""
+    rng = np.random.default_rng(0)
+    points = []
+    for arm in arms:
+        for o in offsets(64, 1, 512):
+            for a, slow in ((arm, arm == "avx512" and o in penalised), (control_arm(arm), False)):
+                vals = 20.0 * (factor if slow else 1.0) * (1 + 0.01 * rng.standard_normal(5))
+                points.append({"arm": a, "params": {"size_bytes": size, "offset": o,
+                                                    "mode": "throughput"},
+                               "median": float(np.median(vals)), "values": vals.tolist(),
+                               "ci_low": float(vals.min()), "ci_high": float(vals.max()), "n": 5})
+    return RunData("aliasing", {}, {}, points)
+
+
+def test_analyze_reports_the_band_and_not_detected():
+    data = synthetic(set(range(4064, 4096)))
+    f = {x.id: x for x in EXP.analyze(data)}
+    hit = f["aliasing_avx512_256"]
+    assert hit.verdict == "detected" and 1.9 < hit.value < 2.1 and hit.ci_low > 1.8
+    assert [b["signed"] for b in hit.evidence["bands"]] == [[-32, -1]]
+    assert "-32..-1" in hit.claim
+    miss = f["aliasing_rep_movsb_256"]
+    assert miss.verdict == "not_detected" and miss.evidence["bands"] == []
+    assert not any(k.endswith(":control") or "control" in k for k in f)
+
+
+def test_plot_draws(tmp_path):
+    from memfx.plots import plot_document
+    data = synthetic(set(range(1, 64)))
+    doc = {"experiment": "aliasing", "run_id": "t", "machine": {}, "params": {},
+           "points": data.points, "findings": [x.as_dict() for x in EXP.analyze(data)]}
+    plot_document(doc, str(tmp_path / "a.png"))
+    assert (tmp_path / "a.png").stat().st_size > 10000
+
+
+def test_tiny_end_to_end_run(tmp_path):
+    import memfx
+    doc = memfx.run("aliasing", db=str(tmp_path / "a.db"), sizes="256",
+                    strategies="rep_movsb,rmw_add", fine_span=8, fine_step=4, coarse_step=2048,
+                    samples=3, min_sample_ms=0.05, modes="throughput")
+    assert doc["status"] == "complete"
+    assert {p["arm"] for p in doc["points"]} == {"rep_movsb", "rmw_add", "rep_movsb:control",
+                                                 "rmw_add:control"}
+    ids = {f["id"] for f in doc["findings"]}
+    assert ids == {"aliasing_rep_movsb_256", "aliasing_rmw_add_256"}
