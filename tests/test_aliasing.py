@@ -89,6 +89,13 @@ def test_find_bands_on_synthetic_ratios():
     assert (b["first"], b["last"], b["signed"]) == (1, 63, [1, 63])
     assert 30 not in b["offsets"] and len(b["offsets"]) == 62
     assert b["worst_ratio"] == 2.0 and isolated == [2944]
+    # holes are bridged only within 64 bytes: two coarse offsets 128 apart
+    # with an unpenalised one between are two lone offsets, not a band
+    coarse = {o: (1.0, 0.97, 1.03) for o in offs}
+    coarse[256] = coarse[512] = (1.5, 1.4, 1.6)
+    assert find_bands(coarse) == ([], [256, 512])
+    coarse[384] = (1.5, 1.4, 1.6)                 # consecutive tested offsets: a band
+    assert [b["signed"] for b in find_bands(coarse)[0]] == [[256, 512]]
     # penalised needs both the size and the confidence
     weak = {o: (1.3, 0.9, 1.8) for o in offs}
     assert find_bands(weak) == ([], [])
@@ -121,6 +128,8 @@ def test_analyze_reports_the_band_and_not_detected():
     assert "-32..-1" in hit.claim
     miss = f["aliasing_rep_movsb_256"]
     assert miss.verdict == "not_detected" and miss.evidence["bands"] == []
+    lone = {x.id: x for x in EXP.analyze(synthetic({12}, factor=5.0))}["aliasing_avx512_256"]
+    assert lone.verdict == "inconclusive" and "+12" in lone.claim and 4.5 < lone.value < 5.5
     assert not any(k.endswith(":control") or "control" in k for k in f)
 
 

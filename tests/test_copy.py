@@ -377,3 +377,12 @@ def test_tiny_end_to_end_run(tmp_path):
     assert all(p["metric"] == "ns_per_call" for p in doc["points"])
     ids = {f["id"] for f in doc["findings"]}
     assert {"string_op_flags", "best_copy_throughput", "best_copy_latency"} <= ids
+
+
+def test_fill_pattern_is_nonzero_and_periodic():
+    from memfx.experiments.copy import fill_pattern
+    buf = bytearray(3 * (251 << 12) + 77)
+    fill_pattern(buf, 5, len(buf) - 5)
+    a = np.frombuffer(buf, dtype=np.uint8)
+    assert a[:5].tolist() == [0] * 5 and a[5:].min() >= 1
+    assert np.array_equal(a[5:5 + 251], a[5 + 251:5 + 502])

@@ -59,6 +59,19 @@ def samples_by_point(doc, samples):
     return res
 
 
+def scatter_samples(ax, xs, points, **style):
+    """Every sample of every point as one semi-transparent scatter (one
+    collection per series: thousands of per-point collections made the
+    report's plots take tens of seconds)."""
+    x_all, y_all = [], []
+    for x, p in zip(xs, points):
+        vals = p.get("values") or []
+        x_all.extend([x] * len(vals))
+        y_all.extend(vals)
+    if x_all:
+        ax.scatter(x_all, y_all, lw=0, **style)
+
+
 def curve_plot(doc, ax, x_key, series_key=None, log_y=False, size_x=True, ylabel=None):
     """Generic: one line per (arm[, series]) through point medians over x_key,
     every sample drawn semi-transparent."""
@@ -71,10 +84,7 @@ def curve_plot(doc, ax, x_key, series_key=None, log_y=False, size_x=True, ylabel
     for i, (label, ps) in enumerate(sorted(groups.items())):
         ps.sort(key=lambda p: p["params"][x_key])
         c = colours[i % len(colours)]
-        for p in ps:
-            vals = p.get("values") or []
-            if vals:
-                ax.scatter([p["params"][x_key]] * len(vals), vals, s=6, alpha=0.25, color=c, lw=0)
+        scatter_samples(ax, [p["params"][x_key] for p in ps], ps, s=6, alpha=0.25, color=c)
         ax.plot([p["params"][x_key] for p in ps], [p["median"] for p in ps], "-o", ms=2.5, lw=1.2,
                 color=c, label=label)
     if size_x and pts:
@@ -218,10 +228,7 @@ def _copy_panel(ax, doc, zoom):
                     key=lambda p: p["params"]["size_bytes"])
         i = order.index(arm) if arm in order else len(order)
         c = colours[(i // 2 if i < 4 else i - 2) % len(colours)]   # movsb/stosb share a colour
-        for p in ps:
-            vals = p.get("values") or []
-            ax.scatter([p["params"]["size_bytes"]] * len(vals), vals, s=5, alpha=0.25, color=c,
-                       lw=0)
+        scatter_samples(ax, [p["params"]["size_bytes"] for p in ps], ps, s=5, alpha=0.25, color=c)
         ax.plot([p["params"]["size_bytes"] for p in ps], [p["median"] for p in ps], "-o", ms=2,
                 lw=1.1, color=c, label=arm)
     xs = [p["params"]["size_bytes"] for p in doc["points"]]
@@ -261,7 +268,8 @@ def plot_copy(doc, fig):
                 continue
             _copy_panel(ax, sub, zoom)
             ax.set_xlabel(f"{op} size (bytes)" + (", linear, up to 512 B" if zoom else ""))
-            ax.set_title(f"{op}, {mode}" + (" (zoom)" if zoom else ""), fontsize=9)
+            ax.set_title((_title(doc) + "\n" if r == 0 and c == 0 else "")
+                         + f"{op}, {mode}" + (" (zoom)" if zoom else ""), fontsize=9)
             suffix = "" if mode == "throughput" else f"_{mode}"
             for f in doc.get("findings", []):
                 if f["id"].endswith("_step" + suffix) and f["verdict"] == "detected" \
@@ -271,7 +279,6 @@ def plot_copy(doc, fig):
                             f"{f['evidence']['fast_up_to']}→{f['evidence']['slow_from']} B",
                             color="red", fontsize=7, rotation=90, va="bottom",
                             transform=ax.get_xaxis_transform())
-    fig.suptitle(_title(doc), fontsize=10)
 
 
 @plotter("aliasing")
@@ -299,10 +306,7 @@ def plot_aliasing(doc, fig):
                     continue
                 xs = [p["params"]["offset"] - 4096 if p["params"]["offset"] >= 2048
                       else p["params"]["offset"] for p in ps]
-                for x, p in zip(xs, ps):
-                    vals = p.get("values") or []
-                    ax.scatter([x] * len(vals), vals, s=5, alpha=0.2 * alpha,
-                               color=colours[j % len(colours)], lw=0)
+                scatter_samples(ax, xs, ps, s=5, alpha=0.2 * alpha, color=colours[j % len(colours)])
                 ax.plot(xs, [p["median"] for p in ps], style, lw=1, ms=2, marker="o",
                         color=colours[j % len(colours)], alpha=alpha,
                         label=arm if style == "-" else f"{s} control (same misalignment)")
@@ -315,11 +319,11 @@ def plot_aliasing(doc, fig):
         ax.set_xlim(-2048, 2048)
         ax.set_yscale("log")
         ax.set_ylabel("ns per call (log)")
-        ax.set_title(f"{format_size(size)}B per call, {mode}; red: penalty bands", fontsize=9)
+        ax.set_title((_title(doc) + "\n" if i == 0 else "")
+                     + f"{format_size(size)}B per call, {mode}; red: penalty bands", fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, ncol=2)
+        ax.legend(fontsize=6, ncol=2, loc="upper right")
     ax.set_xlabel("(dst - src) mod 4096, as a signed offset in bytes (symlog)")
-    fig.suptitle(_title(doc), fontsize=10)
 
 
 # ---- fill (seed 000): GB/s by stored value, and the zero/one ratio ----------
@@ -350,9 +354,7 @@ def plot_fill(doc, fig):
                           if kv[0] in FILL_COLOURS else 99):
         ps.sort(key=lambda p: p["params"]["size_bytes"])
         c = FILL_COLOURS.get(arm, "black")
-        for p in ps:
-            vals = p.get("values") or []
-            ax.scatter([p["params"]["size_bytes"]] * len(vals), vals, s=8, alpha=0.3, color=c, lw=0)
+        scatter_samples(ax, [p["params"]["size_bytes"] for p in ps], ps, s=8, alpha=0.3, color=c)
         ax.plot([p["params"]["size_bytes"] for p in ps], [p["median"] for p in ps], "-o", ms=2.5,
                 lw=1.2, color=c, label=arm)
     sizes = sorted({p["params"]["size_bytes"] for p in pts})

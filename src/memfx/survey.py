@@ -22,8 +22,8 @@ def select(only=None, skip=None):
         for n in given or []:
             if n not in REGISTRY:
                 raise MemfxError(f"{opt}: unknown experiment {n!r}; known: {', '.join(names)}")
-    if only:
-        names = [n for n in names if n in only]
+    if only:                 # the user's order
+        names = list(dict.fromkeys(only))
     if skip:
         names = [n for n in names if n not in skip]
     if not names:

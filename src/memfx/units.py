@@ -22,16 +22,17 @@ def parse_size(text, name="size"):
 
 
 def format_size(n):
-    """Shortest exact binary form: 49152 -> '48K', 3 << 20 -> '3M', 1000 -> '1000'."""
+    """Short binary form: 49152 -> '48K', 3 << 20 -> '3M', 1000 -> '1000';
+    exact when that takes at most four digits, else one decimal ('22.5G')."""
     n = int(n)
     for suffix in ("T", "G", "M", "K"):
         f = _FACTOR[suffix]
-        if n >= f and n % f == 0:
+        if n >= f and n % f == 0 and n // f < 10000:
             return f"{n // f}{suffix}"
-    if n >= 1 << 20:
-        return f"{n / (1 << 20):.1f}M"
-    if n >= 1 << 10 and n % 1024:
-        return f"{n / 1024:.1f}K"
+    for suffix in ("T", "G", "M", "K"):
+        f = _FACTOR[suffix]
+        if n >= f:
+            return f"{n / f:.1f}{suffix}"
     return str(n)
 
 

@@ -27,8 +27,9 @@ load/store loop a[i] += b[i] with a = dst, b = src, 8-byte elements).
 Analysis, per arm, size and mode: each offset is compared with its control;
 an offset is penalised when the ratio of medians is >= 1 + PENALTY_MIN with
 its CI above 1 + effect_min.  Runs of
-penalised offsets (one unpenalised offset inside a run is tolerated) are the
-penalty bands.  Finding `aliasing_<arm>_<size>[_<mode>]`: detected with the
+penalised offsets (up to three unpenalised offsets within 64 bytes inside
+a run are tolerated) with at least MIN_BAND_OFFSETS members are the bands;
+lone penalised offsets make the verdict inconclusive.  Finding `aliasing_<arm>_<size>[_<mode>]`: detected with the
 median slowdown in the bands (x) and its CI, the bands in the evidence; or
 not_detected.
 """
@@ -38,10 +39,10 @@ import numpy as np
 
 from .. import stats
 from ..errors import MemfxError, ParamError
-from ..findings import DETECTED, NOT_DETECTED, Finding, threshold
+from ..findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, Finding, threshold
 from ..units import format_size
 from .base import Experiment, Param, Point, Region, Trial, register
-from .copy import MODES, check_no_overlap
+from .copy import MODES, check_no_overlap, fill_pattern
 
 PAGE = 4096
 CONTROL_BASE = 2048           # far from both 0 and 4096 modulo 4096
@@ -88,31 +89,33 @@ def signed(offset):
     return offset if offset < PAGE // 2 else offset - PAGE
 
 
-def find_bands(ratios, penalty_min=PENALTY_MIN, effect_min=None, max_hole=1,
+def find_bands(ratios, penalty_min=PENALTY_MIN, effect_min=None, max_hole=3, max_gap=64,
                min_offsets=MIN_BAND_OFFSETS):
     """Penalty bands from per-offset comparisons.
 
     `ratios`: {offset: (ratio, ci_low, ci_high)} of offset vs its control.
     Penalised: ratio >= 1 + penalty_min and ci_low > 1 + effect_min.
-    Consecutive penalised offsets (in the order of the offsets tested; up to
-    `max_hole` unpenalised offsets inside are tolerated) form a band when
-    there are at least `min_offsets` of them:
+    Penalised offsets that follow each other among the offsets tested form
+    a band; a band also bridges up to `max_hole` unpenalised offsets when
+    the penalised ones around them are at most `max_gap` bytes apart.  A
+    band needs `min_offsets` members:
     {first, last, offsets, signed, worst_offset, worst_ratio, median_ratio}.
     Returns (bands, isolated penalised offsets)."""
     e = threshold("effect_min") if effect_min is None else effect_min
     order = sorted(ratios)
-    pen = [o for o in order if ratios[o][0] >= 1 + penalty_min and ratios[o][1] > 1 + e]
+    pen_set = {o for o in order if ratios[o][0] >= 1 + penalty_min and ratios[o][1] > 1 + e}
     bands, current, holes = [], [], 0
-    pen_set = set(pen)
     for o in order:
-        if o in pen_set:
-            current.append(o)
-            holes = 0
-        elif current:
+        if o not in pen_set:
             holes += 1
-            if holes > max_hole:
+            continue
+        if current and (holes == 0 or (holes <= max_hole and o - current[-1] <= max_gap)):
+            current.append(o)
+        else:
+            if current:
                 bands.append(current)
-                current, holes = [], 0
+            current = [o]
+        holes = 0
     if current:
         bands.append(current)
     isolated = [o for b in bands if len(b) < min_offsets for o in b]
@@ -155,7 +158,7 @@ class Aliasing(Experiment):
     ]
     presets = {
         "quick": {"sizes": "256,2K,16K", "fine_span": 64, "fine_step": 4, "coarse_step": 512,
-                  "modes": "throughput", "samples": 5, "min_sample_ms": 0.2},
+                  "modes": "throughput", "samples": 7, "min_sample_ms": 0.2},
         "full": {"samples": 9, "min_sample_ms": 0.2},
     }
 
@@ -213,9 +216,7 @@ class Aliasing(Experiment):
             dst = Region(region.buffer, region.offset + gap + off, size, region.address + gap + off)
             check_no_overlap(src.address, dst.address, size)
             assert (dst.address - src.address) % PAGE == off
-            view = np.frombuffer(region.buffer, dtype=np.uint8, count=size, offset=src.offset)
-            view[:] = (np.arange(size, dtype=np.uint64) * 0x9E37 % 251 + 1).astype(np.uint8)
-            del view
+            fill_pattern(region.buffer, src.offset, size)
             # the arms of one cell share their two placements; older cells' are unmapped
             self._cache = {k: v for k, v in cache.items() if not v[0].buffer.closed}
             self._cache[key] = (src, dst, lab)
@@ -279,6 +280,16 @@ class Aliasing(Experiment):
         if not bands:
             worst = max(ratios, key=lambda o: ratios[o][0])
             evidence.update(worst_offset=worst, worst_ratio=ratios[worst][0])
+            if isolated:
+                # slow at lone offsets only: a disturbed cell or a narrow effect
+                # the step of the sweep cannot resolve; not a band either way
+                lone = ", ".join(f"{signed(o):+d}" for o in isolated[:6])
+                return Finding(id=fid, verdict=INCONCLUSIVE, value=ratios[worst][0], unit="x",
+                               ci_low=ratios[worst][1], ci_high=ratios[worst][2],
+                               claim=(f"{what} of {format_size(size)}B ({mode}): no 4K-aliasing "
+                                      f"band, but lone slow offsets ({lone}; worst "
+                                      f"x{ratios[worst][0]:.2f}); re-run or sweep finer"),
+                               evidence=evidence, seed="002", experiment=self.name)
             return Finding(id=fid, verdict=NOT_DETECTED, value=ratios[worst][0], unit="x",
                            ci_low=ratios[worst][1], ci_high=ratios[worst][2],
                            claim=(f"{what} of {format_size(size)}B ({mode}): no 4K-aliasing band; "

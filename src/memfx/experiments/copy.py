@@ -17,6 +17,11 @@ One iteration = one call on `size_bytes` bytes; the metric is ns_per_call
 (N/2N differenced).  memcpy semantics: source and destination never
 overlap (they are separate mappings; `check_no_overlap` guards it).
 
+Buffers: source and destination are separate mappings starting src_offset
+and dst_offset bytes past a page boundary (default 0 and 0, so dst - src is
+0 modulo 4096: outside the 4K-aliasing band that the `aliasing` experiment
+sweeps); the arms of one cell share them.
+
 Timing modes (point param "mode"; the kernel's aux bits, see copy.c):
   throughput  back-to-back calls on the same buffers
   latency     lfence after every call: each call runs alone
@@ -39,7 +44,8 @@ Findings (ids that `memfx advise` reads):
       of rep movsb/stosb (value = first size on the higher level)
   string_op_flags  the CPUID flags that change the answer (ERMS, FSRM,
       FZRM, FSRS, FSRC), also copied into every crossover's evidence
-  peak_gbps_<op>  GB/s per strategy (best size, and at the largest size)
+  peak_gbps_<op>  GB/s per strategy: the best size, the largest size, and
+      every size >= 256 B (read + write traffic of the kernel row)
 """
 from __future__ import annotations
 
@@ -111,6 +117,17 @@ def check_no_overlap(src_address, dst_address, size):
         raise ParamError(f"source and destination overlap ({size} bytes at "
                          f"{src_address:#x} and {dst_address:#x}); copies here have memcpy "
                          f"semantics and never overlap")
+
+
+def fill_pattern(buffer, offset, n):
+    """Non-zero bytes (1..251, period 251) into buffer[offset:offset+n]: a
+    copy of zeros onto zeros could be shortened by the hardware (seed 000),
+    and a period that is no power of two shows a misplaced block in tests."""
+    block = (np.arange(251 << 12, dtype=np.uint32) % 251 + 1).astype(np.uint8)
+    view = np.frombuffer(buffer, dtype=np.uint8, count=n, offset=offset)
+    for start in range(0, n, block.size):
+        view[start:start + block.size] = block[:n - start]
+    del view
 
 
 def small_sizes(small_max, small_step):
@@ -540,9 +557,7 @@ class Copy(Experiment):
         src = lab.buffer(n, align=4096, offset=params["src_offset"])
         dst = lab.buffer(n, align=4096, offset=params["dst_offset"])
         check_no_overlap(src.address, dst.address, size)
-        view = np.frombuffer(src.buffer, dtype=np.uint8, count=n, offset=src.offset)
-        view[:] = (np.arange(n, dtype=np.uint64) * 0x9E37 % 251 + 1).astype(np.uint8)
-        del view
+        fill_pattern(src.buffer, src.offset, n)
         self._cache = (key, src, dst, lab)
         return src, dst
 
@@ -731,7 +746,9 @@ class Copy(Experiment):
             s = p["params"]["size_bytes"]
             gbps = s * (2 if op == "copy" else 1) / p["median"]
             e = per.setdefault(p["arm"], {"peak_gbps": 0.0, "at_size": None, "largest_size": 0,
-                                          "largest_size_gbps": None})
+                                          "largest_size_gbps": None, "gbps_by_size": {}})
+            if s >= 256:      # GB/s per size where bandwidth means something
+                e["gbps_by_size"][str(s)] = round(gbps, 3)
             if gbps > e["peak_gbps"]:
                 e.update(peak_gbps=gbps, at_size=s)
             if s > e["largest_size"]:
