@@ -235,7 +235,8 @@ def test_plan_sizes_bracket_every_cache_size(preset):
         cells.setdefault(json.dumps(p.params, sort_keys=True), []).append(p.arm)
     assert all(sorted(a) == sorted(params["values"]) for a in cells.values())
     if preset == "quick":
-        assert len(sizes) <= 14 and len({p.params["kernel"] for p in pts}) <= 4
+        # the quick preset stays small: its points plus the cache anchors
+        assert len(sizes) <= params["points"] + 8 and len({p.params["kernel"] for p in pts}) <= 4
 
 
 def test_full_preset_has_every_kernel_and_value():

@@ -332,6 +332,8 @@ def build_parser():
     sp.add_argument("--only", metavar="EXP,...", help="only these experiments")
     sp.add_argument("--skip", metavar="EXP,...", help="skip these experiments")
     sp.add_argument("-o", "--output", metavar="FILE", default="memfx-report.html", help="report file")
+    sp.add_argument("--no-advise", action="store_true",
+                    help="skip the checked GCC/glibc advice that follows the copy experiment")
     sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     db(sp)
 

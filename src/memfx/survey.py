@@ -58,7 +58,7 @@ def run_survey(args, get_machine, open_store, console):
     survey_id = store.begin_survey(preset, sys.argv[1:])
     con = console()
     status, t0 = "complete", time.monotonic()
-    failures, durations = [], {}
+    failures, durations = {}, {}
     con.print(f"[bold]memfx survey {survey_id}[/bold] ({preset}): {len(names)} experiments, "
               f"about {sum(guesses.values()):.0f} s")
     try:
@@ -81,7 +81,7 @@ def run_survey(args, get_machine, open_store, console):
                     run_experiment(name, store, fp, preset, {}, survey_id=survey_id,
                                    on_progress=on_progress)
                 except MemfxError as e:   # one experiment failing does not end the survey
-                    failures.append(f"{name}: {e}")
+                    failures[name] = str(e)
                     con.print(f"[red]{name} failed:[/red] {e}")
                 durations[name] = time.monotonic() - start
                 if prog:
@@ -89,6 +89,10 @@ def run_survey(args, get_machine, open_store, console):
                     prog.update(overall, total=sum(durations.values()) + sum(
                         guesses[n] for n in names[i:]), completed=sum(durations.values()))
                 con.print(f"  {name}: {durations[name]:.1f} s")
+        if "copy" in durations and "copy" not in failures and not args.no_advise:
+            start = time.monotonic()
+            _advise(store, fp, preset, con)
+            con.print(f"  advise: {time.monotonic() - start:.1f} s")
     except (RunInterrupted, KeyboardInterrupt):
         status = "interrupted"
         con.print("[yellow]interrupted: keeping the finished runs and writing the report[/yellow]")
@@ -97,8 +101,25 @@ def run_survey(args, get_machine, open_store, console):
     elapsed = time.monotonic() - t0
     con.print(f"survey {survey_id} {status} in {elapsed:.0f} s; report: {path}")
     if failures:
-        con.print("[red]failed experiments:[/red] " + "; ".join(failures))
+        con.print("[red]failed experiments:[/red] " + "; ".join(f"{n}: {e}" for n, e in failures.items()))
     return 130 if status == "interrupted" else (1 if failures else 0)
+
+
+# Interleaved rounds of the advice checks (compile-and-run for GCC, child
+# processes with GLIBC_TUNABLES for glibc) per preset: the quick survey
+# trades CI width for time.
+ADVICE_ROUNDS = {"quick": (5, 5), "full": (9, 7)}
+
+
+def _advise(store, fp, preset, con):
+    """Derive and check GCC/glibc advice from the survey's copy run; it is
+    stored as that run's artifact, which the report shows."""
+    from .advise import advise
+    rounds_gcc, rounds_glibc = ADVICE_ROUNDS[preset]
+    try:
+        advise(store, fp, check=True, rounds_gcc=rounds_gcc, rounds_glibc=rounds_glibc)
+    except MemfxError as e:
+        con.print(f"[red]advice failed:[/red] {e}")
 
 
 class _NoProgress:

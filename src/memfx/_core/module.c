@@ -65,6 +65,22 @@ static PyObject *py_kernels(PyObject *self, PyObject *noargs)
     return list;
 }
 
+/* The kernel at `index`, or NULL with IndexError / RuntimeError set when
+ * there is none or this CPU lacks the instructions it needs. */
+static const struct mfx_kernel *usable_kernel(Py_ssize_t index)
+{
+    if (index < 0 || index >= n_kernels) {
+        PyErr_Format(PyExc_IndexError, "no kernel %zd", index);
+        return NULL;
+    }
+    const struct mfx_kernel *k = kernels[index];
+    if (!mfx_isa_supported(k->isa)) {
+        PyErr_Format(PyExc_RuntimeError, "kernel %s needs %s, which this CPU lacks", k->name, k->isa);
+        return NULL;
+    }
+    return k;
+}
+
 /* Resolve an optional buffer argument to an address; view released by caller. */
 static int get_region(PyObject *obj, Py_ssize_t offset, size_t need, int writable,
                       Py_buffer *view, char **addr)
@@ -95,12 +111,9 @@ static PyObject *py_run(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "nOnOnnKKK|OO", &index, &dst_obj, &dst_off, &src_obj, &src_off,
                           &size, &value, &count, &aux, &fds, &pages_obj))
         return NULL;
-    if (index < 0 || index >= n_kernels)
-        return PyErr_Format(PyExc_IndexError, "no kernel %zd", index);
-    const struct mfx_kernel *k = kernels[index];
-    if (!mfx_isa_supported(k->isa))
-        return PyErr_Format(PyExc_RuntimeError, "kernel %s needs %s, which this CPU lacks",
-                            k->name, k->isa);
+    const struct mfx_kernel *k = usable_kernel(index);
+    if (!k)
+        return NULL;
     if (size < 0)
         return PyErr_Format(PyExc_ValueError, "negative size");
 
@@ -223,11 +236,10 @@ static PyObject *py_verify_copy(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "nnI|pKKzl", &index, &max_size, &max_misalign, &all_pairs, &aux,
                           &count, &as_group, &size_skew))
         return NULL;
-    if (index < 0 || index >= n_kernels || max_size < 0)
-        return PyErr_Format(PyExc_ValueError, "bad kernel index or size");
-    if (!mfx_isa_supported(kernels[index]->isa))
-        return PyErr_Format(PyExc_RuntimeError, "kernel %s needs %s, which this CPU lacks",
-                            kernels[index]->name, kernels[index]->isa);
+    if (!usable_kernel(index))
+        return NULL;
+    if (max_size < 0)
+        return PyErr_Format(PyExc_ValueError, "negative max_size");
     char msg[512];
     int rc;
     Py_BEGIN_ALLOW_THREADS
@@ -435,12 +447,9 @@ static PyObject *py_fill_check(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "nKKKKInn", &index, &value, &aux, &count, &src_word, &expect,
                           &max_size, &max_offset))
         return NULL;
-    if (index < 0 || index >= n_kernels)
-        return PyErr_Format(PyExc_IndexError, "no kernel %zd", index);
-    const struct mfx_kernel *k = kernels[index];
-    if (!mfx_isa_supported(k->isa))
-        return PyErr_Format(PyExc_RuntimeError, "kernel %s needs %s, which this CPU lacks",
-                            k->name, k->isa);
+    const struct mfx_kernel *k = usable_kernel(index);
+    if (!k)
+        return NULL;
     if (max_size < 0 || max_offset < 1 || expect > 255)
         return PyErr_Format(PyExc_ValueError, "need max_size >= 0, max_offset >= 1, expect < 256");
     long long fail[5] = {0, 0, 0, 0, 0};

@@ -378,7 +378,7 @@ class Fill(Experiment):
     ]
     presets = {
         "quick": {"kernels": "avx2,rep_stosb,memset,scalar8", "values": "zero,one,zero_volatile",
-                  "points": 6, "samples": 11, "min_sample_ms": 1.0},
+                  "points": 12, "samples": 15, "min_sample_ms": 1.0},
         "full": {"points": 40, "samples": 11, "min_sample_ms": 1.0},
     }
 

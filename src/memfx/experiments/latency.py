@@ -84,7 +84,7 @@ class Latency(Experiment):
         Param("refine", "bool", True, "add fine-step points inside each knee found", "false"),
     ]
     presets = {
-        "quick": {"max_size": "64M", "per_octave": 3, "samples": 7},
+        "quick": {"max_size": "64M", "per_octave": 4, "samples": 9},
         "full": {"per_octave": 4, "pages": "4k,thp", "samples": 11},
     }
 

@@ -454,7 +454,7 @@ class StoreForward(Experiment):
               "edges", choices=("all", "edges")),
     ]
     presets = {
-        "quick": {"samples": 5, "min_sample_ms": 0.2, "offsets": "edges"},
+        "quick": {"samples": 9, "min_sample_ms": 0.2, "offsets": "edges"},
         "full": {"samples": 11, "min_sample_ms": 0.5, "widest": "16,32,64"},
     }
 
