@@ -649,11 +649,8 @@ def _compiler_section(core):
 
 def _memfx_version():
     try:
-        from importlib.metadata import PackageNotFoundError, version
-        try:
-            return version("memfx")
-        except PackageNotFoundError:
-            return "0.0.0+unknown"
+        from memfx import __version__     # one source of truth (installed or source tree)
+        return __version__
     except Exception:
         return "0.0.0+unknown"
 
