@@ -55,6 +55,9 @@ def run_survey(args, get_machine, open_store, console):
     store = open_store(args)
     store.mark_stale_running()
     guesses = {n: estimate(store, n, preset, prepared[n][0], prepared[n][1], fp)[0] for n in names}
+    with_advice = "copy" in names and not args.no_advise
+    if with_advice:
+        guesses["advise"] = ADVICE_SECONDS[preset]
     survey_id = store.begin_survey(preset, sys.argv[1:])
     con = console()
     status, t0 = "complete", time.monotonic()
@@ -87,16 +90,20 @@ def run_survey(args, get_machine, open_store, console):
                 if prog:
                     prog.update(task, visible=False)
                     prog.update(overall, total=sum(durations.values()) + sum(
-                        guesses[n] for n in names[i:]), completed=sum(durations.values()))
+                        guesses[n] for n in names[i:]) + guesses.get("advise", 0),
+                        completed=sum(durations.values()))
                 con.print(f"  {name}: {durations[name]:.1f} s")
-        if "copy" in durations and "copy" not in failures and not args.no_advise:
+        if with_advice and "copy" not in failures:
+            con.print("  advise: deriving GCC/glibc advice from the copy run and checking it by measurement")
             start = time.monotonic()
             _advise(store, fp, preset, con)
-            con.print(f"  advise: {time.monotonic() - start:.1f} s")
+            durations["advise"] = time.monotonic() - start
+            con.print(f"  advise: {durations['advise']:.1f} s")
     except (RunInterrupted, KeyboardInterrupt):
         status = "interrupted"
         con.print("[yellow]interrupted: keeping the finished runs and writing the report[/yellow]")
     store.finish_survey(survey_id, status)
+    con.print("  writing the report (re-analysing every stored sample)")
     path = write_report(store, [survey_id], args.output)
     elapsed = time.monotonic() - t0
     con.print(f"survey {survey_id} {status} in {elapsed:.0f} s; report: {path}")
@@ -109,6 +116,8 @@ def run_survey(args, get_machine, open_store, console):
 # processes with GLIBC_TUNABLES for glibc) per preset: the quick survey
 # trades CI width for time.
 ADVICE_ROUNDS = {"quick": (5, 5), "full": (9, 7)}
+# What those checks took on a 2-vCPU KVM guest (seconds), for the estimate.
+ADVICE_SECONDS = {"quick": 12.0, "full": 95.0}
 
 
 def _advise(store, fp, preset, con):
