@@ -72,7 +72,7 @@ def test_timing_helpers_are_sane():
     assert len(_core.cpuid(0, 0)) == 4
     assert _core.isa_supported("sse2") is True       # baseline x86-64
     assert _core.isa_supported("no-such-isa") is False
-    assert "-march=native" not in _core.build_info["cflags"]
+    assert "-march" not in _core.build_info["cflags"]     # baseline ISA, dispatch at run time
 
 
 def test_page_faults_counted_exactly():

@@ -887,7 +887,7 @@ class GccCheck:
             f.write(gcc_test_source(sizes))
         with open(harness, "w") as f:
             f.write(_C_HARNESS)
-        # Baseline x86-64 on purpose (no -march=native): the strings are advice
+        # Baseline x86-64 on purpose (no native-CPU tuning flags): the strings are advice
         # for code built the portable way, and this is how memfx is built.
         harness_obj = os.path.join(self.workdir, "harness.o")
         self._gcc(["-O2", "-std=gnu11", "-c", "-o", harness_obj, harness])
