@@ -420,3 +420,17 @@ def test_advice_of_unknown_shape_is_shown_as_stored():
                                      {"kind": "memfx-advice", "gcc": 42}, True)], [])
     assert "42" in html_text                              # summary failed: generic view
     assert report.advice_summary_html({"other": 1}) is None
+
+
+def test_group_findings_folds_numbered_series():
+    from memfx.report import group_findings
+    fs = [{"id": "level1_latency", "verdict": "measured"},
+          {"id": "crossover_copy_a_vs_b", "verdict": "detected"},
+          {"id": "crossover_copy_a_vs_b_2", "verdict": "detected"},
+          {"id": "crossover_copy_a_vs_b_3", "verdict": "detected"},
+          {"id": "knee_1", "verdict": "detected"},
+          {"id": "knee_2", "verdict": "detected"}]
+    groups = group_findings(fs)
+    assert [g[0]["id"] for g in groups] == ["level1_latency", "crossover_copy_a_vs_b", "knee_1", "knee_2"]
+    assert [m["id"] for m in groups[1][1]] == ["crossover_copy_a_vs_b_2", "crossover_copy_a_vs_b_3"]
+    assert sum(1 + len(more) for _, more in groups) == len(fs)      # nothing lost

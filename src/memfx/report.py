@@ -528,6 +528,34 @@ def _iso_span(a, b) -> str:
     return duration_text(t1 - t0)
 
 
+# Findings that differ only by a numeric suffix (e.g. crossover_copy_a_vs_b_2,
+# _3, ...) fold into one verdict row when there are at least this many.
+GROUP_MIN = 3
+
+
+def group_findings(findings):
+    """[(first finding, [the others of its kind])] in order of appearance; a
+    kind = the id without a trailing _<number>, the same verdict."""
+    import re
+    stems = {}
+    for f in findings:
+        stem = re.sub(r"_\d+$", "", str(f.get("id", "")))
+        stems.setdefault((stem, f.get("verdict")), []).append(f)
+    out, seen = [], set()
+    for f in findings:
+        key = (re.sub(r"_\d+$", "", str(f.get("id", ""))), f.get("verdict"))
+        if key in seen:
+            continue
+        group = stems[key]
+        if len(group) >= GROUP_MIN:
+            seen.add(key)
+            out.append((group[0], group[1:]))
+        else:
+            out.extend((g, []) for g in group)
+            seen.add(key)
+    return out
+
+
 def verdicts_html(views) -> str:
     rows = []
     counts = {}
@@ -537,11 +565,17 @@ def verdicts_html(views) -> str:
         partial = v.run.get("status") != "complete"
         findings = (v.doc or {}).get("findings") or []
         for f in findings:
+            counts[f.get("verdict")] = counts.get(f.get("verdict"), 0) + 1
+        for f, more in group_findings(findings):
             verdict = f.get("verdict")
-            counts[verdict] = counts.get(verdict, 0) + 1
             label = VERDICT_LABELS.get(verdict, verdict)
             seed = f.get("seed") or (exp_seeds[0] if len(exp_seeds) == 1 else ", ".join(exp_seeds))
             claim = e(f.get("claim") or f.get("id"))
+            if more:
+                items = "".join(f"<li>{e(m.get('claim') or m.get('id'))}: "
+                                f"{e(value_text(m.get('value'), m.get('unit')))}</li>" for m in more)
+                claim = (f"<details><summary>{claim} <span class=\"dim\">(+{len(more)} more of this "
+                         f"kind)</span></summary><ul>{items}</ul></details>")
             if partial:
                 claim += ' <span class="dim">(from partial results)</span>'
             rows.append([claim,
