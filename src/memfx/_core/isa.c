@@ -1,5 +1,5 @@
 /* Run-time ISA checks: kernels declare what they need and are only called
- * when the CPU and the OS support it (never -march=native at build time). */
+ * when the CPU and the OS support it (the build targets baseline x86-64 only). */
 #include <cpuid.h>
 #include <string.h>
 #include "core.h"
