@@ -55,6 +55,8 @@ class Question:
     seed: str
     decides: str
     better: str = NEITHER
+    # The seed's own question: the report opens with one card per headline.
+    headline: bool = False
 
     def __post_init__(self):
         if not _ID.match(self.id):
@@ -69,7 +71,7 @@ class Question:
 
     def as_dict(self) -> Dict[str, Any]:
         return {"question": self.id, "asks": self.asks, "seed": self.seed, "unit": self.unit,
-                "decides": self.decides, "better": self.better}
+                "decides": self.decides, "better": self.better, "headline": self.headline}
 
 
 @dataclass
