@@ -465,16 +465,27 @@ def propose_tunable(name, sizes, below, above, current, minimum=None, maximum=No
     if len(window) < 2:
         out["reason"] = "too few measured sizes in the range this tunable governs"
         return out
-    # The threshold sits in a bracket of the copy analysis's crossovers of
-    # the two paths (over every size both were measured at, as copy reports
-    # them), or at an end of the window when one path wins throughout it;
-    # within a bracket, where the summed cost is least.
+    # The threshold sits where the copy analysis's rule (copy.clear_wins,
+    # copy.find_crossovers: disjoint CIs, more than CLEAR_WIN apart, runs of
+    # MIN_RUN sizes) says the faster path changes, over every size both were
+    # measured at: between the end of a run where `below` clearly wins and
+    # the start of the next run where `above` does (or the end of the
+    # window), or before the first `above` run; within such a bracket, where
+    # the summed cost is least.
     both = [s for s in sorted(sizes) if s in below and s in above]
-    crossings = [c for c in copy_analysis.find_crossovers(
-        {s: _as_stat(below[s]) for s in both}, {s: _as_stat(above[s]) for s in both},
-        below_name or "below", above_name or "above")
-        if c.high >= window[0] and c.low <= window[-1]]
-    cands = {s for c in crossings for s in window if c.low <= s <= c.high}
+    cb = {s: _as_stat(below[s]) for s in both}
+    ca = {s: _as_stat(above[s]) for s in both}
+    crossings = [c for c in copy_analysis.find_crossovers(cb, ca, below_name or "below",
+                                                          above_name or "above")
+                 if c.high >= window[0] and c.low <= window[-1]]
+    runs = copy_analysis.clear_wins(cb, ca)
+    cands = set()
+    for i, r in enumerate(runs):
+        nxt = runs[i + 1]["min_size"] if i + 1 < len(runs) else window[-1]
+        if r["faster"] == "a":
+            cands |= {s for s in window if r["max_size"] <= s <= nxt}
+        elif i == 0:
+            cands |= {s for s in window if s <= r["min_size"]} | {window[0] - 1}
     t, _ = best_threshold(window, below, above, prefer=current, candidates=cands)
     out["optimum"] = t
     if minimum is not None and (t <= minimum or t < window[0]):
@@ -1325,7 +1336,7 @@ def render(doc, console):
             continue
         mode = next(iter(modes))
         t = Table(title=f"Best {op} strategy per size ({mode} mode)", title_justify="left")
-        for c in ("sizes", "best", "ns/call at range start", "at range end", "tied (CIs overlap)"):
+        for c in ("sizes", "best", "ns/call at range start", "at range end", "tied throughout"):
             t.add_column(c)
         for r in modes[mode]:
             t.add_row(f"{_size(r['min_size'])} – {_size(r['max_size'])}", r["strategy"],

@@ -214,6 +214,32 @@ def _runs(signs):
     return runs
 
 
+def _clear_runs(curve_a, curve_b, effect_min=None, min_run=MIN_RUN):
+    """(sizes measured for both, runs [sign, first index, last index, count])
+    of clear wins (+1: a faster), runs shorter than min_run dropped as noise."""
+    e = CLEAR_WIN if effect_min is None else effect_min
+    sizes = sorted(set(curve_a) & set(curve_b))
+    signs = [_sign(curve_a[s], curve_b[s], e) for s in sizes]
+    runs = _runs(signs)
+    while True:
+        short = [r for r in runs if r[3] < min_run]
+        if not short:
+            break
+        weakest = min(short, key=lambda r: r[3])
+        for i in range(weakest[1], weakest[2] + 1):
+            signs[i] = 0
+        runs = _runs(signs)
+    return sizes, runs
+
+
+def clear_wins(curve_a, curve_b, effect_min=None, min_run=MIN_RUN):
+    """The size runs where one curve clearly beats the other (the rule of
+    find_crossovers): [{"faster": "a" or "b", "min_size", "max_size", "sizes"}]."""
+    sizes, runs = _clear_runs(curve_a, curve_b, effect_min, min_run)
+    return [{"faster": "a" if r[0] > 0 else "b", "min_size": sizes[r[1]],
+             "max_size": sizes[r[2]], "sizes": r[3]} for r in runs]
+
+
 def find_crossovers(curve_a, curve_b, a, b, effect_min=None, min_run=MIN_RUN):
     """Sizes where strategy a and b swap places.
 
@@ -225,20 +251,9 @@ def find_crossovers(curve_a, curve_b, a, b, effect_min=None, min_run=MIN_RUN):
     crossover, bracketed by the last clear win before it and the first after
     it; the crossing itself is interpolated where log(median_b/median_a)
     changes sign, in log2(size)."""
-    e = CLEAR_WIN if effect_min is None else effect_min
-    sizes = sorted(set(curve_a) & set(curve_b))
+    sizes, runs = _clear_runs(curve_a, curve_b, effect_min, min_run)
     if len(sizes) < 2:
         return []
-    signs = [_sign(curve_a[s], curve_b[s], e) for s in sizes]
-    runs = _runs(signs)
-    while True:
-        short = [r for r in runs if r[3] < min_run]
-        if not short:
-            break
-        weakest = min(short, key=lambda r: r[3])
-        for i in range(weakest[1], weakest[2] + 1):
-            signs[i] = 0
-        runs = _runs(signs)
     out = []
     for prev, nxt in zip(runs[:-1], runs[1:]):
         lo_i, hi_i = prev[2], nxt[1]
@@ -739,6 +754,10 @@ def _envelope_answer(q, op, points, challenger, others, other_name, pair_details
         elif found:
             why = (f"{challenger} never starts to beat {other_name}: it is faster below "
                    f"~{format_size(found[0].size)}B and slower above ({mode})")
+        elif d["challenger_wins_at"]:
+            why = (f"{challenger} beats {other_name} clearly at only {d['challenger_wins_at']} "
+                   f"scattered size(s) of {d['sizes']} (fewer than {MIN_RUN} in a row: no "
+                   f"crossover; {mode})")
         else:
             why = (f"{challenger} never beats {other_name} clearly up to "
                    f"{format_size(d['largest_size'])}B ({mode})")
@@ -839,11 +858,13 @@ def answer_libc(op, points, pair_details):
             where = "; ".join(f"{format_size(r['min_size'])}–{format_size(r['max_size'])}B "
                               f"(up to x{r['worst']:.2f}, {'/'.join(sorted(r['best']))} faster)"
                               for r in runs[:4]) + (f"; {len(runs) - 4} more" if len(runs) > 4 else "")
-            because = (f"libc {_OP_NAMES[op]} is x{g:.2f} the fastest strategy on geometric "
-                       f"mean over {len(sizes)} sizes ({mode}); clearly slower at {where}")
+            because = (f"libc {_OP_NAMES[op]} takes x{g:.2f} the time of the fastest strategy "
+                       f"(geometric mean over {len(sizes)} sizes, {mode}); clearly slower at "
+                       f"{where}")
         else:
             because = (f"libc {_OP_NAMES[op]} is the fastest or tied with it at every one of "
-                       f"{len(sizes)} sizes ({mode}; x{g:.2f} on geometric mean)")
+                       f"{len(sizes)} sizes ({mode}; x{g:.2f} the fastest's time on geometric "
+                       f"mean)")
         return ans.Answer(q.id, MEASURED, because, value=g, details=details + pair_details,
                           estimator="geometric mean of median ratios over the sizes measured")
     return ans.not_measured(q, f"libc and another {op} strategy were not both measured")
