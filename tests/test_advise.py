@@ -257,12 +257,12 @@ def test_tunable_proposals_from_synthetic_points():
     # the threshold sits inside the bracket of copy's crossover of the two curves
     (c,) = movsb["crossovers"]
     assert c["low"] <= movsb["proposed"] <= c["high"] and c["faster_above"] == "copy_rep_movsb"
-    # the last size where avx512 is faster beyond the CIs: the next one is a
-    # tie (2% CIs overlap near the crossover) or a win for rep movsb
+    # the last size where avx512 is clearly faster (copy's tie rule): the next
+    # one is a tie or a win for rep movsb
     nxt = min(s for s in sizes() if s > movsb["proposed"])
-    assert A._significant_log_ratio(curves_c["avx512"][nxt], curves_c["rep_movsb"][nxt]) >= 0
-    assert A._significant_log_ratio(curves_c["avx512"][movsb["proposed"]],
-                                    curves_c["rep_movsb"][movsb["proposed"]]) < 0
+    assert A._clear_log_ratio(curves_c["avx512"][nxt], curves_c["rep_movsb"][nxt]) >= 0
+    assert A._clear_log_ratio(curves_c["avx512"][movsb["proposed"]],
+                              curves_c["rep_movsb"][movsb["proposed"]]) < 0
     assert movsb["expected_speedup"] > 1.0 and movsb["changed_sizes"]
     assert all(2112 < s <= movsb["proposed"] for s in movsb["changed_sizes"])
     nt = props["non_temporal_threshold"]
@@ -277,8 +277,19 @@ def test_tunable_kept_when_current_is_already_right():
     p = A.propose_tunable("rep_movsb_threshold", sz, below, above, current=3072 + 500)
     assert p["proposed"] is None                # 3572 and the optimum 3072 route the same sizes
     p = A.propose_tunable("rep_movsb_threshold", sz, below, above, current=12288)
-    assert p["proposed"] == 3072
+    assert p["proposed"] == 4096                # the tie at 4096 stays nearest the current value
     assert [(c["low"], c["high"]) for c in p["crossovers"]] == [(3072, 6144)]
+
+
+def test_threshold_ends_where_copy_says_the_vector_loop_stops_winning():
+    # the vector loop clearly wins (copy's rule: > 10 %, disjoint CIs) up to
+    # 16K, then the two tie up to the window's end: the threshold goes to the
+    # last clear win, not to the end of the window
+    sz = [2048 * 2 ** i for i in range(10)]
+    below = {s: (s / 100, s / 100 * 0.99, s / 100 * 1.01) for s in sz}
+    above = {s: (s / 100 * (1.3 if s <= 16384 else 1.02),) * 3 for s in sz}
+    p = A.propose_tunable("rep_movsb_threshold", sz, below, above, current=2112, minimum=512)
+    assert p["proposed"] == 16384 and p["crossovers"] == []
 
 
 def test_threshold_ignores_ties_and_stays_put():

@@ -401,18 +401,18 @@ def _as_stat(v):
     return float(v), float(v), float(v)
 
 
-def _significant_log_ratio(b, a):
-    """log(median b / median a) where the two CIs do not overlap, else 0."""
+def _clear_log_ratio(b, a):
+    """log(median b / median a) where the copy analysis calls one of them
+    clearly faster (disjoint CIs, more than CLEAR_WIN apart), else 0: the
+    same tie rule as copy's ranges and crossovers."""
     b, a = _as_stat(b), _as_stat(a)
-    if b[1] > a[2] or a[1] > b[2]:
-        return math.log(b[0] / a[0])
-    return 0.0
+    return math.log(b[0] / a[0]) if copy_analysis.clear_winner(b, a) else 0.0
 
 
 def best_threshold(sizes, below, above, prefer=None, candidates=None):
     """The threshold T (sizes <= T take `below`, sizes > T take `above`) that
     minimises the summed log cost ratio to the faster path over the sizes
-    where the two differ beyond their CIs (ties cost nothing).  Among equally
+    where copy's tie rule calls one clearly faster (ties cost nothing).  Among equally
     good T the one nearest `prefer` (the current value) wins, so noise never
     moves a threshold.  below/above: {size: (median, lo, hi) or ns}.
     `candidates` limits T to those sizes (plus both ends and `prefer`).
@@ -420,7 +420,7 @@ def best_threshold(sizes, below, above, prefer=None, candidates=None):
     sizes = [s for s in sorted(sizes) if s in below and s in above]
     if not sizes:
         return None, None
-    d = {s: _significant_log_ratio(below[s], above[s]) for s in sizes}
+    d = {s: _clear_log_ratio(below[s], above[s]) for s in sizes}
     cands = {sizes[0] - 1, sizes[-1]} | (set(sizes) if candidates is None else
                                          {c for c in candidates if sizes[0] <= c <= sizes[-1]})
     if prefer is not None and sizes[0] - 1 <= prefer <= sizes[-1]:
@@ -479,11 +479,18 @@ def propose_tunable(name, sizes, below, above, current, minimum=None, maximum=No
                                                           above_name or "above")
                  if c.high >= window[0] and c.low <= window[-1]]
     runs = copy_analysis.clear_wins(cb, ca)
+    clear = {s for s in window if copy_analysis.clear_winner(cb[s], ca[s]) == "a"}
     cands = set()
     for i, r in enumerate(runs):
         nxt = runs[i + 1]["min_size"] if i + 1 < len(runs) else window[-1]
         if r["faster"] == "a":
-            cands |= {s for s in window if r["max_size"] <= s <= nxt}
+            # from the last size of the run where `below` clearly wins (ties
+            # inside a run do not end it) to where `above` starts to win
+            wins = [s for s in clear if r["min_size"] <= s <= r["max_size"]]
+            start = max(wins) if wins else min(r["max_size"], window[0] - 1)
+            cands |= {s for s in window if start <= s <= nxt}
+            if start < window[0]:
+                cands.add(window[0] - 1)
         elif i == 0:
             cands |= {s for s in window if s <= r["min_size"]} | {window[0] - 1}
     t, _ = best_threshold(window, below, above, prefer=current, candidates=cands)

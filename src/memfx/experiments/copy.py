@@ -232,6 +232,12 @@ def _clear_runs(curve_a, curve_b, effect_min=None, min_run=MIN_RUN):
     return sizes, runs
 
 
+def clear_winner(pa, pb, effect_min=None):
+    """"a", "b" or None (a tie) at one size: the rule of find_crossovers."""
+    sign = _sign(pa, pb, CLEAR_WIN if effect_min is None else effect_min)
+    return "a" if sign > 0 else ("b" if sign < 0 else None)
+
+
 def clear_wins(curve_a, curve_b, effect_min=None, min_run=MIN_RUN):
     """The size runs where one curve clearly beats the other (the rule of
     find_crossovers): [{"faster": "a" or "b", "min_size", "max_size", "sizes"}]."""
