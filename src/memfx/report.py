@@ -565,6 +565,10 @@ def verdicts_html(views) -> str:
         link = f'<a href="#{e(v.anchor)}">{e(v.run["experiment"])}</a>'
         partial = v.run.get("status") != "complete"
         findings = (v.doc or {}).get("findings") or []
+        if not (v.doc or {}).get("points"):
+            # a run that measured nothing answers every declared question
+            # not_measured: it has no verdict, and its row says why
+            findings = [f for f in findings if f.get("verdict") != "not_measured"]
         for f in findings:
             counts[f.get("verdict")] = counts.get(f.get("verdict"), 0) + 1
         for f, more in group_findings(findings):
