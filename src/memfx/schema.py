@@ -80,6 +80,8 @@ def _kind(value) -> str:
 
 
 def _fail(path: str, problem: str):
+    if len(path) > 120:
+        path = path[:60] + "..." + path[-57:]
     raise SchemaError(f"{path or 'document'}: {problem}")
 
 
@@ -515,10 +517,9 @@ def _check_relations(doc: dict) -> None:
         if not sample.get("rejected"):
             # Analysis takes accepted samples at face value (N/2N divides
             # by ns and value): they must carry a real measurement.
-            if sample.get("value") is None:
-                _fail(f"samples[{i}].value", "an accepted sample needs a value")
-            if sample.get("length") is not None and not (sample.get("ns") and sample["value"]):
-                _fail(f"samples[{i}]", "an accepted sample with a length needs ns > 0 and value > 0")
+            for key in ("value", "length", "ns"):
+                if not sample.get(key):
+                    _fail(f"samples[{i}].{key}", "an accepted sample needs a value > 0 here")
         # Readers group samples by arm and read the same point keys from
         # every point of an arm, so one arm's points share keys and types.
         point = sample.get("point") or {}

@@ -650,13 +650,16 @@ def _sample_dict(row: sqlite3.Row) -> dict:
     for key in ("value", "ns", "cycles_est"):
         if not _finite_number(sample[key]):
             sample[key] = None          # SQLite turns NaN into NULL; text is unusable
+    garbled = []
     for key in ("length", "ticks"):
-        if not (isinstance(sample[key], int) and sample[key] >= 0):
+        if sample[key] is not None and not (isinstance(sample[key], int) and sample[key] >= 0):
             sample[key] = None
+            garbled.append(key)
     for key in ("arm", "metric", "unit", "reason"):
         if sample[key] is not None and not isinstance(sample[key], str):
             sample[key] = str(sample[key])
-    problem = None if sample["rejected"] else _unusable(sample)
+    problem = None if sample["rejected"] else (
+        f"{', '.join(garbled)} not an integer" if garbled else _unusable(sample))
     if problem:
         # Analysis takes accepted samples at face value; one that older
         # versions let in without a usable measurement is set aside.
