@@ -115,6 +115,9 @@ BAD_DOCUMENTS = {
         status="running", pid="abc", host=OUR_HOST)),
     "machine as a list": mutated(_set(["machine"], [1, 2])),
     "params as a list": mutated(_set(["run", "params"], ["a", "b"])),
+    "a list parameter stored as a number": mutated(_set(["run", "params", "pages"], 5)),
+    "a parameter out of its declared range": mutated(_set(["run", "params", "npad"], -3)),
+    "a parameter outside its choices": mutated(_set(["run", "params", "pages"], ["1g"])),
     "sample value 'abc'": mutated(_set(["samples", 0, "value"], "abc")),
     "machine.cpu as a string": mutated(_set(["machine", "cpu"], "AMD")),
     "machine.caches entry as a number": mutated(_set(["machine", "caches", 0], 32768)),
@@ -264,6 +267,12 @@ SPOILED = {
     "params stored as a list": ("UPDATE runs SET params = ?", '["a", "b"]'),
     "params not JSON": ("UPDATE runs SET params = ?", "{not json"),
     "machine stored as a list": ("UPDATE machines SET fingerprint = ?", "[1, 2]"),
+    "machine sections of the wrong type": (
+        "UPDATE machines SET fingerprint = ?",
+        '{"cpu": "AMD", "caches": [32768, "L2"], "cache_sizes": 5, "tsc": {"hz": "fast"}}'),
+    "a list parameter stored as a number": ("UPDATE runs SET params = ?", '{"pages": 5}'),
+    "point values nested": ("UPDATE samples SET point = ? WHERE seq = 4",
+                            '{"size_bytes": {"a": 1}, "pages": [1]}'),
     "running with pid 'abc' on this host": (
         "UPDATE runs SET status = 'running', pid = 'abc', host = ?", OUR_HOST),
     "duration as text": ("UPDATE runs SET duration_s = ?", "long"),
@@ -287,6 +296,16 @@ def test_readers_survive_old_or_damaged_rows(name, db, tmp_path):
                  ["report", "-o", str(tmp_path / "r.html")]):
         status, stderr = _main(*args, "--db", str(db))
         assert status == 0, (args, stderr)
+
+
+def test_readers_keep_the_valid_part_of_a_damaged_fingerprint(db):
+    _spoil(db, "UPDATE machines SET fingerprint = ?",
+           json.dumps({"cpu": "AMD", "memory": {"total_bytes": 1 << 30}, "extra": [1]}))
+    _spoil(db, "UPDATE runs SET params = ?", json.dumps({"pages": 5, "npad": 7, "other": "x"}))
+    with Store(db) as st:
+        run = st.run("latest")
+    assert run["machine"] == {"memory": {"total_bytes": 1 << 30}, "extra": [1]}
+    assert run["params"] == {"npad": 7, "other": "x"}
 
 
 def test_unusable_stored_samples_are_set_aside_not_analysed(db):

@@ -51,6 +51,7 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 # Control characters (C0 except tab/newline/CR, DEL, C1): nothing memfx
 # writes contains them, and they would reach terminals and reports.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_LINE_BREAK = re.compile(r"[\t\n\r]")
 _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
 
@@ -79,7 +80,30 @@ def _kind(value) -> str:
     return type(value).__name__
 
 
-def _fail(path: str, problem: str):
+# Paths are built as nested tuples (parent, key) and turned into text only
+# when a check fails: a large document is walked without formatting a string
+# per field.
+_KEY = object()         # marks "the key of this object" in a path
+
+
+def _path_text(path) -> str:
+    parts = []
+    while isinstance(path, tuple):
+        path, key = path
+        parts.append(key)
+    text = path or ""
+    for key in reversed(parts):
+        if key is _KEY:
+            text += " key"
+        elif isinstance(key, int):
+            text += f"[{key}]"
+        else:
+            text = f"{text}.{key}" if text else str(key)
+    return text
+
+
+def _fail(path, problem: str):
+    path = _path_text(path)
     if len(path) > 120:
         path = path[:60] + "..." + path[-57:]
     raise SchemaError(f"{path or 'document'}: {problem}")
@@ -120,7 +144,7 @@ class Text(Node):
             return
         if len(value) > self.max_len:
             _fail(path, f"longer than {self.max_len} characters")
-        if _CONTROL.search(value) or (not self.multiline and re.search(r"[\t\n\r]", value)):
+        if _CONTROL.search(value) or (not self.multiline and _LINE_BREAK.search(value)):
             _fail(path, f"contains control characters: {_show(value)}")
         if self.pattern is not None and not self.pattern.fullmatch(value):
             _fail(path, f"{_show(value)} is not a valid value (want {self.pattern.pattern})")
@@ -190,7 +214,22 @@ class OneOf(Node):
     one shown); `Nullable(x)` is `OneOf(Null(), x)`."""
     options: tuple
 
+    def __post_init__(self):
+        # The option for each exact JSON type, found once: a document has
+        # many values and few types.
+        by_type = {}
+        for example in (None, True, 0, 0.0, "", [], {}):
+            for option in self.options:
+                if _accepts_type(option, example):
+                    by_type[type(example)] = option
+                    break
+        object.__setattr__(self, "_by_type", by_type)
+
     def check(self, value, path):
+        option = self._by_type.get(type(value))
+        if option is not None:
+            option.check(value, path)
+            return
         for option in self.options:
             if _accepts_type(option, value):
                 option.check(value, path)
@@ -214,7 +253,11 @@ class ListOf(Node):
         if len(value) > self.max_len:
             _fail(path, f"has more than {self.max_len} items")
         for i, item in enumerate(value):
-            self.item.check(item, f"{path}[{i}]")
+            self.item.check(item, (path, i))
+
+
+_DEFAULT_KEY = Text(MAX_NAME, multiline=False)
+_GOOD_KEYS: set = set()         # keys that passed _DEFAULT_KEY (names repeat in every sample)
 
 
 @dataclass(frozen=True)
@@ -229,7 +272,11 @@ class Object(Node):
     `others` (None: refused; the default: any JSON value)."""
     fields: dict = field(default_factory=dict)
     others: Node | None = None
-    key: Node = Text(MAX_NAME, multiline=False)
+    key: Node = None
+
+    def __post_init__(self):
+        if self.key is None:
+            object.__setattr__(self, "key", _DEFAULT_KEY)
 
     def check(self, value, path):
         if not isinstance(value, dict):
@@ -238,16 +285,19 @@ class Object(Node):
             _fail(path, f"has more than {MAX_ITEMS} keys")
         for name, spec in self.fields.items():
             if spec.required and name not in value:
-                _fail(_join(path, name), "is missing")
+                _fail((path, name), "is missing")
         for name, item in value.items():
-            self.key.check(name, f"{path} key")
+            if not (self.key is _DEFAULT_KEY and name in _GOOD_KEYS):
+                self.key.check(name, (path, _KEY))
+                if self.key is _DEFAULT_KEY and len(_GOOD_KEYS) < 10_000:
+                    _GOOD_KEYS.add(name)
             spec = self.fields.get(name)
             if spec is not None:
-                spec.node.check(item, _join(path, name))
+                spec.node.check(item, (path, name))
             elif self.others is None:
-                _fail(_join(path, name), "is not a known field")
+                _fail((path, name), "is not a known field")
             else:
-                self.others.check(item, _join(path, name))
+                self.others.check(item, (path, name))
 
 
 @dataclass(frozen=True)
@@ -264,10 +314,10 @@ class AnyJSON(Node):
                 _fail(where, f"nested deeper than {self.max_depth} levels")
             if isinstance(item, dict):
                 for k, v in item.items():
-                    _TEXT_KEY.check(k, f"{where} key")
-                    stack.append((v, _join(where, k), depth + 1))
+                    _TEXT_KEY.check(k, (where, _KEY))
+                    stack.append((v, (where, k), depth + 1))
             elif isinstance(item, list):
-                stack.extend((v, f"{where}[{i}]", depth + 1) for i, v in enumerate(item))
+                stack.extend((v, (where, i), depth + 1) for i, v in enumerate(item))
             elif isinstance(item, str):
                 _FREE_TEXT.check(item, where)
             elif _is_number(item):
@@ -475,7 +525,9 @@ def validate_export(doc) -> dict:
     """Check a raw-export document against the schema; returns it unchanged.
     Pure: reads nothing but `doc`, writes nothing."""
     _check_envelope(doc)
-    AnyJSON().check(doc, "")                 # depth and numbers, before any recursion
+    # The typed part of the schema is only a few levels deep and the free
+    # parts (AnyJSON) are walked without recursion, so no input can exhaust
+    # the stack here.
     EXPORT_SCHEMA.check(doc, "")
     _check_relations(doc)
     return doc
@@ -484,6 +536,32 @@ def validate_export(doc) -> dict:
 def load_export(text: str | bytes, what: str = "document") -> dict:
     """Parse and validate a raw export; SchemaError says what is wrong."""
     return validate_export(parse_json(text, what))
+
+
+def readable(node: Object, value):
+    """What readers can use of a stored object that should follow `node`
+    (e.g. a fingerprint an older version stored without checking it): the
+    object itself when it is valid, else a copy without the members that
+    are not; None when it is not an object at all."""
+    if not isinstance(value, dict):
+        return None
+    try:
+        node.check(value, "")
+        return value
+    except SchemaError:
+        pass
+    kept = {}
+    for name, item in value.items():
+        spec = node.fields.get(name)
+        member = spec.node if spec is not None else node.others
+        if member is None or not isinstance(name, str):
+            continue
+        try:
+            member.check(item, name)
+        except SchemaError:
+            continue
+        kept[name] = item
+    return kept
 
 
 def _check_envelope(doc) -> None:
@@ -502,8 +580,57 @@ def _check_envelope(doc) -> None:
         raise SchemaError(f"unknown {EXPORT_FORMAT} format_version {version}")
 
 
+def _declared_params(experiment: str) -> dict:
+    """{name: Param} the experiment declares now; {} for an experiment this
+    version does not know (its parameters are then only checked as data)."""
+    from .experiments import get_experiment
+    exp = get_experiment(experiment, missing_ok=True)
+    return {p.name: p for p in exp.all_params()} if exp is not None else {}
+
+
+def check_params(experiment: str, params: dict, path: str = "run.params") -> None:
+    """Each stored parameter the experiment declares must be a value its
+    declaration accepts (type, list or not, choices, range): readers (plots,
+    the analysis) take them at face value. Unknown names are left alone."""
+    from .errors import ParamError
+    for name, param in _declared_params(experiment).items():
+        if name not in params or params[name] is None:
+            continue
+        value = params[name]
+        is_list = isinstance(value, list)
+        if is_list != param.kind.startswith("list:") or \
+                (param.kind in ("int", "size") and not (_is_int(value) or value == "auto")) or \
+                (param.kind == "bool" and not isinstance(value, bool)):
+            _fail(_join(path, name), f"{_show(value)} does not fit the parameter's type "
+                                     f"{param.kind}")
+        try:
+            param.parse(value)
+        except ParamError as e:
+            _fail(_join(path, name), str(e))
+
+
+def readable_params(experiment, params):
+    """The stored parameters readers can use: those that pass check_params
+    (an older version may have stored anything)."""
+    params = readable(PARAMS, params) or {}
+    try:
+        check_params(experiment, params)
+        return params
+    except SchemaError:
+        pass
+    kept = {}
+    for name, value in params.items():
+        try:
+            check_params(experiment, {name: value})
+        except SchemaError:
+            continue
+        kept[name] = value
+    return kept
+
+
 def _check_relations(doc: dict) -> None:
     run, survey = doc["run"], doc.get("survey")
+    check_params(run["experiment"], run.get("params") or {})
     if survey is not None and run.get("survey_id") != survey["id"]:
         _fail("survey.id", f"{_show(survey['id'])} is not the run's survey_id "
                            f"{_show(run.get('survey_id'))}")

@@ -28,7 +28,8 @@ from typing import Callable, Iterator
 
 from memfx.errors import StoreError
 from memfx.schema import (COMPLETE, EXPORT_FORMAT, EXPORT_FORMAT_VERSION,  # noqa: F401 (re-exported)
-                          FAILED, INTERRUPTED, RUNNING, STATUSES, SchemaError, validate_export)
+                          FAILED, INTERRUPTED, MACHINE, POINT, RUNNING, STATUSES,
+                          SchemaError, readable, readable_params, validate_export)
 
 SCHEMA_VERSION = 1
 APPLICATION_ID = 0x4D454D46  # "MEMF": marks the file as a memfx results DB
@@ -115,6 +116,9 @@ def _dumps(obj, what: str) -> str:
         raise StoreError(f"{what} cannot be stored as JSON: {e}") from None
 
 
+_UNREADABLE = object()
+
+
 def _loads(text, empty=None):
     """Stored JSON text -> value. Readers must cope with what older versions
     (or a hand-edited file) stored: unparsable text, or a value of another
@@ -125,7 +129,7 @@ def _loads(text, empty=None):
         value = json.loads(text)
     except (ValueError, RecursionError):
         return empty
-    if empty is not None and not isinstance(value, type(empty)):
+    if isinstance(empty, (dict, list)) and not isinstance(value, type(empty)):
         return empty
     return value
 
@@ -435,8 +439,7 @@ class Store:
             run = _run_dict(conn.execute(_SELECT_RUNS + " WHERE r.id = ?", (run_id,)).fetchone())
             fingerprint = conn.execute("SELECT fingerprint FROM machines WHERE id = ?",
                                        (run["machine_id"],)).fetchone()
-        machine = _loads(fingerprint[0]) if fingerprint else None
-        run["machine"] = machine if isinstance(machine, dict) else None
+        run["machine"] = readable(MACHINE, _loads(fingerprint[0])) if fingerprint else None
         return run
 
     def samples(self, run_id: str) -> list[dict]:
@@ -486,7 +489,12 @@ class Store:
             self._require_run(conn, run_id)
             rows = conn.execute("SELECT name, data FROM artifacts WHERE run_id = ? ORDER BY name",
                                 (run_id,)).fetchall()
-        return {row["name"]: _loads(row["data"]) for row in rows}
+        out = {}
+        for row in rows:
+            data = _loads(row["data"], _UNREADABLE)
+            if data is not _UNREADABLE:     # an artifact that does not parse is left out
+                out[row["name"]] = data
+        return out
 
     # ---- export / import -----------------------------------------------
 
@@ -644,7 +652,7 @@ def _sample_dict(row: sqlite3.Row) -> dict:
     sample = {"seq": row["seq"]}
     for key in SAMPLE_DEFAULTS:
         sample[key] = row[key]
-    sample["point"] = _loads(row["point"], {})
+    sample["point"] = readable(POINT, _loads(row["point"], {})) or {}
     sample["counters"] = _loads(row["counters"], {})
     sample["rejected"] = bool(row["rejected"])
     for key in ("value", "ns", "cycles_est"):
@@ -691,7 +699,7 @@ def _run_dict(row: sqlite3.Row) -> dict:
         run["duration_s"] = None
     if not isinstance(run["pid"], int):
         run["pid"] = None
-    run["params"] = _loads(row["params"], {})
+    run["params"] = readable_params(run["experiment"], _loads(row["params"], {}))
     run["n_samples"] = row["n_samples"]
     return run
 
