@@ -234,6 +234,30 @@ def test_valid_import_then_every_reader(db, tmp_path):
     assert json.loads(out.read_text()) == valid_doc()     # nothing lost or changed on the way
 
 
+def test_a_document_with_only_the_required_fields_imports_and_reads(db, tmp_path):
+    """What an older or a hand-written export may look like: every optional
+    key missing (no machine, survey, artifacts, counters, points, params)."""
+    full = valid_doc()
+    doc = {"format": "memfx-run", "format_version": 1,
+           "run": {k: full["run"][k] for k in ("id", "experiment", "status", "started")},
+           "samples": [{k: s[k] for k in ("seq", "metric", "value", "length", "ns")}
+                       for s in full["samples"]]}
+    path = write_doc(tmp_path, doc)
+    assert _main("import", str(path), "--db", str(db))[0] == 0
+    run_id = doc["run"]["id"]
+    for args in (["runs"], ["show", run_id], ["show", run_id, "--json"],
+                 ["export", run_id, "--format", "csv", "-o", str(tmp_path / "s.csv")],
+                 ["plot", run_id, "-o", str(tmp_path / "p.png")],
+                 ["report", run_id, "-o", str(tmp_path / "r.html")]):
+        status, stderr = _main(*args, "--db", str(db))
+        assert status == 0, (args, stderr)
+    with Store(db) as st:
+        run = st.run(run_id)
+        samples = st.samples(run_id)
+    assert run["machine"] is None and run["params"] == {} and run["pid"] is None
+    assert len(samples) == len(full["samples"]) and not any(s["rejected"] for s in samples)
+
+
 def test_python_api_refuses_before_writing(db):
     before = sha256(db)
     with Store(db) as st:
@@ -376,7 +400,8 @@ def mutations(draw):
     return doc
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=40, deadline=None, database=None,
+          suppress_health_check=list(HealthCheck))
 @given(doc=mutations())
 def test_mutated_export_is_refused_cleanly_or_usable(doc, base_db):
     with tempfile.TemporaryDirectory() as tmp:
