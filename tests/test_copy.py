@@ -453,7 +453,23 @@ def test_plot_draws(tmp_path):
            "points": data.points,
            "answers": [x.as_dict() for x in EXP.analyze(data)], "findings": []}
     out = plot_document(doc, str(tmp_path / "c.png"))
-    assert (tmp_path / "c.png").stat().st_size > 10000 and out
+    assert out == str(tmp_path / "c.png") and (tmp_path / "c.png").read_bytes().startswith(b"\x89PNG")
+    from memfx.plots import figure_for
+    from plot_checks import figure_summary
+    full, zoom = figure_summary(figure_for(doc))
+    arms = {p["arm"] for p in data.points}
+    for ax in (full, zoom):
+        assert sorted(ax["curve_labels"]) == sorted(arms)      # one line per strategy
+        assert ax["legend"] == ax["curve_labels"]
+    # the full view shows every sample and one band per data/unified cache
+    assert full["scatter_points"] == sum(len(p["values"]) for p in data.points)
+    assert all(len(c.get_xdata()) == len(data.points) // len(arms) for c in full["curves"])
+    assert full["xscale"] == "log" and full["xlabel"] == "copy size (bytes)"
+    caches = [c for c in MACHINE["caches"] if c["type"] in ("Data", "Unified")]
+    assert len(full["bands"]) == len(caches)
+    assert [t for t in full["texts"] if t.endswith("(sysfs)")] == ["L1d 48KB (sysfs)", "L2 2MB (sysfs)"]
+    # the zoom is linear and stops at the fine part of the sweep
+    assert zoom["xscale"] == "linear" and zoom["scatter_points"] < full["scatter_points"]
     from memfx.plots import _copy_envelope_crossings, _copy_steps
     assert [d["value"] for d in _copy_steps(doc, "copy", "throughput")] == [136]
     assert len(_copy_envelope_crossings(doc, "copy", "throughput")) == 1
