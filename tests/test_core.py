@@ -25,33 +25,29 @@ def test_kernel_table_rows_are_complete():
 
 def _chain(n, elem=64, seed=0):
     buf = bytearray(n * elem)
-    base = _core.address(buf)
     order = np.random.default_rng(seed).permutation(n)
-    nxt = chain_links(order)
-    words = np.frombuffer(buf, dtype=np.uint64)
-    words[np.arange(n) * (elem // 8)] = (base + nxt * elem).astype(np.uint64)
-    del words
-    return buf, base, nxt
+    chain = _core.link_chain(buf, 0, elem, n, order)
+    return chain, _core.address(buf), chain_links(order)
 
 
 def test_chase_kernel_follows_the_chain():
     n, elem = 1000, 64
-    buf, base, nxt = _chain(n, elem)
+    chain, base, nxt = _chain(n, elem)
     k = kernel_table()["chase_ptr"]
     for steps in (0, 1, 7, 8, 9, 123, n, 3 * n + 5):
         expect = 0
         for _ in range(steps):
             expect = int(nxt[expect])
-        _, _, _, result, _ = _core.run(k.index, None, 0, buf, 0, 0, 0, steps, 0)
+        _, _, _, result, _ = _core.run(k.index, None, 0, chain, 0, 0, 0, steps, 0)
         assert result == base + expect * elem, steps
 
 
 def test_chase_inc_writes_second_word():
     n, elem = 16, 64
-    buf, base, nxt = _chain(n, elem)
+    chain, base, nxt = _chain(n, elem)
     k = kernel_table()["chase_ptr_inc"]
-    _core.run(k.index, None, 0, buf, 0, 0, 0, 2 * n, 0)
-    words = np.frombuffer(buf, dtype=np.uint64)
+    _core.run(k.index, None, 0, chain, 0, 0, 0, 2 * n, 0)
+    words = np.frombuffer(chain.buffer, dtype=np.uint64)
     assert all(words[i * 8 + 1] == 2 for i in range(n))
 
 
@@ -106,8 +102,8 @@ def test_run_returns_counter_deltas_for_page_faults():
         pytest.skip("software perf events unavailable")
     lab = Lab(cpu=-1, min_sample_ms=0.05)
     try:
-        buf, base, _ = _chain(64)
-        trial = Trial("chase_ptr", src=Region(buf, 0, len(buf), base), metric="time")
+        chain, base, _ = _chain(64)
+        trial = Trial("chase_ptr", src=Region(chain, 0, len(chain.buffer), base), metric="time")
         rec = lab.sample(trial, 1000, 1.0)
         assert rec["metric"] == "ns_per_load" and rec["unit"] == "ns"
         assert rec["value"] > 0 and rec["length"] == 1000
@@ -152,11 +148,11 @@ def test_rdpmc_path_falls_back_for_events_without_user_access():
     try:
         leader, names = perf.groups[0]
         perf._map_user_pages([leader], [names[0]])
-        assert len(perf.page_addresses) == 1
+        assert len(perf.user_pages) == 1
         assert _core.perf_rdpmc(leader) is None
-        buf, base, _ = _chain(8)
+        chain, base, _ = _chain(8)
         k = kernel_table()["chase_ptr"]
-        out = _core.run(k.index, None, 0, buf, 0, 0, 0, 100, 0, perf.leaders, perf.page_addresses)
+        out = _core.run(k.index, None, 0, chain, 0, 0, 0, 100, 0, perf.leaders, perf.user_pages)
         deltas = out[4]
         assert len(deltas) == len(perf.groups) + 1 and deltas[-1] is None
         decoded = perf.decode(deltas)
