@@ -138,16 +138,18 @@ class Latency(Experiment):
             raise ParamError(f"max_size ({format_size(hi)}) is below min_size ({format_size(lo)})")
         if lo < 2 * elem:
             raise ParamError(f"min_size must hold at least two {elem}-byte elements")
+        anchors = [c["size_bytes"] for c in machine.get("caches", [])
+                   if c.get("type") in ("Data", "Unified")]
+        sizes = size_grid(lo, hi, params["per_octave"], anchors)
+        # the largest planned working set (the grid may step just past max_size)
         avail = (machine.get("memory") or {}).get("available_bytes")
-        peak = peak_bytes(hi, params["npad"])
+        peak = peak_bytes(max(sizes), params["npad"])
         if avail and peak > avail * 0.8:
             raise ParamError(f"max_size {format_size(hi)} does not fit: both arms and the shuffled "
                              f"order need {format_size(peak)} and {format_size(avail)} is available")
-        anchors = [c["size_bytes"] for c in machine.get("caches", [])
-                   if c.get("type") in ("Data", "Unified")]
         return [Point(arm, {"size_bytes": s, "pages": pg, "npad": params["npad"]})
                 for pg in params["pages"]
-                for s in size_grid(lo, hi, params["per_octave"], anchors)
+                for s in sizes
                 for arm in self.arms]
 
     def refine(self, data, params, machine):
