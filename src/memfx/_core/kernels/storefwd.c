@@ -31,14 +31,17 @@
 #define SF_MAX_MOVES 4
 #define SF_SLOT_BYTES 64 /* an entry is at most 64 bytes */
 
-/* The shape table in the src buffer: n, then n (offset, width) pairs. */
-struct sf_move {
+/* The shape table in the src buffer: n, then n (offset, width) pairs.
+ * Packed: the same layout (no padding either way), but the table may sit
+ * at any address. */
+struct __attribute__((packed)) sf_move {
     uint32_t offset, width;
 };
-struct sf_shape {
+struct __attribute__((packed)) sf_shape {
     uint32_t n;
     struct sf_move move[SF_MAX_MOVES];
 };
+_Static_assert(sizeof(struct sf_shape) == 4 + 8 * SF_MAX_MOVES, "shape table layout");
 
 /* Offsets of the moves, or -1 when the table does not describe a copy of
  * exactly `size` bytes with `width`-byte moves (the Python side validated it
