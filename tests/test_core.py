@@ -331,3 +331,11 @@ def test_every_row_declares_a_footprint_that_grows_with_size():
             assert chain >= 8 and src >= 8 and dst == 0, r.name
         if r.group == "fill_alloc":
             assert (dst, src) == (0, 0), r.name
+
+
+def test_checkers_refuse_sizes_whose_buffers_would_overflow():
+    rows = kernel_table()
+    with pytest.raises(ValueError):
+        _core.fill_check(rows["fill_scalar8"].index, 0, 0, 1, 0, 0, 2 ** 62, 2 ** 62)
+    with pytest.raises(ValueError):
+        _core.verify_copy(rows["copy_gpr_unrolled"].index, 2 ** 62, 8)

@@ -478,8 +478,9 @@ static PyObject *py_verify_copy(PyObject *self, PyObject *args)
         return NULL;
     if (!usable_kernel(index))
         return NULL;
-    if (max_size < 0)
-        return PyErr_Format(PyExc_ValueError, "negative max_size");
+    /* the checker allocates about max_size bytes per buffer: keep the sums far from overflow */
+    if (max_size < 0 || max_size > (Py_ssize_t)1 << 30)
+        return PyErr_Format(PyExc_ValueError, "max_size must be 0..2^30");
     char msg[512];
     int rc;
     Py_BEGIN_ALLOW_THREADS
@@ -696,8 +697,10 @@ static PyObject *py_fill_check(PyObject *self, PyObject *args)
     const struct mfx_kernel *k = usable_kernel(index);
     if (!k)
         return NULL;
-    if (max_size < 0 || max_offset < 1 || expect > 255)
-        return PyErr_Format(PyExc_ValueError, "need max_size >= 0, max_offset >= 1, expect < 256");
+    if (max_size < 0 || max_size > (Py_ssize_t)1 << 30 || max_offset < 1 || max_offset > 1 << 20 ||
+        expect > 255)
+        return PyErr_Format(PyExc_ValueError,
+                            "need max_size 0..2^30, max_offset 1..2^20, expect < 256");
     long long fail[5] = {0, 0, 0, 0, 0};
     int r;
     Py_BEGIN_ALLOW_THREADS
