@@ -166,14 +166,15 @@ static PyObject *py_link_chain(PyObject *self, PyObject *args)
         const char *fmt = order.format ? order.format : "B";
         char code = fmt[strlen(fmt) ? strlen(fmt) - 1 : 0];
         itemsize = (int)order.itemsize;
-        if ((itemsize != 4 && itemsize != 8) || !strchr("iIlLqQnN", code) || order.len / itemsize != n) {
+        if ((itemsize != 4 && itemsize != 8) || !code || !strchr("iIlLqQnN", code) ||
+            order.len / itemsize != n) {
             PyErr_Format(PyExc_ValueError, "order must be %zd int32 or int64 element indices", n);
             PyBuffer_Release(&order);
             PyBuffer_Release(&view);
             return NULL;
         }
         order_items = order.buf;
-        is_signed = strchr("ilqn", code) != NULL;
+        is_signed = strchr("ilqn", code) != NULL;   /* code is not NUL here */
     }
     char msg[200];
     int rc;
@@ -318,9 +319,12 @@ static int acquire_pages(PyObject *pages_obj, Py_buffer *views, int *n_pages)
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *m = PySequence_Fast_GET_ITEM(seq, i);
         int is_mmap = PyObject_IsInstance(m, mmap_type);
-        if (is_mmap < 0 || (!is_mmap && !PyErr_Format(PyExc_TypeError,
-                                                      "rdpmc pages must be mmap objects of perf events")))
+        if (is_mmap < 0)
             goto fail;
+        if (!is_mmap) {
+            PyErr_SetString(PyExc_TypeError, "rdpmc pages must be mmap objects of perf events");
+            goto fail;
+        }
         if (PyObject_GetBuffer(m, &views[*n_pages], PyBUF_SIMPLE) < 0)
             goto fail;
         (*n_pages)++;
