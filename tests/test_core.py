@@ -25,33 +25,29 @@ def test_kernel_table_rows_are_complete():
 
 def _chain(n, elem=64, seed=0):
     buf = bytearray(n * elem)
-    base = _core.address(buf)
     order = np.random.default_rng(seed).permutation(n)
-    nxt = chain_links(order)
-    words = np.frombuffer(buf, dtype=np.uint64)
-    words[np.arange(n) * (elem // 8)] = (base + nxt * elem).astype(np.uint64)
-    del words
-    return buf, base, nxt
+    chain = _core.link_chain(buf, 0, elem, n, order)
+    return chain, _core.address(buf), chain_links(order)
 
 
 def test_chase_kernel_follows_the_chain():
     n, elem = 1000, 64
-    buf, base, nxt = _chain(n, elem)
+    chain, base, nxt = _chain(n, elem)
     k = kernel_table()["chase_ptr"]
     for steps in (0, 1, 7, 8, 9, 123, n, 3 * n + 5):
         expect = 0
         for _ in range(steps):
             expect = int(nxt[expect])
-        _, _, _, result, _ = _core.run(k.index, None, 0, buf, 0, 0, 0, steps, 0)
+        _, _, _, result, _ = _core.run(k.index, None, 0, chain, 0, 0, 0, steps, 0)
         assert result == base + expect * elem, steps
 
 
 def test_chase_inc_writes_second_word():
     n, elem = 16, 64
-    buf, base, nxt = _chain(n, elem)
+    chain, base, nxt = _chain(n, elem)
     k = kernel_table()["chase_ptr_inc"]
-    _core.run(k.index, None, 0, buf, 0, 0, 0, 2 * n, 0)
-    words = np.frombuffer(buf, dtype=np.uint64)
+    _core.run(k.index, None, 0, chain, 0, 0, 0, 2 * n, 0)
+    words = np.frombuffer(chain.buffer, dtype=np.uint64)
     assert all(words[i * 8 + 1] == 2 for i in range(n))
 
 
@@ -79,6 +75,8 @@ def test_page_faults_counted_exactly():
     """Touching N fresh pages costs exactly N page faults (software event)."""
     if _core.perf_probe(1, SOFTWARE_EVENTS["page_faults"]) != 0:
         pytest.skip("software perf events unavailable")
+    if os.environ.get("MEMFX_SANITIZED"):
+        pytest.skip("under AddressSanitizer every checked access also faults in shadow pages")
     perf = PerfCounters(hardware=False)
     try:
         leader, names = perf.groups[0]
@@ -106,8 +104,8 @@ def test_run_returns_counter_deltas_for_page_faults():
         pytest.skip("software perf events unavailable")
     lab = Lab(cpu=-1, min_sample_ms=0.05)
     try:
-        buf, base, _ = _chain(64)
-        trial = Trial("chase_ptr", src=Region(buf, 0, len(buf), base), metric="time")
+        chain, base, _ = _chain(64)
+        trial = Trial("chase_ptr", src=Region(chain, 0, len(chain.buffer), base), metric="time")
         rec = lab.sample(trial, 1000, 1.0)
         assert rec["metric"] == "ns_per_load" and rec["unit"] == "ns"
         assert rec["value"] > 0 and rec["length"] == 1000
@@ -211,14 +209,192 @@ def test_rdpmc_path_falls_back_for_events_without_user_access():
     try:
         leader, names = perf.groups[0]
         perf._map_user_pages([leader], [names[0]])
-        assert len(perf.page_addresses) == 1
+        assert len(perf.user_pages) == 1
         assert _core.perf_rdpmc(leader) is None
-        buf, base, _ = _chain(8)
+        chain, base, _ = _chain(8)
         k = kernel_table()["chase_ptr"]
-        out = _core.run(k.index, None, 0, buf, 0, 0, 0, 100, 0, perf.leaders, perf.page_addresses)
+        out = _core.run(k.index, None, 0, chain, 0, 0, 0, 100, 0, perf.leaders, perf.user_pages)
         deltas = out[4]
         assert len(deltas) == len(perf.groups) + 1 and deltas[-1] is None
         decoded = perf.decode(deltas)
         assert "counter_source" not in decoded and decoded[names[0]] == 0
     finally:
         perf.close()
+
+
+# ---- issue 14, item 8: the binding checks every byte a kernel may touch ----
+
+def _guarded_page():
+    """One writable page followed by a PROT_NONE page: a kernel that reaches
+    past the page faults.  Returns (mapping, view of the writable page)."""
+    import ctypes
+    m = mmap.mmap(-1, 2 * mmap.PAGESIZE)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    assert libc.mprotect(_core.address(m) + mmap.PAGESIZE, mmap.PAGESIZE, 0) == 0   # PROT_NONE
+    return m, memoryview(m)[:mmap.PAGESIZE]
+
+
+def test_fixed_footprint_store_near_a_guard_page_is_refused():
+    """sf_fwd_s<S>_l<L> stores S bytes with size=0: 8 bytes before a guard
+    page that used to segfault for S > 8; now the binding refuses it."""
+    rows = kernel_table()
+    m, page = _guarded_page()
+    try:
+        wide = [r for r in rows.values() if r.name.startswith("sf_fwd_s") and r.supported
+                and r.write_fixed > 8]
+        assert wide
+        for r in wide:
+            with pytest.raises(ValueError, match=r.name):
+                _core.run(r.index, page, mmap.PAGESIZE - 8, None, 0, 0, 1, 1, 0)
+            # the load at offset aux counts too
+            with pytest.raises(ValueError):
+                _core.run(r.index, page, 0, None, 0, 0, 1, 1, mmap.PAGESIZE)
+            s, l = r.write_fixed, r.read_fixed
+            # the last place where both fit runs
+            at = mmap.PAGESIZE - int(max(s, l))
+            _core.run(r.index, page, at, None, 0, 0, 1, 1, 0)
+    finally:
+        page.release()
+        m.close()
+
+
+def test_two_stores_extent_comes_from_aux():
+    k = kernel_table()["sf_two_stores_16"]
+    if not k.supported:
+        pytest.skip("needs sse2")
+    with pytest.raises(ValueError, match="271 bytes"):
+        _core.run(k.index, bytearray(256), 0, None, 0, 0, 1, 1, 0xFF)   # used to write at +255
+    buf = bytearray(272)
+    _core.run(k.index, buf, 0, None, 0, 0, 1, 1, 0xFF)
+    assert _core.footprint(k.index, 0, 1, 0xFF | (0x10 << 8)) == (271, 0, 0)
+    assert _core.footprint(k.index, 0, 1, 0x20 << 8) == (48, 0, 0)
+
+
+def test_rotating_fill_slot_must_fit_the_view():
+    """Fill's rotating mode keeps a cursor past its region: a 4 KiB region in
+    a 4 KiB view used to write past the view (1913 bytes in the audit)."""
+    rows = kernel_table()
+    k = rows["fill_scalar8"]
+    rotate_4k = 4 | (4096 << 16)
+    with pytest.raises(ValueError, match="fill_scalar8"):
+        _core.run(k.index, bytearray(4096), 0, None, 0, 1024, 0x11, 3, rotate_4k)
+    # a view with room for the slot: exactly the region and the slot change
+    m, page = _guarded_page()
+    try:
+        region = 4096 - 64 - 16 - 8
+        need = _core.footprint(k.index, 512, 1, 4 | (region << 16), _core.address(page))[0]
+        assert region + 16 <= need <= region + 63 + 16
+        page[:] = b"\xee" * len(page)
+        _core.run(k.index, page, 0, None, 0, 512, 0x11, 3, 4 | (region << 16))
+        assert bytes(page[:3 * 512]) == b"\x11" * (3 * 512)
+        assert bytes(page[3 * 512:region]) == b"\xee" * (region - 3 * 512)
+        assert bytes(page[need:]) == b"\xee" * (len(page) - need)
+    finally:
+        page.release()
+        m.close()
+
+
+def test_missing_or_misplaced_buffers_raise_value_error():
+    rows = kernel_table()
+    fill, copy = rows["fill_scalar8"], rows["copy_gpr_unrolled"]
+    for args in [(fill.index, None, 0, None, 0, 16, 0, 1, 0),            # no dst
+                 (copy.index, bytearray(16), 0, None, 0, 16, 0, 1, 0),   # no src
+                 (copy.index, bytearray(16), 1, bytearray(16), 0, 16, 0, 1, 0),
+                 (copy.index, bytearray(16), 0, bytearray(16), -1, 1, 0, 1, 0),
+                 (copy.index, None, 8, None, 0, 0, 0, 1, 0),             # offset without a buffer
+                 (fill.index, bytearray(16), 0, None, 0, 8, 0, 1, 1)]:   # value word at src missing
+        with pytest.raises(ValueError) as e:
+            _core.run(*args)
+        assert "\n" not in str(e.value)
+    # a size 0 copy touches nothing, so it needs no buffers
+    _core.run(copy.index, None, 0, None, 0, 0, 0, 1, 0)
+    with pytest.raises(TypeError):
+        _core.touch(None, 0, 100, 1)
+
+
+def test_rdpmc_pages_are_mmap_objects_never_addresses():
+    k = kernel_table()["copy_gpr_unrolled"]
+    for pages, error in (([0x1000], TypeError), ([bytearray(4096)], TypeError),
+                         ([mmap.mmap(-1, 4096)], ValueError)):     # writable: not a perf page
+        with pytest.raises(error):
+            _core.run(k.index, None, 0, None, 0, 0, 0, 1, 0, [], pages)
+    assert not hasattr(PerfCounters(hardware=False), "page_addresses")
+
+
+def test_chase_walks_only_chains_linked_in_c():
+    rows = kernel_table()
+    chase, inc = rows["chase_ptr"], rows["chase_ptr_inc"]
+    buf = bytearray(8 * 64)
+    with pytest.raises(ValueError, match="link_chain"):
+        _core.run(chase.index, None, 0, buf, 0, 0, 0, 1, 0)       # a plain buffer
+    chain = _core.link_chain(buf, 64, 8, 32, np.arange(32)[::-1].copy())
+    assert (chain.offset, chain.element_bytes, chain.elements) == (64, 8, 32)
+    assert chain.address == _core.address(buf) + 64
+    for off in (0, 60, 64 + 4, 64 + 32 * 8):                        # not an element
+        with pytest.raises(ValueError, match="element"):
+            _core.run(chase.index, None, 0, chain, off, 0, 0, 5, 0)
+    with pytest.raises(ValueError, match="16 bytes"):
+        _core.run(inc.index, None, 0, chain, 64, 0, 0, 5, 0)        # would bump the next pointers
+    # reversed address order: element 5 links to element 4
+    assert _core.run(chase.index, None, 0, chain, 64 + 5 * 8, 0, 0, 1, 0)[3] == chain.address + 4 * 8
+    # sequential (order None): element e links to e + 1, the last to the first
+    seq = _core.link_chain(bytearray(80), 0, 16, 5)
+    assert _core.run(chase.index, None, 0, seq, 4 * 16, 0, 0, 1, 0)[3] == seq.address
+
+
+@pytest.mark.parametrize("order, message", [
+    ([0, 1, 1, 2], "repeats"), ([0, 1, 2, 0], "repeats"), ([3, 2, 1, 4], "below 4"),
+    ([-1, 0, 1, 2], "-1"), ([0, 1, 2], "4 int32 or int64"),
+])
+def test_link_chain_validates_every_index(order, message):
+    with pytest.raises(ValueError, match=message):
+        _core.link_chain(bytearray(64), 0, 16, 4, np.array(order, dtype=np.int32))
+
+
+def test_link_chain_refuses_what_does_not_fit():
+    with pytest.raises(ValueError, match="does not fit"):
+        _core.link_chain(bytearray(64), 8, 16, 4)
+    for elem in (0, 4, 12):
+        with pytest.raises(ValueError):
+            _core.link_chain(bytearray(64), 0, elem, 4)
+    with pytest.raises(ValueError):
+        _core.link_chain(bytearray(64), 0, 16, 4, np.zeros(4, dtype=np.float64))
+    with pytest.raises(BufferError):
+        _core.link_chain(b"\0" * 64, 0, 16, 4)                         # read-only
+
+
+def test_a_chain_whose_buffer_moved_or_closed_is_refused():
+    k = kernel_table()["chase_ptr"]
+    buf = bytearray(64)
+    chain = _core.link_chain(buf, 0, 8, 8)
+    buf.extend(bytes(1 << 20))           # reallocated: the linked pointers are stale
+    with pytest.raises(ValueError, match="moved"):
+        _core.run(k.index, None, 0, chain, 0, 0, 0, 3, 0)
+    m = mmap.mmap(-1, 4096)
+    chain = _core.link_chain(m, 0, 8, 512)
+    m.close()
+    with pytest.raises(ValueError):
+        _core.run(k.index, None, 0, chain, 0, 0, 0, 3, 0)
+
+
+def test_every_row_declares_a_footprint_that_grows_with_size():
+    """Rows whose traffic scales with size declare at least that many bytes."""
+    for r in kernel_table().values():
+        dst, src, chain = _core.footprint(r.index, 1000, 1, 0 if r.group != "storefwd" else 128)
+        if r.group in ("copy", "set", "rmw", "fill"):
+            assert dst >= 1000, r.name
+        if r.group in ("copy", "rmw"):
+            assert src >= 1000, r.name
+        if r.group == "chase":
+            assert chain >= 8 and src >= 8 and dst == 0, r.name
+        if r.group == "fill_alloc":
+            assert (dst, src) == (0, 0), r.name
+
+
+def test_checkers_refuse_sizes_whose_buffers_would_overflow():
+    rows = kernel_table()
+    with pytest.raises(ValueError):
+        _core.fill_check(rows["fill_scalar8"].index, 0, 0, 1, 0, 0, 2 ** 62, 2 ** 62)
+    with pytest.raises(ValueError):
+        _core.verify_copy(rows["copy_gpr_unrolled"].index, 2 ** 62, 8)

@@ -72,7 +72,7 @@ class PerfCounters:
         self.groups = []      # (leader_fd, [names])
         self.fds = []
         self.notes = {}
-        self.user_pages, self.page_names, self.page_addresses = [], [], []
+        self.user_pages, self.page_names = [], []   # perf pages (mmap objects) read with rdpmc
         self._open_group("sw", PERF_TYPE_SOFTWARE, SOFTWARE_EVENTS)
         if hardware:
             self._open_group("hw", PERF_TYPE_HARDWARE, HARDWARE_EVENTS)
@@ -112,7 +112,6 @@ class PerfCounters:
             return
         self.user_pages.extend(pages)
         self.page_names.extend(names)
-        self.page_addresses.extend(_core.address(m) for m in pages)
 
     def add_raw_event(self, name, config, ptype=PERF_TYPE_RAW):
         """Add a named (raw) hardware event to the hardware group, so it is
@@ -149,7 +148,7 @@ class PerfCounters:
             scale = enabled / running if running else 1.0
             for name, v in zip(names, d[:-2]):
                 out[name] = v * scale if scale != 1.0 else v
-        if self.page_addresses and len(deltas) > len(self.groups):
+        if self.user_pages and len(deltas) > len(self.groups):
             rdpmc = deltas[len(self.groups)]
             if rdpmc is not None:
                 out.update(zip(self.page_names, rdpmc))
@@ -159,7 +158,7 @@ class PerfCounters:
     def close(self):
         for m in self.user_pages:
             m.close()
-        self.user_pages, self.page_names, self.page_addresses = [], [], []
+        self.user_pages, self.page_names = [], []
         for fd in self.fds:
             try:
                 os.close(fd)
@@ -268,7 +267,7 @@ class Lab:
                         dst.buffer if dst else None, dst.offset if dst else 0,
                         src.buffer if src else None, src.offset if src else 0,
                         trial.size, trial.value & 0xFFFFFFFFFFFFFFFF, count, trial.aux,
-                        self.perf.leaders, self.perf.page_addresses or None)
+                        self.perf.leaders, self.perf.user_pages or None)
         if trial.resume:
             # A chase continues from the element it stopped at, so runs of N
             # and 2N steps walk the same mix of lines (not the chain's head).

@@ -20,13 +20,50 @@ struct mfx_args {
 
 typedef uint64_t (*mfx_kernel_fn)(const struct mfx_args *a);
 
-/* One row per kernel.  Traffic per iteration = coefficient * size + constant,
- * operations per iteration = ops_per_iter.  The driver multiplies by count. */
+/* The bytes one call may touch, relative to the pointers it is given:
+ * [dst, dst + dst_bytes) loaded or stored, [src, src + src_bytes) loaded.
+ * A kernel that walks a pointer chain from src sets chain_element_min: src
+ * must then be an element of a chain linked by mfx_link_chain, with
+ * elements of at least that many bytes (the walk stays on the chain's
+ * elements, which the binding cannot bound by a byte count). */
+struct mfx_footprint {
+    size_t dst_bytes;
+    size_t src_bytes;
+    size_t chain_element_min;
+};
+
+/* A row's footprint as a function of the call's arguments (size, count,
+ * aux; dst only where the kernel aligns to its address).  The pointers are
+ * not dereferenced.  Extents too large for size_t saturate at SIZE_MAX, so
+ * they fail the binding's check instead of wrapping. */
+typedef void (*mfx_footprint_fn)(const struct mfx_args *a, struct mfx_footprint *f);
+
+static inline size_t mfx_sat_add(size_t x, size_t y)
+{
+    return x > SIZE_MAX - y ? SIZE_MAX : x + y;
+}
+
+static inline size_t mfx_sat_u64(uint64_t x)
+{
+    return x > SIZE_MAX ? SIZE_MAX : (size_t)x;
+}
+
+static inline size_t mfx_max(size_t x, size_t y)
+{
+    return x > y ? x : y;
+}
+
+/* One row per kernel, written with designated initializers so that a row
+ * reads like a likwid .ptt header.  Traffic per iteration = coefficient *
+ * size + constant, operations per iteration = ops_per_iter; the driver
+ * multiplies by count.  The footprint is what the binding checks before a
+ * call; the traffic is what the driver reports after it. */
 struct mfx_kernel {
     const char *name;
     const char *group;        /* "chase", "fill", "copy", ... */
     const char *isa;          /* "" or a feature name understood by mfx_isa_supported */
     mfx_kernel_fn fn;
+    mfx_footprint_fn footprint;
     double read_per_byte;     /* bytes loaded per byte of size */
     double write_per_byte;    /* bytes stored per byte of size */
     double read_fixed;        /* bytes loaded per iteration regardless of size */
@@ -35,6 +72,17 @@ struct mfx_kernel {
     const char *op;           /* what one operation is: "load", "call", "pass" */
     const char *doc;          /* one line */
 };
+
+/* Footprints shared by several tables. */
+void mfx_footprint_none(const struct mfx_args *a, struct mfx_footprint *f);
+
+/* Link a cyclic pointer chain of n elements of `element` bytes at base:
+ * element order[i]'s first word gets the address of element order[i + 1]
+ * (order NULL = address order; else n int32 or int64 indices, itemsize 4
+ * or 8, signed or not).  Every index is checked to be below n and used once.  Returns 0, or -1 with a message in msg (the region is then
+ * left partly written and must not be walked).  kernels/chase.c. */
+int mfx_link_chain(char *base, size_t n, size_t element, const void *order, int order_itemsize,
+                   int order_signed, char *msg, size_t msglen);
 
 /* Each file in kernels/ exports a table terminated by a row with name NULL;
  * kernel_table.c lists the tables. */

@@ -1,8 +1,12 @@
 /* memfx._core: the binding.  A method table that converts arguments and
- * results and turns errno into OSError; the logic lives in Python. */
+ * results and turns errno into OSError; the logic lives in Python, the
+ * kernels in kernels/.  Nothing here takes an address from Python:
+ * buffers come as objects with the buffer protocol, and every byte a kernel
+ * call may touch (its row's footprint) is checked against them first. */
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE
 #include <Python.h>
+#include <structmember.h>
 #include <cpuid.h>
 #include <errno.h>
 #include <linux/perf_event.h>
@@ -81,26 +85,266 @@ static const struct mfx_kernel *usable_kernel(Py_ssize_t index)
     return k;
 }
 
-/* Resolve an optional buffer argument to an address; view released by caller. */
-static int get_region(PyObject *obj, Py_ssize_t offset, size_t need, int writable,
-                      Py_buffer *view, char **addr)
+/* ---- pointer chains ---- */
+
+/* A chain linked in C inside a caller's buffer (link_chain).  It keeps the
+ * buffer object, not a view, so the buffer can still be closed; run()
+ * re-acquires it and refuses it if it moved or shrank.  Only link_chain
+ * creates these, so a chase kernel only ever walks next-pointers C wrote. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *buffer;
+    char *base;          /* the buffer's address when the chain was linked */
+    Py_ssize_t offset;   /* of element 0 in the buffer */
+    Py_ssize_t element;  /* bytes per element */
+    Py_ssize_t n;        /* elements */
+} ChainObject;
+
+static void chain_dealloc(ChainObject *c)
 {
-    *addr = NULL;
-    if (obj == Py_None)
-        return 0;
-    if (PyObject_GetBuffer(obj, view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
-        return -1;
-    if (offset < 0 || (size_t)offset + need > (size_t)view->len) {
-        PyBuffer_Release(view);
-        PyErr_Format(PyExc_ValueError, "region [%zd, +%zu) outside buffer of %zd bytes",
-                     offset, need, view->len);
-        return -1;
-    }
-    *addr = (char *)view->buf + offset;
-    return 1;
+    Py_XDECREF(c->buffer);
+    Py_TYPE(c)->tp_free((PyObject *)c);
 }
 
-/* run(kernel, dst, dst_off, src, src_off, size, value, count, aux, perf_fds)
+static PyObject *chain_address(ChainObject *c, void *closure)
+{
+    return PyLong_FromVoidPtr(c->base + c->offset);
+}
+
+static PyMemberDef chain_members[] = {
+    {"buffer", T_OBJECT, offsetof(ChainObject, buffer), READONLY, "the buffer holding the chain"},
+    {"offset", T_PYSSIZET, offsetof(ChainObject, offset), READONLY, "byte offset of element 0"},
+    {"element_bytes", T_PYSSIZET, offsetof(ChainObject, element), READONLY, "bytes per element"},
+    {"elements", T_PYSSIZET, offsetof(ChainObject, n), READONLY, "elements in the cycle"},
+    {NULL},
+};
+
+static PyGetSetDef chain_getset[] = {
+    {"address", (getter)chain_address, NULL, "address of element 0 (for reports)", NULL},
+    {NULL},
+};
+
+static PyTypeObject ChainType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "memfx._core.Chain",
+    .tp_basicsize = sizeof(ChainObject),
+    .tp_dealloc = (destructor)chain_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "a cyclic pointer chain linked by link_chain(); pass it as run()'s src",
+    .tp_members = chain_members,
+    .tp_getset = chain_getset,
+};
+
+/* link_chain(buffer, offset, element_bytes, elements, order=None) -> Chain
+ * order: None (address order) or a contiguous array of `elements` int32 or
+ * int64 element indices, each used once. */
+static PyObject *py_link_chain(PyObject *self, PyObject *args)
+{
+    PyObject *obj, *order_obj = Py_None;
+    Py_ssize_t offset, element, n;
+    if (!PyArg_ParseTuple(args, "Onnn|O", &obj, &offset, &element, &n, &order_obj))
+        return NULL;
+    if (element < 8 || element % 8 || n < 1 || offset < 0)
+        return PyErr_Format(PyExc_ValueError,
+                            "a chain needs elements >= 1, element_bytes a multiple of 8, offset >= 0");
+    Py_buffer view, order;
+    const void *order_items = NULL;
+    int itemsize = 0, is_signed = 0;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_WRITABLE) < 0)
+        return NULL;
+    if (offset > view.len || n > (view.len - offset) / element) {
+        PyErr_Format(PyExc_ValueError, "a chain of %zd x %zd bytes at offset %zd does not fit in %zd bytes",
+                     n, element, offset, view.len);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (order_obj != Py_None) {
+        if (PyObject_GetBuffer(order_obj, &order, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        const char *fmt = order.format ? order.format : "B";
+        char code = fmt[strlen(fmt) ? strlen(fmt) - 1 : 0];
+        itemsize = (int)order.itemsize;
+        if ((itemsize != 4 && itemsize != 8) || !code || !strchr("iIlLqQnN", code) ||
+            order.len / itemsize != n) {
+            PyErr_Format(PyExc_ValueError, "order must be %zd int32 or int64 element indices", n);
+            PyBuffer_Release(&order);
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        order_items = order.buf;
+        is_signed = strchr("ilqn", code) != NULL;   /* code is not NUL here */
+    }
+    char msg[200];
+    int rc;
+    char *base = (char *)view.buf;
+    Py_BEGIN_ALLOW_THREADS
+    rc = mfx_link_chain(base + offset, (size_t)n, (size_t)element, order_items, itemsize, is_signed,
+                        msg, sizeof msg);
+    Py_END_ALLOW_THREADS
+    if (order_items)
+        PyBuffer_Release(&order);
+    PyBuffer_Release(&view);
+    if (rc < 0)
+        return PyErr_Format(PyExc_ValueError, "%s", msg);
+    ChainObject *c = PyObject_New(ChainObject, &ChainType);
+    if (!c)
+        return NULL;
+    Py_INCREF(obj);
+    c->buffer = obj;
+    c->base = base;
+    c->offset = offset;
+    c->element = element;
+    c->n = n;
+    return (PyObject *)c;
+}
+
+/* ---- kernel calls ---- */
+
+/* One buffer argument of run(): None, a buffer, or (src only) a Chain. */
+struct region {
+    const char *role;     /* "dst" or "src" */
+    Py_buffer view;
+    int held;
+    ChainObject *chain;   /* borrowed; set when the argument is a Chain */
+    char *addr;           /* buffer + offset, NULL for None */
+    Py_ssize_t room;      /* bytes from addr to the end of the buffer */
+};
+
+static int acquire_region(struct region *r, const char *role, PyObject *obj, Py_ssize_t offset,
+                          int writable)
+{
+    memset(r, 0, sizeof *r);
+    r->role = role;
+    if (obj == Py_None) {
+        if (offset != 0) {
+            PyErr_Format(PyExc_ValueError, "%s offset %zd without a %s buffer", role, offset, role);
+            return -1;
+        }
+        return 0;
+    }
+    if (PyObject_TypeCheck(obj, &ChainType)) {
+        r->chain = (ChainObject *)obj;
+        obj = r->chain->buffer;
+        writable = 1;   /* chase_ptr_inc writes each element's second word */
+    }
+    if (PyObject_GetBuffer(obj, &r->view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
+        return -1;
+    r->held = 1;
+    if (r->chain && ((char *)r->view.buf != r->chain->base ||
+                     r->view.len - r->chain->offset < r->chain->n * r->chain->element)) {
+        PyErr_Format(PyExc_ValueError, "the %s chain's buffer moved or shrank since it was linked", role);
+        return -1;
+    }
+    if (offset < 0 || offset > r->view.len) {
+        PyErr_Format(PyExc_ValueError, "%s offset %zd outside a buffer of %zd bytes", role, offset,
+                     r->view.len);
+        return -1;
+    }
+    r->addr = (char *)r->view.buf + offset;
+    r->room = r->view.len - offset;
+    return 0;
+}
+
+static void release_region(struct region *r)
+{
+    if (r->held)
+        PyBuffer_Release(&r->view);
+    r->held = 0;
+}
+
+/* Every byte the kernel may touch through r lies inside its buffer. */
+static int check_extent(const struct mfx_kernel *k, const struct region *r, Py_ssize_t offset,
+                        size_t bytes)
+{
+    if (bytes == 0)
+        return 0;
+    if (!r->addr) {
+        PyErr_Format(PyExc_ValueError, "kernel %s needs a %s buffer of %zu bytes, got None", k->name,
+                     r->role, bytes);
+        return -1;
+    }
+    if (bytes > (size_t)r->room) {
+        PyErr_Format(PyExc_ValueError,
+                     "kernel %s touches %zu bytes from %s offset %zd, past the end of a "
+                     "%zd-byte buffer",
+                     k->name, bytes, r->role, offset, r->view.len);
+        return -1;
+    }
+    return 0;
+}
+
+/* A chase starts on an element of a chain linked by link_chain. */
+static int check_chain(const struct mfx_kernel *k, const struct region *r, Py_ssize_t offset,
+                       size_t element_min)
+{
+    const ChainObject *c = r->chain;
+    if (!c) {
+        PyErr_Format(PyExc_ValueError, "kernel %s walks a pointer chain: src must come from link_chain",
+                     k->name);
+        return -1;
+    }
+    if ((size_t)c->element < element_min) {
+        PyErr_Format(PyExc_ValueError, "kernel %s needs chain elements of at least %zu bytes, not %zd",
+                     k->name, element_min, c->element);
+        return -1;
+    }
+    Py_ssize_t rel = offset - c->offset;
+    if (rel < 0 || rel % c->element || rel / c->element >= c->n) {
+        PyErr_Format(PyExc_ValueError, "src offset %zd is not an element of the chain", offset);
+        return -1;
+    }
+    return 0;
+}
+
+/* rdpmc_pages: the mmap objects of hardware counters' perf_event pages
+ * (read-only mappings of at least struct perf_event_mmap_page). */
+static PyObject *mmap_type;
+
+static int acquire_pages(PyObject *pages_obj, Py_buffer *views, int *n_pages)
+{
+    *n_pages = 0;
+    if (pages_obj == Py_None)
+        return 0;
+    PyObject *seq = PySequence_Fast(pages_obj, "rdpmc_pages must be a sequence");
+    if (!seq)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n > MFX_PERF_MAX) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "at most %d rdpmc pages", MFX_PERF_MAX);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *m = PySequence_Fast_GET_ITEM(seq, i);
+        int is_mmap = PyObject_IsInstance(m, mmap_type);
+        if (is_mmap < 0)
+            goto fail;
+        if (!is_mmap) {
+            PyErr_SetString(PyExc_TypeError, "rdpmc pages must be mmap objects of perf events");
+            goto fail;
+        }
+        if (PyObject_GetBuffer(m, &views[*n_pages], PyBUF_SIMPLE) < 0)
+            goto fail;
+        (*n_pages)++;
+        if (!views[*n_pages - 1].readonly ||
+            views[*n_pages - 1].len < (Py_ssize_t)sizeof(struct perf_event_mmap_page)) {
+            PyErr_Format(PyExc_ValueError, "rdpmc page %zd is not a read-only perf_event page", i);
+            goto fail;
+        }
+    }
+    Py_DECREF(seq);
+    return 0;
+fail:
+    Py_DECREF(seq);
+    for (int i = 0; i < *n_pages; i++)
+        PyBuffer_Release(&views[i]);
+    *n_pages = 0;
+    return -1;
+}
+
+/* run(kernel, dst, dst_off, src, src_off, size, value, count, aux, perf_fds, rdpmc_pages)
  * -> (ticks, cpu_begin, cpu_end, result, counters)
  * counters: one (values..., time_enabled, time_running) delta tuple per leader fd. */
 static PyObject *py_run(PyObject *self, PyObject *args)
@@ -129,37 +373,37 @@ static PyObject *py_run(PyObject *self, PyObject *args)
             return NULL;
     }
 
-    /* rdpmc_pages: addresses of perf_event mmap pages of hardware counters;
-     * read with rdpmc right at the fences (bare metal; None in a VM). */
-    const volatile struct perf_event_mmap_page *pages[MFX_PERF_MAX];
-    int n_pages = 0;
-    if (pages_obj != Py_None) {
-        PyObject *seq = PySequence_Fast(pages_obj, "rdpmc_pages must be a sequence");
-        if (!seq)
-            return NULL;
-        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq) && n_pages < MFX_PERF_MAX; i++)
-            pages[n_pages++] = PyLong_AsVoidPtr(PySequence_Fast_GET_ITEM(seq, i));
-        Py_DECREF(seq);
-        if (PyErr_Occurred())
-            return NULL;
+    struct region dst, src;
+    if (acquire_region(&dst, "dst", dst_obj, dst_off, 1) < 0) {
+        release_region(&dst);
+        return NULL;
     }
+    if (dst.chain) {
+        release_region(&dst);
+        return PyErr_Format(PyExc_TypeError, "a chain can only be a kernel's src");
+    }
+    if (acquire_region(&src, "src", src_obj, src_off, 0) < 0) {
+        release_region(&src);
+        release_region(&dst);
+        return NULL;
+    }
+    struct mfx_args a = {dst.addr, src.addr, (size_t)size, value, count, aux};
+    struct mfx_footprint fp = {0, 0, 0};
+    k->footprint(&a, &fp);
+    Py_buffer page_views[MFX_PERF_MAX];
+    int n_pages = 0;
+    if (check_extent(k, &dst, dst_off, fp.dst_bytes) < 0 ||
+        check_extent(k, &src, src_off, fp.src_bytes) < 0 ||
+        (fp.chain_element_min && check_chain(k, &src, src_off, fp.chain_element_min) < 0) ||
+        acquire_pages(pages_obj, page_views, &n_pages) < 0) {
+        release_region(&src);
+        release_region(&dst);
+        return NULL;
+    }
+
+    /* rdpmc right at the fences (bare metal; no pages in a VM) */
     uint64_t pmc_before[MFX_PERF_MAX], pmc_after[MFX_PERF_MAX];
     int pmc_ok = n_pages > 0;
-
-    Py_buffer dview, sview;
-    char *dst, *src;
-    /* Regions are checked for `size` bytes; chase/aux kernels may reach
-     * further inside the same buffer, which the caller built. */
-    int dheld = get_region(dst_obj, dst_off, (size_t)size, 1, &dview, &dst);
-    if (dheld < 0)
-        return NULL;
-    int sheld = get_region(src_obj, src_off, (size_t)size, 0, &sview, &src);
-    if (sheld < 0) {
-        if (dheld)
-            PyBuffer_Release(&dview);
-        return NULL;
-    }
-    struct mfx_args a = {dst, src, (size_t)size, value, count, aux};
     struct mfx_perf_sample before[2], after[2];
     uint64_t t0, t1, result;
     uint32_t aux_begin, aux_end;
@@ -170,20 +414,20 @@ static PyObject *py_run(PyObject *self, PyObject *args)
         perr = mfx_perf_read_group(leader[i], &before[i]);
     mfx_tsc_end(&aux_begin);
     for (int i = 0; i < n_pages && pmc_ok; i++)
-        pmc_ok = mfx_perf_rdpmc(pages[i], &pmc_before[i]) == 0;
+        pmc_ok = mfx_perf_rdpmc(page_views[i].buf, &pmc_before[i]) == 0;
     t0 = mfx_tsc_begin();
     result = k->fn(&a);
     t1 = mfx_tsc_end(&aux_end);
     for (int i = 0; i < n_pages && pmc_ok; i++)
-        pmc_ok = mfx_perf_rdpmc(pages[i], &pmc_after[i]) == 0;
+        pmc_ok = mfx_perf_rdpmc(page_views[i].buf, &pmc_after[i]) == 0;
     for (int i = 0; i < n_leaders && !perr; i++)
         perr = mfx_perf_read_group(leader[i], &after[i]);
     Py_END_ALLOW_THREADS
 
-    if (dheld)
-        PyBuffer_Release(&dview);
-    if (sheld)
-        PyBuffer_Release(&sview);
+    for (int i = 0; i < n_pages; i++)
+        PyBuffer_Release(&page_views[i]);
+    release_region(&src);
+    release_region(&dst);
     if (perr) {
         errno = -perr;
         return PyErr_SetFromErrno(PyExc_OSError);
@@ -238,8 +482,9 @@ static PyObject *py_verify_copy(PyObject *self, PyObject *args)
         return NULL;
     if (!usable_kernel(index))
         return NULL;
-    if (max_size < 0)
-        return PyErr_Format(PyExc_ValueError, "negative max_size");
+    /* the checker allocates about max_size bytes per buffer: keep the sums far from overflow */
+    if (max_size < 0 || max_size > (Py_ssize_t)1 << 30)
+        return PyErr_Format(PyExc_ValueError, "max_size must be 0..2^30");
     char msg[512];
     int rc;
     Py_BEGIN_ALLOW_THREADS
@@ -421,12 +666,18 @@ static PyObject *py_touch(PyObject *self, PyObject *args)
     Py_ssize_t off, len, stride;
     if (!PyArg_ParseTuple(args, "Onnn", &obj, &off, &len, &stride))
         return NULL;
-    if (stride <= 0)
-        return PyErr_Format(PyExc_ValueError, "stride must be positive");
+    if (stride <= 0 || len < 0)
+        return PyErr_Format(PyExc_ValueError, "touch needs stride > 0 and length >= 0");
     Py_buffer v;
-    char *p;
-    if (get_region(obj, off, (size_t)len, 1, &v, &p) < 0)
+    if (PyObject_GetBuffer(obj, &v, PyBUF_WRITABLE) < 0)
         return NULL;
+    if (off < 0 || off > v.len || len > v.len - off) {
+        PyErr_Format(PyExc_ValueError, "region [%zd, +%zd) outside a buffer of %zd bytes", off, len,
+                     v.len);
+        PyBuffer_Release(&v);
+        return NULL;
+    }
+    char *p = (char *)v.buf + off;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < len; i += stride)
         __atomic_fetch_add(p + i, 0, __ATOMIC_RELAXED);
@@ -450,8 +701,10 @@ static PyObject *py_fill_check(PyObject *self, PyObject *args)
     const struct mfx_kernel *k = usable_kernel(index);
     if (!k)
         return NULL;
-    if (max_size < 0 || max_offset < 1 || expect > 255)
-        return PyErr_Format(PyExc_ValueError, "need max_size >= 0, max_offset >= 1, expect < 256");
+    if (max_size < 0 || max_size > (Py_ssize_t)1 << 30 || max_offset < 1 || max_offset > 1 << 20 ||
+        expect > 255)
+        return PyErr_Format(PyExc_ValueError,
+                            "need max_size 0..2^30, max_offset 1..2^20, expect < 256");
     long long fail[5] = {0, 0, 0, 0, 0};
     int r;
     Py_BEGIN_ALLOW_THREADS
@@ -465,6 +718,30 @@ static PyObject *py_fill_check(PyObject *self, PyObject *args)
     return Py_BuildValue("(LLLLL)", fail[0], fail[1], fail[2], fail[3], fail[4]);
 }
 
+/* footprint(index, size, count, aux, dst_address=0): the row's footprint,
+ * for tests and for callers sizing their buffers.  dst_address only
+ * matters to kernels that align to it (rotating fills); it is used as a
+ * number, never dereferenced. */
+static PyObject *py_footprint(PyObject *self, PyObject *args)
+{
+    Py_ssize_t index, size;
+    unsigned long long count, aux, dst_address = 0;
+    if (!PyArg_ParseTuple(args, "nnKK|K", &index, &size, &count, &aux, &dst_address))
+        return NULL;
+    if (index < 0 || index >= n_kernels)
+        return PyErr_Format(PyExc_IndexError, "no kernel %zd", index);
+    if (size < 0)
+        return PyErr_Format(PyExc_ValueError, "negative size");
+    struct mfx_args a = {(void *)(uintptr_t)dst_address, NULL, (size_t)size, 0, count, aux};
+    struct mfx_footprint fp = {0, 0, 0};
+    kernels[index]->footprint(&a, &fp);
+    /* saturated extents come back as PY_SSIZE_T_MAX: larger than any buffer */
+    size_t cap = (size_t)PY_SSIZE_T_MAX;
+    return Py_BuildValue("(nnn)", (Py_ssize_t)(fp.dst_bytes < cap ? fp.dst_bytes : cap),
+                         (Py_ssize_t)(fp.src_bytes < cap ? fp.src_bytes : cap),
+                         (Py_ssize_t)fp.chain_element_min);
+}
+
 static PyMethodDef methods[] = {
     {"fill_check", py_fill_check, METH_VARARGS,
      "fill_check(index, value, aux, count, src_word, expect, max_size, max_offset) -> None or "
@@ -472,7 +749,15 @@ static PyMethodDef methods[] = {
     {"kernels", py_kernels, METH_NOARGS, "kernels() -> list of kernel table rows as dicts"},
     {"run", py_run, METH_VARARGS,
      "run(index, dst, dst_off, src, src_off, size, value, count, aux, perf_fds=None, "
-     "rdpmc_pages=None) -> (ticks, cpu_begin, cpu_end, result, counter_deltas[+rdpmc deltas])"},
+     "rdpmc_pages=None) -> (ticks, cpu_begin, cpu_end, result, counter_deltas[+rdpmc deltas]); "
+     "the row's footprint is checked against dst and src (ValueError); rdpmc_pages are the "
+     "perf pages' mmap objects"},
+    {"link_chain", py_link_chain, METH_VARARGS,
+     "link_chain(buffer, offset, element_bytes, elements, order=None) -> Chain: a cyclic pointer "
+     "chain through the elements in `order` (int32/int64 indices; None = address order)"},
+    {"footprint", py_footprint, METH_VARARGS,
+     "footprint(index, size, count, aux, dst_address=0) -> (dst_bytes, src_bytes, "
+     "chain_element_min): the bytes one call may touch"},
     {"add_chain", py_add_chain, METH_VARARGS, "add_chain(n) -> TSC ticks for n dependent adds"},
     {"verify_copy", py_verify_copy, METH_VARARGS,
      "verify_copy(index, max_size, max_misalign, all_pairs=False, aux=0, count=1) -> None or error"},
@@ -498,8 +783,20 @@ PyMODINIT_FUNC PyInit__core(void)
 {
     if (collect_kernels() < 0)
         return PyErr_NoMemory();
+    if (PyType_Ready(&ChainType) < 0)
+        return NULL;
+    PyObject *mmap_module = PyImport_ImportModule("mmap");
+    if (!mmap_module)
+        return NULL;
+    mmap_type = PyObject_GetAttrString(mmap_module, "mmap");
+    Py_DECREF(mmap_module);
+    if (!mmap_type)
+        return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (!m)
+        return NULL;
+    Py_INCREF(&ChainType);
+    if (PyModule_AddObject(m, "Chain", (PyObject *)&ChainType) < 0)
         return NULL;
     PyObject *info = Py_BuildValue("{s:s,s:s}", "compiler", "gcc " __VERSION__, "cflags", MFX_CFLAGS);
     if (!info || PyModule_AddObject(m, "build_info", info) < 0)

@@ -26,7 +26,7 @@ from .. import stats
 from ..errors import ParamError
 from ..findings import DETECTED, MEASURED, NOT_DETECTED, Finding, effect_verdict
 from ..units import format_size
-from .base import Experiment, Param, Point, Trial, register
+from .base import Experiment, Param, Point, Region, Trial, register
 
 # A knee within this factor of a reported cache size is taken to be that cache.
 KNEE_MATCH_FACTOR = 2.0
@@ -37,6 +37,39 @@ def chain_links(order):
     nxt = np.empty(len(order), dtype=np.int64)
     nxt[order] = np.roll(order, -1)
     return nxt
+
+
+def linked_successors(order, elem):
+    """next_index[e] as read back from a chain the core linked in `order`."""
+    from .. import _core
+    n = len(order)
+    buf = bytearray(n * elem)
+    _core.link_chain(buf, 0, elem, n, order)
+    words = np.frombuffer(buf, dtype=np.uint64)[::elem // 8]
+    return ((words - np.uint64(_core.address(buf))) // np.uint64(elem)).astype(np.int64)
+
+
+def index_itemsize(n):
+    """Bytes per index of a shuffled order of n elements: int32 below 2^31."""
+    return 4 if n < 2 ** 31 else 8
+
+
+def shuffled_order(n, seed):
+    """The random arm's visiting order: a permutation of 0..n-1 shuffled in
+    place in the narrowest index type (the same permutation as
+    default_rng(seed).permutation(n), without its int64 array)."""
+    order = np.arange(n, dtype=np.int32 if index_itemsize(n) == 4 else np.int64)
+    np.random.default_rng(seed).shuffle(order)
+    return order
+
+
+def peak_bytes(size, npad):
+    """What one cell of `size`-byte chains holds at its peak in the worker:
+    both arms' chains (sampled interleaved, so alive together) plus the
+    random arm's index order while the core links it.  The plan's memory
+    check uses this; tests/test_memory_peak.py measures it."""
+    n = size // (8 * (npad + 1))
+    return 2 * size + n * index_itemsize(n)
 
 
 def cycle_length(nxt, start=0):
@@ -105,15 +138,18 @@ class Latency(Experiment):
             raise ParamError(f"max_size ({format_size(hi)}) is below min_size ({format_size(lo)})")
         if lo < 2 * elem:
             raise ParamError(f"min_size must hold at least two {elem}-byte elements")
-        avail = (machine.get("memory") or {}).get("available_bytes")
-        if avail and 2 * hi > avail * 0.8:
-            raise ParamError(f"max_size {format_size(hi)} does not fit: both arms need "
-                             f"{format_size(2 * hi)} and {format_size(avail)} is available")
         anchors = [c["size_bytes"] for c in machine.get("caches", [])
                    if c.get("type") in ("Data", "Unified")]
+        sizes = size_grid(lo, hi, params["per_octave"], anchors)
+        # the largest planned working set (the grid may step just past max_size)
+        avail = (machine.get("memory") or {}).get("available_bytes")
+        peak = peak_bytes(max(sizes), params["npad"])
+        if avail and peak > avail * 0.8:
+            raise ParamError(f"max_size {format_size(hi)} does not fit: both arms and the shuffled "
+                             f"order need {format_size(peak)} and {format_size(avail)} is available")
         return [Point(arm, {"size_bytes": s, "pages": pg, "npad": params["npad"]})
                 for pg in params["pages"]
-                for s in size_grid(lo, hi, params["per_octave"], anchors)
+                for s in sizes
                 for arm in self.arms]
 
     def refine(self, data, params, machine):
@@ -139,18 +175,16 @@ class Latency(Experiment):
 
     # -- one trial --
     def prepare(self, point, params, lab):
+        from .. import _core
         size, npad = point.params["size_bytes"], point.params["npad"]
         elem = 8 * (npad + 1)
         n = size // elem
         region = lab.buffer(n * elem, align=4096, hugepages=point.params["pages"] == "thp")
-        rng = np.random.default_rng([params["seed"], size, npad])
-        order = rng.permutation(n) if point.arm == "random" else np.arange(n)
-        words = np.frombuffer(region.buffer, dtype=np.uint64,
-                              count=n * elem // 8, offset=region.offset)
-        nxt = chain_links(order)
-        # element e's first word holds the address of its successor
-        words[np.arange(n) * (elem // 8)] = (region.address + nxt * elem).astype(np.uint64)
-        del words
+        order = shuffled_order(n, [params["seed"], size, npad]) if point.arm == "random" else None
+        # the core writes the next-pointers itself (element order[i] -> order[i + 1])
+        chain = _core.link_chain(region.buffer, region.offset, elem, n, order)
+        del order
+        region = Region(chain, region.offset, region.size, region.address)
         extra = {"elements": n}
         if point.params["pages"] == "thp":
             share = lab.huge_page_share(region)
@@ -160,11 +194,12 @@ class Latency(Experiment):
                      extra=extra, warmup=min(n, 1 << 20), resume=True)
 
     def verify(self, lab, params):
-        """The chain must be one cycle through every element."""
-        rng = np.random.default_rng(params["seed"])
+        """The chain the core links must be one cycle through every element,
+        each element pointing at its successor in the order (chain_links)."""
         for n in (1, 2, 3, 64, 1000):
-            nxt = chain_links(rng.permutation(n))
-            if cycle_length(nxt) != n:
+            order = shuffled_order(n, params["seed"])
+            nxt = linked_successors(order, elem=16)
+            if cycle_length(nxt) != n or not np.array_equal(nxt, chain_links(order)):
                 raise AssertionError(f"pointer chain of {n} elements is not a single cycle")
 
     # -- analysis --

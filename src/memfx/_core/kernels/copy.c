@@ -754,42 +754,140 @@ ALWAYS_INLINE void rmw_add_body(char *d, const char *s, size_t n)
 
 COPY_KERNEL(rmw_add_loop, , rmw_add_body(d, s, n), NOTHING)
 
+/* Footprints: one call touches [dst, dst + size) and, copying or adding,
+ * [src, src + size); the timing modes (aux) change no address (the chain
+ * adds a dependent zero), and the result reads dst[size - 1]. */
+static void copy_footprint(const struct mfx_args *a, struct mfx_footprint *f)
+{
+    f->dst_bytes = a->size;
+    f->src_bytes = a->size;
+}
+
+static void set_footprint(const struct mfx_args *a, struct mfx_footprint *f)
+{
+    f->dst_bytes = a->size;
+}
+
 const struct mfx_kernel mfx_kernels_copy[] = {
-    /* name, group, isa, fn, read/B, write/B, read fixed, write fixed, ops, op, doc */
-    {"copy_rep_movsb", "copy", "", copy_rep_movsb, 1, 1, 0, 0, 1, "call",
-     "rep movsb of size bytes (aux: 1 lfence per call, 2 address chain)"},
-    {"copy_rep_movsq", "copy", "", copy_rep_movsq, 1, 1, 0, 0, 1, "call",
-     "rep movsq of size/8 quad words plus a 4/2/1-byte tail (GCC rep_8byte)"},
-    {"copy_gpr_unrolled", "copy", "", copy_gpr_unrolled, 1, 1, 0, 0, 1, "call",
-     "4 x 8-byte load/store loop, then 8-byte moves, then a 4/2/1 tail"},
-    {"copy_sse", "copy", "sse2", copy_sse, 1, 1, 0, 0, 1, "call",
-     "16-byte movdqu loop (4 per iteration), overlapping last vector"},
-    {"copy_avx2", "copy", "avx2", copy_avx2, 1, 1, 0, 0, 1, "call",
-     "32-byte vmovdqu loop (4 per iteration), overlapping last vector"},
-    {"copy_avx512", "copy", "avx512f", copy_avx512, 1, 1, 0, 0, 1, "call",
-     "64-byte vmovdqu64 loop (4 per iteration), overlapping last vector"},
-    {"copy_libc", "copy", "", copy_libc, 1, 1, 0, 0, 1, "call",
-     "glibc memcpy through a volatile function pointer"},
-    {"copy_nt", "copy", "sse2", copy_nt, 1, 1, 0, 0, 1, "call",
-     "movntdq non-temporal stores (dst aligned to 16) + sfence per call"},
-    {"set_rep_stosb", "set", "", set_rep_stosb, 0, 1, 0, 0, 1, "call",
-     "rep stosb of size bytes with the low byte of value"},
-    {"set_rep_stosq", "set", "", set_rep_stosq, 0, 1, 0, 0, 1, "call",
-     "rep stosq of size/8 quad words plus a 4/2/1-byte tail (GCC rep_8byte)"},
-    {"set_gpr_unrolled", "set", "", set_gpr_unrolled, 0, 1, 0, 0, 1, "call",
-     "4 x 8-byte store loop, then 8-byte stores, then a 4/2/1 tail"},
-    {"set_sse", "set", "sse2", set_sse, 0, 1, 0, 0, 1, "call",
-     "16-byte movdqu store loop (4 per iteration), overlapping last vector"},
-    {"set_avx2", "set", "avx2", set_avx2, 0, 1, 0, 0, 1, "call",
-     "32-byte vmovdqu store loop (4 per iteration), overlapping last vector"},
-    {"set_avx512", "set", "avx512f", set_avx512, 0, 1, 0, 0, 1, "call",
-     "64-byte vmovdqu64 store loop (4 per iteration), overlapping last vector"},
-    {"set_libc", "set", "", set_libc, 0, 1, 0, 0, 1, "call",
-     "glibc memset through a volatile function pointer"},
-    {"set_nt", "set", "sse2", set_nt, 0, 1, 0, 0, 1, "call",
-     "movntdq non-temporal stores (dst aligned to 16) + sfence per call"},
-    {"rmw_add_loop", "rmw", "", rmw_add_loop, 2, 1, 0, 0, 1, "call",
-     "a[i] += b[i] over size/8 uint64 elements (a = dst, b = src), bytewise tail"},
+    {
+        .name = "copy_rep_movsb", .group = "copy", .isa = "",
+        .fn = copy_rep_movsb, .footprint = copy_footprint,
+        .read_per_byte = 1, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "call",
+        .doc = "rep movsb of size bytes (aux: 1 lfence per call, 2 address chain)",
+    },
+    {
+        .name = "copy_rep_movsq", .group = "copy", .isa = "",
+        .fn = copy_rep_movsq, .footprint = copy_footprint,
+        .read_per_byte = 1, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "call",
+        .doc = "rep movsq of size/8 quad words plus a 4/2/1-byte tail (GCC rep_8byte)",
+    },
+    {
+        .name = "copy_gpr_unrolled", .group = "copy", .isa = "",
+        .fn = copy_gpr_unrolled, .footprint = copy_footprint,
+        .read_per_byte = 1, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "call",
+        .doc = "4 x 8-byte load/store loop, then 8-byte moves, then a 4/2/1 tail",
+    },
+    {
+        .name = "copy_sse", .group = "copy", .isa = "sse2",
+        .fn = copy_sse, .footprint = copy_footprint,
+        .read_per_byte = 1, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "call",
+        .doc = "16-byte movdqu loop (4 per iteration), overlapping last vector",
+    },
+    {
+        .name = "copy_avx2", .group = "copy", .isa = "avx2",
+        .fn = copy_avx2, .footprint = copy_footprint,
+        .read_per_byte = 1, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "call",
+        .doc = "32-byte vmovdqu loop (4 per iteration), overlapping last vector",
+    },
+    {
+        .name = "copy_avx512", .group = "copy", .isa = "avx512f",
+        .fn = copy_avx512, .footprint = copy_footprint,
+        .read_per_byte = 1, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "call",
+        .doc = "64-byte vmovdqu64 loop (4 per iteration), overlapping last vector",
+    },
+    {
+        .name = "copy_libc", .group = "copy", .isa = "",
+        .fn = copy_libc, .footprint = copy_footprint,
+        .read_per_byte = 1, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "call",
+        .doc = "glibc memcpy through a volatile function pointer",
+    },
+    {
+        .name = "copy_nt", .group = "copy", .isa = "sse2",
+        .fn = copy_nt, .footprint = copy_footprint,
+        .read_per_byte = 1, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "call",
+        .doc = "movntdq non-temporal stores (dst aligned to 16) + sfence per call",
+    },
+    {
+        .name = "set_rep_stosb", .group = "set", .isa = "",
+        .fn = set_rep_stosb, .footprint = set_footprint,
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "call",
+        .doc = "rep stosb of size bytes with the low byte of value",
+    },
+    {
+        .name = "set_rep_stosq", .group = "set", .isa = "",
+        .fn = set_rep_stosq, .footprint = set_footprint,
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "call",
+        .doc = "rep stosq of size/8 quad words plus a 4/2/1-byte tail (GCC rep_8byte)",
+    },
+    {
+        .name = "set_gpr_unrolled", .group = "set", .isa = "",
+        .fn = set_gpr_unrolled, .footprint = set_footprint,
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "call",
+        .doc = "4 x 8-byte store loop, then 8-byte stores, then a 4/2/1 tail",
+    },
+    {
+        .name = "set_sse", .group = "set", .isa = "sse2",
+        .fn = set_sse, .footprint = set_footprint,
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "call",
+        .doc = "16-byte movdqu store loop (4 per iteration), overlapping last vector",
+    },
+    {
+        .name = "set_avx2", .group = "set", .isa = "avx2",
+        .fn = set_avx2, .footprint = set_footprint,
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "call",
+        .doc = "32-byte vmovdqu store loop (4 per iteration), overlapping last vector",
+    },
+    {
+        .name = "set_avx512", .group = "set", .isa = "avx512f",
+        .fn = set_avx512, .footprint = set_footprint,
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "call",
+        .doc = "64-byte vmovdqu64 store loop (4 per iteration), overlapping last vector",
+    },
+    {
+        .name = "set_libc", .group = "set", .isa = "",
+        .fn = set_libc, .footprint = set_footprint,
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "call",
+        .doc = "glibc memset through a volatile function pointer",
+    },
+    {
+        .name = "set_nt", .group = "set", .isa = "sse2",
+        .fn = set_nt, .footprint = set_footprint,
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "call",
+        .doc = "movntdq non-temporal stores (dst aligned to 16) + sfence per call",
+    },
+    {
+        .name = "rmw_add_loop", .group = "rmw", .isa = "",
+        .fn = rmw_add_loop, .footprint = copy_footprint,
+        .read_per_byte = 2, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "call",
+        .doc = "a[i] += b[i] over size/8 uint64 elements (a = dst, b = src), bytewise tail",
+    },
     {0},
 };
 

@@ -59,6 +59,10 @@ ALWAYS_INLINE uint64_t replicate(uint64_t v)
     return (v & 0xff) * 0x0101010101010101ULL;
 }
 
+/* The pattern word may sit at any address: a GCC type with alignment 1 is
+ * the same single 8-byte load on x86 without undefined behaviour. */
+typedef uint64_t __attribute__((aligned(1))) mfx_unaligned_u64;
+
 /* The pattern of pass i (see the header comment). */
 ALWAYS_INLINE uint64_t pass_pattern(const struct mfx_args *a, uint64_t i)
 {
@@ -66,7 +70,7 @@ ALWAYS_INLINE uint64_t pass_pattern(const struct mfx_args *a, uint64_t i)
     if ((a->aux & MFX_FILL_ALTERNATE) && (i & 1))
         v = a->aux >> 8;
     else if (a->aux & MFX_FILL_VALUE_FROM_SRC)
-        v = *(const volatile uint64_t *)a->src;
+        v = *(const volatile mfx_unaligned_u64 *)a->src;
     else
         v = a->value;
     return replicate(v);
@@ -548,33 +552,113 @@ static uint64_t alloc_calloc(const struct mfx_args *a) { return alloc_kernel(a, 
 static uint64_t alloc_malloc_memset(const struct mfx_args *a) { return alloc_kernel(a, ALLOC_MALLOC_MEMSET); }
 static uint64_t alloc_mmap(const struct mfx_args *a) { return alloc_kernel(a, ALLOC_MMAP); }
 
+/* Footprint: [dst, dst + size) per pass; rotating, the region R = aux >> 16
+ * and its cursor slot (two words at the next 64-byte boundary past the
+ * region, which depends on dst's address); with MFX_FILL_VALUE_FROM_SRC the
+ * pattern word at src. */
+static void fill_footprint(const struct mfx_args *a, struct mfx_footprint *f)
+{
+    if (a->aux & MFX_FILL_ROTATE) {
+        uint64_t region = a->aux >> 16;
+        if (region) {
+            uintptr_t d = (uintptr_t)a->dst;
+            size_t to_slot = mfx_sat_add(mfx_sat_u64(region), (size_t)((-(d + region)) & 63));
+            f->dst_bytes = mfx_sat_add(to_slot, 2 * sizeof(uint64_t));
+        }
+    } else {
+        f->dst_bytes = a->size;
+    }
+    if (a->aux & MFX_FILL_VALUE_FROM_SRC)
+        f->src_bytes = sizeof(uint64_t);
+}
+
 /* Traffic: `size` bytes written per pass (the fill; RFO reads are not
  * counted, as in seed 000's GB/s).  For the alloc rows: `size` bytes of
- * zeroed, touched memory delivered per call. */
+ * zeroed, touched memory delivered per call; they touch no caller buffer. */
 const struct mfx_kernel mfx_kernels_fill[] = {
-    {"fill_scalar4", "fill", "", fill_scalar4, 0, 1, 0, 0, 1, "pass",
-     "fill with 4-byte movl stores (fill byte replicated), 8 per loop iteration"},
-    {"fill_scalar8", "fill", "", fill_scalar8, 0, 1, 0, 0, 1, "pass",
-     "fill with 8-byte movq stores (fill byte replicated), 8 per loop iteration"},
-    {"fill_sse", "fill", "sse2", fill_sse, 0, 1, 0, 0, 1, "pass",
-     "fill with 16-byte aligned movdqa stores, 4 per loop iteration"},
-    {"fill_avx2", "fill", "avx2", fill_avx2, 0, 1, 0, 0, 1, "pass",
-     "fill with 32-byte aligned vmovdqa stores, 4 per loop iteration (seed 000's fill)"},
-    {"fill_avx512", "fill", "avx512f", fill_avx512, 0, 1, 0, 0, 1, "pass",
-     "fill with 64-byte aligned vmovdqa64 stores, 4 per loop iteration"},
-    {"fill_rep_stosb", "fill", "", fill_rep_stosb, 0, 1, 0, 0, 1, "pass",
-     "fill with one rep stosb per pass (fast with ERMS/FSRS)"},
-    {"fill_memset", "fill", "", fill_memset, 0, 1, 0, 0, 1, "pass",
-     "libc memset called through a volatile function pointer"},
-    {"fill_nt_movnti", "fill", "sse2", fill_nt_movnti, 0, 1, 0, 0, 1, "pass",
-     "non-temporal 8-byte movnti stores, sfence per pass"},
-    {"fill_nt_sse", "fill", "sse2", fill_nt_sse, 0, 1, 0, 0, 1, "pass",
-     "non-temporal 16-byte movntdq stores, sfence per pass"},
-    {"alloc_calloc", "fill_alloc", "", alloc_calloc, 0, 1, 0, 0, 1, "call",
-     "calloc(size), write one byte per page, free (aux: 1 = recycled heap memory)"},
-    {"alloc_malloc_memset", "fill_alloc", "", alloc_malloc_memset, 0, 1, 0, 0, 1, "call",
-     "malloc(size) + memset 0, write one byte per page, free (aux: 1 = recycled heap memory)"},
-    {"alloc_mmap", "fill_alloc", "", alloc_mmap, 0, 1, 0, 0, 1, "call",
-     "mmap(size) anonymous, first touch of every page, munmap"},
+    {
+        .name = "fill_scalar4", .group = "fill", .isa = "",
+        .fn = fill_scalar4, .footprint = fill_footprint,
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "pass",
+        .doc = "fill with 4-byte movl stores (fill byte replicated), 8 per loop iteration",
+    },
+    {
+        .name = "fill_scalar8", .group = "fill", .isa = "",
+        .fn = fill_scalar8, .footprint = fill_footprint,
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "pass",
+        .doc = "fill with 8-byte movq stores (fill byte replicated), 8 per loop iteration",
+    },
+    {
+        .name = "fill_sse", .group = "fill", .isa = "sse2",
+        .fn = fill_sse, .footprint = fill_footprint,
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "pass",
+        .doc = "fill with 16-byte aligned movdqa stores, 4 per loop iteration",
+    },
+    {
+        .name = "fill_avx2", .group = "fill", .isa = "avx2",
+        .fn = fill_avx2, .footprint = fill_footprint,
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "pass",
+        .doc = "fill with 32-byte aligned vmovdqa stores, 4 per loop iteration (seed 000's fill)",
+    },
+    {
+        .name = "fill_avx512", .group = "fill", .isa = "avx512f",
+        .fn = fill_avx512, .footprint = fill_footprint,
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "pass",
+        .doc = "fill with 64-byte aligned vmovdqa64 stores, 4 per loop iteration",
+    },
+    {
+        .name = "fill_rep_stosb", .group = "fill", .isa = "",
+        .fn = fill_rep_stosb, .footprint = fill_footprint,
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "pass",
+        .doc = "fill with one rep stosb per pass (fast with ERMS/FSRS)",
+    },
+    {
+        .name = "fill_memset", .group = "fill", .isa = "",
+        .fn = fill_memset, .footprint = fill_footprint,
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "pass",
+        .doc = "libc memset called through a volatile function pointer",
+    },
+    {
+        .name = "fill_nt_movnti", .group = "fill", .isa = "sse2",
+        .fn = fill_nt_movnti, .footprint = fill_footprint,
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "pass",
+        .doc = "non-temporal 8-byte movnti stores, sfence per pass",
+    },
+    {
+        .name = "fill_nt_sse", .group = "fill", .isa = "sse2",
+        .fn = fill_nt_sse, .footprint = fill_footprint,
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "pass",
+        .doc = "non-temporal 16-byte movntdq stores, sfence per pass",
+    },
+    {
+        .name = "alloc_calloc", .group = "fill_alloc", .isa = "",
+        .fn = alloc_calloc, .footprint = mfx_footprint_none,
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "call",
+        .doc = "calloc(size), write one byte per page, free (aux: 1 = recycled heap memory)",
+    },
+    {
+        .name = "alloc_malloc_memset", .group = "fill_alloc", .isa = "",
+        .fn = alloc_malloc_memset, .footprint = mfx_footprint_none,
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "call",
+        .doc = "malloc(size) + memset 0, write one byte per page, free (aux: 1 = recycled heap memory)",
+    },
+    {
+        .name = "alloc_mmap", .group = "fill_alloc", .isa = "",
+        .fn = alloc_mmap, .footprint = mfx_footprint_none,
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "call",
+        .doc = "mmap(size) anonymous, first touch of every page, munmap",
+    },
     {0},
 };

@@ -31,14 +31,17 @@
 #define SF_MAX_MOVES 4
 #define SF_SLOT_BYTES 64 /* an entry is at most 64 bytes */
 
-/* The shape table in the src buffer: n, then n (offset, width) pairs. */
-struct sf_move {
+/* The shape table in the src buffer: n, then n (offset, width) pairs.
+ * Packed: the same layout (no padding either way), but the table may sit
+ * at any address. */
+struct __attribute__((packed)) sf_move {
     uint32_t offset, width;
 };
-struct sf_shape {
+struct __attribute__((packed)) sf_shape {
     uint32_t n;
     struct sf_move move[SF_MAX_MOVES];
 };
+_Static_assert(sizeof(struct sf_shape) == 4 + 8 * SF_MAX_MOVES, "shape table layout");
 
 /* Offsets of the moves, or -1 when the table does not describe a copy of
  * exactly `size` bytes with `width`-byte moves (the Python side validated it
@@ -322,21 +325,79 @@ static uint64_t sf_two_stores_16(const struct mfx_args *a)
 }
 
 /* ---------------------------------------------------------------------- */
+/* Footprints.  Entry kernels: the shape table at src, and slots A = dst,
+ * B = dst + aux (C = dst + 2 aux) of `size` bytes each.  Matrix kernels:
+ * the S-byte store at dst and the L-byte load at dst + aux.  The seed's
+ * shape: 16 bytes at dst, at dst + (aux & 0xff) and at dst + ((aux >> 8) & 0xff). */
+
+static void sf_entry_two_slots_footprint(const struct mfx_args *a, struct mfx_footprint *f)
+{
+    f->dst_bytes = mfx_sat_add(mfx_sat_u64(a->aux), a->size);
+    f->src_bytes = sizeof(struct sf_shape);
+}
+
+static void sf_entry_three_slots_footprint(const struct mfx_args *a, struct mfx_footprint *f)
+{
+    size_t aux = mfx_sat_u64(a->aux);
+    f->dst_bytes = mfx_sat_add(mfx_sat_add(aux, aux), a->size);
+    f->src_bytes = sizeof(struct sf_shape);
+}
+
+#define FWD_FOOTPRINT(S, L)                                                             \
+    static void sf_fwd_s##S##_l##L##_footprint(const struct mfx_args *a,               \
+                                               struct mfx_footprint *f)                \
+    {                                                                               \
+        f->dst_bytes = mfx_max(S, mfx_sat_add(mfx_sat_u64(a->aux), L));              \
+    }
+#define FWD_FOOTPRINTS(S)                                                               \
+    FWD_FOOTPRINT(S, 1) FWD_FOOTPRINT(S, 2) FWD_FOOTPRINT(S, 4) FWD_FOOTPRINT(S, 8)     \
+    FWD_FOOTPRINT(S, 16) FWD_FOOTPRINT(S, 32) FWD_FOOTPRINT(S, 64)
+FWD_FOOTPRINTS(1) FWD_FOOTPRINTS(2) FWD_FOOTPRINTS(4) FWD_FOOTPRINTS(8)
+FWD_FOOTPRINTS(16) FWD_FOOTPRINTS(32) FWD_FOOTPRINTS(64)
+
+static void sf_two_stores_16_footprint(const struct mfx_args *a, struct mfx_footprint *f)
+{
+    size_t second = (size_t)(a->aux & 0xff), load = (size_t)((a->aux >> 8) & 0xff);
+    f->dst_bytes = mfx_max(second, load) + 16;
+}
+
+/* ---------------------------------------------------------------------- */
 /* The table.  Entry rows: traffic is the entry's S bytes (size) per copy.
  * Matrix rows: S bytes stored and L loaded per round trip (fixed). */
 
 #define ENTRY_ROWS(W, ISA)                                                              \
-    {"sf_entry_copy_w" #W, "storefwd", ISA, sf_entry_copy_w##W, 1, 1, 0, 0, 1, "entry", \
-     "S-byte entry copied A->B->A with " #W "-byte moves of a shape table; "           \
-     "each copy reads the previous one"},                                               \
-    {"sf_entry_append_w" #W, "storefwd", ISA, sf_entry_append_w##W, 2, 2, 0, 0, 1,      \
-     "entry", "seed loop: entry A copied to temp B then B to C with " #W "-byte moves"}, \
-    {"sf_entry_regs_w" #W, "storefwd", ISA, sf_entry_regs_w##W, 0, 1, 0, 0, 1, "entry", \
-     "seed fix: entry held in registers, stored to C with " #W "-byte moves, no reload"}
+    {                                                                                   \
+        .name = "sf_entry_copy_w" #W, .group = "storefwd", .isa = ISA,                  \
+        .fn = sf_entry_copy_w##W, .footprint = sf_entry_two_slots_footprint,            \
+        .read_per_byte = 1, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,     \
+        .ops_per_iter = 1, .op = "entry",                                               \
+        .doc = "S-byte entry copied A->B->A with " #W "-byte moves of a shape table; "  \
+               "each copy reads the previous one",                                      \
+    },                                                                                  \
+    {                                                                                   \
+        .name = "sf_entry_append_w" #W, .group = "storefwd", .isa = ISA,                \
+        .fn = sf_entry_append_w##W, .footprint = sf_entry_three_slots_footprint,        \
+        .read_per_byte = 2, .write_per_byte = 2, .read_fixed = 0, .write_fixed = 0,     \
+        .ops_per_iter = 1, .op = "entry",                                               \
+        .doc = "seed loop: entry A copied to temp B then B to C with " #W "-byte moves", \
+    },                                                                                  \
+    {                                                                                   \
+        .name = "sf_entry_regs_w" #W, .group = "storefwd", .isa = ISA,                  \
+        .fn = sf_entry_regs_w##W, .footprint = sf_entry_three_slots_footprint,          \
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,     \
+        .ops_per_iter = 1, .op = "entry",                                               \
+        .doc = "seed fix: entry held in registers, stored to C with " #W "-byte moves, " \
+               "no reload",                                                             \
+    }
 
 #define FWD_ROW(S, L, ENC)                                                              \
-    {"sf_fwd_s" #S "_l" #L, "storefwd", ISA_##ENC, sf_fwd_s##S##_l##L, 0, 0, L, S, 1,    \
-     "roundtrip", #S "-byte store then dependent " #L "-byte load at offset aux"}
+    {                                                                                   \
+        .name = "sf_fwd_s" #S "_l" #L, .group = "storefwd", .isa = ISA_##ENC,           \
+        .fn = sf_fwd_s##S##_l##L, .footprint = sf_fwd_s##S##_l##L##_footprint,          \
+        .read_per_byte = 0, .write_per_byte = 0, .read_fixed = L, .write_fixed = S,     \
+        .ops_per_iter = 1, .op = "roundtrip",                                           \
+        .doc = #S "-byte store then dependent " #L "-byte load at offset aux",          \
+    }
 #define FWD_ROWS_G(S)                                                                   \
     FWD_ROW(S, 1, G), FWD_ROW(S, 2, G), FWD_ROW(S, 4, G), FWD_ROW(S, 8, G),             \
         FWD_ROW(S, 16, X), FWD_ROW(S, 32, V), FWD_ROW(S, 64, E)
@@ -359,7 +420,12 @@ const struct mfx_kernel mfx_kernels_storefwd[] = {
     FWD_ROW(32, 16, V), FWD_ROW(32, 32, V), FWD_ROW(32, 64, E),
     FWD_ROW(64, 1, E), FWD_ROW(64, 2, E), FWD_ROW(64, 4, E), FWD_ROW(64, 8, E),
     FWD_ROW(64, 16, E), FWD_ROW(64, 32, E), FWD_ROW(64, 64, E),
-    {"sf_two_stores_16", "storefwd", "sse2", sf_two_stores_16, 0, 0, 16, 32, 1, "roundtrip",
-     "16-byte stores at 0 and aux&0xff, then a dependent 16-byte load at (aux>>8)&0xff"},
+    {
+        .name = "sf_two_stores_16", .group = "storefwd", .isa = "sse2",
+        .fn = sf_two_stores_16, .footprint = sf_two_stores_16_footprint,
+        .read_per_byte = 0, .write_per_byte = 0, .read_fixed = 16, .write_fixed = 32,
+        .ops_per_iter = 1, .op = "roundtrip",
+        .doc = "16-byte stores at 0 and aux&0xff, then a dependent 16-byte load at (aux>>8)&0xff",
+    },
     {0},
 };
