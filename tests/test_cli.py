@@ -42,9 +42,9 @@ def tiny_db(tmp_path_factory):
 def test_run_prints_the_result_document(tiny_db):
     db, doc = tiny_db
     for key in ("schema_version", "run_id", "experiment", "status", "started", "finished",
-                "machine", "params", "points", "findings", "warnings"):
+                "machine", "params", "points", "answers", "findings", "warnings"):
         assert key in doc
-    assert doc["schema_version"] == 1 and doc["status"] == "complete"
+    assert doc["schema_version"] == 2 and doc["status"] == "complete"
     sizes = sorted({p["params"]["size_bytes"] for p in doc["points"]})
     assert sizes[0] == 1024 and sizes[-1] == 64 << 10
     for p in doc["points"]:

@@ -139,7 +139,7 @@ def _emit_document(doc, args):
         return 0
     from .render import print_document
     con = _console()
-    print_document(doc, con)
+    print_document(doc, con, details=getattr(args, "details", False))
     con.print(f"[dim]run {doc['run_id']} stored; plot it with: memfx plot {doc['run_id']}[/dim]")
     return 0
 
@@ -168,10 +168,53 @@ def cmd_runs(args):
 
 
 def cmd_show(args):
-    from .results import document
+    from .documents import side
     store = _open_store(args, must_exist=True)
-    run = store.run(args.run)
-    return _emit_document(document(run, store.samples(run["id"])), args)
+    _, _, doc = side(store, args.run)
+    if doc.get("kind") == "survey":
+        return _emit_survey_document(doc, args)
+    return _emit_document(doc, args)
+
+
+def _emit_survey_document(doc, args):
+    if args.json:
+        print(json.dumps(doc, indent=2, default=str))
+        return 0
+    from .render import answers_table, print_document
+    con = _console()
+    con.print(answers_table(doc["answers"], title=f"survey {doc['survey_id']} "
+                                                  f"({doc['status']}): answers"))
+    if getattr(args, "details", False):
+        for d in doc["documents"]:
+            print_document(d, con, details=True)
+    return 0
+
+
+def cmd_compare(args):
+    from .compare import compare, markdown, parse_threshold
+    from .documents import side
+    try:
+        limit = parse_threshold(args.threshold)
+    except ValueError as e:
+        raise MemfxError(str(e)) from None
+    store = _open_store(args, must_exist=True)
+    a_label, a_answers, _ = side(store, args.a)
+    b_label, b_answers, _ = side(store, args.b)
+    doc = compare(a_answers, b_answers, limit, a_label, b_label)
+    if args.json:
+        print(json.dumps(doc, indent=2, default=str))
+    elif args.format == "markdown":
+        print(markdown(doc))
+    else:
+        from .render import compare_table
+        con = _console()
+        con.print(compare_table(doc))
+        c = doc["counts"]
+        con.print(", ".join(f"{n} {k}" for k, n in sorted(c.items())))
+    if doc["regressed"]:
+        sys.stderr.write(f"memfx: regressed beyond {limit:.0%}: {', '.join(doc['regressed'])}\n")
+        return 1
+    return 0
 
 
 def cmd_export(args):
@@ -307,9 +350,22 @@ def build_parser():
     sp.add_argument("--experiment", help="only this experiment")
     sp.add_argument("--json", action="store_true")
     db(sp)
-    sp = add("show", cmd_show, "one run's results and findings, re-analysed from its samples")
-    sp.add_argument("run", help="run id, unique prefix, or 'latest'")
+    sp = add("show", cmd_show, "one run's or survey's answers, re-analysed from its samples")
+    sp.add_argument("run", help="run or survey id, unique prefix, or 'latest'")
     sp.add_argument("--json", action="store_true", help="print the result document as JSON")
+    sp.add_argument("--details", action="store_true",
+                    help="also each answer's details and the point table")
+    db(sp)
+    sp = add("compare", cmd_compare, "compare two runs, surveys or machines question by question; "
+             "exit 1 when anything regressed beyond the threshold",
+             epilog="example: memfx compare s-20261123-1200-ab12 latest --threshold 5%%")
+    sp.add_argument("a", help="run id, survey id (s-...), machine id (m-...) or 'latest'")
+    sp.add_argument("b", help="the same, compared against A (ratios are B/A)")
+    sp.add_argument("--threshold", default="5%",
+                    help="smallest change called improved/regressed (default 5%%)")
+    sp.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    sp.add_argument("--format", choices=("table", "markdown"), default="table",
+                    help="table (terminal) or markdown")
     db(sp)
     sp = add("export", cmd_export, "write a run as a result document (json), raw samples (raw) or CSV")
     sp.add_argument("run", help="run id, unique prefix, or 'latest'")
@@ -332,6 +388,8 @@ def build_parser():
     sp.add_argument("--only", metavar="EXP,...", help="only these experiments")
     sp.add_argument("--skip", metavar="EXP,...", help="skip these experiments")
     sp.add_argument("-o", "--output", metavar="FILE", default="memfx-report.html", help="report file")
+    sp.add_argument("--json", action="store_true",
+                    help="print the survey document (answers of every run) as JSON")
     sp.add_argument("--no-advise", action="store_true",
                     help="skip the checked GCC/glibc advice that follows the copy experiment")
     sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")

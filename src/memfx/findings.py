@@ -69,6 +69,8 @@ THRESHOLDS: Dict[str, Threshold] = _thresholds(
               "confidence level of every confidence interval"),
     Threshold("min_samples", 5, "samples",
               "fewer samples than this in an arm makes a comparison inconclusive"),
+    Threshold("min_ci_samples", 3, "samples",
+              "no confidence interval is reported from fewer samples than this"),
     Threshold("rejected_share", 0.20, "ratio",
               "share of a point's samples rejected as contaminated above which we warn"),
 )

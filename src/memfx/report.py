@@ -40,7 +40,8 @@ SEED_TITLES = {
 }
 
 VERDICT_LABELS = {"detected": "detected", "not_detected": "not detected",
-                  "inconclusive": "inconclusive", "measured": "measured"}
+                  "inconclusive": "inconclusive", "measured": "measured",
+                  "not_measured": "not measured"}
 
 # A key table longer than this shows evenly spaced rows over the sweep and
 # says where the rest is; a reader wants the shape, the export has it all.
@@ -604,6 +605,70 @@ def verdicts_html(views) -> str:
     return "\n".join(out)
 
 
+# The one-word answer a card leads with, per verdict.
+ANSWER_WORD = {"detected": "Yes", "not_detected": "No", "inconclusive": "Not sure",
+               "not_measured": "Not measured", "measured": ""}
+
+
+def _answer_value(a) -> str:
+    v = value_text(a.get("value"), a.get("unit"))
+    if a.get("value") is None:
+        return ""
+    ci = ci_text(a.get("ci_low"), a.get("ci_high"), a.get("unit"))
+    return v + (f" {ci}" if ci and ci != "–" else "")
+
+
+def _details_html(a) -> str:
+    det = a.get("details") or []
+    if not det:
+        return ""
+    keys = []
+    for d in det:
+        for k in d:
+            if k not in keys and not isinstance(d[k], (list, dict)):
+                keys.append(k)
+    keys = keys[:7]
+    rows = [[e(num(d.get(k)) if isinstance(d.get(k), float) else d.get(k)) for k in keys]
+            for d in det[:200]]
+    more = f'<p class="dim">{len(det) - 200} more in the JSON export</p>' if len(det) > 200 else ""
+    return (f"<details><summary>{len(det)} detail(s)</summary>"
+            f"{table([e(k) for k in keys], rows, 'details')}{more}</details>")
+
+
+def answers_html(views) -> str:
+    """Headline cards (the seeds' questions), then every answer with its
+    details folded under it; runs whose experiment declares no questions
+    keep their round-1 verdict rows (verdicts_html)."""
+    answered = [(v, a) for v in views for a in ((v.doc or {}).get("answers") or [])]
+    cards = []
+    for v, a in answered:
+        if not a.get("headline"):
+            continue
+        word = ANSWER_WORD.get(a.get("verdict"), "")
+        value = _answer_value(a)
+        lead = ": ".join(x for x in (word, value) if x)
+        cards.append(f'<div class="card v-{e(a.get("verdict"))}"><p class="asks">'
+                     f'{e(a.get("asks"))} <span class="seed">{e(seed_text(a.get("seed")))}</span></p>'
+                     f'<p class="lead">{e(lead)}</p><p>{e(a.get("because"))}</p>'
+                     f'<p class="dim"><a href="#{e(v.anchor)}">{e(a.get("question"))}</a></p></div>')
+    rows = []
+    for v, a in answered:
+        verdict = a.get("verdict")
+        rows.append([f'<code>{e(a.get("question"))}</code><br>{e(a.get("asks"))}',
+                     f'<span class="verdict v-{e(verdict)}">{e(VERDICT_LABELS.get(verdict, verdict))}</span>',
+                     f'<span class="num">{e(_answer_value(a))}</span>',
+                     e(a.get("because")) + _details_html(a),
+                     f'<a href="#{e(v.anchor)}">{e(v.run["experiment"])}</a>'])
+    out = ['<section id="answers">', "<h2>Answers</h2>"]
+    if cards:
+        out.append('<div class="cards">' + "".join(cards) + "</div>")
+    if rows:
+        out.append(table(["question", "verdict", "value [95% CI]", "because", "run"], rows,
+                         "answers"))
+    out.append("</section>")
+    return "\n".join(out) if answered else ""
+
+
 def _machine_rows(fp) -> list:
     cpu = fp.get("cpu") or {}
     rows = [("CPU", e(cpu.get("model_name") or "unknown")
@@ -1104,6 +1169,19 @@ figure img { max-width: 100%; height: auto; border: 1px solid var(--line); }
 figcaption { color: var(--dim); font-size: 13px; }
 section.run { border-top: 1px solid var(--line); margin-top: 26px; }
 ul.findings { padding-left: 18px; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(330px, 1fr)); gap: 10px; }
+.card { border: 1px solid var(--line); border-left-width: 6px; border-radius: 6px; padding: 6px 12px; }
+.card p { margin: 4px 0; } .card .asks { font-weight: 600; }
+.card .lead { font-size: 20px; font-variant-numeric: tabular-nums; }
+.card.v-detected { border-left-color: #1a7f37; } .card.v-not_detected { border-left-color: #8c959f; }
+.card.v-inconclusive { border-left-color: #8250df; } .card.v-measured { border-left-color: #0969da; }
+.card.v-not_measured { border-left-color: var(--line); }
+.v-not_measured { background: #f6f8fa; color: var(--dim); }
+table.answers { width: 100%; table-layout: fixed; }
+table.answers td { overflow-wrap: anywhere; }
+table.answers th:nth-child(1) { width: 26%; } table.answers th:nth-child(2) { width: 10%; }
+table.answers th:nth-child(3) { width: 18%; } table.answers th:nth-child(5) { width: 9%; }
+table.details { font-size: 12px; }
 @media print {
   body { max-width: none; padding: 0; font-size: 11pt; }
   nav { display: none; }
@@ -1133,8 +1211,14 @@ def build_report(store, ids) -> str:
     advice = find_advice(store, views)
     title = "memfx report — " + (", ".join(s["id"] for s in sel.surveys) or
                                  f"{len(views)} run(s)")
-    nav = ['<nav aria-label="sections"><ul>', '<li><a href="#verdicts">Verdicts</a></li>',
-           '<li><a href="#machine">Machine</a></li>']
+    answers_section = answers_html(views)
+    legacy_views = [v for v in views if not (v.doc or {}).get("answers")]
+    nav = ['<nav aria-label="sections"><ul>']
+    if answers_section:
+        nav.append('<li><a href="#answers">Answers</a></li>')
+    if legacy_views or not answers_section:
+        nav.append('<li><a href="#verdicts">Verdicts</a></li>')
+    nav.append('<li><a href="#machine">Machine</a></li>')
     if advice:
         nav.append('<li><a href="#advice">Advice</a></li>')
     nav.append('<li><a href="#experiments">Experiments</a>: '
@@ -1145,7 +1229,9 @@ def build_report(store, ids) -> str:
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
              f"<title>{e(title)}</title>", f"<style>{CSS}</style>", "</head>", "<body>",
              header_html(sel, views, store, generated, __version__), "\n".join(nav),
-             "<main>", verdicts_html(views), machine_html(views)]
+             "<main>", answers_section,
+             verdicts_html(legacy_views) if legacy_views or not answers_section else "",
+             machine_html(views)]
     if advice:
         parts.append(advice_html(advice, views))
     parts += [experiments_html(views, db_arg), raw_html(views, sel, db_arg), "</main>",

@@ -12,7 +12,9 @@ import numpy as np
 from . import findings as fnd
 from . import stats
 
-RESULT_SCHEMA_VERSION = 1
+# 1: findings (round 1).  2: answers, one per declared question (findings
+# kept as a flat view of the answers for readers of version 1).
+RESULT_SCHEMA_VERSION = 2
 
 
 @dataclass
@@ -132,18 +134,54 @@ def run_data(run, samples):
 
 
 def analyze(run, samples, experiment=None):
-    """(RunData, findings, cautions) for a stored run."""
+    """(RunData, answers, cautions, errors) for a stored run.
+
+    ``answers`` holds exactly one answer dict per question the experiment
+    declares (see answers.py); an analysis that fails on partial data turns
+    its questions into not_measured and says why in ``errors``."""
+    from .answers import complete_answers
     from .experiments import get_experiment
     data = run_data(run, samples)
     exp = experiment or get_experiment(run["experiment"], missing_ok=True)
-    findings, errors = [], []
-    if exp is not None and data.points:
-        try:
-            findings = exp.analyze(data)
-        except Exception as e:  # analysis of partial data must not hide the data
-            errors.append(f"analysis failed: {type(e).__name__}: {e}")
+    answers, errors = [], []
+    if exp is not None and not exp.questions:
+        # An experiment not yet converted to declared questions: its round-1
+        # findings pass through unchanged (see findings_view for the others).
+        if data.points:
+            try:
+                legacy = [f.as_dict() if hasattr(f, "as_dict") else f for f in exp.analyze(data)]
+            except Exception as e:
+                legacy = []
+                errors.append(f"analysis failed: {type(e).__name__}: {e}")
+        else:
+            legacy = []
+        return data, {"legacy_findings": legacy}, point_cautions(data.points), errors
+    if exp is not None:
+        questions = exp.questions
+        given, failure = [], None
+        if not data.points:
+            failure = "no samples were measured"
+        else:
+            try:
+                given = list(exp.analyze(data))
+            except Exception as e:  # analysis of partial data must not hide the data
+                failure = f"analysis failed: {type(e).__name__}: {e}"
+                errors.append(failure)
+        qmap = {q.id: q for q in questions}
+        answers = [a.as_dict(qmap[a.question])
+                   for a in complete_answers(questions, given, failure)]
     cautions = point_cautions(data.points)
-    return data, findings, cautions, errors
+    return data, answers, cautions, errors
+
+
+def findings_view(answers):
+    """Round-1 ``findings`` of a document, derived from its answers (one per
+    answer, id = question id), for readers of schema version 1."""
+    return [{"id": a["question"], "claim": f'{a["asks"]} {a["because"]}'.strip(),
+             "verdict": a["verdict"], "value": a.get("value"), "unit": a.get("unit", ""),
+             "ci_low": a.get("ci_low"), "ci_high": a.get("ci_high"),
+             "evidence": {"points": a.get("evidence") or []}, "seed": a.get("seed"),
+             "experiment": a["question"].split(".", 1)[0]} for a in answers]
 
 
 def point_cautions(points):
@@ -174,11 +212,16 @@ def calibration_caution(points):
     ).as_dict()
 
 
+def _machine_id(machine):
+    from .machine import machine_id
+    return machine_id(machine) if machine else None
+
+
 def document(run, samples, experiment=None, include_values=False):
     """The versioned result document of one run; include_values keeps each
     point's per-sample values (for plots)."""
     from .machine import cautions as machine_cautions
-    data, findings, cautions, errors = analyze(run, samples, experiment)
+    data, answers, cautions, errors = analyze(run, samples, experiment)
     machine = run.get("machine") or {}
     warnings = []
     try:
@@ -201,10 +244,14 @@ def document(run, samples, experiment=None, include_values=False):
         "finished": run.get("finished"),
         "duration_s": run.get("duration_s"),
         "error": run.get("error"),
+        "machine_id": _machine_id(machine),
         "machine": machine,
         "params": run.get("params") or {},
         "points": [p if include_values else {k: v for k, v in p.items() if k != "values"}
                    for p in data.points],
-        "findings": [f.as_dict() if hasattr(f, "as_dict") else f for f in findings],
+        "labels": run.get("labels") or {},
+        "answers": [] if isinstance(answers, dict) else answers,
+        "findings": answers["legacy_findings"] if isinstance(answers, dict)
+        else findings_view(answers),
         "warnings": warnings,
     }

@@ -3,6 +3,7 @@ one survey in the store, then one HTML report.  Ctrl-C keeps every finished
 run and still writes the report of what exists, marked incomplete."""
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 import time
@@ -59,7 +60,11 @@ def run_survey(args, get_machine, open_store, console):
     if with_advice:
         guesses["advise"] = ADVICE_SECONDS[preset]
     survey_id = store.begin_survey(preset, sys.argv[1:])
-    con = console()
+    if getattr(args, "json", False):     # stdout carries only the survey document
+        from rich.console import Console
+        con = Console(stderr=True)
+    else:
+        con = console()
     status, t0 = "complete", time.monotonic()
     failures, durations = {}, {}
     con.print(f"[bold]memfx survey {survey_id}[/bold] ({preset}): {len(names)} experiments, "
@@ -106,6 +111,14 @@ def run_survey(args, get_machine, open_store, console):
     con.print("  writing the report (re-analysing every stored sample)")
     path = write_report(store, [survey_id], args.output)
     elapsed = time.monotonic() - t0
+    from .documents import survey_document
+    doc = survey_document(store, survey_id)
+    if getattr(args, "json", False):
+        print(json.dumps({k: v for k, v in doc.items() if k != "documents"}, indent=2,
+                         default=str))
+    else:
+        from .render import answers_table
+        con.print(answers_table(doc["answers"], title=f"survey {survey_id}: answers"))
     con.print(f"survey {survey_id} {status} in {elapsed:.0f} s; report: {path}")
     if failures:
         con.print("[red]failed experiments:[/red] " + "; ".join(f"{n}: {e}" for n, e in failures.items()))

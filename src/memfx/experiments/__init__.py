@@ -1,14 +1,17 @@
-"""The experiments.  Each module registers itself; adding one = adding a
-module here and its name to MODULES."""
+"""The experiments.  Every module in this package registers itself with
+@register; adding an effect = adding a module here (no list to keep)."""
 import importlib
+import pkgutil
 
 from ..errors import MemfxError
 from .base import REGISTRY, Experiment, Param, Point, Region, Trial, register
 
-MODULES = ["latency", "fill", "copy", "store_forward", "aliasing"]
+# Support modules that define no experiment.
+_NOT_EXPERIMENTS = {"base"}
 
-for _m in MODULES:
-    importlib.import_module(f"{__name__}.{_m}")
+for _m in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+    if _m not in _NOT_EXPERIMENTS and not _m.startswith("_"):
+        importlib.import_module(f"{__name__}.{_m}")
 
 
 def get_experiment(name, missing_ok=False):
@@ -19,7 +22,8 @@ def get_experiment(name, missing_ok=False):
 
 
 def all_experiments():
-    return [REGISTRY[n] for n in REGISTRY]
+    """Registered experiments in survey order (each declares ``order``)."""
+    return sorted(REGISTRY.values(), key=lambda e: (getattr(e, "order", 100), e.name))
 
 
 __all__ = ["Experiment", "Param", "Point", "Region", "Trial", "register", "get_experiment",

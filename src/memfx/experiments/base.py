@@ -163,6 +163,9 @@ class Experiment:
     params: list = []
     presets: dict = {"quick": {}, "full": {}}
     arms: tuple = ()
+    # The questions this experiment answers on every run (answers.Question),
+    # declared once; analyze() returns answers.Answer objects for them.
+    questions: tuple = ()
 
     # -- parameters --
     def all_params(self):
@@ -196,8 +199,19 @@ class Experiment:
         """In the worker, before any timing: check the kernels compute the right thing."""
 
     def analyze(self, data) -> list:
-        """Findings from a RunData (points with statistics, accepted samples)."""
+        """Answers (answers.Answer, one per declared question at most) from a
+        RunData (points with statistics, accepted samples).  Questions left
+        unanswered become not_measured; an answer to an undeclared question
+        is an error."""
         return []
+
+    def declared(self, name):
+        """The declared question ``<experiment>.<name>`` (or the full id)."""
+        qid = name if "." in name else f"{self.name}.{name}"
+        for q in self.questions:
+            if q.id == qid:
+                return q
+        raise KeyError(f"{self.name} declares no question {qid!r}")
 
     def estimate_seconds(self, params: dict, machine: dict) -> float:
         """Rough run time, for progress displays."""

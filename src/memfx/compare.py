@@ -1,0 +1,155 @@
+"""`memfx compare A B`: two runs, surveys or machines, question by question.
+
+For every question answered on both sides: A's and B's value, the ratio B/A
+with a confidence interval, and a verdict:
+
+- ``regressed`` / ``improved``: the ratio moved beyond the threshold in the
+  direction the question calls worse / better (``Question.better``) and its CI
+  excludes no change;
+- ``changed``: the same for a question whose direction is neither (an
+  effect's size);
+- ``changed-answer``: the verdict itself changed (detected <-> not detected);
+- ``unchanged``; ``not comparable`` when either side has no value.
+
+The ratio's CI combines both answers' CIs on the log scale (each bootstrap
+CI read as a normal interval of the log value: se = ln(hi/lo) / (2 z)), so it
+comes from the samples without re-running anything.  Pure functions of
+result documents: nothing is measured or stored here.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, Iterable, List, Mapping, Optional
+
+from .findings import DETECTED, NOT_DETECTED, threshold
+
+REGRESSED, IMPROVED, CHANGED = "regressed", "improved", "changed"
+CHANGED_ANSWER, UNCHANGED, NOT_COMPARABLE = "changed-answer", "unchanged", "not comparable"
+COMPARE_SCHEMA_VERSION = 1
+
+# z of a two-sided normal interval at the ci_level threshold (0.95 -> 1.96).
+_Z = {0.90: 1.645, 0.95: 1.960, 0.99: 2.576}
+
+
+def _z():
+    return _Z.get(round(threshold("ci_level"), 2), 1.960)
+
+
+def _positive(*xs) -> bool:
+    return all(isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in xs)
+
+
+def _log_se(a: Mapping[str, Any]) -> Optional[float]:
+    lo, hi = a.get("ci_low"), a.get("ci_high")
+    if not _positive(lo, hi):
+        return None
+    return math.log(hi / lo) / (2 * _z())
+
+
+def ratio_ci(a: Mapping[str, Any], b: Mapping[str, Any]):
+    """(ratio B/A, ci_low, ci_high); the CI is None where a side has none."""
+    va, vb = a.get("value"), b.get("value")
+    if not _positive(va, vb):
+        return None, None, None
+    r = vb / va
+    sa, sb = _log_se(a), _log_se(b)
+    if sa is None or sb is None:
+        return r, None, None
+    half = _z() * math.hypot(sa, sb)
+    return r, r * math.exp(-half), r * math.exp(half)
+
+
+def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float) -> Dict[str, Any]:
+    """One row of the comparison for two answers to the same question."""
+    row = {"question": a.get("question") or b.get("question"),
+           "asks": b.get("asks") or a.get("asks"), "unit": b.get("unit") or a.get("unit"),
+           "better": b.get("better", a.get("better", "")),
+           "a_verdict": a.get("verdict"), "b_verdict": b.get("verdict"),
+           "a": a.get("value"), "a_ci": [a.get("ci_low"), a.get("ci_high")],
+           "b": b.get("value"), "b_ci": [b.get("ci_low"), b.get("ci_high")]}
+    r, lo, hi = ratio_ci(a, b)
+    row.update(ratio=r, ratio_ci_low=lo, ratio_ci_high=hi)
+    flipped = {a.get("verdict"), b.get("verdict")} == {DETECTED, NOT_DETECTED}
+    if flipped:
+        row["verdict"] = CHANGED_ANSWER
+    elif r is None:
+        row["verdict"] = NOT_COMPARABLE
+    else:
+        up = r > 1 + limit and (lo is None or lo > 1)
+        down = r < 1 / (1 + limit) and (hi is None or hi < 1)
+        better = row["better"]
+        if not (up or down):
+            row["verdict"] = UNCHANGED
+        elif not better:
+            row["verdict"] = CHANGED
+        elif (up and better == "lower") or (down and better == "higher"):
+            row["verdict"] = REGRESSED
+        else:
+            row["verdict"] = IMPROVED
+    return row
+
+
+def compare(a_answers: Iterable[Mapping[str, Any]], b_answers: Iterable[Mapping[str, Any]],
+            limit: float = 0.05, a_label: str = "A", b_label: str = "B") -> Dict[str, Any]:
+    """The comparison document of two answer lists (question ids matched)."""
+    a_by = {x["question"]: x for x in a_answers}
+    b_by = {x["question"]: x for x in b_answers}
+    rows: List[Dict[str, Any]] = []
+    for qid in list(a_by) + [q for q in b_by if q not in a_by]:
+        if qid in a_by and qid in b_by:
+            rows.append(compare_answers(a_by[qid], b_by[qid], limit))
+        else:
+            side = a_by.get(qid) or b_by.get(qid)
+            rows.append({"question": qid, "asks": side.get("asks"), "unit": side.get("unit"),
+                         "better": side.get("better", ""), "verdict": NOT_COMPARABLE,
+                         "a": (a_by.get(qid) or {}).get("value"),
+                         "b": (b_by.get(qid) or {}).get("value"), "ratio": None,
+                         "reason": f"answered only in {a_label if qid in a_by else b_label}"})
+    counts: Dict[str, int] = {}
+    for r in rows:
+        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+    return {"compare_schema_version": COMPARE_SCHEMA_VERSION, "a": a_label, "b": b_label,
+            "threshold": limit, "rows": rows, "counts": counts,
+            "regressed": [r["question"] for r in rows if r["verdict"] == REGRESSED]}
+
+
+def parse_threshold(text: str) -> float:
+    """'5%' or '0.05' -> 0.05; ValueError on anything else or outside (0, 10)."""
+    t = str(text).strip()
+    try:
+        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise ValueError(f"--threshold: expected a percentage like 5% or a ratio like 0.05, "
+                         f"got {text!r}") from None
+    if not (0 < v < 10) or v != v:
+        raise ValueError(f"--threshold must be above 0 and below 1000%, got {text!r}")
+    return v
+
+
+def _num(v, unit=""):
+    from .units import format_size
+    if v is None:
+        return "-"
+    if unit == "bytes":
+        return format_size(v) + "B"
+    return f"{v:.4g}"
+
+
+def markdown(doc: Mapping[str, Any]) -> str:
+    """The comparison as a Markdown table (for CI logs and pull requests)."""
+    lines = [f"memfx compare: A = {doc['a']}, B = {doc['b']}, threshold "
+             f"{doc['threshold']:.0%}", "",
+             "| question | A | B | B/A [95% CI] | verdict |", "|---|---|---|---|---|"]
+    for r in doc["rows"]:
+        if r.get("ratio") is None:
+            ratio = "-"
+        elif r.get("ratio_ci_low") is None:
+            ratio = f"{r['ratio']:.3f}"
+        else:
+            ratio = f"{r['ratio']:.3f} [{r['ratio_ci_low']:.3f}, {r['ratio_ci_high']:.3f}]"
+        unit = r.get("unit") or ""
+        lines.append(f"| `{r['question']}` | {_num(r.get('a'), unit)} | {_num(r.get('b'), unit)} "
+                     f"| {ratio} | {r['verdict']} |")
+    c = doc["counts"]
+    lines += ["", ", ".join(f"{n} {k}" for k, n in sorted(c.items()))]
+    return "\n".join(lines)

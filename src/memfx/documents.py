@@ -1,0 +1,89 @@
+"""Documents from the store: a run's result document, a survey's document,
+and what `memfx compare` compares (a run, a survey, or a machine's latest
+survey).  The one place that turns stored runs into documents; presentation
+reads these documents, never the store's rows."""
+from __future__ import annotations
+
+from .errors import MemfxError, StoreError
+from .results import RESULT_SCHEMA_VERSION, document
+
+
+def run_document(store, run_id, include_values=False):
+    run = store.run(run_id)
+    return document(run, store.samples(run["id"]), include_values=include_values)
+
+
+def latest_per_experiment(runs):
+    """The newest complete run of each experiment (else the newest of any status)."""
+    chosen = {}
+    for r in runs:                       # newest first
+        cur = chosen.get(r["experiment"])
+        if cur is None or (cur["status"] != "complete" and r["status"] == "complete"):
+            chosen[r["experiment"]] = r
+    return list(chosen.values())
+
+
+def survey_document(store, survey_id, include_values=False):
+    """One document for a survey: its runs' documents and, first, all their
+    answers (each tagged with the run it comes from)."""
+    survey = store.survey(survey_id)
+    runs = sorted(latest_per_experiment(survey["runs"]), key=lambda r: (r["started"], r["id"]))
+    docs = [run_document(store, r["id"], include_values) for r in runs]
+    answers = [dict(a, run_id=d["run_id"], experiment=d["experiment"])
+               for d in docs for a in d.get("answers", [])]
+    machine_ids = sorted({d["machine_id"] for d in docs if d.get("machine_id")})
+    return {
+        "schema_version": RESULT_SCHEMA_VERSION,
+        "kind": "survey",
+        "survey_id": survey["id"],
+        "status": survey["status"],
+        "preset": survey.get("preset"),
+        "started": survey.get("started"),
+        "finished": survey.get("finished"),
+        "labels": survey.get("labels") or {},
+        "machine_id": machine_ids[0] if len(machine_ids) == 1 else None,
+        "machine_ids": machine_ids,
+        "machine": docs[0]["machine"] if docs else {},
+        "runs": [{"run_id": d["run_id"], "experiment": d["experiment"], "status": d["status"]}
+                 for d in docs],
+        "answers": answers,
+        "documents": docs,
+    }
+
+
+def _machine_surveys(store, mid):
+    """Surveys (newest first) whose runs were measured on machine ``mid``."""
+    from .machine import machine_id
+    out = []
+    for s in store.surveys():
+        runs = store.runs(survey_id=s["id"])
+        if runs and any(machine_id(store.run(r["id"]).get("machine") or {}) == mid
+                        for r in runs[:1]):
+            out.append(s)
+    return out
+
+
+def side(store, key):
+    """(label, answers, document) for a compare side: a run id or prefix,
+    ``latest`` / ``latest:EXP``, a survey id or prefix, or a machine id
+    ``m-...`` (its latest complete survey, else its latest survey)."""
+    key = str(key)
+    if key.startswith("m-"):
+        surveys = _machine_surveys(store, key)
+        if not surveys:
+            raise MemfxError(f"no survey of machine {key} in {store.path}")
+        done = [s for s in surveys if s["status"] == "complete"] or surveys
+        doc = survey_document(store, done[0]["id"])
+        return f"{key} (survey {doc['survey_id']})", doc["answers"], doc
+    if key.startswith("s-"):
+        doc = survey_document(store, key)
+        return f"survey {doc['survey_id']}", doc["answers"], doc
+    try:
+        doc = run_document(store, key)
+    except StoreError as run_error:
+        try:
+            doc = survey_document(store, key)
+        except StoreError:
+            raise run_error from None
+        return f"survey {doc['survey_id']}", doc["answers"], doc
+    return f"run {doc['run_id']}", doc["answers"], doc
