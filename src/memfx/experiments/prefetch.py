@@ -36,6 +36,7 @@ from .. import answers as ans
 from .. import stats
 from ..answers import HIGHER, LOWER, Question
 from ..errors import ParamError
+from ..plotspec import PlotSpec
 from ..units import format_size
 from .base import Experiment, Param, Point, Trial, register
 
@@ -46,7 +47,10 @@ TARGETS = VALID_TARGETS + INVALID_TARGETS
 MODES = ("throughput", "latency")
 PARTS = ("cost", "list", "tlb", "stream")
 LIST_ARMS = ("none", "unguarded", "guarded")
-LIST_LEVELS = ("l1", "l2", "llc", "dram")
+# "short": an 8-node list, so 2 of every 8 prefetches are of NULL (the
+# seed's loop at its worst); the others fill about half of a level.
+LIST_LEVELS = ("short", "l1", "l2", "llc", "dram")
+SHORT_LIST = 8
 
 # Entries in the target array of the cost part for targets that are one
 # address (it stays in L1 while the loop cycles through it).
@@ -75,9 +79,11 @@ def _cache_bytes(machine, level):
 def list_nodes(machine, level):
     """Nodes of a list whose lines fill about half of `level` (one 64-byte
     line per node), or 4x the LLC for dram."""
+    if level == "short":
+        return SHORT_LIST
     size = {"l1": _cache_bytes(machine, 1) // 2, "l2": _cache_bytes(machine, 2) // 2,
             "llc": _llc_bytes(machine) // 2, "dram": 4 * _llc_bytes(machine)}[level]
-    return max(16, size // LINE)
+    return max(2 * SHORT_LIST, size // LINE)
 
 
 def expected_stride_check(n, d, count):
@@ -106,8 +112,9 @@ class Prefetch(Experiment):
               "null, unmapped, prot_none, kernel, noncanonical", "null,l1", choices=TARGETS),
         Param("modes", "list:str", list(MODES), "cost part: throughput (independent prefetches) "
               "and/or latency (on a dependent chain)", "throughput", choices=MODES),
-        Param("levels", "list:str", list(LIST_LEVELS), "list part: where the list lives "
-              "(l1, l2, llc, dram)", "l1,dram", choices=LIST_LEVELS),
+        Param("levels", "list:str", list(LIST_LEVELS), "list part: an 8-node list (short) and "
+              "lists filling half of l1, l2, the llc, or 4x the llc (dram)", "short,dram",
+              choices=LIST_LEVELS),
         Param("distances", "list:int", [0, 1, 2, 4, 8, 16, 32],
               "tlb part: prefetch distance in pages (the control d = -1 is always added)",
               "1,4,16", minimum=0, maximum=4096),
@@ -122,9 +129,9 @@ class Prefetch(Experiment):
               minimum=1 << 20),
     ]
     presets = {
-        "quick": {"samples": 5, "min_sample_ms": 0.5, "kinds": "t0,nta,w",
+        "quick": {"samples": 5, "min_sample_ms": 0.5, "kinds": "t0,nta,w", "modes": "throughput",
                   "distances": "0,1,4,16", "strides": "64", "stream_distances": "2,8,32",
-                  "levels": "l1,l2,dram", "region": "128M"},
+                  "levels": "short,l2,dram", "region": "128M"},
         "full": {"samples": 9},
     }
     questions = (
@@ -142,8 +149,8 @@ class Prefetch(Experiment):
                  f"invalid targets; detected above {TRAP_SYSTEM_SHARE:.0%}", headline=True),
         Question("prefetch.seed_loop", "Does the seed's unguarded prefetch of next->next (NULL "
                  "at the list's end) cost more than guarding it with a branch?", "ratio", "001",
-                 "ratio of medians unguarded / guarded, per list level; the level with the "
-                 "largest effect"),
+                 "ratio of medians unguarded / guarded on the shortest list measured (the most "
+                 "NULL prefetches per node); every level in details"),
         Question("prefetch.tlb_priming", "Does a prefetch to a page whose translation is missing "
                  "prime the TLB (a 'strong' prefetch)?", "ratio", "001",
                  "speed-up none / prefetch at the best distance >= 1 page, 4 KiB pages, "
@@ -155,6 +162,21 @@ class Prefetch(Experiment):
         Question("prefetch.stream_distance", "Which prefetch distance serves a streaming loop "
                  "best?", "elements", "004",
                  "the distance with the lowest median time per load, smallest stride"),
+    )
+
+    plots = (
+        PlotSpec("cost", "ns per prefetch by target and kind (throughput)", kind="bars",
+                 x="target", series=("arm",), select={"part": "cost", "mode": "throughput"},
+                 log_y=True, xlabel="target"),
+        PlotSpec("cost_latency", "ns per chase step with a dependent prefetch", kind="bars",
+                 x="target", series=("arm",), select={"part": "cost", "mode": "latency"},
+                 log_y=True, xlabel="target"),
+        PlotSpec("tlb", "one load per 4 KiB page: prefetch d pages ahead vs none", kind="curve",
+                 x="distance", series=("arm", "pages"), select={"part": "tlb"}, log_x=True,
+                 xlabel="prefetch distance (pages; -1 = behind)"),
+        PlotSpec("stream", "streaming sum: prefetch d elements ahead vs none", kind="curve",
+                 x="distance", series=("arm", "stride_bytes"), select={"part": "stream"},
+                 log_x=True, xlabel="prefetch distance (elements)"),
     )
 
     # -- plan --
@@ -216,37 +238,37 @@ class Prefetch(Experiment):
         if target == "l1":
             hot = lab.buffer(8 * LINE)
             addrs = hot.address + LINE * (np.arange(TARGET_SLOTS) % 8)
-            count = None
         elif target == "dram":
-            # Lines of a region 4x the LLC in shuffled order; one sample is a
-            # whole pass, so every line was last touched 4 LLCs ago.
+            # Lines of a region 4x the LLC in shuffled order; the kernels go
+            # on from where the last sample stopped, so a line was last
+            # prefetched 4 LLCs of lines ago.
             big = point.params["region_bytes"]
             lines = big // LINE
             region = lab.buffer(big)
             rng = np.random.default_rng([params["seed"], 1])
             addrs = region.address + LINE * rng.permutation(lines).astype(np.uint64)
-            count = lines
         else:
             addrs = np.full(TARGET_SLOTS, lab.invalid_addresses()[target], dtype=np.uint64)
-            count = None
-        table = lab.buffer(8 * len(addrs))
-        view = np.frombuffer(table.buffer, dtype=np.uint64, count=len(addrs), offset=table.offset)
-        view[:] = np.asarray(addrs, dtype=np.uint64)
+        # the targets, then the kernels' cursor (zero: start at the first)
+        table = lab.buffer(8 * len(addrs) + 8)
+        view = np.frombuffer(table.buffer, dtype=np.uint64, count=len(addrs) + 1,
+                             offset=table.offset)
+        view[:-1] = np.asarray(addrs, dtype=np.uint64)
+        view[-1] = 0
         del view
-        return table, len(addrs), count
+        return table, len(addrs)
 
     def _prepare_cost(self, point, params, lab):
-        table, n, count = self._targets(point, params, lab)
+        table, n = self._targets(point, params, lab)
         kind = point.arm
+        common = dict(dst=table, size=8 * n, reject_page_faults=False, cpu_times=True,
+                      warmup=min(n, 1 << 22), extra={"targets": n})
         if point.params["mode"] == "throughput":
-            return Trial(f"pf_tput_{kind}", src=table, size=8 * n, count=count,
-                         reject_page_faults=False, cpu_times=True,
-                         extra={"targets": n})
+            return Trial(f"pf_tput_{kind}", **common)
         chain_region = lab.buffer(TARGET_SLOTS * LINE)
         order = np.random.default_rng([params["seed"], 2]).permutation(TARGET_SLOTS)
         chain = lab.link_chain(chain_region, LINE, TARGET_SLOTS, order.astype(np.int32))
-        return Trial(f"pf_lat_{kind}", src=chain, dst=table, size=8 * n, count=count,
-                     reject_page_faults=False, cpu_times=True, extra={"targets": n})
+        return Trial(f"pf_lat_{kind}", src=chain, **common)
 
     def _prepare_list(self, point, params, lab):
         nodes = point.params["nodes"]
@@ -262,6 +284,7 @@ class Prefetch(Experiment):
     def _prepare_stride(self, point, params, lab):
         p = point.params
         region = lab.buffer(p["region_bytes"], hugepages=p.get("pages") == "thp")
+        cursor = lab.buffer(8)          # the kernel's position, so samples go on from it
         n = p["region_bytes"] // p["stride_bytes"]
         kernel = "pf_stride_t0" if point.arm == "prefetch" else "pf_stride_none"
         extra = {"elements": n}
@@ -269,9 +292,10 @@ class Prefetch(Experiment):
             share = lab.huge_page_share(region)
             if share is not None:
                 extra["huge_page_share"] = round(share, 3)
-        # One sample is one pass: every element was last touched a region ago.
-        return Trial(kernel, src=region, size=p["region_bytes"], value=p["stride_bytes"],
-                     aux=p["distance"] & 0xFFFFFFFFFFFFFFFF, count=n, warmup=n, extra=extra)
+        # warm-up: one pass, so every element was last touched a region ago
+        return Trial(kernel, src=region, dst=cursor, size=p["region_bytes"],
+                     value=p["stride_bytes"], aux=p["distance"] & 0xFFFFFFFFFFFFFFFF,
+                     warmup=n, extra=extra)
 
     def verify(self, lab, params):
         """The strided kernels prefetch the element d ahead (checked through
@@ -279,7 +303,8 @@ class Prefetch(Experiment):
         region = lab.buffer(64 * 64)
         for kernel in ("pf_stride_t0", "pf_stride_none"):
             for d in (-1, 0, 3):
-                out = lab.call(Trial(kernel, src=region, size=64 * 64, value=64,
+                cursor = lab.buffer(8)
+                out = lab.call(Trial(kernel, src=region, dst=cursor, size=64 * 64, value=64,
                                      aux=d & 0xFFFFFFFFFFFFFFFF), 100)
                 if out != expected_stride_check(64, d, 100):
                     raise AssertionError(f"{kernel} with d={d} prefetched the wrong elements")
@@ -352,23 +377,24 @@ class Prefetch(Experiment):
         samples = [s for s in data.samples if s["point"].get("part") == "cost"
                    and s["point"].get("target") in INVALID_TARGETS and s["arm"] != "none"]
         shares, details = [], []
-        for target in INVALID_TARGETS:
-            ss = [s for s in samples if s["point"]["target"] == target]
-            if not ss:
-                continue
+        groups = {}
+        for s in samples:
+            groups.setdefault((s["point"]["target"], s["arm"], s["point"]["mode"]), []).append(s)
+        for (target, kind, mode), ss in sorted(groups.items()):
             user = sum((s["counters"].get("user_ns") or 0) for s in ss)
             system = sum((s["counters"].get("system_ns") or 0) for s in ss)
             faults = sum((s["counters"].get("page_faults") or 0) for s in ss)
             ops = sum(s["ns"] / s["value"] for s in ss if s["value"])
-            details.append({"label": target, "target": target, "value": system / (user + system)
+            details.append({"label": f"{target} {kind} {mode}", "target": target, "kind": kind,
+                            "mode": mode, "value": system / (user + system)
                             if user + system else 0.0, "unit": "ratio",
                             "system_ms": system / 1e6, "user_ms": user / 1e6,
                             "page_faults_per_million": faults / ops * 1e6 if ops else None,
                             "prefetches": ops})
             shares += [(s["counters"].get("system_ns") or 0) /
-                       max(1.0, (s["counters"].get("system_ns") or 0) + (s["counters"].get("user_ns") or 0))
-                       for s in ss]
-        total_faults = sum(d["page_faults_per_million"] or 0 for d in details)
+                       max(1.0, (s["counters"].get("system_ns") or 0)
+                           + (s["counters"].get("user_ns") or 0)) for s in ss]
+        total_faults = max((d["page_faults_per_million"] or 0 for d in details), default=0)
         value = max(d["value"] for d in details)
         shares = np.asarray(shares, float)
         lo = hi = None
@@ -385,7 +411,7 @@ class Prefetch(Experiment):
         a = ans.Answer(q.id, verdict, "", value=value, ci_low=lo, ci_high=hi,
                        evidence=ans.evidence_keys(invalid), details=details,
                        estimator="system share of CPU time per sample (mean, bootstrap CI); "
-                                 "value = the worst target's pooled share")
+                                 "value = the worst target and kind's pooled share")
         worst = max(details, key=lambda d: d["value"])
         if a.verdict == "detected":
             a.because = (f"yes: {worst['value']:.0%} of the CPU time prefetching {worst['label']} "
@@ -393,8 +419,8 @@ class Prefetch(Experiment):
         else:
             a.because = (f"no system time to speak of: at most {worst['value']:.1%} "
                          f"({worst['label']}) over {sum(d['prefetches'] for d in details):.3g} "
-                         f"prefetches of invalid addresses, {total_faults:.2g} page faults per "
-                         f"million; x86 prefetches of NULL, unmapped or kernel addresses are "
+                         f"prefetches of invalid addresses, at most {total_faults:.2g} page faults "
+                         f"per million; x86 prefetches of NULL, unmapped or kernel addresses are "
                          f"dropped in hardware")
         return a
 
@@ -404,29 +430,37 @@ class Prefetch(Experiment):
         if not pts:
             return [ans.not_measured(q, "the list part was not measured")]
         by = {(p["params"]["level"], p["arm"]): p for p in pts}
-        details, best = [], None
+        details, first = [], None
         for level in LIST_LEVELS:
             u, g, n = by.get((level, "unguarded")), by.get((level, "guarded")), by.get((level, "none"))
             if not (u and g):
                 continue
             e = ans.effect(q, u["values"], g["values"], "", evidence=[ans.point_key(u),
                                                                      ans.point_key(g)])
-            details.append({"label": level, "level": level, "nodes": u["params"]["nodes"],
+            nodes = u["params"]["nodes"]
+            # two of every `nodes` prefetches are of NULL: what each costs
+            per_null = (u["median"] - g["median"]) * nodes / 2
+            details.append({"label": level, "level": level, "nodes": nodes,
                             "value": e.value, "unit": "ratio", "ci_low": e.ci_low,
                             "ci_high": e.ci_high, "verdict": e.verdict,
                             "unguarded_ns": u["median"], "guarded_ns": g["median"],
-                            "none_ns": n["median"] if n else None})
-            if best is None or abs(e.value - 1) > abs(best[1].value - 1):
-                best = (level, e)
-        if best is None:
+                            "none_ns": n["median"] if n else None,
+                            "ns_per_null_prefetch": per_null})
+            if first is None:
+                first = (level, e, per_null)
+        if first is None:
             return [ans.not_measured(q, "needs the unguarded and guarded arms of one level")]
-        level, a = best
+        level, a, per_null = first
         a.details = details
-        guard = "guard the prefetch (if (nn)): the branch is cheaper" if \
-            a.verdict == "detected" and a.value > 1 else \
-            "the branch buys nothing here: prefetching NULL is as cheap as not prefetching it"
-        a.because = (f"unguarded/guarded = {a.value:.3f} in {level} (the largest effect over "
-                     f"{', '.join(d['label'] for d in details)}); {guard}")
+        if a.verdict == "detected" and a.value > 1:
+            guard = (f"guard the prefetch (if (nn)): each NULL prefetch costs about "
+                     f"{per_null:.1f} ns more than the branch")
+        elif a.verdict == "detected":
+            guard = "the unguarded prefetch is faster: the branch costs more than prefetching NULL"
+        else:
+            guard = "the branch buys nothing measurable: prefetching NULL is about as cheap"
+        a.because = (f"unguarded/guarded = {a.value:.3f} on the {level} list "
+                     f"({a.details[0]['nodes']} nodes, 2 NULL prefetches per walk); {guard}")
         return [a]
 
     def _tlb_answer(self, data):

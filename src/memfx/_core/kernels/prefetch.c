@@ -27,16 +27,20 @@
 
 /* ---- throughput: independent prefetches of the targets in src ---------- */
 
-/* src: n = size / 8 target addresses; count prefetches, cycling through
- * them.  Returns the sum of the addresses prefetched. */
+/* dst: n = size / 8 target addresses, then one 8-byte cursor: count
+ * prefetches, cycling through the targets from the cursor, which is written
+ * back, so the next call goes on where this one stopped (a sample of a
+ * target set larger than the caches never re-prefetches what the previous
+ * sample just brought in).  Returns the sum of the addresses prefetched. */
 #define PF_TPUT(NAME, PF)                                                        \
     static uint64_t NAME(const struct mfx_args *a)                               \
     {                                                                            \
-        const uint64_t *t = (const uint64_t *)a->src;                            \
-        size_t n = a->size / 8, i = 0;                                           \
+        uint64_t *t = (uint64_t *)a->dst;                                        \
+        size_t n = a->size / 8;                                                  \
         uint64_t left = a->count, sum = 0;                                       \
         if (n == 0)                                                              \
             return 0;                                                            \
+        size_t i = (size_t)(t[n] % n);                                           \
         while (left) {                                                           \
             size_t run = n - i < left ? n - i : (size_t)left;                    \
             for (size_t k = 0; k < run; k++) {                                   \
@@ -49,6 +53,7 @@
                 i = 0;                                                           \
             left -= run;                                                         \
         }                                                                        \
+        t[n] = i;                                                                \
         return sum;                                                              \
     }
 
@@ -59,28 +64,30 @@ PF_TPUT(pf_tput_t2, PF_T2)
 PF_TPUT(pf_tput_nta, PF_NTA)
 PF_TPUT(pf_tput_w, PF_W)
 
+/* The targets and the cursor after them. */
 static void tput_footprint(const struct mfx_args *a, struct mfx_footprint *f)
 {
-    f->src_bytes = a->size / 8 * 8;
+    f->dst_bytes = mfx_sat_add(a->size / 8 * 8, 8);
 }
 
 /* ---- latency: a prefetch whose address depends on a dependent load ------ */
 
 /* src: a pointer chain (link_chain; kept small so it stays in L1); dst: n =
- * size / 8 target addresses (read only).  Each of the count steps loads the
- * next element and prefetches target[i] + (element & 0): the prefetch waits
- * for the load, and a prefetch that holds the load port or the page walker
- * delays the next step.  The time per step minus the baseline's is the
- * prefetch's cost on the critical path. */
+ * size / 8 target addresses and a cursor, as above.  Each of the count
+ * steps loads the next element and prefetches target[i] + (element & 0):
+ * the prefetch waits for the load, and a prefetch that holds the load port
+ * or the page walker delays the next step.  The time per step minus the
+ * baseline's is the prefetch's cost on the critical path. */
 #define PF_LAT(NAME, PF)                                                         \
     static uint64_t NAME(const struct mfx_args *a)                               \
     {                                                                            \
         void *const *p = (void *const *)a->src;                                  \
-        const uint64_t *t = (const uint64_t *)a->dst;                            \
-        size_t n = a->size / 8, i = 0;                                           \
+        uint64_t *t = (uint64_t *)a->dst;                                        \
+        size_t n = a->size / 8;                                                  \
         uint64_t sum = 0;                                                        \
         if (n == 0)                                                              \
             return 0;                                                            \
+        size_t i = (size_t)(t[n] % n);                                           \
         for (uint64_t k = 0; k < a->count; k++) {                                \
             uint64_t addr;                                                       \
             __asm__ __volatile__("mov (%1), %1\n\t"                              \
@@ -95,6 +102,7 @@ static void tput_footprint(const struct mfx_args *a, struct mfx_footprint *f)
             if (++i == n)                                                        \
                 i = 0;                                                           \
         }                                                                        \
+        t[n] = i;                                                                \
         return sum;                                                              \
     }
 
@@ -107,7 +115,7 @@ PF_LAT(pf_lat_w, PF_W)
 
 static void lat_footprint(const struct mfx_args *a, struct mfx_footprint *f)
 {
-    f->dst_bytes = a->size / 8 * 8;
+    f->dst_bytes = mfx_sat_add(a->size / 8 * 8, 8);
     f->src_bytes = 8;
     f->chain_element_min = 8;
 }
@@ -156,8 +164,9 @@ static void list_footprint(const struct mfx_args *a, struct mfx_footprint *f)
  * stride elements, one 8-byte load each, wrapping); a prefetch (t0) of
  * element (i + d) mod n, d = (int64)aux, which may be negative (a prefetch
  * behind: the control for "does a prefetch ahead prime the TLB").  count =
- * elements visited.  Drepper 6.3.2; seed 001's strong vs weak prefetch.
- * Every prefetch stays inside the region.  Returns the sum of i * j over the
+ * elements visited, from the cursor in dst (8 bytes, written back: the next
+ * call goes on where this one stopped).  Drepper 6.3.2; seed 001's strong
+ * vs weak prefetch.  Every prefetch stays inside the region.  Returns the sum of i * j over the
  * visits (i = element loaded, j = element prefetched), which depends on d,
  * so a test can check the distance; the baseline does the same arithmetic
  * without the prefetch. */
@@ -175,7 +184,8 @@ static void list_footprint(const struct mfx_args *a, struct mfx_footprint *f)
         d %= n;                                                                  \
         if (d < 0)                                                               \
             d += n;                                                              \
-        int64_t i = 0, j = d;                                                    \
+        uint64_t *cursor = (uint64_t *)a->dst;                                   \
+        int64_t i = (int64_t)(*cursor % (uint64_t)n), j = (i + d) % n;           \
         for (uint64_t k = 0; k < a->count; k++) {                                \
             PF(base + (size_t)j * stride);                                       \
             uint64_t v;                                                          \
@@ -191,6 +201,7 @@ static void list_footprint(const struct mfx_args *a, struct mfx_footprint *f)
                 j = 0;                                                           \
         }                                                                        \
         __asm__ __volatile__("" ::"r"(acc));                                     \
+        *cursor = (uint64_t)i;                                                   \
         return check;                                                            \
     }
 
@@ -200,6 +211,7 @@ PF_STRIDE(pf_stride_t0, PF_T0)
 static void stride_footprint(const struct mfx_args *a, struct mfx_footprint *f)
 {
     size_t stride = (size_t)a->value;
+    f->dst_bytes = 8;
     if (stride >= 8 && stride % 8 == 0)
         f->src_bytes = a->size / stride * stride;
 }
