@@ -3,8 +3,10 @@ counters, cycle calibration and the sampling loop.  Every number memfx
 reports is timed here, by one code path, from the kernel table's traffic."""
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
+import resource
 import random
 import statistics
 import time
@@ -179,6 +181,7 @@ class Lab:
         self.tsc_hz = _core.tsc_hz(50.0)
         self.perf = PerfCounters(hardware=hardware_counters)
         self.buffers = []
+        self._holes = []          # (address, length) mapped by invalid_addresses()
         self.calibrations = []
 
     @staticmethod
@@ -221,6 +224,44 @@ class Lab:
             except BufferError:
                 pass  # a numpy view still exists; the GC will unmap it
         self.buffers = []
+        for addr, length in self._holes:
+            _libc().munmap(ctypes.c_void_p(addr), ctypes.c_size_t(length))
+        self._holes = []
+
+    def link_chain(self, region, element, n, order=None):
+        """Link a cyclic pointer chain of n `element`-byte elements in the
+        region (order = visiting order of element indices, None = address
+        order); the core writes the pointers.  Returns the Region to pass as
+        a chase kernel's src."""
+        chain = _core.link_chain(region.buffer, region.offset, element, n, order)
+        return Region(chain, region.offset, region.size, region.address)
+
+    def invalid_addresses(self):
+        """Addresses a prefetch may be aimed at that no load could use, by
+        name: NULL; a page unmapped inside a mapped range (mmap three pages,
+        munmap the middle one); a PROT_NONE page; a kernel-half address; a
+        non-canonical address.  The holes live until release().  Only ever
+        handed to prefetch kernels, which never dereference them."""
+        page = PAGE
+        libc = _libc()
+        base = libc.mmap(None, ctypes.c_size_t(3 * page), 3, 0x22, -1, 0)  # RW, PRIVATE|ANON
+        if base in (None, ctypes.c_void_p(-1).value):
+            raise MemfxError("cannot map the pages for an unmapped hole")
+        self._holes.append((base, 3 * page))
+        libc.munmap(ctypes.c_void_p(base + page), ctypes.c_size_t(page))
+        none = mmap.mmap(-1, page, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=0)
+        self.buffers.append(none)
+        return {
+            "null": 0,
+            "unmapped": base + page + 64,
+            "prot_none": _core.address(none) + 64,
+            # The upper half is the kernel's on x86-64 Linux (Documentation/
+            # arch/x86/x86_64/mm.rst); this is the start of its text mapping.
+            "kernel": 0xFFFFFFFF81000000,
+            # Bits 63..47 (63..56 with 5-level paging) must be equal to be
+            # canonical (SDM Vol. 1, 3.3.7.1); bit 62 alone breaks both.
+            "noncanonical": 0x4000000000000000,
+        }
 
     @staticmethod
     def huge_page_share(region):
@@ -275,6 +316,10 @@ class Lab:
             src.address = out[3]
         return out
 
+    def call(self, trial: Trial, count: int):
+        """Run a kernel untimed and return what it returns (for verify())."""
+        return self._call(self._row(trial), trial, count)[3]
+
     def warm(self, trial: Trial, count: int):
         """Run untimed, to bring the working set into the caches and TLBs."""
         self._call(self._row(trial), trial, count)
@@ -296,10 +341,16 @@ class Lab:
     def sample(self, trial: Trial, count: int, cycles_per_tick: float):
         """Time one sample; return the sample record (without arm/point)."""
         row = self._row(trial)
+        if trial.cpu_times:
+            user0, sys0 = _cpu_times_ns()
         ticks, cpu0, cpu1, _result, deltas = self._call(row, trial, count)
+        if trial.cpu_times:
+            user1, sys1 = _cpu_times_ns()
         ns = ticks * 1e9 / self.tsc_hz
         counters = self.perf.decode(deltas)
         counters["cpu"] = cpu1
+        if trial.cpu_times:
+            counters.update(user_ns=user1 - user0, system_ns=sys1 - sys0)
         counters.update(trial.extra)
         rd, wr = row.traffic(trial.size, count)
         cycles = counters.get("cycles") or ticks * cycles_per_tick
@@ -329,6 +380,23 @@ class Lab:
             "ticks": ticks, "cycles_est": cycles, "counters": counters,
             "rejected": reason is not None, "reason": reason,
         }
+
+
+def _libc():
+    """libc's mmap/munmap, for the holes of invalid_addresses() (Python's mmap
+    cannot unmap part of a mapping)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long)
+    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    return libc
+
+
+def _cpu_times_ns():
+    """(user, system) CPU time of this thread, ns (getrusage RUSAGE_THREAD)."""
+    r = resource.getrusage(getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF))
+    return r.ru_utime * 1e9, r.ru_stime * 1e9
 
 
 def check_fits(nbytes, headroom=0.8):

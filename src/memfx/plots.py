@@ -119,7 +119,90 @@ def _title(doc):
     return f"memfx {doc['experiment']} — {cpu.get('model_name', '?')} — run {doc['run_id']}"
 
 
+def _declared_plots(doc):
+    from .experiments import get_experiment
+    exp = get_experiment(doc["experiment"], missing_ok=True)
+    return tuple(getattr(exp, "plots", ()) or ()) if exp else ()
+
+
+def draw_spec(doc, spec, ax):
+    """Draw one declared PlotSpec (plotspec.py) of a document on ax."""
+    pts = spec.points(doc)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    if not pts:
+        ax.text(0.5, 0.5, "no points measured for this panel", ha="center", va="center",
+                transform=ax.transAxes, color="grey")
+    elif spec.kind == "curve":
+        groups = {}
+        for p in pts:
+            groups.setdefault(spec.label(p), []).append(p)
+        for i, (label, ps) in enumerate(sorted(groups.items())):
+            ps.sort(key=lambda p: spec.value_of(p, spec.x))
+            xs = [spec.value_of(p, spec.x) for p in ps]
+            c = colours[i % len(colours)]
+            scatter_samples(ax, xs, ps, s=6, alpha=0.25, color=c)
+            ax.plot(xs, [p["median"] for p in ps], "-o", ms=3, lw=1.2, color=c, label=label)
+        if spec.size_x:
+            xs = [spec.value_of(p, spec.x) for p in pts]
+            size_axis(ax, xs)
+            cache_bands(ax, doc.get("machine") or {}, min(xs), max(xs))
+        elif spec.log_x:
+            ax.set_xscale("symlog", linthresh=1)
+        ax.legend(fontsize=7)
+    elif spec.kind == "bars":
+        cats = list(dict.fromkeys(spec.value_of(p, spec.x) for p in pts))
+        series = sorted({spec.label(p) for p in pts})
+        width = 0.8 / max(1, len(series))
+        for j, label in enumerate(series):
+            xs, ys, lo, hi = [], [], [], []
+            for i, cat in enumerate(cats):
+                p = next((p for p in pts if spec.label(p) == label
+                          and spec.value_of(p, spec.x) == cat), None)
+                if p is None:
+                    continue
+                xs.append(i + (j - (len(series) - 1) / 2) * width)
+                ys.append(p["median"])
+                lo.append(p["median"] - (p.get("ci_low") if p.get("ci_low") is not None else p["median"]))
+                hi.append((p.get("ci_high") if p.get("ci_high") is not None else p["median"]) - p["median"])
+            ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=label,
+                   color=colours[j % len(colours)])
+        ax.set_xticks(range(len(cats)))
+        ax.set_xticklabels([str(c) for c in cats], rotation=30, fontsize=8)
+        ax.legend(fontsize=7)
+    else:
+        xs = sorted({spec.value_of(p, spec.x) for p in pts})
+        ys = sorted({spec.value_of(p, spec.y_param) for p in pts})
+        grid = np.full((len(ys), len(xs)), np.nan)
+        for p in pts:
+            grid[ys.index(spec.value_of(p, spec.y_param)), xs.index(spec.value_of(p, spec.x))] = \
+                p["median"]
+        im = ax.imshow(grid, aspect="auto", origin="lower", cmap="viridis")
+        ax.set_xticks(range(len(xs)))
+        ax.set_xticklabels([str(x) for x in xs], fontsize=7)
+        ax.set_yticks(range(len(ys)))
+        ax.set_yticklabels([str(y) for y in ys], fontsize=7)
+        ax.figure.colorbar(im, ax=ax, label=spec.ylabel or (pts[0].get("unit") or ""))
+    if spec.log_y and spec.kind != "heatmap":
+        ax.set_yscale("log")
+    ax.set_title(spec.title, fontsize=10)
+    ax.set_xlabel(spec.xlabel or spec.x)
+    if spec.kind != "heatmap":
+        unit = pts[0].get("unit", "") if pts else ""
+        ax.set_ylabel(spec.ylabel or (f"{pts[0]['metric']} ({unit})" if pts else ""))
+    ax.grid(True, which="both", alpha=0.3)
+
+
 def figure_for(doc, samples_values=None):
+    specs = _declared_plots(doc)
+    if specs:
+        fig = plt.figure(figsize=(10, 4.2 * ((len(specs) + 1) // 2)), dpi=100)
+        cols = 1 if len(specs) == 1 else 2
+        rows = (len(specs) + cols - 1) // cols
+        for i, spec in enumerate(specs):
+            draw_spec(doc, spec, fig.add_subplot(rows, cols, i + 1))
+        fig.suptitle(_title(doc), fontsize=10)
+        fig.tight_layout()
+        return fig
     fn = PLOTTERS.get(doc["experiment"])
     fig = plt.figure(figsize=(10, 6), dpi=100)
     if fn is None:

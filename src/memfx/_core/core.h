@@ -90,6 +90,7 @@ extern const struct mfx_kernel mfx_kernels_chase[];
 extern const struct mfx_kernel mfx_kernels_fill[];
 extern const struct mfx_kernel mfx_kernels_storefwd[];
 extern const struct mfx_kernel mfx_kernels_copy[];
+extern const struct mfx_kernel mfx_kernels_prefetch[];
 
 int mfx_isa_supported(const char *isa);
 

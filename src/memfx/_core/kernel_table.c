@@ -7,6 +7,7 @@ const struct mfx_kernel *const mfx_kernel_tables[] = {
     mfx_kernels_fill,
     mfx_kernels_storefwd,
     mfx_kernels_copy,
+    mfx_kernels_prefetch,
     NULL,
 };
 

@@ -150,6 +150,7 @@ class Trial:
     reject_page_faults: bool = True
     warmup: int = 0                      # iterations run once, untimed, before sampling
     resume: bool = False                 # chase: the next call starts where the last one ended
+    cpu_times: bool = False              # record user/system CPU time (getrusage) per sample
     extra: dict = field(default_factory=dict)   # recorded with each sample's counters
 
 

@@ -1,0 +1,550 @@
+"""Software prefetch: what one costs, whether it ever traps, and whether it pays.
+
+Seed 001 ("Strong prefetch"): on an UltraSPARC IV+ a *strong* prefetch of an
+unmapped address -- the NULL `next` at the end of a linked list -- trapped
+into the kernel: 1e6 prefetches of address 0 cost 1.24 s user + 1.34 s
+system, a weak prefetch nothing.  A strong prefetch exists because a weak
+one is dropped on a TLB miss and so cannot prime the TLB for a stride across
+pages.  Drepper (seed 004, 6.3.2 "Average with Prefetch") adds the distance
+question.  The same questions, asked of the CPU at hand.
+
+Parts (each a set of cells; arms are interleaved inside a cell)
+  cost    a prefetch of kind t0/t1/t2/nta/w at a target -- an L1-resident
+          line, a DRAM-resident line, NULL, an unmapped page inside a mapped
+          range, a PROT_NONE page, a kernel-half and a non-canonical address
+          -- in throughput mode (independent prefetches) and latency mode (on
+          a dependent chain), against the same loop without the prefetch
+          ("none"); user and system CPU time and page faults per sample
+  list    the seed's loop: a list walk prefetching next->next, so the last
+          nodes prefetch NULL: unguarded vs `if (nn)` guarded vs none, lists
+          in L1, L2, the LLC and DRAM
+  tlb     one load per 4 KiB page over a region far beyond TLB reach, with a
+          prefetch d pages ahead (d = -1 is the control: behind), 4 KiB vs
+          transparent huge pages
+  stream  a strided sum over an array beyond the LLC with a prefetch d
+          elements ahead: the best d and the gain over the hardware
+          prefetchers alone
+
+Target addresses are data the lab makes (lab.invalid_addresses); no address
+ever comes from the user.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import answers as ans
+from .. import stats
+from ..answers import HIGHER, LOWER, Question
+from ..errors import ParamError
+from ..plotspec import PlotSpec
+from ..units import format_size
+from .base import Experiment, Param, Point, Trial, register
+
+KINDS = ("t0", "t1", "t2", "nta", "w")
+VALID_TARGETS = ("l1", "dram")
+INVALID_TARGETS = ("null", "unmapped", "prot_none", "kernel", "noncanonical")
+TARGETS = VALID_TARGETS + INVALID_TARGETS
+MODES = ("throughput", "latency")
+PARTS = ("cost", "list", "tlb", "stream")
+LIST_ARMS = ("none", "unguarded", "guarded")
+# "short": an 8-node list, so 2 of every 8 prefetches are of NULL (the
+# seed's loop at its worst); the others fill about half of a level.
+LIST_LEVELS = ("short", "l1", "l2", "llc", "dram")
+SHORT_LIST = 8
+
+# Entries in the target array of the cost part for targets that are one
+# address (it stays in L1 while the loop cycles through it).
+TARGET_SLOTS = 64
+# A system-time share of the prefetch loop's CPU time above this is a trap
+# into the kernel (the seed saw 52 %); below it, scheduler ticks and noise.
+TRAP_SYSTEM_SHARE = 0.05
+# The page the tlb part strides by: one load per 4 KiB page (x86-64's base
+# page, SDM Vol. 3A 4.5).
+PAGE = 4096
+LINE = 64
+
+
+def _llc_bytes(machine):
+    caches = [c for c in machine.get("caches", []) if c.get("type") in ("Data", "Unified")]
+    return max((c["size_bytes"] for c in caches), default=32 << 20)
+
+
+def _cache_bytes(machine, level):
+    for c in machine.get("caches", []):
+        if c.get("level") == level and c.get("type") in ("Data", "Unified"):
+            return c["size_bytes"]
+    return {1: 32 << 10, 2: 1 << 20}.get(level, _llc_bytes(machine))
+
+
+def list_nodes(machine, level):
+    """Nodes of a list whose lines fill about half of `level` (one 64-byte
+    line per node), or 4x the LLC for dram."""
+    if level == "short":
+        return SHORT_LIST
+    size = {"l1": _cache_bytes(machine, 1) // 2, "l2": _cache_bytes(machine, 2) // 2,
+            "llc": _llc_bytes(machine) // 2, "dram": 4 * _llc_bytes(machine)}[level]
+    return max(2 * SHORT_LIST, size // LINE)
+
+
+def expected_stride_check(n, d, count):
+    """What pf_stride_* returns: the sum of i * j over `count` visits of an
+    n-element region, loading element i and prefetching j = (i + d) mod n."""
+    i = np.arange(count, dtype=np.uint64) % np.uint64(n)
+    j = (np.arange(count, dtype=np.int64) + (d % n)) % n
+    return int(np.sum(i * j.astype(np.uint64), dtype=np.uint64))
+
+
+@register
+class Prefetch(Experiment):
+    name = "prefetch"
+    order = 60
+    title = "Software prefetch: cost, traps and benefit"
+    question = ("What does a software prefetch cost on this CPU, does a prefetch of an invalid "
+                "address (NULL) ever trap into the kernel, and does prefetching pay?")
+    seeds = ("001", "004")
+    arms = ("none",) + KINDS + ("unguarded", "guarded", "prefetch")
+    params = [
+        Param("parts", "list:str", list(PARTS), "which parts to measure: cost, list, tlb, stream",
+              "cost,list", choices=PARTS),
+        Param("kinds", "list:str", list(KINDS), "prefetch instructions: t0, t1, t2, nta, w "
+              "(prefetchw)", "t0,nta", choices=KINDS),
+        Param("targets", "list:str", list(TARGETS), "what the cost part prefetches: l1, dram, "
+              "null, unmapped, prot_none, kernel, noncanonical", "null,l1", choices=TARGETS),
+        Param("modes", "list:str", list(MODES), "cost part: throughput (independent prefetches) "
+              "and/or latency (on a dependent chain)", "throughput", choices=MODES),
+        Param("levels", "list:str", list(LIST_LEVELS), "list part: an 8-node list (short) and "
+              "lists filling half of l1, l2, the llc, or 4x the llc (dram)", "short,dram",
+              choices=LIST_LEVELS),
+        Param("distances", "list:int", [0, 1, 2, 4, 8, 16, 32],
+              "tlb part: prefetch distance in pages (the control d = -1 is always added)",
+              "1,4,16", minimum=0, maximum=4096),
+        Param("strides", "list:size", [64, 256, 1024], "stream part: element stride, bytes",
+              "64,4K", minimum=64, maximum=4096),
+        Param("stream_distances", "list:int", [1, 2, 4, 8, 16, 32, 64],
+              "stream part: prefetch distance in elements", "4,16", minimum=1, maximum=4096),
+        Param("pages", "list:str", ["4k", "thp"], "tlb part: page sizes (4k, thp)", "4k",
+              choices=("4k", "thp")),
+        Param("region", "size", "auto", "tlb and stream parts: region size, bytes; auto = 4x "
+              "the last-level cache that sysfs reports, at least 128 MiB", "256M",
+              minimum=1 << 20),
+    ]
+    presets = {
+        "quick": {"samples": 5, "min_sample_ms": 0.5, "kinds": "t0,nta,w", "modes": "throughput",
+                  "distances": "0,1,4,16", "strides": "64", "stream_distances": "2,8,32",
+                  "levels": "short,l2,dram", "region": "128M"},
+        "full": {"samples": 9},
+    }
+    questions = (
+        Question("prefetch.null_cost", "What does a prefetcht0 of NULL cost (independent "
+                 "prefetches, loop included)?", "ns", "001",
+                 "median ns per prefetch of address 0, throughput mode", better=LOWER),
+        Question("prefetch.invalid_target_penalty", "Is a prefetch of an invalid address "
+                 "(unmapped, PROT_NONE, kernel, non-canonical, NULL) dearer than one of an "
+                 "L1-resident line?", "ratio", "001",
+                 "ratio of medians, dearest invalid target vs the L1 line, prefetcht0, "
+                 "throughput mode"),
+        Question("prefetch.traps", "Does a prefetch of an invalid address ever trap into the "
+                 "kernel (system time, page faults)?", "ratio", "001",
+                 f"system-time share of the prefetch loops' CPU time (getrusage) over all "
+                 f"invalid targets; detected above {TRAP_SYSTEM_SHARE:.0%}", headline=True),
+        Question("prefetch.seed_loop", "Does the seed's unguarded prefetch of next->next (NULL "
+                 "at the list's end) cost more than guarding it with a branch?", "ratio", "001",
+                 "ratio of medians unguarded / guarded on the shortest list measured (the most "
+                 "NULL prefetches per node); every level in details"),
+        Question("prefetch.tlb_priming", "Does a prefetch to a page whose translation is missing "
+                 "prime the TLB (a 'strong' prefetch)?", "ratio", "001",
+                 "speed-up none / prefetch at the best distance >= 1 page, 4 KiB pages, "
+                 "against the d = -1 control and transparent huge pages"),
+        Question("prefetch.stream_gain", "Does a software prefetch speed up a streaming loop "
+                 "beyond the hardware prefetchers?", "ratio", "004",
+                 "speed-up none / prefetch at the best distance, smallest stride measured",
+                 better=HIGHER),
+        Question("prefetch.stream_distance", "Which prefetch distance serves a streaming loop "
+                 "best?", "elements", "004",
+                 "the distance with the lowest median time per load, smallest stride"),
+    )
+
+    plots = (
+        PlotSpec("cost", "ns per prefetch by target and kind (throughput)", kind="bars",
+                 x="target", series=("arm",), select={"part": "cost", "mode": "throughput"},
+                 log_y=True, xlabel="target"),
+        PlotSpec("cost_latency", "ns per chase step with a dependent prefetch", kind="bars",
+                 x="target", series=("arm",), select={"part": "cost", "mode": "latency"},
+                 log_y=True, xlabel="target"),
+        PlotSpec("tlb", "one load per 4 KiB page: prefetch d pages ahead vs none", kind="curve",
+                 x="distance", series=("arm", "pages"), select={"part": "tlb"}, log_x=True,
+                 xlabel="prefetch distance (pages; -1 = behind)"),
+        PlotSpec("stream", "streaming sum: prefetch d elements ahead vs none", kind="curve",
+                 x="distance", series=("arm", "stride_bytes"), select={"part": "stream"},
+                 log_x=True, xlabel="prefetch distance (elements)"),
+    )
+
+    # -- plan --
+    def region_bytes(self, params, machine):
+        if params["region"] != "auto":
+            return params["region"]
+        return max(128 << 20, 4 * _llc_bytes(machine))
+
+    def plan(self, params, machine):
+        pts = []
+        parts = params["parts"]
+        if "cost" in parts:
+            for mode in params["modes"]:
+                for target in params["targets"]:
+                    pp = {"part": "cost", "mode": mode, "target": target}
+                    if target == "dram":
+                        pp["region_bytes"] = self.region_bytes(params, machine)
+                    pts += [Point(arm, dict(pp)) for arm in ("none",) + tuple(params["kinds"])]
+        if "list" in parts:
+            for level in params["levels"]:
+                nodes = list_nodes(machine, level)
+                pts += [Point(arm, {"part": "list", "level": level, "nodes": nodes})
+                        for arm in LIST_ARMS]
+        region = self.region_bytes(params, machine)
+        avail = (machine.get("memory") or {}).get("available_bytes")
+        if ("tlb" in parts or "stream" in parts) and avail and 2 * region > avail * 0.8:
+            raise ParamError(f"region {format_size(region)} does not fit: two arms need "
+                             f"{format_size(2 * region)} and {format_size(avail)} is available")
+        if "tlb" in parts:
+            for pages in params["pages"]:
+                for d in sorted({-1, *params["distances"]}):
+                    pts += [Point(arm, {"part": "tlb", "pages": pages, "distance": d,
+                                        "stride_bytes": PAGE, "region_bytes": region})
+                            for arm in ("none", "prefetch")]
+        if "stream" in parts:
+            for stride in params["strides"]:
+                for d in params["stream_distances"]:
+                    pts += [Point(arm, {"part": "stream", "stride_bytes": stride, "distance": d,
+                                        "region_bytes": region})
+                            for arm in ("none", "prefetch")]
+        return pts
+
+    def estimate_seconds(self, params, machine):
+        pts = self.plan(params, machine)
+        return 3 + len(pts) * params["samples"] * 2 * max(params["min_sample_ms"], 1.0) / 1000 * 3
+
+    # -- one trial --
+    def prepare(self, point, params, lab):
+        part = point.params["part"]
+        if part == "cost":
+            return self._prepare_cost(point, params, lab)
+        if part == "list":
+            return self._prepare_list(point, params, lab)
+        return self._prepare_stride(point, params, lab)
+
+    def _targets(self, point, params, lab):
+        """The target array (a Region of uint64 addresses) and its length."""
+        target = point.params["target"]
+        if target == "l1":
+            hot = lab.buffer(8 * LINE)
+            addrs = hot.address + LINE * (np.arange(TARGET_SLOTS) % 8)
+        elif target == "dram":
+            # Lines of a region 4x the LLC in shuffled order; the kernels go
+            # on from where the last sample stopped, so a line was last
+            # prefetched 4 LLCs of lines ago.
+            big = point.params["region_bytes"]
+            lines = big // LINE
+            region = lab.buffer(big)
+            rng = np.random.default_rng([params["seed"], 1])
+            addrs = region.address + LINE * rng.permutation(lines).astype(np.uint64)
+        else:
+            addrs = np.full(TARGET_SLOTS, lab.invalid_addresses()[target], dtype=np.uint64)
+        # the targets, then the kernels' cursor (zero: start at the first)
+        table = lab.buffer(8 * len(addrs) + 8)
+        view = np.frombuffer(table.buffer, dtype=np.uint64, count=len(addrs) + 1,
+                             offset=table.offset)
+        view[:-1] = np.asarray(addrs, dtype=np.uint64)
+        view[-1] = 0
+        del view
+        return table, len(addrs)
+
+    def _prepare_cost(self, point, params, lab):
+        table, n = self._targets(point, params, lab)
+        kind = point.arm
+        common = dict(dst=table, size=8 * n, reject_page_faults=False, cpu_times=True,
+                      warmup=min(n, 1 << 22), extra={"targets": n})
+        if point.params["mode"] == "throughput":
+            return Trial(f"pf_tput_{kind}", **common)
+        chain_region = lab.buffer(TARGET_SLOTS * LINE)
+        order = np.random.default_rng([params["seed"], 2]).permutation(TARGET_SLOTS)
+        chain = lab.link_chain(chain_region, LINE, TARGET_SLOTS, order.astype(np.int32))
+        return Trial(f"pf_lat_{kind}", src=chain, **common)
+
+    def _prepare_list(self, point, params, lab):
+        nodes = point.params["nodes"]
+        region = lab.buffer(nodes * LINE)
+        order = np.random.default_rng([params["seed"], 3, nodes]).permutation(nodes)
+        chain = lab.link_chain(region, LINE, nodes, order.astype(np.int32 if nodes < 2**31
+                                                                  else np.int64))
+        # resume: each sample walks on from where the last one stopped, so a
+        # list beyond the caches is not re-walked from a now-cached head.
+        return Trial(f"pf_list_{point.arm}", src=chain, warmup=min(nodes, 1 << 20),
+                     resume=True, extra={"nodes": nodes})
+
+    def _prepare_stride(self, point, params, lab):
+        p = point.params
+        region = lab.buffer(p["region_bytes"], hugepages=p.get("pages") == "thp")
+        cursor = lab.buffer(8)          # the kernel's position, so samples go on from it
+        n = p["region_bytes"] // p["stride_bytes"]
+        kernel = "pf_stride_t0" if point.arm == "prefetch" else "pf_stride_none"
+        extra = {"elements": n}
+        if p.get("pages") == "thp":
+            share = lab.huge_page_share(region)
+            if share is not None:
+                extra["huge_page_share"] = round(share, 3)
+        # warm-up: one pass, so every element was last touched a region ago
+        return Trial(kernel, src=region, dst=cursor, size=p["region_bytes"],
+                     value=p["stride_bytes"], aux=p["distance"] & 0xFFFFFFFFFFFFFFFF,
+                     warmup=n, extra=extra)
+
+    def verify(self, lab, params):
+        """The strided kernels prefetch the element d ahead (checked through
+        their checksum)."""
+        region = lab.buffer(64 * 64)
+        for kernel in ("pf_stride_t0", "pf_stride_none"):
+            for d in (-1, 0, 3):
+                cursor = lab.buffer(8)
+                out = lab.call(Trial(kernel, src=region, dst=cursor, size=64 * 64, value=64,
+                                     aux=d & 0xFFFFFFFFFFFFFFFF), 100)
+                if out != expected_stride_check(64, d, 100):
+                    raise AssertionError(f"{kernel} with d={d} prefetched the wrong elements")
+        lab.release()
+
+    # -- analysis --
+    def analyze(self, data):
+        out = []
+        out += self._cost_answers(data)
+        out += self._list_answer(data)
+        out += self._tlb_answer(data)
+        out += self._stream_answers(data)
+        return out
+
+    def _cost_answers(self, data):
+        pts = [p for p in data.points if p["params"].get("part") == "cost" and p["n"]]
+        if not pts:
+            return []
+        by = {(p["params"]["mode"], p["params"]["target"], p["arm"]): p for p in pts}
+        details = []
+        for (mode, target, arm), p in sorted(by.items()):
+            base = by.get((mode, target, "none"))
+            l1 = by.get((mode, "l1", arm))
+            details.append({"label": f"{mode} {target} {arm}", "mode": mode, "target": target,
+                            "kind": arm, "value": p["median"], "unit": "ns",
+                            "ci_low": p["ci_low"], "ci_high": p["ci_high"],
+                            "cycles_est": p.get("cycles_est"),
+                            "vs_none": p["median"] / base["median"] if base and base["median"]
+                            else None,
+                            "vs_l1": p["median"] / l1["median"] if l1 and l1["median"] else None,
+                            "point": ans.point_key(p)})
+        result = []
+        q = self.declared("null_cost")
+        null = by.get(("throughput", "null", "t0"))
+        if null:
+            base = by.get(("throughput", "null", "none"))
+            extra = f"; the loop without it takes {base['median']:.2f} ns" if base else ""
+            result.append(ans.measured(q, null["values"], f"prefetcht0 of NULL: "
+                                       f"{null['median']:.2f} ns per prefetch{extra}",
+                                       evidence=[ans.point_key(null)], details=details))
+        else:
+            result.append(ans.not_measured(q, "the sweep did not include target null with "
+                                              "prefetcht0 in throughput mode"))
+        q = self.declared("invalid_target_penalty")
+        l1 = by.get(("throughput", "l1", "t0"))
+        invalid = [by[("throughput", t, "t0")] for t in INVALID_TARGETS
+                   if ("throughput", t, "t0") in by]
+        if l1 and invalid:
+            worst = max(invalid, key=lambda p: p["median"])
+            cheapest = min(invalid, key=lambda p: p["median"])
+            a = ans.effect(q, worst["values"], l1["values"], "", evidence=[
+                ans.point_key(worst), ans.point_key(l1)])
+            a.because = (f"dearest invalid target: {worst['params']['target']} at "
+                         f"{worst['median']:.2f} ns vs {l1['median']:.2f} ns for an L1 line "
+                         f"({a.value:.2f}x); cheapest: {cheapest['params']['target']} at "
+                         f"{cheapest['median']:.2f} ns")
+            a.details = [d for d in details if d["mode"] == "throughput" and d["kind"] == "t0"]
+            result.append(a)
+        else:
+            result.append(ans.not_measured(q, "needs prefetcht0 of the l1 target and of at least "
+                                              "one invalid target, throughput mode"))
+        result.append(self._trap_answer(data, pts))
+        return result
+
+    def _trap_answer(self, data, pts):
+        q = self.declared("traps")
+        invalid = [p for p in pts if p["params"]["target"] in INVALID_TARGETS and p["arm"] != "none"]
+        if not invalid:
+            return ans.not_measured(q, "no invalid target was measured")
+        samples = [s for s in data.samples if s["point"].get("part") == "cost"
+                   and s["point"].get("target") in INVALID_TARGETS and s["arm"] != "none"]
+        shares, details = [], []
+        groups = {}
+        for s in samples:
+            groups.setdefault((s["point"]["target"], s["arm"], s["point"]["mode"]), []).append(s)
+        for (target, kind, mode), ss in sorted(groups.items()):
+            user = sum((s["counters"].get("user_ns") or 0) for s in ss)
+            system = sum((s["counters"].get("system_ns") or 0) for s in ss)
+            faults = sum((s["counters"].get("page_faults") or 0) for s in ss)
+            ops = sum(s["ns"] / s["value"] for s in ss if s["value"])
+            details.append({"label": f"{target} {kind} {mode}", "target": target, "kind": kind,
+                            "mode": mode, "value": system / (user + system)
+                            if user + system else 0.0, "unit": "ratio",
+                            "system_ms": system / 1e6, "user_ms": user / 1e6,
+                            "page_faults_per_million": faults / ops * 1e6 if ops else None,
+                            "prefetches": ops})
+            shares += [(s["counters"].get("system_ns") or 0) /
+                       max(1.0, (s["counters"].get("system_ns") or 0)
+                           + (s["counters"].get("user_ns") or 0)) for s in ss]
+        total_faults = max((d["page_faults_per_million"] or 0 for d in details), default=0)
+        value = max(d["value"] for d in details)
+        shares = np.asarray(shares, float)
+        lo = hi = None
+        if shares.size >= 3:
+            lo, hi = stats.bootstrap_ci(shares, statistic=np.mean)
+        if lo is None:
+            verdict = "inconclusive"
+        elif lo > TRAP_SYSTEM_SHARE:
+            verdict = "detected"
+        elif hi < TRAP_SYSTEM_SHARE:
+            verdict = "not_detected"
+        else:
+            verdict = "inconclusive"
+        a = ans.Answer(q.id, verdict, "", value=value, ci_low=lo, ci_high=hi,
+                       evidence=ans.evidence_keys(invalid), details=details,
+                       estimator="system share of CPU time per sample (mean, bootstrap CI); "
+                                 "value = the worst target and kind's pooled share")
+        worst = max(details, key=lambda d: d["value"])
+        if a.verdict == "detected":
+            a.because = (f"yes: {worst['value']:.0%} of the CPU time prefetching {worst['label']} "
+                         f"was system time, as in the seed")
+        else:
+            a.because = (f"no system time to speak of: at most {worst['value']:.1%} "
+                         f"({worst['label']}) over {sum(d['prefetches'] for d in details):.3g} "
+                         f"prefetches of invalid addresses, at most {total_faults:.2g} page faults "
+                         f"per million; x86 prefetches of NULL, unmapped or kernel addresses are "
+                         f"dropped in hardware")
+        return a
+
+    def _list_answer(self, data):
+        q = self.declared("seed_loop")
+        pts = [p for p in data.points if p["params"].get("part") == "list" and p["n"]]
+        if not pts:
+            return [ans.not_measured(q, "the list part was not measured")]
+        by = {(p["params"]["level"], p["arm"]): p for p in pts}
+        details, first = [], None
+        for level in LIST_LEVELS:
+            u, g, n = by.get((level, "unguarded")), by.get((level, "guarded")), by.get((level, "none"))
+            if not (u and g):
+                continue
+            e = ans.effect(q, u["values"], g["values"], "", evidence=[ans.point_key(u),
+                                                                     ans.point_key(g)])
+            nodes = u["params"]["nodes"]
+            # two of every `nodes` prefetches are of NULL: what each costs
+            per_null = (u["median"] - g["median"]) * nodes / 2
+            details.append({"label": level, "level": level, "nodes": nodes,
+                            "value": e.value, "unit": "ratio", "ci_low": e.ci_low,
+                            "ci_high": e.ci_high, "verdict": e.verdict,
+                            "unguarded_ns": u["median"], "guarded_ns": g["median"],
+                            "none_ns": n["median"] if n else None,
+                            "ns_per_null_prefetch": per_null})
+            if first is None:
+                first = (level, e, per_null)
+        if first is None:
+            return [ans.not_measured(q, "needs the unguarded and guarded arms of one level")]
+        level, a, per_null = first
+        a.details = details
+        if a.verdict == "detected" and a.value > 1:
+            guard = (f"guard the prefetch (if (nn)): each NULL prefetch costs about "
+                     f"{per_null:.1f} ns more than the branch")
+        elif a.verdict == "detected":
+            guard = "the unguarded prefetch is faster: the branch costs more than prefetching NULL"
+        else:
+            guard = "the branch buys nothing measurable: prefetching NULL is about as cheap"
+        a.because = (f"unguarded/guarded = {a.value:.3f} on the {level} list "
+                     f"({a.details[0]['nodes']} nodes, 2 NULL prefetches per walk); {guard}")
+        return [a]
+
+    def _tlb_answer(self, data):
+        q = self.declared("tlb_priming")
+        pts = [p for p in data.points if p["params"].get("part") == "tlb" and p["n"]]
+        if not pts:
+            return [ans.not_measured(q, "the tlb part was not measured")]
+        gains = {}
+        details = []
+        for p in pts:
+            if p["arm"] != "prefetch":
+                continue
+            pr = p["params"]
+            base = next((b for b in pts if b["arm"] == "none" and b["params"] == pr), None)
+            if not base:
+                continue
+            e = ans.effect(q, base["values"], p["values"], "",
+                           evidence=[ans.point_key(base), ans.point_key(p)])
+            gains[(pr["pages"], pr["distance"])] = (e, p, base)
+            details.append({"label": f"{pr['pages']} d={pr['distance']}", "pages": pr["pages"],
+                            "distance_pages": pr["distance"], "value": e.value, "unit": "ratio",
+                            "ci_low": e.ci_low, "ci_high": e.ci_high, "verdict": e.verdict,
+                            "none_ns": base["median"], "prefetch_ns": p["median"]})
+        ahead = {k: v for k, v in gains.items() if k[0] == "4k" and k[1] >= 1}
+        if not ahead:
+            return [ans.not_measured(q, "needs 4 KiB pages and a distance of at least one page")]
+        (pages, d), (a, p, base) = max(ahead.items(), key=lambda kv: kv[1][0].value)
+        a.details = sorted(details, key=lambda x: (x["pages"], x["distance_pages"]))
+        control = gains.get(("4k", -1))
+        thp = max((v[0].value for k, v in gains.items() if k[0] == "thp" and k[1] >= 1),
+                  default=None)
+        parts = [f"a prefetch {d} page(s) ahead makes the page walk loop {a.value:.2f}x as fast "
+                 f"with 4 KiB pages"]
+        if control:
+            parts.append(f"{control[0].value:.2f}x when it points one page behind (control)")
+        if thp is not None:
+            parts.append(f"best {thp:.2f}x with huge pages")
+        if a.verdict == "detected":
+            parts.append("so prefetches to pages missing from the TLB are not dropped: "
+                         "they start the page walk ('strong')")
+        elif a.verdict == "not_detected":
+            parts.append("no gain: prefetches do not help across pages here")
+        a.because = "; ".join(parts)
+        return [a]
+
+    def _stream_answers(self, data):
+        qg, qd = self.declared("stream_gain"), self.declared("stream_distance")
+        pts = [p for p in data.points if p["params"].get("part") == "stream" and p["n"]]
+        if not pts:
+            reason = "the stream part was not measured"
+            return [ans.not_measured(qg, reason), ans.not_measured(qd, reason)]
+        stride = min(p["params"]["stride_bytes"] for p in pts)
+        rows = []
+        details = []
+        for p in pts:
+            if p["arm"] != "prefetch":
+                continue
+            base = next((b for b in pts if b["arm"] == "none" and b["params"] == p["params"]), None)
+            if base is None:
+                continue
+            pr = p["params"]
+            details.append({"label": f"stride {pr['stride_bytes']} d={pr['distance']}",
+                            "stride_bytes": pr["stride_bytes"], "distance": pr["distance"],
+                            "value": base["median"] / p["median"] if p["median"] else None,
+                            "unit": "ratio", "prefetch_ns": p["median"], "none_ns": base["median"]})
+            if pr["stride_bytes"] == stride:
+                rows.append((p, base))
+        if not rows:
+            reason = "needs the none and prefetch arms at one stride"
+            return [ans.not_measured(qg, reason), ans.not_measured(qd, reason)]
+        p, base = min(rows, key=lambda r: r[0]["median"])
+        d = p["params"]["distance"]
+        gain = ans.effect(qg, base["values"], p["values"], "",
+                          evidence=[ans.point_key(base), ans.point_key(p)])
+        gain.details = details
+        if gain.verdict == "detected" and gain.value > 1:
+            advice = f"prefetch {d} elements ({format_size(d * stride)}B) ahead"
+        else:
+            advice = "leave it to the hardware prefetchers: no software prefetch distance helps"
+        gain.because = (f"best distance {d} elements at stride {stride} B: "
+                        f"{gain.value:.2f}x the loop without prefetch; {advice}")
+        dist = ans.measured(qd, [float(d)], f"{d} elements of {stride} B "
+                            f"({format_size(d * stride)}B) ahead; {advice}",
+                            evidence=[ans.point_key(p)], details=details,
+                            estimator="argmin of the median time per load", value=float(d))
+        return [gain, dist]
+

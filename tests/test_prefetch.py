@@ -1,0 +1,249 @@
+"""The prefetch experiment (seed 001): kernels prefetch the addresses they are
+given (checked through their checksums and cursors), the lab's invalid
+addresses are what they claim, and the analysis reads synthetic points right."""
+import json
+import mmap
+
+import numpy as np
+import pytest
+
+from memfx import _core
+from memfx.answers import NOT_MEASURED
+from memfx.experiments import get_experiment
+from memfx.experiments.base import Region, Trial
+from memfx.experiments.prefetch import INVALID_TARGETS, expected_stride_check
+from memfx.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
+from memfx.results import document
+from conftest import run_cli
+
+ROWS = {k["name"]: k for k in _core.kernels()}
+KERNELS = {name: i for i, name in enumerate(r["name"] for r in _core.kernels())}
+
+
+def _run(name, dst=None, src=None, size=0, value=0, count=1, aux=0):
+    out = _core.run(KERNELS[name], dst, 0, src, 0, size, value, count, aux, [], None)
+    return out[3]
+
+
+def _lab():
+    from memfx._lab import Lab
+    return Lab(cpu=-1, hardware_counters=False)
+
+
+def _targets(addrs):
+    buf = mmap.mmap(-1, 8 * (len(addrs) + 1))
+    view = np.frombuffer(buf, dtype=np.uint64)
+    view[:-1] = addrs
+    view[-1] = 0
+    del view
+    return buf
+
+
+def _cursor(buf, n):
+    return int(np.frombuffer(buf, dtype=np.uint64)[n])
+
+
+@pytest.mark.parametrize("kind", ["none", "t0", "t1", "t2", "nta", "w"])
+def test_throughput_kernels_prefetch_each_target_in_turn_and_keep_their_place(kind):
+    name = f"pf_tput_{kind}"
+    if not _core.isa_supported(ROWS[name]["isa"] or ""):
+        pytest.skip(f"{name} needs {ROWS[name]['isa']}, which this CPU lacks")
+    addrs = np.array([0, 64, 4096, 0xFFFFFFFF81000000, 0x4000000000000000], dtype=np.uint64)
+    buf = _targets(addrs)
+    got = _run(name, dst=buf, size=8 * len(addrs), count=7)
+    assert got == int(np.sum(addrs[[0, 1, 2, 3, 4, 0, 1]], dtype=np.uint64))
+    assert _cursor(buf, len(addrs)) == 2                  # the next call goes on at target 2
+    got = _run(name, dst=buf, size=8 * len(addrs), count=3)
+    assert got == int(np.sum(addrs[[2, 3, 4]], dtype=np.uint64))
+    assert _cursor(buf, len(addrs)) == 0
+
+
+def test_latency_kernel_walks_the_chain_and_prefetches_each_target():
+    lab = _lab()
+    region = lab.buffer(8 * 64)
+    chain = lab.link_chain(region, 64, 8, np.arange(8, dtype=np.int32))
+    addrs = np.arange(1, 6, dtype=np.uint64) * 4096
+    buf = _targets(addrs)
+    got = _core.run(KERNELS["pf_lat_t0"], buf, 0, chain.buffer, 0, 8 * len(addrs), 0, 12, 0,
+                    [], None)[3]
+    assert got == int(np.sum(addrs[np.arange(12) % 5], dtype=np.uint64))
+    lab.release()
+
+
+@pytest.mark.parametrize("d", [-1, 0, 1, 3, 17])
+@pytest.mark.parametrize("kernel", ["pf_stride_t0", "pf_stride_none"])
+def test_stride_kernels_prefetch_d_elements_ahead(kernel, d):
+    n, stride = 32, 128
+    region = mmap.mmap(-1, n * stride)
+    cursor = mmap.mmap(-1, 8)
+    got = _core.run(KERNELS[kernel], cursor, 0, region, 0, n * stride, stride, 50,
+                    d & 0xFFFFFFFFFFFFFFFF, [], None)[3]
+    assert got == expected_stride_check(n, d, 50)
+    # a prefetch one element behind is a different address sequence from one ahead
+    assert expected_stride_check(n, 1, 50) != expected_stride_check(n, -1, 50)
+    assert int(np.frombuffer(cursor, dtype=np.uint64)[0]) == 50 % n
+
+
+def test_stride_kernel_checks_footprint():
+    region = mmap.mmap(-1, 4096)
+    cursor = mmap.mmap(-1, 8)
+    with pytest.raises(ValueError):
+        _core.run(KERNELS["pf_stride_t0"], cursor, 0, region, 0, 8192, 64, 1, 1, [], None)
+    with pytest.raises(ValueError):       # the cursor must be writable space in dst
+        _core.run(KERNELS["pf_stride_t0"], None, 0, region, 0, 4096, 64, 1, 1, [], None)
+
+
+def test_list_kernels_follow_the_chain_and_return_where_they_stopped():
+    lab = _lab()
+    region = lab.buffer(8 * 64)
+    chain = lab.link_chain(region, 64, 8, np.array([0, 3, 1, 7, 2, 6, 4, 5], dtype=np.int32))
+    base = _core.address(region.buffer)
+    for arm in ("none", "unguarded", "guarded"):
+        end = _core.run(KERNELS[f"pf_list_{arm}"], None, 0, chain.buffer, 0, 0, 0, 3, 0,
+                        [], None)[3]
+        assert end == base + 7 * 64          # 0 -> 3 -> 1 -> 7
+    lab.release()
+
+
+def _maps():
+    with open("/proc/self/maps") as f:
+        spans = []
+        for line in f:
+            lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+            spans.append((lo, hi, line.split()[1]))
+    return spans
+
+
+def test_invalid_addresses_are_what_they_claim():
+    lab = _lab()
+    addrs = lab.invalid_addresses()
+    assert set(addrs) == set(INVALID_TARGETS)
+    assert addrs["null"] == 0
+    spans = _maps()
+
+    def mapping(a):
+        return next((s for s in spans if s[0] <= a < s[1]), None)
+    assert mapping(addrs["unmapped"]) is None                       # a hole ...
+    assert mapping(addrs["unmapped"] - 4096) and mapping(addrs["unmapped"] + 4096)  # ... inside a range
+    assert mapping(addrs["prot_none"])[2].startswith("---")
+    assert addrs["kernel"] >= 1 << 63
+    top = addrs["noncanonical"] >> 47
+    assert top not in (0, (1 << 17) - 1)                            # bits 63..47 not all equal
+    lab.release()                                                   # the lab tears its holes down
+    spans = _maps()
+    assert mapping(addrs["unmapped"] - 4096) is None and mapping(addrs["prot_none"]) is None
+
+
+def _sample(arm, params, ns, n=6, counters=None):
+    return [{"arm": arm, "point": params, "metric": "ns_per_prefetch", "unit": "ns",
+             "value": ns * (1 + 0.001 * i), "length": 1000, "ns": ns * 1000 * (1 + 0.001 * i),
+             "cycles_est": None, "counters": dict(counters or {}), "rejected": False}
+            for i in range(n)]
+
+
+def _doc(samples):
+    run = {"id": "r", "experiment": "prefetch", "status": "complete", "params": {},
+           "machine": {}}
+    return {a["question"]: a for a in document(run, samples)["answers"]}
+
+
+def _cost(target, arm, ns, sys_share=0.0):
+    cpu = {"user_ns": 1e6 * (1 - sys_share), "system_ns": 1e6 * sys_share}
+    return _sample(arm, {"part": "cost", "mode": "throughput", "target": target}, ns,
+                   counters=cpu)
+
+
+def test_trap_answer_detects_system_time_and_says_no_without_it():
+    quiet = sum((_cost(t, "t0", 0.5) for t in ("l1",) + INVALID_TARGETS), [])
+    a = _doc(quiet)
+    assert a["prefetch.traps"]["verdict"] == NOT_DETECTED
+    assert a["prefetch.traps"]["value"] == 0.0
+    trapping = quiet + _cost("null", "w", 40.0, sys_share=0.5)
+    b = _doc(trapping)["prefetch.traps"]
+    assert b["verdict"] in (DETECTED, INCONCLUSIVE) and b["value"] == pytest.approx(0.5)
+    assert "null" in b["because"]
+
+
+def test_invalid_target_penalty_names_the_dearest_target():
+    s = _cost("l1", "t0", 0.4) + _cost("kernel", "t0", 20.0) + _cost("null", "t0", 0.45)
+    a = _doc(s)
+    pen = a["prefetch.invalid_target_penalty"]
+    assert pen["verdict"] == DETECTED and pen["value"] == pytest.approx(50, rel=0.01)
+    assert "kernel" in pen["because"] and "null" in pen["because"]
+    assert a["prefetch.null_cost"]["value"] == pytest.approx(0.45, rel=0.01)
+    assert a["prefetch.seed_loop"]["verdict"] == NOT_MEASURED
+
+
+def _tlb(pages, d, none_ns, pf_ns):
+    p = {"part": "tlb", "pages": pages, "distance": d, "stride_bytes": 4096,
+         "region_bytes": 1 << 27}
+    return _sample("none", p, none_ns) + _sample("prefetch", p, pf_ns)
+
+
+def test_tlb_priming_compares_ahead_with_the_behind_control():
+    s = _tlb("4k", -1, 100, 100) + _tlb("4k", 1, 100, 110) + _tlb("4k", 8, 100, 50) \
+        + _tlb("thp", 8, 60, 40)
+    a = _doc(s)["prefetch.tlb_priming"]
+    assert a["verdict"] == DETECTED and a["value"] == pytest.approx(2.0, rel=0.01)
+    assert "8 page(s) ahead" in a["because"] and "behind" in a["because"]
+    assert {d["distance_pages"] for d in a["details"]} == {-1, 1, 8}
+
+
+def test_stream_answers_pick_the_fastest_distance():
+    def st(d, none_ns, pf_ns):
+        p = {"part": "stream", "stride_bytes": 64, "distance": d, "region_bytes": 1 << 27}
+        return _sample("none", p, none_ns) + _sample("prefetch", p, pf_ns)
+    a = _doc(st(2, 1.0, 1.0) + st(8, 1.0, 0.8) + st(32, 1.0, 0.9))
+    assert a["prefetch.stream_distance"]["value"] == 8
+    assert a["prefetch.stream_gain"]["verdict"] == DETECTED
+    assert "prefetch 8 elements" in a["prefetch.stream_gain"]["because"]
+
+
+def test_every_question_is_answered_on_an_empty_sweep():
+    exp = get_experiment("prefetch")
+    a = _doc(_cost("l1", "t0", 0.4))
+    assert list(a) == [q.id for q in exp.questions]
+
+
+def test_bad_kind_is_one_line_and_exit_2(tmp_path):
+    db = str(tmp_path / "r.db")
+    p = run_cli("run", "prefetch", "--set", "kinds=t9", db=db)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "kinds" in p.stderr
+    p = run_cli("run", "prefetch", "--set", "distances=-5", db=db)
+    assert p.returncode == 2 and "distances" in p.stderr
+
+
+def test_quick_run_answers_every_question(tmp_path):
+    db = str(tmp_path / "r.db")
+    p = run_cli("run", "prefetch", "--quick", "--json", "--set", "parts=cost,list",
+                "--set", "targets=l1,null,kernel", "--set", "kinds=t0",
+                "--set", "levels=short", "--set", "samples=3", "--set", "min_sample_ms=0.2",
+                db=db)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    a = {x["question"]: x for x in doc["answers"]}
+    assert a["prefetch.null_cost"]["verdict"] == "measured"
+    assert a["prefetch.traps"]["verdict"] in (NOT_DETECTED, INCONCLUSIVE)
+    assert a["prefetch.tlb_priming"]["verdict"] == NOT_MEASURED
+
+
+def test_declared_plots_draw_every_panel(tmp_path):
+    import matplotlib
+    from memfx.plots import figure_for
+    s = _cost("l1", "t0", 0.4) + _cost("null", "t0", 0.45) + _cost("null", "none", 0.4) \
+        + _tlb("4k", 1, 100, 80) + _tlb("4k", 4, 100, 60)
+    run = {"id": "r", "experiment": "prefetch", "status": "complete", "params": {},
+           "machine": {}}
+    doc = document(run, s, include_values=True)
+    fig = figure_for(doc)
+    axes = fig.get_axes()
+    titles = [ax.get_title() for ax in axes]
+    assert any("by target" in t for t in titles) and any("4 KiB page" in t for t in titles)
+    cost = next(ax for ax in axes if "by target" in ax.get_title())
+    assert [t.get_text() for t in cost.get_xticklabels()] == ["l1", "null"]
+    assert len(cost.patches) == 3                     # l1/t0, null/t0, null/none
+    tlb = next(ax for ax in axes if "4 KiB page" in ax.get_title())
+    assert sorted(len(line.get_xdata()) for line in tlb.get_lines()) == [2, 2]
+    empty = next(ax for ax in axes if "stream" in ax.get_title())
+    assert any("no points" in t.get_text() for t in empty.texts)
+    matplotlib.pyplot.close(fig)
