@@ -224,7 +224,7 @@ class Lab:
             except BufferError:
                 pass  # a numpy view still exists; the GC will unmap it
         self.buffers = []
-        for addr, length in self._holes:
+        for addr, length in getattr(self, "_holes", ()):
             _libc().munmap(ctypes.c_void_p(addr), ctypes.c_size_t(length))
         self._holes = []
 
