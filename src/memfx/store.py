@@ -27,7 +27,7 @@ from typing import Callable, Iterator
 
 from memfx.errors import StoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 APPLICATION_ID = 0x4D454D46  # "MEMF": marks the file as a memfx results DB
 EXPORT_FORMAT = "memfx-run"
 EXPORT_FORMAT_VERSION = 1
@@ -84,7 +84,20 @@ CREATE TABLE artifacts (
 # MIGRATIONS[v] turns a schema-v database into schema v+1. Each runs inside
 # the opening transaction, so a failed migration leaves the file as it was.
 Migration = Callable[[sqlite3.Connection], None]
-MIGRATIONS: dict[int, Migration] = {}
+
+
+def _add_labels(conn: sqlite3.Connection) -> None:
+    # Schema 2: user labels (--label key=value) as a JSON object per run and
+    # survey; NULL (older rows) reads as no labels.
+    conn.execute("ALTER TABLE runs ADD COLUMN labels TEXT")
+    conn.execute("ALTER TABLE surveys ADD COLUMN labels TEXT")
+
+
+MIGRATIONS: dict[int, Migration] = {1: _add_labels}
+
+# Label keys and values: short, printable, no "=" in keys.
+_LABEL_KEY = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+LABEL_VALUE_MAX = 200
 
 _RUN_COLUMNS = ("id", "survey_id", "experiment", "status", "started", "finished",
                 "preset", "params", "machine_id", "memfx_version", "error",
@@ -335,15 +348,17 @@ class Store:
 
     # ---- surveys -------------------------------------------------------
 
-    def begin_survey(self, preset: str, argv: list[str], note: str | None = None) -> str:
+    def begin_survey(self, preset: str, argv: list[str], note: str | None = None,
+                     labels: dict | None = None) -> str:
         now = time.time()
+        labels_json = _dumps(check_labels(labels), "labels")
         with self._write() as conn:
             survey_id = self._unused_id(conn, "surveys", "s-" + _stamp(now) + "-{}")
             conn.execute(
-                "INSERT INTO surveys(id, started, status, preset, argv, note, pid, host)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO surveys(id, started, status, preset, argv, note, pid, host, labels)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (survey_id, utcnow_iso(now), RUNNING, preset, _dumps(list(argv), "argv"),
-                 note, os.getpid(), self._host))
+                 note, os.getpid(), self._host, labels_json))
         return survey_id
 
     def finish_survey(self, survey_id: str, status: str) -> None:
@@ -370,20 +385,27 @@ class Store:
     # ---- runs ----------------------------------------------------------
 
     def begin_run(self, experiment: str, params: dict, preset: str, machine: dict | None,
-                  survey_id: str | None = None) -> str:
+                  survey_id: str | None = None, labels: dict | None = None) -> str:
+        """A new running run. A run of a survey carries the survey's labels
+        under its own."""
         now = time.time()
         params_json = _dumps(params, "params")
+        labels = check_labels(labels)
         with self._write() as conn:
-            if survey_id is not None and not _exists(conn, "surveys", survey_id):
-                raise StoreError(f"no survey {survey_id!r} in {self.path}")
+            if survey_id is not None:
+                row = conn.execute("SELECT labels FROM surveys WHERE id = ?", (survey_id,)).fetchone()
+                if row is None:
+                    raise StoreError(f"no survey {survey_id!r} in {self.path}")
+                labels = {**_labels_of(row["labels"]), **labels}
             machine_id = self._machine_id(conn, machine)
             run_id = self._unused_id(conn, "runs", f"{_stamp(now)}-{_slug(experiment)}-{{}}")
             conn.execute(
                 "INSERT INTO runs(id, survey_id, experiment, status, started, preset, params,"
-                " machine_id, memfx_version, pid, host, started_unix)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " machine_id, memfx_version, pid, host, started_unix, labels)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (run_id, survey_id, experiment, RUNNING, utcnow_iso(now), preset, params_json,
-                 machine_id, self.memfx_version, os.getpid(), self._host, now))
+                 machine_id, self.memfx_version, os.getpid(), self._host, now,
+                 _dumps(labels, "labels")))
         return run_id
 
     def add_samples(self, run_id: str, samples: list[dict]) -> None:
@@ -406,7 +428,9 @@ class Store:
                 (status, error, utcnow_iso(now), now, run_id))
 
     def runs(self, experiment: str | None = None, survey_id: str | None = None,
-             status: str | None = None) -> list[dict]:
+             status: str | None = None, labels: dict | None = None) -> list[dict]:
+        """Runs, newest first; `labels` keeps the runs carrying every one of
+        those key=value labels."""
         if status is not None:
             _check_status(status)
         where, args = [], []
@@ -417,7 +441,9 @@ class Store:
                 args.append(value)
         sql = _SELECT_RUNS + (" WHERE " + " AND ".join(where) if where else "") + _NEWEST_FIRST
         with self._read() as conn:
-            return [_run_dict(row) for row in conn.execute(sql, args)]
+            runs = [_run_dict(row) for row in conn.execute(sql, args)]
+        wanted = (labels or {}).items()
+        return [r for r in runs if all(r["labels"].get(k) == v for k, v in wanted)]
 
     def run(self, run_id_or_prefix: str) -> dict:
         """A run by id, unique id prefix, or "latest"; with its machine."""
@@ -435,6 +461,64 @@ class Store:
             rows = conn.execute("SELECT * FROM samples WHERE run_id = ? ORDER BY seq",
                                 (run_id,)).fetchall()
         return [_sample_dict(row) for row in rows]
+
+    # ---- removing ------------------------------------------------------
+
+    def remove(self, ids: list[str]) -> list[dict]:
+        """Remove runs and surveys (with their runs) by exact id, all or
+        nothing; returns what was removed as [{"kind", "id", "experiment",
+        "n_samples"}]. An unknown id, or a run whose process is still
+        measuring, is a StoreError and nothing is removed."""
+        with self._write() as conn:
+            self._mark_stale(conn, "runs")
+            self._mark_stale(conn, "surveys")
+            run_ids, survey_ids = [], []
+            for item in ids:
+                if _exists(conn, "runs", item):
+                    run_ids.append(item)
+                elif _exists(conn, "surveys", item):
+                    survey_ids.append(item)
+                    run_ids += [row[0] for row in conn.execute(
+                        "SELECT id FROM runs WHERE survey_id = ?", (item,))]
+                else:
+                    raise StoreError(f"no run or survey {item!r} in {self.path} "
+                                     "(rm takes full ids: see memfx runs)")
+            return self._remove(conn, list(dict.fromkeys(run_ids)), survey_ids)
+
+    def prune(self, older_than_s: float) -> list[dict]:
+        """Remove every run and survey started more than `older_than_s`
+        seconds ago (a survey goes with all its runs); running ones stay."""
+        cutoff = time.time() - older_than_s
+        cutoff_iso = utcnow_iso(cutoff)
+        with self._write() as conn:
+            self._mark_stale(conn, "runs")
+            self._mark_stale(conn, "surveys")
+            survey_ids = [row[0] for row in conn.execute(
+                "SELECT id FROM surveys WHERE started < ? AND status != ?", (cutoff_iso, RUNNING))]
+            run_ids = [row[0] for row in conn.execute(
+                "SELECT id FROM runs WHERE status != ? AND (coalesce(started_unix, 0) < ?"
+                f" OR survey_id IN ({', '.join('?' * len(survey_ids))}))",
+                (RUNNING, cutoff, *survey_ids))]
+            return self._remove(conn, run_ids, survey_ids)
+
+    def _remove(self, conn: sqlite3.Connection, run_ids: list[str],
+                survey_ids: list[str]) -> list[dict]:
+        removed = []
+        for run_id in run_ids:
+            row = conn.execute(_SELECT_RUNS + " WHERE r.id = ?", (run_id,)).fetchone()
+            if row["status"] == RUNNING and row["host"] == self._host and row["pid"] is not None \
+                    and _pid_alive(row["pid"]):
+                raise StoreError(f"run {run_id} is still running (process {row['pid']}); "
+                                 "stop it first")
+            removed.append({"kind": "run", "id": run_id, "experiment": row["experiment"],
+                            "n_samples": row["n_samples"]})
+        for survey_id in survey_ids:
+            removed.append({"kind": "survey", "id": survey_id})
+        for table in ("samples", "artifacts"):
+            conn.executemany(f"DELETE FROM {table} WHERE run_id = ?", [(r,) for r in run_ids])
+        conn.executemany("DELETE FROM runs WHERE id = ?", [(r,) for r in run_ids])
+        conn.executemany("DELETE FROM surveys WHERE id = ?", [(s,) for s in survey_ids])
+        return removed
 
     def mark_stale_running(self) -> int:
         """Mark "running" runs and surveys whose process on this host is gone
@@ -567,7 +651,18 @@ class Store:
             raise StoreError(f"no run {run_id!r} in {self.path}")
 
     def _resolve(self, conn: sqlite3.Connection, table: str, kind: str, key: str) -> str:
-        """Full id, unique prefix, or "latest" -> full id."""
+        """Full id, unique prefix, "latest" or (runs) "latest:EXPERIMENT" ->
+        full id.  For runs, latest means the latest complete run."""
+        if table == "runs" and (key == "latest" or key.startswith("latest:")):
+            experiment = key[len("latest:"):] if ":" in key else None
+            row = conn.execute(
+                "SELECT id FROM runs WHERE status = ?" + (" AND experiment = ?" if experiment else "")
+                + " ORDER BY started DESC, rowid DESC LIMIT 1",
+                (COMPLETE, experiment) if experiment else (COMPLETE,)).fetchone()
+            if row is None:
+                what = f"complete {experiment} run" if experiment else "complete run"
+                raise StoreError(f"no {what} in {self.path}")
+            return row[0]
         if key == "latest":
             row = conn.execute(f"SELECT id FROM {table} ORDER BY started DESC, rowid DESC"
                                " LIMIT 1").fetchone()
@@ -650,12 +745,40 @@ def _run_dict(row: sqlite3.Row) -> dict:
     run = {c: row[c] for c in _RUN_COLUMNS}
     run["params"] = _loads(row["params"], {})
     run["n_samples"] = row["n_samples"]
+    run["labels"] = _labels_of(row["labels"] if "labels" in row.keys() else None)
     return run
+
+
+def check_labels(labels) -> dict:
+    """Labels as a {key: value} dict of short printable strings, or StoreError."""
+    if labels is None:
+        return {}
+    if not isinstance(labels, dict):
+        raise StoreError("labels must be key=value pairs")
+    for key, value in labels.items():
+        if not isinstance(key, str) or not _LABEL_KEY.fullmatch(key):
+            raise StoreError(f"bad label key {key!r}: use 1-64 letters, digits, _ . : -")
+        if not isinstance(value, str) or len(value) > LABEL_VALUE_MAX or not value.isprintable():
+            raise StoreError(f"bad label value for {key}: up to {LABEL_VALUE_MAX} printable characters")
+    return dict(labels)
+
+
+def _labels_of(text) -> dict:
+    # Robust to what was stored: anything but an object of strings reads as
+    # no labels rather than breaking `memfx runs`.
+    try:
+        labels = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    if not isinstance(labels, dict):
+        return {}
+    return {str(k): str(v) for k, v in labels.items()}
 
 
 def _survey_dict(row: sqlite3.Row) -> dict:
     survey = {c: row[c] for c in _SURVEY_COLUMNS}
     survey["argv"] = _loads(row["argv"], [])
+    survey["labels"] = _labels_of(row["labels"] if "labels" in row.keys() else None)
     return survey
 
 
