@@ -428,3 +428,24 @@ def test_check_output_path_unit(tmp_path):
         with pytest.raises(MemfxError):
             check_output_path(bad, protect=[str(db)])
     assert check_output_path(str(tmp_path / "ok.json"), protect=[str(db)])
+
+
+def test_labels_survive_export_and_import(tiny, tmp_path):
+    db, run_id, raw = tiny
+    assert raw["run"]["labels"] == {"host": "a"}
+    with Store(tmp_path / "copy.db") as other:
+        other.import_run(raw)
+        assert other.run(run_id)["labels"] == {"host": "a"}
+
+
+def test_survey_labels_go_to_the_survey_and_its_runs(tmp_path):
+    db, out = str(tmp_path / "s.db"), str(tmp_path / "r.html")
+    p = run_cli("survey", "--quick", "--only", "fill_alloc", "-q", "-o", out,
+                "--label", "batch=7", db=db)
+    assert p.returncode == 0, p.stderr
+    with Store(db) as st:
+        (survey,) = st.surveys()
+        assert survey["labels"] == {"batch": "7"}
+        assert [r["labels"] for r in st.runs(labels={"batch": "7"})] == [{"batch": "7"}]
+    assert open(out).read().lstrip().lower().startswith("<!doctype html>")
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".r.html")]

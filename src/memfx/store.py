@@ -594,6 +594,7 @@ class Store:
                 _insert_survey(conn, survey)
             values = {c: run.get(c) for c in _RUN_COLUMNS}
             values["params"] = _dumps(run.get("params") or {}, "params")
+            values["labels"] = _dumps(check_labels(run.get("labels")), "labels")
             values["machine_id"] = self._machine_id(conn, doc.get("machine"))
             values["started_unix"] = _iso_to_unix(run["started"])
             columns = ", ".join(values)
