@@ -449,3 +449,20 @@ def test_survey_labels_go_to_the_survey_and_its_runs(tmp_path):
         assert [r["labels"] for r in st.runs(labels={"batch": "7"})] == [{"batch": "7"}]
     assert open(out).read().lstrip().lower().startswith("<!doctype html>")
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".r.html")]
+
+
+def test_atomic_output_keeps_the_extension_writers_infer_the_format_from(tmp_path):
+    for name in (".png", "plot.svg", "a.b.pdf"):
+        with atomic_output(tmp_path / name) as tmp:
+            assert tmp.endswith(name[name.rfind("."):])
+            open(tmp, "w").close()
+        assert (tmp_path / name).exists()
+    with pytest.raises(MemfxError, match="too long"):
+        with atomic_output(tmp_path / ("x" * 300 + ".json")):
+            pass
+
+
+def test_latest_colon_needs_an_experiment(tiny):
+    db, _, _ = tiny
+    one_line_exit_2(run_cli("show", "latest:", db=db), "experiment name")
+    one_line_exit_2(run_cli("show", "latest:nosuch", db=db), "no complete nosuch run")

@@ -74,8 +74,12 @@ def atomic_output(path, protect=()):
     whole, on any failure it is removed and `path` is untouched."""
     path = check_output_path(path, protect)
     directory, name = os.path.split(os.path.abspath(path))
-    _, ext = os.path.splitext(name)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name[:MAX_NAME_PART]}.", suffix=f".tmp{ext}", dir=directory)
+    ext = name[name.rfind("."):] if "." in name else ""     # ".png" is a name with an extension
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name[:MAX_NAME_PART]}.", suffix=f".tmp{ext[:16]}",
+                                   dir=directory)
+    except OSError as e:
+        raise MemfxError(f"cannot write {path}: {e.strerror or e}") from None
     os.close(fd)
     try:
         yield tmp

@@ -656,6 +656,8 @@ class Store:
         full id.  For runs, latest means the latest complete run."""
         if table == "runs" and (key == "latest" or key.startswith("latest:")):
             experiment = key[len("latest:"):] if ":" in key else None
+            if experiment == "":
+                raise StoreError("latest: needs an experiment name, e.g. latest:latency")
             row = conn.execute(
                 "SELECT id FROM runs WHERE status = ?" + (" AND experiment = ?" if experiment else "")
                 + " ORDER BY started DESC, rowid DESC LIMIT 1",
