@@ -325,10 +325,22 @@ def test_a_dead_running_run_is_not_shown_as_running(tiny, tmp_path):
     con.execute("UPDATE runs SET pid = ? WHERE id = ?", (dead.pid, run_id))
     con.commit()
     con.close()
+    before = dump(db)
     shown = json.loads(run_cli("show", run_id, "--json", db=db).stdout)
     assert shown["status"] == "interrupted"
     exported = json.loads(run_cli("export", run_id, "--format", "raw", db=db).stdout)
     assert exported["run"]["status"] == "interrupted"
+    assert "interrupted" in run_cli("runs", db=db).stdout
+    assert [r["status"] for r in json.loads(run_cli("runs", "--json", db=db).stdout)] == ["interrupted"]
+    assert dump(db) == before                   # reading does not write
+    for pid in ("abc", -1, 0, 2 ** 70):         # what an import may carry
+        con = sqlite3.connect(db)
+        con.execute("UPDATE runs SET pid = ? WHERE id = ?", (str(pid) if pid == 2 ** 70 else pid, run_id))
+        con.commit()
+        con.close()
+        p = run_cli("runs", "--json", db=db)
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout)[0]["status"] == "interrupted"
 
 
 # ---- issue 9 item 8: CLI conventions --------------------------------------------

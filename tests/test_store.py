@@ -391,10 +391,14 @@ def test_sigkilled_run_keeps_samples_and_is_marked_interrupted(tmp_path):
     with Store(path) as st:
         own = st.begin_run("latency", {}, "quick", MACHINE)  # this process is alive
         run = st.run(run_id)
-        assert run["status"] == "running" and run["n_samples"] == 25
+        # read as interrupted at once, without writing ...
+        assert run["status"] == "interrupted" and run["n_samples"] == 25
+        con = sqlite3.connect(path)
+        assert con.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()[0] == "running"
+        con.close()
         assert [(s["seq"], s["value"], s["point"]) for s in st.samples(run_id)] == \
             [(i, float(i), {"i": i}) for i in range(25)]
-        assert st.mark_stale_running() == 1
+        assert st.mark_stale_running() == 1          # ... and stored so by this
         run = st.run(run_id)
         assert run["status"] == "interrupted" and str(run["pid"]) in run["error"]
         assert st.run(own)["status"] == "running"

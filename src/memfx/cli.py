@@ -55,18 +55,14 @@ def _db_path(args) -> str:
 
 
 def _open_store(args, must_exist=False):
-    """The store; for commands that read (must_exist) "running" runs whose
-    process is gone are marked interrupted first, so nothing dead is shown as
-    running."""
+    """The store (must_exist: refuse to create one).  A "running" run whose
+    process is gone reads as interrupted (Store._as_displayed)."""
     from .store import Store
     path = _db_path(args)
     if must_exist and not os.path.exists(path):
         raise MemfxError(f"no results database at {path} (run `memfx run latency` first, or pass --db)")
     from . import __version__
-    store = Store(path, memfx_version=__version__)
-    if must_exist:
-        store.mark_stale_running()
-    return store
+    return Store(path, memfx_version=__version__)
 
 
 def _machine():

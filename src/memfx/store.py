@@ -134,10 +134,14 @@ def _loads(text, empty=None):
     return empty if text is None else json.loads(text)
 
 
-def _pid_alive(pid: int) -> bool:
+def _pid_alive(pid) -> bool:
+    # Anything but a positive int (an import may carry "abc" or -1) names no
+    # process of ours: kill(0) or kill(-1) would even address a group.
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except PermissionError:
         return True  # exists, owned by someone else
@@ -374,13 +378,13 @@ class Store:
             rows = conn.execute(
                 "SELECT s.*, (SELECT count(*) FROM runs r WHERE r.survey_id = s.id) AS n_runs"
                 " FROM surveys s ORDER BY s.started DESC, s.rowid DESC").fetchall()
-        return [dict(_survey_dict(row), n_runs=row["n_runs"]) for row in rows]
+        return [self._as_displayed(dict(_survey_dict(row), n_runs=row["n_runs"])) for row in rows]
 
     def survey(self, survey_id_or_prefix: str) -> dict:
         with self._read() as conn:
             survey_id = self._resolve(conn, "surveys", "survey", survey_id_or_prefix)
             row = conn.execute("SELECT * FROM surveys WHERE id = ?", (survey_id,)).fetchone()
-        return dict(_survey_dict(row), runs=self.runs(survey_id=survey_id))
+        return self._as_displayed(dict(_survey_dict(row), runs=self.runs(survey_id=survey_id)))
 
     # ---- runs ----------------------------------------------------------
 
@@ -441,7 +445,7 @@ class Store:
                 args.append(value)
         sql = _SELECT_RUNS + (" WHERE " + " AND ".join(where) if where else "") + _NEWEST_FIRST
         with self._read() as conn:
-            runs = [_run_dict(row) for row in conn.execute(sql, args)]
+            runs = [self._as_displayed(_run_dict(row)) for row in conn.execute(sql, args)]
         wanted = (labels or {}).items()
         return [r for r in runs if all(r["labels"].get(k) == v for k, v in wanted)]
 
@@ -449,7 +453,8 @@ class Store:
         """A run by id, unique id prefix, or "latest"; with its machine."""
         with self._read() as conn:
             run_id = self._resolve(conn, "runs", "run", run_id_or_prefix)
-            run = _run_dict(conn.execute(_SELECT_RUNS + " WHERE r.id = ?", (run_id,)).fetchone())
+            run = self._as_displayed(
+                _run_dict(conn.execute(_SELECT_RUNS + " WHERE r.id = ?", (run_id,)).fetchone()))
             fingerprint = conn.execute("SELECT fingerprint FROM machines WHERE id = ?",
                                        (run["machine_id"],)).fetchone()
         run["machine"] = _loads(fingerprint[0]) if fingerprint else None
@@ -519,6 +524,19 @@ class Store:
         conn.executemany("DELETE FROM runs WHERE id = ?", [(r,) for r in run_ids])
         conn.executemany("DELETE FROM surveys WHERE id = ?", [(s,) for s in survey_ids])
         return removed
+
+    def _as_displayed(self, item: dict) -> dict:
+        """A run or survey as readers should see it: "running" whose process
+        on this host is gone reads as interrupted (the same check as
+        mark_stale_running, without writing, so reading never changes the
+        database)."""
+        if item.get("status") == RUNNING and item.get("host") == self._host \
+                and not _pid_alive(item.get("pid")):
+            item["status"] = INTERRUPTED
+            if "experiment" in item and not item.get("error"):
+                item["error"] = (f"process {item.get('pid')} on {self._host} ended before"
+                                 " the run finished")
+        return item
 
     def mark_stale_running(self) -> int:
         """Mark "running" runs and surveys whose process on this host is gone
