@@ -630,3 +630,10 @@ def test_prune_removes_what_is_older_than_the_cutoff(db):
     assert [r["id"] for r in removed] == [old]
     assert [r["id"] for r in db.runs()] == [new]
     assert db.prune(30 * 86400) == []
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "results.db"
+    os.mkfifo(fifo)
+    with pytest.raises(StoreError, match="not a regular file"):
+        Store(fifo)

@@ -185,6 +185,8 @@ class Store:
     def _check_path(self) -> None:
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory, not a results database")
+        if self.path.exists() and not self.path.is_file():   # a FIFO would block the open
+            raise StoreError(f"{self.path} is not a regular file")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
