@@ -4,6 +4,7 @@ each reproducer of the audit is a test here."""
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -301,8 +302,12 @@ def test_ctrl_c_before_the_command_runs_is_one_line(monkeypatch, capsys):
     def interrupted():
         raise KeyboardInterrupt
     monkeypatch.setattr(cli, "build_parser", interrupted)
+    handler = signal.getsignal(signal.SIGINT)
     assert cli.main(["runs"]) == cli.EXIT_INTERRUPTED
     assert capsys.readouterr().err == "memfx: interrupted\n"
+    # main() is callable in-process: it leaves the caller's Ctrl-C handling
+    # (and so what its children inherit) alone.
+    assert signal.getsignal(signal.SIGINT) is handler
 
 
 def test_an_ascii_terminal_gets_no_traceback(tiny):

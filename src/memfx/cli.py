@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import re
-import signal
 import stat
 import sys
 
@@ -576,7 +575,6 @@ def main(argv=None):
         sys.stderr.write(f"memfx: error: {e}\n")
         return EXIT_USAGE
     except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)    # a second Ctrl-C while we say so
         sys.stderr.write("memfx: interrupted\n")
         return EXIT_INTERRUPTED
     except BrokenPipeError:
