@@ -231,7 +231,9 @@ def test_valid_import_then_every_reader(db, tmp_path):
     assert r.stdout.strip() == run_id
     out = tmp_path / "again.json"
     assert run_cli("export", run_id, "--format", "raw", "-o", str(out), db=str(db)).returncode == 0
-    assert json.loads(out.read_text()) == valid_doc()     # nothing lost or changed on the way
+    expected = valid_doc()
+    expected["run"].setdefault("labels", {})              # exports carry the run's labels
+    assert json.loads(out.read_text()) == expected        # nothing lost or changed on the way
 
 
 def test_a_document_with_only_the_required_fields_imports_and_reads(db, tmp_path):
@@ -314,9 +316,12 @@ SPOILED = {
 @pytest.mark.parametrize("name", sorted(SPOILED))
 def test_readers_survive_old_or_damaged_rows(name, db, tmp_path):
     _spoil(db, *SPOILED[name])
-    for args in (["runs"], ["runs", "--json"], ["show", "latest"], ["show", "latest", "--json"],
-                 ["export", "latest", "--format", "raw"], ["export", "latest", "--format", "csv"],
-                 ["plot", "latest", "-o", str(tmp_path / "p.png")],
+    # the run by id: `latest` means the latest complete run, and a damaged
+    # status (running with a dead pid) reads as interrupted
+    rid = valid_doc()["run"]["id"]
+    for args in (["runs"], ["runs", "--json"], ["show", rid], ["show", rid, "--json"],
+                 ["export", rid, "--format", "raw"], ["export", rid, "--format", "csv"],
+                 ["plot", rid, "-o", str(tmp_path / "p.png")],
                  ["report", "-o", str(tmp_path / "r.html")]):
         status, stderr = _main(*args, "--db", str(db))
         assert status == 0, (args, stderr)

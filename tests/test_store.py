@@ -163,11 +163,22 @@ def test_runs_filtering_and_order(db):
 def test_prefix_latest_unknown_ambiguous(db):
     a = db.begin_run("latency", {}, "quick", MACHINE)
     b = db.begin_run("latency", {}, "quick", MACHINE)
+    with pytest.raises(StoreError, match="no complete run"):
+        db.run("latest")                       # latest means the latest complete run
+    db.finish_run(a, "complete")
+    db.finish_run(b, "complete")
     assert db.run("latest")["id"] == b
+    c = db.begin_run("fill", {}, "quick", MACHINE)
+    assert db.run("latest")["id"] == b         # c is still running
+    db.finish_run(c, "failed")
+    assert db.run("latest")["id"] == b         # ... and then failed
+    assert db.run("latest:latency")["id"] == b
+    with pytest.raises(StoreError, match="no complete fill run"):
+        db.run("latest:fill")
     assert db.run(a)["id"] == a
     distinct = next(n for n in range(len(a)) if a[:n] != b[:n])
     assert db.run(a[:distinct])["id"] == a
-    with pytest.raises(StoreError, match=r"matches 2 runs"):
+    with pytest.raises(StoreError, match=r"matches 3 runs"):
         db.run(a[:8])
     with pytest.raises(StoreError) as err:
         db.run("xyz")
@@ -175,7 +186,7 @@ def test_prefix_latest_unknown_ambiguous(db):
 
 
 def test_latest_on_empty_db(db):
-    with pytest.raises(StoreError, match="no runs"):
+    with pytest.raises(StoreError, match="no complete run"):
         db.run("latest")
 
 
@@ -220,11 +231,11 @@ def test_machine_dedupe(db):
 
 def test_schema_identity_and_pragmas(db):
     con = sqlite3.connect(db.path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 1
+    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
     assert con.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     meta = dict(con.execute("SELECT key, value FROM meta"))
-    assert meta["schema_version"] == "1" and meta["created_by"] == "9.9"
+    assert meta["schema_version"] == "2" and meta["created_by"] == "9.9"
     assert meta["created"].endswith("Z")
     con.close()
     assert db._conn.execute("PRAGMA busy_timeout").fetchone()[0] == 30000
@@ -255,7 +266,7 @@ def assert_refused_untouched(path, match):
 def test_newer_schema_refused_untouched(tmp_path):
     path = tmp_path / "results.db"
     make_sqlite(path, app_id=APPLICATION_ID, user_version=99)
-    assert_refused_untouched(path, r"written by a newer memfx \(schema 99 > 1\)")
+    assert_refused_untouched(path, rf"written by a newer memfx \(schema 99 > {SCHEMA_VERSION}\)")
 
 
 def test_text_file_refused_untouched(tmp_path):
@@ -298,6 +309,10 @@ def test_directory_and_unwritable_paths(tmp_path):
         Store(blocker / "sub" / "results.db")
 
 
+# The mechanism is tested one step past the current schema.
+NEXT = SCHEMA_VERSION + 1
+
+
 def test_migration_mechanism(tmp_path, monkeypatch):
     path = tmp_path / "results.db"
     with Store(path) as st:
@@ -307,21 +322,21 @@ def test_migration_mechanism(tmp_path, monkeypatch):
     def add_tags(conn):
         conn.execute("ALTER TABLE runs ADD COLUMN tags TEXT")
 
-    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(store_mod.MIGRATIONS, 1, add_tags)
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", NEXT)
+    monkeypatch.setitem(store_mod.MIGRATIONS, NEXT - 1, add_tags)
     with Store(path) as st:
         assert st.samples(run_id)[0]["value"] == sample(0)["value"]
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert con.execute("PRAGMA user_version").fetchone()[0] == NEXT
     assert "tags" in [r[1] for r in con.execute("PRAGMA table_info(runs)")]
-    assert dict(con.execute("SELECT key, value FROM meta"))["schema_version"] == "2"
+    assert dict(con.execute("SELECT key, value FROM meta"))["schema_version"] == str(NEXT)
     con.close()
 
     # A fresh DB is created at v1 and then migrated, so it gets the column too.
     with Store(tmp_path / "fresh.db"):
         pass
     con = sqlite3.connect(tmp_path / "fresh.db")
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert con.execute("PRAGMA user_version").fetchone()[0] == NEXT
     assert "tags" in [r[1] for r in con.execute("PRAGMA table_info(runs)")]
     con.close()
 
@@ -335,12 +350,12 @@ def test_failed_migration_leaves_db_as_it_was(tmp_path, monkeypatch):
         conn.execute("CREATE TABLE half (x)")
         conn.execute("SELECT no_such_function()")
 
-    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(store_mod.MIGRATIONS, 1, half_done)
-    with pytest.raises(StoreError, match="migration from schema 1 failed"):
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", NEXT)
+    monkeypatch.setitem(store_mod.MIGRATIONS, NEXT - 1, half_done)
+    with pytest.raises(StoreError, match=f"migration from schema {NEXT - 1} failed"):
         Store(path)
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert con.execute("PRAGMA user_version").fetchone()[0] == NEXT - 1
     assert con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'half'").fetchone()[0] == 0
     assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
     con.close()
@@ -349,9 +364,9 @@ def test_failed_migration_leaves_db_as_it_was(tmp_path, monkeypatch):
 def test_missing_migration_step(tmp_path, monkeypatch):
     path = tmp_path / "results.db"
     Store(path).close()
-    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 3)
-    monkeypatch.setitem(store_mod.MIGRATIONS, 1, lambda conn: None)
-    with pytest.raises(StoreError, match="no migration from schema 2"):
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", NEXT + 1)
+    monkeypatch.setitem(store_mod.MIGRATIONS, NEXT - 1, lambda conn: None)
+    with pytest.raises(StoreError, match=f"no migration from schema {NEXT}"):
         Store(path)
 
 
@@ -378,10 +393,14 @@ def test_sigkilled_run_keeps_samples_and_is_marked_interrupted(tmp_path):
     with Store(path) as st:
         own = st.begin_run("latency", {}, "quick", MACHINE)  # this process is alive
         run = st.run(run_id)
-        assert run["status"] == "running" and run["n_samples"] == 25
+        # read as interrupted at once, without writing ...
+        assert run["status"] == "interrupted" and run["n_samples"] == 25
+        con = sqlite3.connect(path)
+        assert con.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()[0] == "running"
+        con.close()
         assert [(s["seq"], s["value"], s["point"]) for s in st.samples(run_id)] == \
             [(i, float(i), {"i": i}) for i in range(25)]
-        assert st.mark_stale_running() == 1
+        assert st.mark_stale_running() == 1          # ... and stored so by this
         run = st.run(run_id)
         assert run["status"] == "interrupted" and str(run["pid"]) in run["error"]
         assert st.run(own)["status"] == "running"
@@ -528,3 +547,95 @@ def test_samples_csv(db):
     assert first["rejected"] == "0" and json.loads(first["counters"]) == {"page_faults": 0}
     last = dict(zip(header, body[2]))
     assert last["point.length"] == "3" and last["length"] == "" and last["seq"] == "2"
+
+
+# ---- labels, latest, rm and prune (schema 2) -----------------------------------
+
+def test_a_schema_1_database_is_migrated_and_keeps_its_runs(tmp_path):
+    path = tmp_path / "old.db"
+    con = sqlite3.connect(path)
+    con.executescript(store_mod._SCHEMA_V1)
+    con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    con.execute("PRAGMA user_version = 1")
+    con.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    con.execute("INSERT INTO runs(id, experiment, status, started, started_unix)"
+                " VALUES ('old-run', 'latency', 'complete', '2026-01-01T00:00:00Z', 1767225600)")
+    con.commit()
+    con.close()
+    with Store(path) as st:
+        (run,) = st.runs()
+        assert run["id"] == "old-run" and run["labels"] == {}
+        assert st.run("latest")["id"] == "old-run"
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    con.close()
+
+
+def test_labels_are_stored_filtered_and_inherited_from_the_survey(db):
+    a = db.begin_run("latency", {}, "quick", MACHINE, labels={"host": "a", "kernel": "6.1"})
+    b = db.begin_run("latency", {}, "quick", MACHINE, labels={"host": "b"})
+    sid = db.begin_survey("quick", [], labels={"host": "c", "batch": "7"})
+    c = db.begin_run("fill", {}, "quick", MACHINE, survey_id=sid)
+    assert db.run(a)["labels"] == {"host": "a", "kernel": "6.1"}
+    assert db.survey(sid)["labels"] == {"host": "c", "batch": "7"}
+    assert db.run(c)["labels"] == {"host": "c", "batch": "7"}
+    assert [r["id"] for r in db.runs(labels={"host": "a"})] == [a]
+    assert [r["id"] for r in db.runs(labels={"host": "b", "kernel": "6.1"})] == []
+    assert {r["id"] for r in db.runs()} == {a, b, c}
+    for bad in ({"a b": "x"}, {"k": "x\x1b[2J"}, {"": "x"}, {"k": 3}):
+        with pytest.raises(StoreError, match="label"):
+            db.begin_run("latency", {}, "quick", MACHINE, labels=bad)
+
+
+def test_remove_runs_and_surveys_all_or_nothing(db):
+    a = db.begin_run("latency", {}, "quick", MACHINE)
+    db.add_samples(a, [sample(0), sample(1)])
+    db.set_artifact(a, "x", 1)
+    db.finish_run(a, "complete")
+    sid = db.begin_survey("quick", [])
+    b = db.begin_run("fill", {}, "quick", MACHINE, survey_id=sid)
+    db.finish_run(b, "complete")
+    keep = db.begin_run("copy", {}, "quick", MACHINE)
+    db.finish_run(keep, "complete")
+    with pytest.raises(StoreError, match="no run or survey 'nope'"):
+        db.remove([a, "nope"])
+    assert len(db.runs()) == 3                       # nothing removed
+    removed = db.remove([a, sid])
+    assert {(r["kind"], r["id"]) for r in removed} == {("run", a), ("run", b), ("survey", sid)}
+    assert [r for r in removed if r["id"] == a][0]["n_samples"] == 2
+    assert [r["id"] for r in db.runs()] == [keep] and db.surveys() == []
+    con = sqlite3.connect(db.path)
+    for table in ("samples", "artifacts"):
+        assert con.execute(f"SELECT count(*) FROM {table} WHERE run_id = ?", (a,)).fetchone()[0] == 0
+    con.close()
+
+
+def test_a_live_running_run_is_not_removed(db):
+    live = db.begin_run("latency", {}, "quick", MACHINE)      # this process: alive
+    with pytest.raises(StoreError, match="still running"):
+        db.remove([live])
+    assert db.prune(0) == []
+    assert [r["id"] for r in db.runs()] == [live]
+
+
+def test_prune_removes_what_is_older_than_the_cutoff(db):
+    old = db.begin_run("latency", {}, "quick", MACHINE)
+    db.finish_run(old, "complete")
+    new = db.begin_run("latency", {}, "quick", MACHINE)
+    db.finish_run(new, "complete")
+    con = sqlite3.connect(db.path)
+    con.execute("UPDATE runs SET started_unix = started_unix - 40 * 86400,"
+                " started = '2020-01-01T00:00:00Z' WHERE id = ?", (old,))
+    con.commit()
+    con.close()
+    removed = db.prune(30 * 86400)
+    assert [r["id"] for r in removed] == [old]
+    assert [r["id"] for r in db.runs()] == [new]
+    assert db.prune(30 * 86400) == []
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "results.db"
+    os.mkfifo(fifo)
+    with pytest.raises(StoreError, match="not a regular file"):
+        Store(fifo)

@@ -1030,7 +1030,9 @@ def run_libc_child(kernel, sizes, tunables_value, samples=3, min_ms=1.0, cpu=Non
     if tunables_value:
         env["GLIBC_TUNABLES"] = tunables_value
     cpu = _child_cpu() if cpu is None else cpu
-    proc = subprocess.run([sys.executable, "-S", "-c", _CHILD, _core_path(), kernel,
+    # -I: the current directory is not on the child's sys.path, so a json.py
+    # there cannot run inside it (the child needs the standard library only).
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", _CHILD, _core_path(), kernel,
                            ",".join(str(int(s)) for s in sizes), str(samples), str(min_ms)],
                           capture_output=True, text=True, env=env, timeout=timeout,
                           preexec_fn=_pinned(cpu))

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import stat
 import sys
-import time
 
 from .errors import MemfxError
 
@@ -29,9 +30,34 @@ def _console():
     return con
 
 
+def _db_path(args) -> str:
+    """The --db path, or the default; refuses an empty path, a directory and
+    anything that is not a regular file (a FIFO would hang the open)."""
+    from .store import default_db_path
+    given = getattr(args, "db", None)
+    if given is None:
+        return str(default_db_path())
+    if not given.strip():
+        raise MemfxError("--db: empty path")
+    path = os.path.expanduser(given)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return path
+    except OSError as e:
+        raise MemfxError(f"--db {given}: {e.strerror or e}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise MemfxError(f"--db {given} is a directory, not a results database")
+    if not stat.S_ISREG(st.st_mode):
+        raise MemfxError(f"--db {given} is not a regular file")
+    return path
+
+
 def _open_store(args, must_exist=False):
-    from .store import Store, default_db_path
-    path = args.db or default_db_path()
+    """The store (must_exist: refuse to create one).  A "running" run whose
+    process is gone reads as interrupted (Store._as_displayed)."""
+    from .store import Store
+    path = _db_path(args)
     if must_exist and not os.path.exists(path):
         raise MemfxError(f"no results database at {path} (run `memfx run latency` first, or pass --db)")
     from . import __version__
@@ -51,6 +77,18 @@ def _overrides(pairs):
         k, v = pair.split("=", 1)
         out[k.strip()] = v.strip()
     return out
+
+
+def _labels(pairs):
+    """--label KEY=VALUE pairs -> {key: value}, checked as the store will."""
+    from .store import check_labels
+    out = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            raise MemfxError(f"--label expects KEY=VALUE, got {pair!r}")
+        k, v = pair.split("=", 1)
+        out[k.strip()] = v.strip()
+    return check_labels(out)
 
 
 def _preset(args):
@@ -79,24 +117,86 @@ def cmd_list(args):
     from .experiments import all_experiments
     if args.json:
         print(json.dumps([{"name": e.name, "question": e.question, "seeds": list(e.seeds),
-                           "arms": list(e.arms), "params": [p.describe() for p in e.all_params()]}
-                          for e in all_experiments()], indent=2))
+                           "arms": list(e.arms), "presets": list(e.presets),
+                           "params": param_records(e)}
+                          for e in all_experiments()], indent=2, default=str))
         return 0
-    from rich.table import Table
-    t = Table(title="Experiments")
-    t.add_column("name", style="bold")
-    t.add_column("question")
-    t.add_column("seed")
+    from .render import add_row, safe_table
+    t = safe_table("name", "question", "seed", title="Experiments")
     for e in all_experiments():
-        t.add_row(e.name, e.question, ", ".join(e.seeds))
+        add_row(t, e.name, e.question, ", ".join(e.seeds))
     _console().print(t)
     return 0
 
 
-def _progress_runner(store, fp, name, preset, overrides, quiet, survey_id=None):
+def param_records(exp):
+    """Each parameter of `exp` as a structured record: what it means, its
+    default and the value each preset uses."""
+    resolved = {preset: exp.resolve(preset) for preset in exp.presets}
+    return [{"name": p.name, "kind": p.kind, "help": p.help, "default": p.default,
+             "presets": {preset: values[p.name] for preset, values in resolved.items()},
+             "choices": list(p.choices) or None, "min": p.minimum, "max": p.maximum,
+             "example": p.example or None}
+            for p in exp.all_params()]
+
+
+def _param_value_text(kind, value):
+    from .units import format_size
+    if isinstance(value, list):
+        return ",".join(_param_value_text(kind[5:] if kind.startswith("list:") else kind, v)
+                        for v in value)
+    if kind == "size" and isinstance(value, int) and not isinstance(value, bool):
+        return format_size(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def experiment_help(exp):
+    """`memfx run EXP --help`: that experiment's parameters only."""
+    lines = [f"{exp.name}: {exp.question}", "",
+             f"parameters of {exp.name} (--set NAME=VALUE; sizes take K/M/G suffixes):"]
+    for rec in param_records(exp):
+        text = lambda v, kind=rec["kind"]: _param_value_text(kind, v)  # noqa: E731
+        lines.append(f"  {rec['name']} ({rec['kind']}): {rec['help']}")
+        values = [f"default {text(rec['default'])}"]
+        values += [f"{preset} {text(v)}" for preset, v in rec["presets"].items()]
+        if rec["choices"]:
+            values.append("one of " + ", ".join(map(str, rec["choices"])))
+        if rec["min"] is not None or rec["max"] is not None:
+            values.append(f"range {'' if rec['min'] is None else text(rec['min'])}.."
+                          f"{'' if rec['max'] is None else text(rec['max'])}")
+        lines.append("      " + "; ".join(values))
+        if rec["example"]:
+            lines.append(f"      e.g. --set {rec['name']}={rec['example']}")
+    example = next((r for r in param_records(exp) if r["example"]), None)
+    lines += ["", f"example: memfx run {exp.name} --quick"
+              + (f" --set {example['name']}={example['example']}" if example else "")]
+    return "\n".join(lines)
+
+
+class _RunHelp(argparse.Action):
+    """-h/--help of `run`: after an experiment name, that experiment's
+    parameters only (argparse has consumed the name by the time it gets here)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from .experiments import REGISTRY
+        name = getattr(namespace, "experiment", None)
+        if name in REGISTRY:
+            parser.epilog = experiment_help(REGISTRY[name])
+        parser.print_help()
+        parser.exit()
+
+
+def _progress_runner(store, fp, name, preset, overrides, quiet, survey_id=None, labels=None):
     from .runner import run_experiment
     if quiet:
-        return run_experiment(name, store, fp, preset, overrides, survey_id=survey_id)
+        return run_experiment(name, store, fp, preset, overrides, survey_id=survey_id,
+                              labels=labels)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[label]}"),
@@ -106,7 +206,7 @@ def _progress_runner(store, fp, name, preset, overrides, quiet, survey_id=None):
         def on_progress(done, total, label):
             prog.update(task, completed=done, total=total, label=label)
         return run_experiment(name, store, fp, preset, overrides, survey_id=survey_id,
-                              on_progress=on_progress)
+                              on_progress=on_progress, labels=labels)
 
 
 def _console_err():
@@ -117,13 +217,15 @@ def _console_err():
 def cmd_run(args):
     from .results import document
     from .runner import RunInterrupted, prepare
-    fp = _machine()
     overrides = _overrides(args.set)
+    labels = _labels(args.label)
+    _db_path(args)
+    fp = _machine()
     prepare(args.experiment, _preset(args), overrides, fp)   # bad input fails before the DB is touched
     store = _open_store(args)
     try:
         run_id = _progress_runner(store, fp, args.experiment, _preset(args), overrides,
-                                  args.json or args.quiet)
+                                  args.json or args.quiet, labels=labels)
     except RunInterrupted as e:
         run = store.run(e.run_id)
         sys.stderr.write(f"memfx: interrupted: run {e.run_id} kept with {run['n_samples']} samples, "
@@ -140,29 +242,31 @@ def _emit_document(doc, args):
     from .render import print_document
     con = _console()
     print_document(doc, con, details=getattr(args, "details", False))
-    con.print(f"[dim]run {doc['run_id']} stored; plot it with: memfx plot {doc['run_id']}[/dim]")
+    from .render import text
+    con.print(text(f"run {doc['run_id']} stored; plot it with: memfx plot {doc['run_id']}", "dim"))
     return 0
 
 
 def cmd_runs(args):
+    wanted = _labels(args.label)
     store = _open_store(args, must_exist=True)
-    store.mark_stale_running()
-    runs = store.runs(experiment=args.experiment)
+    runs = store.runs(experiment=args.experiment, labels=wanted)
     if args.json:
         print(json.dumps(runs, indent=2, default=str))
         return 0
-    from rich.table import Table
-    t = Table(title=f"Runs in {store.path}")
-    for c in ("id", "started", "experiment", "preset", "status", "samples", "seconds", "machine"):
-        t.add_column(c)
+    from .render import add_row, safe_table
+    t = safe_table("id", "started", "experiment", "preset", "status", "samples", "seconds",
+                   "labels", "machine", title=f"Runs in {store.path}")
     machines = {}
     for r in runs:
         if r.get("machine_id") not in machines:
             cpu = (store.run(r["id"]).get("machine") or {}).get("cpu") or {}
             machines[r.get("machine_id")] = f"#{r.get('machine_id')} {cpu.get('model_name', '?')}"
-        t.add_row(r["id"], r["started"], r["experiment"], r.get("preset") or "", r["status"],
-                  str(r["n_samples"]), f"{r['duration_s']:.1f}" if r.get("duration_s") else "-",
-                  machines[r.get("machine_id")])
+        duration = r.get("duration_s")
+        add_row(t, r["id"], r["started"], r["experiment"], r.get("preset") or "", r["status"],
+                str(r["n_samples"]), f"{duration:.1f}" if isinstance(duration, (int, float)) else "-",
+                " ".join(f"{k}={v}" for k, v in sorted(r["labels"].items())),
+                machines[r.get("machine_id")])
     _console().print(t)
     return 0
 
@@ -218,11 +322,15 @@ def cmd_compare(args):
 
 
 def cmd_export(args):
+    from .outputs import check_output_path, write_text_output
     from .results import document
+    db = _db_path(args)
+    if args.output is not None:
+        check_output_path(args.output, protect=[db])     # before any work
     store = _open_store(args, must_exist=True)
     run = store.run(args.run)
-    out = open(args.output, "w", newline="") if args.output else sys.stdout
-    try:
+
+    def write(out):
         if args.format == "csv":
             store.samples_csv(run["id"], out)
         elif args.format == "raw":
@@ -231,9 +339,10 @@ def cmd_export(args):
         else:
             json.dump(document(run, store.samples(run["id"])), out, indent=2, default=str)
             out.write("\n")
-    finally:
-        if args.output:
-            out.close()
+    if args.output is None:
+        write(sys.stdout)
+    else:
+        write_text_output(args.output, write, protect=[db], newline="")
     return 0
 
 
@@ -242,44 +351,112 @@ def cmd_import(args):
     # The whole document is read and checked before the database is opened:
     # a refused import changes no file and creates none.
     try:
+        if not os.path.isfile(args.file):
+            raise OSError("not a regular file")
         with open(args.file, "rb") as f:
             text = f.read(MAX_FILE_BYTES + 1)
     except OSError as e:
-        raise MemfxError(f"cannot read {args.file}: {e.strerror or e}") from None
+        reason = e.strerror if e.strerror else str(e) or type(e).__name__
+        raise MemfxError(f"cannot read {args.file}: {reason}") from None
     try:
         doc = load_export(text, what="the file")
     except SchemaError as e:
         raise MemfxError(f"cannot import {args.file}: {e}") from None
+    path = _db_path(args)
+    created = not os.path.exists(path)
     store = _open_store(args)
-    run_id = store.import_run(doc)
-    print(run_id)
+    try:
+        run_id = store.import_run(doc)
+    except BaseException:
+        if created:          # a failed import into a new path leaves no empty database behind
+            store.close()
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                try:
+                    os.unlink(path + suffix)
+                except FileNotFoundError:
+                    pass
+        raise
+    from .render import clean
+    print(clean(run_id))
     return 0
+
+PLOT_EXTENSIONS = (".png", ".svg", ".pdf")
 
 
 def cmd_plot(args):
+    from .outputs import atomic_output, check_output_path, safe_name_part
     from .plots import plot_document
     from .results import document
+    db = _db_path(args)
+    if args.output is not None:
+        if not args.output.endswith(PLOT_EXTENSIONS):
+            raise MemfxError(f"plot output must end in .png, .svg or .pdf: {args.output}")
+        check_output_path(args.output, protect=[db])
     store = _open_store(args, must_exist=True)
     run = store.run(args.run)
+    out = args.output or f"memfx-{safe_name_part(run['id'])}.png"
     doc = document(run, store.samples(run["id"]), include_values=True)
-    out = args.output or f"memfx-{run['id']}.png"
-    if not out.endswith((".png", ".svg", ".pdf")):
-        raise MemfxError(f"plot output must end in .png, .svg or .pdf: {out}")
-    plot_document(doc, out)
+    with atomic_output(out, protect=[db]) as tmp:
+        plot_document(doc, tmp)
     print(out)
     return 0
 
 
 def cmd_survey(args):
+    from .outputs import check_output_path
     from .survey import run_survey
+    if args.only is not None and not [n for n in args.only.split(",") if n.strip()]:
+        raise MemfxError("--only: give at least one experiment name (see memfx list)")
+    args.labels = _labels(args.label)
+    check_output_path(args.output, protect=[_db_path(args)])   # before anything is measured
     return run_survey(args, _machine, _open_store, _console)
 
 
 def cmd_report(args):
+    from .outputs import atomic_output, check_output_path
     from .report import write_report
+    db = _db_path(args)
+    check_output_path(args.output, protect=[db])
     store = _open_store(args, must_exist=True)
-    path = write_report(store, args.ids, args.output)
-    print(path)
+    with atomic_output(args.output, protect=[db]) as tmp:
+        write_report(store, args.ids, tmp)
+    print(args.output)
+    return 0
+
+
+def _print_removed(removed):
+    from .render import clean
+    for item in ({k: clean(v) for k, v in i.items()} for i in removed):
+        if item["kind"] == "run":
+            print(f"removed run {item['id']} ({item['experiment']}, {item['n_samples']} samples)")
+        else:
+            print(f"removed survey {item['id']}")
+
+
+def cmd_rm(args):
+    store = _open_store(args, must_exist=True)
+    _print_removed(store.remove(args.ids))
+    return 0
+
+
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([dh])\s*$")
+
+
+def parse_age(text):
+    """"30d" or "12h" -> seconds."""
+    m = _AGE.match(text or "")
+    if not m:
+        raise MemfxError(f"--older-than: expected an age like 30d or 12h, got {text!r}")
+    return float(m.group(1)) * (86400 if m.group(2) == "d" else 3600)
+
+
+def cmd_prune(args):
+    age = parse_age(args.older_than)
+    store = _open_store(args, must_exist=True)
+    removed = store.prune(age)
+    _print_removed(removed)
+    if not removed:
+        print(f"nothing started more than {args.older_than.strip()} ago")
     return 0
 
 
@@ -288,8 +465,7 @@ def cmd_advise(args):
 
     from .advise import NoCopyResults, advise, copy_sources, render
     from .runner import run_experiment
-    from .store import default_db_path
-    if not args.run_missing and not os.path.exists(args.db or default_db_path()):
+    if not args.run_missing and not os.path.exists(_db_path(args)):
         raise NoCopyResults("no copy results in DB; run `memfx run copy` or pass --run-missing")
     store = _open_store(args)
     if not args.run_missing:
@@ -336,29 +512,38 @@ def build_parser():
     def db(sp):
         sp.add_argument("--db", metavar="PATH", help="results database (default $XDG_DATA_HOME/memfx/results.db)")
 
+    def label(sp, help_):
+        sp.add_argument("--label", action="append", metavar="KEY=VALUE", help=help_)
+
     sp = add("machine", cmd_machine, "fingerprint and capabilities of this machine")
     sp.add_argument("--json", action="store_true", help="print JSON")
     sp = add("list", cmd_list, "the experiments, one line each")
     sp.add_argument("--json", action="store_true", help="print JSON (with parameters)")
 
     sp = add("run", cmd_run, "run one experiment and store every sample",
-             formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_params_help()
-             + "\n\nexample: memfx run latency --quick --set max_size=32M --set pages=4k,thp")
+             formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False,
+             epilog=_params_help() + "\n\nexample: memfx run latency --quick --set max_size=32M"
+             " --set pages=4k,thp\n`memfx run EXPERIMENT --help` shows one experiment's parameters"
+             " with the value each preset uses.")
+    sp.add_argument("-h", "--help", action=_RunHelp,
+                    help="show this help; after an experiment name, that experiment's parameters")
     sp.add_argument("experiment", help="experiment name (see memfx list)")
     g = sp.add_mutually_exclusive_group()
     g.add_argument("--quick", action="store_true", help="quick preset (default)")
     g.add_argument("--full", action="store_true", help="full preset")
     sp.add_argument("--set", action="append", metavar="NAME=VALUE", help="override a parameter")
+    label(sp, "store this label with the run (repeatable)")
     sp.add_argument("--json", action="store_true", help="print the result document as JSON")
     sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     db(sp)
 
     sp = add("runs", cmd_runs, "list stored runs")
     sp.add_argument("--experiment", help="only this experiment")
+    label(sp, "only runs with this label (repeatable: all must match)")
     sp.add_argument("--json", action="store_true")
     db(sp)
     sp = add("show", cmd_show, "one run's or survey's answers, re-analysed from its samples")
-    sp.add_argument("run", help="run or survey id, unique prefix, or 'latest'")
+    sp.add_argument("run", help="run or survey id, unique prefix, " + RUN_HELP.split(", ", 1)[1])
     sp.add_argument("--json", action="store_true", help="print the result document as JSON")
     sp.add_argument("--details", action="store_true",
                     help="also each answer's details and the point table")
@@ -375,7 +560,7 @@ def build_parser():
                     help="table (terminal) or markdown")
     db(sp)
     sp = add("export", cmd_export, "write a run as a result document (json), raw samples (raw) or CSV")
-    sp.add_argument("run", help="run id, unique prefix, or 'latest'")
+    sp.add_argument("run", help=RUN_HELP)
     sp.add_argument("--format", choices=("json", "csv", "raw"), default="json",
                     help="json = result document; raw = importable run with samples; csv = one row per sample")
     sp.add_argument("-o", "--output", metavar="FILE", help="file to write (default stdout)")
@@ -384,7 +569,7 @@ def build_parser():
     sp.add_argument("file")
     db(sp)
     sp = add("plot", cmd_plot, "plot a run (every sample visible, cache sizes marked)")
-    sp.add_argument("run", help="run id, unique prefix, or 'latest'")
+    sp.add_argument("run", help=RUN_HELP)
     sp.add_argument("-o", "--output", metavar="FILE", help="output .png, .svg or .pdf")
     db(sp)
 
@@ -399,12 +584,22 @@ def build_parser():
                     help="print the survey document (answers of every run) as JSON")
     sp.add_argument("--no-advise", action="store_true",
                     help="skip the checked GCC/glibc advice that follows the copy experiment")
+    label(sp, "store this label with the survey and each of its runs (repeatable)")
     sp.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     db(sp)
 
     sp = add("report", cmd_report, "write an HTML report from stored runs (offline, one file)")
-    sp.add_argument("ids", nargs="*", help="survey or run ids (default: the latest survey)")
+    sp.add_argument("ids", nargs="*", help="survey or run ids, 'latest' or 'latest:EXPERIMENT'"
+                    " (default: the latest survey)")
     sp.add_argument("-o", "--output", metavar="FILE", default="memfx-report.html", help="report file")
+    db(sp)
+
+    sp = add("rm", cmd_rm, "remove runs and surveys (a survey with all its runs) from the database")
+    sp.add_argument("ids", nargs="+", metavar="ID", help="full run or survey id (see memfx runs)")
+    db(sp)
+    sp = add("prune", cmd_prune, "remove every run and survey older than an age")
+    sp.add_argument("--older-than", required=True, metavar="AGE",
+                    help="age with a unit: 30d (days) or 12h (hours)")
     db(sp)
 
     sp = add("advise", cmd_advise, "GCC -mmemcpy/-mmemset-strategy strings and glibc tunables from "
@@ -418,13 +613,27 @@ def build_parser():
     return p
 
 
+RUN_HELP = "run id, unique prefix, 'latest' (latest complete run) or 'latest:EXPERIMENT'"
+
+
+def _tolerant_streams():
+    # A terminal or pipe that cannot encode a character (PYTHONIOENCODING=ascii,
+    # LANG=C) gets a replacement character, not a UnicodeEncodeError.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="replace")
+        except (AttributeError, ValueError, OSError):
+            pass
+
+
 def main(argv=None):
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "fn", None):
-        parser.print_help()
-        return EXIT_USAGE
     try:
+        _tolerant_streams()
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "fn", None):
+            parser.print_help()
+            return EXIT_USAGE
         return args.fn(args)
     except MemfxError as e:
         sys.stderr.write(f"memfx: error: {e}\n")

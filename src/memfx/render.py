@@ -3,11 +3,45 @@ Reads documents; never measures."""
 from __future__ import annotations
 
 import json
+import re
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from .units import format_size, human_size
+
+# C0 controls, DEL and C1 controls (which include the CSI introducer 0x9b):
+# stored strings come from imports and /proc, and an escape sequence in one
+# must not reach the terminal.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def clean(value) -> str:
+    """A stored value as one printable line: control characters become
+    spaces, so nothing in the data can move the cursor or retitle the
+    terminal."""
+    return _CONTROL.sub(" ", "" if value is None else str(value))
+
+
+def text(value, style: str = "") -> Text:
+    """Data for a table cell or a console line: never parsed as rich markup,
+    so `[/]` or `[link=...]` in a CPU name or run id print as typed."""
+    return Text(clean(value), style=style)
+
+
+def safe_table(*columns, title=None, caption=None, **kw) -> Table:
+    """The one way tables are made here: title and caption are data, too."""
+    t = Table(title=text(title) if title is not None else None,
+              caption=text(caption) if caption is not None else None, **kw)
+    for column in columns:
+        t.add_column(column)
+    return t
+
+
+def add_row(table: Table, *cells) -> None:
+    """Add one row; strings are data (see text()), Text cells keep their style."""
+    table.add_row(*(c if isinstance(c, Text) else text(c) for c in cells))
 
 VERDICT_STYLE = {"detected": "bold green", "not_detected": "yellow",
                  "inconclusive": "magenta", "measured": "cyan"}
@@ -44,49 +78,51 @@ def machine_table(fp, cautions, caps):
     t = Table(title="Machine", show_header=False, box=None)
     t.add_column(style="bold")
     t.add_column()
-    t.add_row("CPU", f"{cpu.get('model_name')} (family {cpu.get('family')}, model "
+    row = lambda *cells: add_row(t, *cells)  # noqa: E731
+    row("CPU", f"{cpu.get('model_name')} (family {cpu.get('family')}, model "
                      f"{cpu.get('model')}, stepping {cpu.get('stepping')}, microcode {cpu.get('microcode')})")
-    t.add_row("CPUs", f"{cpu.get('logical_cpus')} logical, SMT {'on' if cpu.get('smt_active') else 'off'}, "
+    row("CPUs", f"{cpu.get('logical_cpus')} logical, SMT {'on' if cpu.get('smt_active') else 'off'}, "
                       f"{cpu.get('numa_nodes')} NUMA node(s)")
     flags = fp.get("flags", {})
-    t.add_row("Flags", " ".join(f"{k}" if v else f"[dim]-{k}[/dim]" for k, v in flags.items()
-                               if k in ("erms", "fsrm", "fzrm", "fsrs", "fsrc", "avx2", "avx512f",
-                                        "avx512bw", "clflushopt", "clwb", "movdir64b", "invariant_tsc")))
+    shown = [(k, v) for k, v in flags.items()
+             if k in ("erms", "fsrm", "fzrm", "fsrs", "fsrc", "avx2", "avx512f",
+                      "avx512bw", "clflushopt", "clwb", "movdir64b", "invariant_tsc")]
+    row("Flags", Text(" ").join(text(k) if v else text(f"-{k}", "dim") for k, v in shown))
     for c in fp.get("caches", []):
-        t.add_row(f"L{c['level']} {c['type']}", f"{format_size(c['size_bytes'])}B, {c.get('ways')}-way, "
+        row(f"L{c['level']} {c['type']}", f"{format_size(c['size_bytes'])}B, {c.get('ways')}-way, "
                                                f"{c.get('line_bytes')} B lines, shared by CPUs {c.get('shared_cpu_list')}")
     tsc = fp.get("tsc", {})
     hz = tsc.get("hz")
-    t.add_row("TSC", f"{hz / 1e9:.4f} GHz ({tsc.get('source')}), invariant {tsc.get('invariant')}" if hz else "unknown")
+    row("TSC", f"{hz / 1e9:.4f} GHz ({tsc.get('source')}), invariant {tsc.get('invariant')}" if hz else "unknown")
     hv = fp.get("hypervisor", {})
-    t.add_row("Hypervisor", hv.get("vendor") or ("yes" if hv.get("present") else "none"))
+    row("Hypervisor", hv.get("vendor") or ("yes" if hv.get("present") else "none"))
     pw = fp.get("power", {})
-    t.add_row("Power", f"governor {pw.get('governor') or 'n/a'}, turbo {pw.get('turbo') if pw.get('turbo') is not None else 'unknown'}")
+    row("Power", f"governor {pw.get('governor') or 'n/a'}, turbo {pw.get('turbo') if pw.get('turbo') is not None else 'unknown'}")
     mem = fp.get("memory", {})
-    t.add_row("Memory", f"{human_size(mem.get('total_bytes') or 0)} total, "
+    row("Memory", f"{human_size(mem.get('total_bytes') or 0)} total, "
                         f"{human_size(mem.get('available_bytes') or 0)} available, THP {mem.get('thp_enabled')}")
     k = fp.get("kernel", {})
-    t.add_row("Kernel", f"{k.get('release')}, perf_event_paranoid={k.get('perf_event_paranoid')}")
+    row("Kernel", f"{k.get('release')}, perf_event_paranoid={k.get('perf_event_paranoid')}")
     pmu = fp.get("pmu", {})
-    t.add_row("PMU", ("available" if pmu.get("available") else f"not available: {pmu.get('reason')}")
+    row("PMU", ("available" if pmu.get("available") else f"not available: {pmu.get('reason')}")
               + f"; software events {'work' if pmu.get('software_events') else 'unavailable'}")
     g = fp.get("glibc") or {}
     diag = g.get("diagnostics") or {}
     thr = diag.get("thresholds") or {}
-    t.add_row("glibc", f"{g.get('version')}" + ("; " + ", ".join(f"{k.split('.')[-1]}={v}" for k, v in sorted(thr.items()))
+    row("glibc", f"{g.get('version')}" + ("; " + ", ".join(f"{k.split('.')[-1]}={v}" for k, v in sorted(thr.items()))
                                                 if thr else ""))
     comp = fp.get("compiler") or {}
-    t.add_row("Core built with", f"{comp.get('compiler')} {comp.get('cflags')}" if comp else "unknown")
+    row("Core built with", f"{comp.get('compiler')} {comp.get('cflags')}" if comp else "unknown")
     return t
 
 
 def cautions_table(cautions, title="Warnings"):
-    t = Table(title=title, show_lines=False)
+    t = Table(title=text(title), show_lines=False)
     t.add_column("id", style="yellow")
     t.add_column("what")
     t.add_column("what to do", style="dim")
     for c in cautions:
-        t.add_row(c.get("id", ""), c.get("message", ""), c.get("advice", "") or "")
+        add_row(t, c.get("id", ""), c.get("message", ""), c.get("advice", "") or "")
     return t
 
 
@@ -101,9 +137,9 @@ def points_table(doc, max_rows=400):
     constant = {k: pts[0]["params"].get(k) for k in pkeys
                 if len({json.dumps(p["params"].get(k)) for p in pts}) == 1} if len(pts) > 1 else {}
     pkeys = [k for k in pkeys if k not in constant]
-    t = Table(title=f"{doc['experiment']} — run {doc['run_id']} ({doc['status']})")
+    t = Table(title=text(f"{doc['experiment']} — run {doc['run_id']} ({doc['status']})"))
     for k in pkeys:
-        t.add_column(k, justify="right")
+        t.add_column(text(k), justify="right")
     t.add_column("arm")
     metric = pts[0]["metric"] if pts else ""
     t.add_column("median", justify="right")
@@ -115,21 +151,21 @@ def points_table(doc, max_rows=400):
     t.add_column("rej", justify="right")
     for p in pts[:max_rows]:
         cv = p.get("cv")
-        t.add_row(*[_param_text(k, p["params"].get(k, "")) for k in pkeys], p["arm"],
-                  f"{fmt(p['median'])} {p.get('unit', '')}", f"{fmt(p['ci_low'])}–{fmt(p['ci_high'])}",
-                  fmt(p["min"]), fmt(p.get("cycles_est")),
-                  ("[red]" if cv and cv >= 0.1 else "") + (f"{cv:.1%}" if cv is not None else "-"),
-                  str(p["n"]), str(p["rejected"]))
+        add_row(t, *[_param_text(k, p["params"].get(k, "")) for k in pkeys], p["arm"],
+                f"{fmt(p['median'])} {p.get('unit', '')}", f"{fmt(p['ci_low'])}–{fmt(p['ci_high'])}",
+                fmt(p["min"]), fmt(p.get("cycles_est")),
+                text(f"{cv:.1%}" if cv is not None else "-", "red" if cv and cv >= 0.1 else ""),
+                str(p["n"]), str(p["rejected"]))
     caption = [f"metric: {metric}"] if metric else []
     caption += [f"{k}={_param_text(k, v)}" for k, v in constant.items()]
     if len(pts) > max_rows:
         caption.append(f"{len(pts) - max_rows} more points: memfx export {doc['run_id']}")
-    t.caption = "; ".join(caption)
+    t.caption = text("; ".join(caption))
     return t
 
 
 def findings_table(findings, title="Findings"):
-    t = Table(title=title)
+    t = Table(title=text(title))
     t.add_column("verdict")
     t.add_column("claim")
     t.add_column("value", justify="right")
@@ -138,7 +174,7 @@ def findings_table(findings, title="Findings"):
         style = VERDICT_STYLE.get(f["verdict"], "")
         ci = "-" if f.get("ci_low") is None else \
             f"{fmt_value(f['ci_low'], f.get('unit', ''))} – {fmt_value(f['ci_high'], f.get('unit', ''))}"
-        t.add_row(f"[{style}]{f['verdict']}[/]", f["claim"], fmt_value(f.get("value"), f.get("unit", "")), ci)
+        add_row(t, text(f["verdict"], style), f["claim"], fmt_value(f.get("value"), f.get("unit", "")), ci)
     return t
 
 
@@ -158,7 +194,7 @@ def print_document(doc, console=None, details=False):
     if doc["warnings"]:
         console.print(cautions_table(doc["warnings"]))
     if doc.get("error"):
-        console.print(f"[red]error:[/red] {doc['error']}")
+        console.print(Text("error: ", style="red") + text(doc["error"]))
 
 
 # ---- answers (issue 9: the answer is what a user reads first) --------------
@@ -166,11 +202,9 @@ def print_document(doc, console=None, details=False):
 ANSWER_STYLE = dict(VERDICT_STYLE, not_measured="dim")
 
 
-def _plain(text):
+def _plain(value):
     """Stored text as a rich Text (never markup), control characters removed."""
-    from rich.text import Text
-    s = "" if text is None else str(text)
-    return Text("".join(ch for ch in s if ch >= " " or ch == "\n"))
+    return text(value)
 
 
 def value_ci_text(value, lo, hi, unit):
@@ -189,7 +223,7 @@ def value_ci_text(value, lo, hi, unit):
 def answers_table(answers, title="Answers", width=100):
     """One row per question: id, verdict, value [CI], the sentence; fits `width` columns."""
     from rich.text import Text
-    t = Table(title=title, width=width, show_lines=False)
+    t = Table(title=text(title), width=width, show_lines=False)
     t.add_column("question", no_wrap=True, max_width=30)
     t.add_column("verdict", no_wrap=True)
     t.add_column("value [95% CI]", max_width=26)

@@ -11,7 +11,7 @@ import sys
 import tempfile
 import time
 
-from .errors import MemfxError
+from .errors import MemfxError, ParamError
 from .experiments import get_experiment
 from .store import Store
 
@@ -28,25 +28,63 @@ def prepare(name, preset="quick", overrides=None, machine=None):
     """Resolve and validate parameters before anything is stored."""
     exp = get_experiment(name)
     params = exp.resolve(preset, overrides)
+    _check_cpu(params.get("cpu"))
     points = exp.plan(params, machine or {})
     if not points:
         raise MemfxError(f"{name}: the parameters select no points to measure")
     return exp, params, points
 
 
+def _check_cpu(cpu):
+    # The worker pins itself to this CPU; checked here as well so that a CPU
+    # it cannot use is bad input before a run exists, not a failed run.
+    if not isinstance(cpu, int) or cpu < 0:
+        return
+    allowed = sorted(os.sched_getaffinity(0))
+    if cpu not in allowed:
+        raise ParamError(f"cpu: CPU {cpu} is not available to this process (allowed: {allowed})")
+
+
+# The worker starts isolated (-I: no current directory or script directory on
+# sys.path, no PYTHON* variables, no user site), so a json.py or numpy.py
+# where the user stands cannot run inside it; it is handed the directories
+# this process imports from instead, memfx's own first.
+_WORKER_BOOTSTRAP = ("import sys, json; sys.path[:0] = json.loads(sys.argv.pop(1)); "
+                     "import runpy; runpy.run_module('memfx._worker', run_name='__main__', "
+                     "alter_sys=True)")
+
+
+def worker_command():
+    """argv of an isolated Python running memfx._worker from the memfx this
+    process imported."""
+    src_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return [sys.executable, "-I", "-c", _WORKER_BOOTSTRAP, json.dumps(import_path(src_root))]
+
+
+def import_path(package_root):
+    """`package_root` then this process's sys.path as absolute directories,
+    without the current directory (what -I is there to keep out)."""
+    cwd = os.path.realpath(os.getcwd())
+    path = [package_root]
+    for entry in sys.path:
+        absolute = os.path.abspath(entry or os.curdir)
+        if os.path.realpath(absolute) == cwd and absolute != package_root:
+            continue
+        if absolute not in path:
+            path.append(absolute)
+    return path
+
+
 def run_experiment(name, store: Store, machine: dict, preset="quick", overrides=None,
-                   survey_id=None, on_progress=None, on_info=None):
+                   survey_id=None, on_progress=None, on_info=None, labels=None):
     """Measure and store one run; returns its run id.  KeyboardInterrupt is
     turned into RunInterrupted after the run has been marked interrupted."""
     exp, params, points = prepare(name, preset, overrides, machine)
-    run_id = store.begin_run(name, params, preset, machine, survey_id=survey_id)
+    run_id = store.begin_run(name, params, preset, machine, survey_id=survey_id, labels=labels)
     job = {"experiment": name, "params": params, "machine": machine}
     with tempfile.TemporaryFile(mode="w+") as errfile:
-        env = dict(os.environ)
-        src_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env["PYTHONPATH"] = src_root + os.pathsep + env.get("PYTHONPATH", "")
-        proc = subprocess.Popen([sys.executable, "-m", "memfx._worker"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=errfile, text=True, env=env)
+        proc = subprocess.Popen(worker_command(), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=errfile, text=True)
         state = {"cells": len(points), "done": 0, "error": None, "finished": False}
         try:
             proc.stdin.write(json.dumps(job))

@@ -457,6 +457,9 @@ SAMPLE = Object({
     "reason": Field(Nullable(Text(MAX_TEXT))),
 }, others=None)
 
+# --label key=value pairs of a run or survey (store.py keeps them as text).
+LABELS = Object(others=Text(200), key=Text(64, pattern=re.compile(r"[A-Za-z0-9_.:-]{1,64}")))
+
 RUN = Object({
     "id": Field(RUN_ID, required=True),
     "survey_id": Field(Nullable(RUN_ID)),
@@ -471,6 +474,7 @@ RUN = Object({
     "duration_s": Field(Nullable(Number(0, 1e9))),
     "pid": Field(Nullable(Integer(0, 2 ** 31 - 1))),   # Linux pid_t
     "host": Field(SHORT),
+    "labels": Field(Nullable(LABELS)),
     # Database-local values an older export may carry; not imported.
     "machine_id": Field(Nullable(Integer())), "n_samples": Field(Nullable(Integer())),
 }, others=AnyJSON())
@@ -485,6 +489,7 @@ SURVEY = Object({
     "note": Field(Nullable(Text())),
     "pid": Field(Nullable(Integer(0, 2 ** 31 - 1))),
     "host": Field(SHORT),
+    "labels": Field(Nullable(LABELS)),
 }, others=AnyJSON())
 
 # Artifacts are per-run JSON documents; the two memfx writes are objects.

@@ -31,7 +31,7 @@ from memfx.schema import (COMPLETE, EXPORT_FORMAT, EXPORT_FORMAT_VERSION,  # noq
                           FAILED, INTERRUPTED, MACHINE, POINT, RUNNING, STATUSES,
                           SchemaError, readable, readable_params, validate_export)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 APPLICATION_ID = 0x4D454D46  # "MEMF": marks the file as a memfx results DB
 FINAL_STATUSES = (COMPLETE, INTERRUPTED, FAILED)
 
@@ -83,7 +83,20 @@ CREATE TABLE artifacts (
 # MIGRATIONS[v] turns a schema-v database into schema v+1. Each runs inside
 # the opening transaction, so a failed migration leaves the file as it was.
 Migration = Callable[[sqlite3.Connection], None]
-MIGRATIONS: dict[int, Migration] = {}
+
+
+def _add_labels(conn: sqlite3.Connection) -> None:
+    # Schema 2: user labels (--label key=value) as a JSON object per run and
+    # survey; NULL (older rows) reads as no labels.
+    conn.execute("ALTER TABLE runs ADD COLUMN labels TEXT")
+    conn.execute("ALTER TABLE surveys ADD COLUMN labels TEXT")
+
+
+MIGRATIONS: dict[int, Migration] = {1: _add_labels}
+
+# Label keys and values: short, printable, no "=" in keys.
+_LABEL_KEY = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+LABEL_VALUE_MAX = 200
 
 _RUN_COLUMNS = ("id", "survey_id", "experiment", "status", "started", "finished",
                 "preset", "params", "machine_id", "memfx_version", "error",
@@ -134,10 +147,14 @@ def _loads(text, empty=None):
     return value
 
 
-def _pid_alive(pid: int) -> bool:
+def _pid_alive(pid) -> bool:
+    # Anything but a positive int (an import may carry "abc" or -1) names no
+    # process of ours: kill(0) or kill(-1) would even address a group.
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except PermissionError:
         return True  # exists, owned by someone else
@@ -181,6 +198,8 @@ class Store:
     def _check_path(self) -> None:
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory, not a results database")
+        if self.path.exists() and not self.path.is_file():   # a FIFO would block the open
+            raise StoreError(f"{self.path} is not a regular file")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -348,15 +367,17 @@ class Store:
 
     # ---- surveys -------------------------------------------------------
 
-    def begin_survey(self, preset: str, argv: list[str], note: str | None = None) -> str:
+    def begin_survey(self, preset: str, argv: list[str], note: str | None = None,
+                     labels: dict | None = None) -> str:
         now = time.time()
+        labels_json = _dumps(check_labels(labels), "labels")
         with self._write() as conn:
             survey_id = self._unused_id(conn, "surveys", "s-" + _stamp(now) + "-{}")
             conn.execute(
-                "INSERT INTO surveys(id, started, status, preset, argv, note, pid, host)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO surveys(id, started, status, preset, argv, note, pid, host, labels)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (survey_id, utcnow_iso(now), RUNNING, preset, _dumps(list(argv), "argv"),
-                 note, os.getpid(), self._host))
+                 note, os.getpid(), self._host, labels_json))
         return survey_id
 
     def finish_survey(self, survey_id: str, status: str) -> None:
@@ -372,31 +393,38 @@ class Store:
             rows = conn.execute(
                 "SELECT s.*, (SELECT count(*) FROM runs r WHERE r.survey_id = s.id) AS n_runs"
                 " FROM surveys s ORDER BY s.started DESC, s.rowid DESC").fetchall()
-        return [dict(_survey_dict(row), n_runs=row["n_runs"]) for row in rows]
+        return [self._as_displayed(dict(_survey_dict(row), n_runs=row["n_runs"])) for row in rows]
 
     def survey(self, survey_id_or_prefix: str) -> dict:
         with self._read() as conn:
             survey_id = self._resolve(conn, "surveys", "survey", survey_id_or_prefix)
             row = conn.execute("SELECT * FROM surveys WHERE id = ?", (survey_id,)).fetchone()
-        return dict(_survey_dict(row), runs=self.runs(survey_id=survey_id))
+        return self._as_displayed(dict(_survey_dict(row), runs=self.runs(survey_id=survey_id)))
 
     # ---- runs ----------------------------------------------------------
 
     def begin_run(self, experiment: str, params: dict, preset: str, machine: dict | None,
-                  survey_id: str | None = None) -> str:
+                  survey_id: str | None = None, labels: dict | None = None) -> str:
+        """A new running run. A run of a survey carries the survey's labels
+        under its own."""
         now = time.time()
         params_json = _dumps(params, "params")
+        labels = check_labels(labels)
         with self._write() as conn:
-            if survey_id is not None and not _exists(conn, "surveys", survey_id):
-                raise StoreError(f"no survey {survey_id!r} in {self.path}")
+            if survey_id is not None:
+                row = conn.execute("SELECT labels FROM surveys WHERE id = ?", (survey_id,)).fetchone()
+                if row is None:
+                    raise StoreError(f"no survey {survey_id!r} in {self.path}")
+                labels = {**_labels_of(row["labels"]), **labels}
             machine_id = self._machine_id(conn, machine)
             run_id = self._unused_id(conn, "runs", f"{_stamp(now)}-{_slug(experiment)}-{{}}")
             conn.execute(
                 "INSERT INTO runs(id, survey_id, experiment, status, started, preset, params,"
-                " machine_id, memfx_version, pid, host, started_unix)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " machine_id, memfx_version, pid, host, started_unix, labels)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (run_id, survey_id, experiment, RUNNING, utcnow_iso(now), preset, params_json,
-                 machine_id, self.memfx_version, os.getpid(), self._host, now))
+                 machine_id, self.memfx_version, os.getpid(), self._host, now,
+                 _dumps(labels, "labels")))
         return run_id
 
     def add_samples(self, run_id: str, samples: list[dict]) -> None:
@@ -419,7 +447,9 @@ class Store:
                 (status, error, utcnow_iso(now), now, run_id))
 
     def runs(self, experiment: str | None = None, survey_id: str | None = None,
-             status: str | None = None) -> list[dict]:
+             status: str | None = None, labels: dict | None = None) -> list[dict]:
+        """Runs, newest first; `labels` keeps the runs carrying every one of
+        those key=value labels."""
         if status is not None:
             _check_status(status)
         where, args = [], []
@@ -430,13 +460,16 @@ class Store:
                 args.append(value)
         sql = _SELECT_RUNS + (" WHERE " + " AND ".join(where) if where else "") + _NEWEST_FIRST
         with self._read() as conn:
-            return [_run_dict(row) for row in conn.execute(sql, args)]
+            runs = [self._as_displayed(_run_dict(row)) for row in conn.execute(sql, args)]
+        wanted = (labels or {}).items()
+        return [r for r in runs if all(r["labels"].get(k) == v for k, v in wanted)]
 
     def run(self, run_id_or_prefix: str) -> dict:
         """A run by id, unique id prefix, or "latest"; with its machine."""
         with self._read() as conn:
             run_id = self._resolve(conn, "runs", "run", run_id_or_prefix)
-            run = _run_dict(conn.execute(_SELECT_RUNS + " WHERE r.id = ?", (run_id,)).fetchone())
+            run = self._as_displayed(
+                _run_dict(conn.execute(_SELECT_RUNS + " WHERE r.id = ?", (run_id,)).fetchone()))
             fingerprint = conn.execute("SELECT fingerprint FROM machines WHERE id = ?",
                                        (run["machine_id"],)).fetchone()
         run["machine"] = readable(MACHINE, _loads(fingerprint[0])) if fingerprint else None
@@ -448,6 +481,77 @@ class Store:
             rows = conn.execute("SELECT * FROM samples WHERE run_id = ? ORDER BY seq",
                                 (run_id,)).fetchall()
         return [_sample_dict(row) for row in rows]
+
+    # ---- removing ------------------------------------------------------
+
+    def remove(self, ids: list[str]) -> list[dict]:
+        """Remove runs and surveys (with their runs) by exact id, all or
+        nothing; returns what was removed as [{"kind", "id", "experiment",
+        "n_samples"}]. An unknown id, or a run whose process is still
+        measuring, is a StoreError and nothing is removed."""
+        with self._write() as conn:
+            self._mark_stale(conn, "runs")
+            self._mark_stale(conn, "surveys")
+            run_ids, survey_ids = [], []
+            for item in ids:
+                if _exists(conn, "runs", item):
+                    run_ids.append(item)
+                elif _exists(conn, "surveys", item):
+                    survey_ids.append(item)
+                    run_ids += [row[0] for row in conn.execute(
+                        "SELECT id FROM runs WHERE survey_id = ?", (item,))]
+                else:
+                    raise StoreError(f"no run or survey {item!r} in {self.path} "
+                                     "(rm takes full ids: see memfx runs)")
+            return self._remove(conn, list(dict.fromkeys(run_ids)), survey_ids)
+
+    def prune(self, older_than_s: float) -> list[dict]:
+        """Remove every run and survey started more than `older_than_s`
+        seconds ago (a survey goes with all its runs); running ones stay."""
+        cutoff = time.time() - older_than_s
+        cutoff_iso = utcnow_iso(cutoff)
+        with self._write() as conn:
+            self._mark_stale(conn, "runs")
+            self._mark_stale(conn, "surveys")
+            survey_ids = [row[0] for row in conn.execute(
+                "SELECT id FROM surveys WHERE started < ? AND status != ?", (cutoff_iso, RUNNING))]
+            run_ids = [row[0] for row in conn.execute(
+                "SELECT id FROM runs WHERE status != ? AND (coalesce(started_unix, 0) < ?"
+                f" OR survey_id IN ({', '.join('?' * len(survey_ids))}))",
+                (RUNNING, cutoff, *survey_ids))]
+            return self._remove(conn, run_ids, survey_ids)
+
+    def _remove(self, conn: sqlite3.Connection, run_ids: list[str],
+                survey_ids: list[str]) -> list[dict]:
+        removed = []
+        for run_id in run_ids:
+            row = conn.execute(_SELECT_RUNS + " WHERE r.id = ?", (run_id,)).fetchone()
+            if row["status"] == RUNNING and row["host"] == self._host and row["pid"] is not None \
+                    and _pid_alive(row["pid"]):
+                raise StoreError(f"run {run_id} is still running (process {row['pid']}); "
+                                 "stop it first")
+            removed.append({"kind": "run", "id": run_id, "experiment": row["experiment"],
+                            "n_samples": row["n_samples"]})
+        for survey_id in survey_ids:
+            removed.append({"kind": "survey", "id": survey_id})
+        for table in ("samples", "artifacts"):
+            conn.executemany(f"DELETE FROM {table} WHERE run_id = ?", [(r,) for r in run_ids])
+        conn.executemany("DELETE FROM runs WHERE id = ?", [(r,) for r in run_ids])
+        conn.executemany("DELETE FROM surveys WHERE id = ?", [(s,) for s in survey_ids])
+        return removed
+
+    def _as_displayed(self, item: dict) -> dict:
+        """A run or survey as readers should see it: "running" whose process
+        on this host is gone reads as interrupted (the same check as
+        mark_stale_running, without writing, so reading never changes the
+        database)."""
+        if item.get("status") == RUNNING and item.get("host") == self._host \
+                and not _pid_alive(item.get("pid")):
+            item["status"] = INTERRUPTED
+            if "experiment" in item and not item.get("error"):
+                item["error"] = (f"process {item.get('pid')} on {self._host} ended before"
+                                 " the run finished")
+        return item
 
     def mark_stale_running(self) -> int:
         """Mark "running" runs and surveys whose process on this host is gone
@@ -532,6 +636,7 @@ class Store:
                 _insert_survey(conn, survey)
             values = {c: run.get(c) for c in _RUN_COLUMNS}
             values["params"] = _dumps(run.get("params") or {}, "params")
+            values["labels"] = _dumps(check_labels(run.get("labels")), "labels")
             values["machine_id"] = self._machine_id(conn, doc.get("machine"))
             values["started_unix"] = _iso_to_unix(run["started"])
             columns = ", ".join(values)
@@ -586,7 +691,20 @@ class Store:
             raise StoreError(f"no run {run_id!r} in {self.path}")
 
     def _resolve(self, conn: sqlite3.Connection, table: str, kind: str, key: str) -> str:
-        """Full id, unique prefix, or "latest" -> full id."""
+        """Full id, unique prefix, "latest" or (runs) "latest:EXPERIMENT" ->
+        full id.  For runs, latest means the latest complete run."""
+        if table == "runs" and (key == "latest" or key.startswith("latest:")):
+            experiment = key[len("latest:"):] if ":" in key else None
+            if experiment == "":
+                raise StoreError("latest: needs an experiment name, e.g. latest:latency")
+            row = conn.execute(
+                "SELECT id FROM runs WHERE status = ?" + (" AND experiment = ?" if experiment else "")
+                + " ORDER BY started DESC, rowid DESC LIMIT 1",
+                (COMPLETE, experiment) if experiment else (COMPLETE,)).fetchone()
+            if row is None:
+                what = f"complete {experiment} run" if experiment else "complete run"
+                raise StoreError(f"no {what} in {self.path}")
+            return row[0]
         if key == "latest":
             row = conn.execute(f"SELECT id FROM {table} ORDER BY started DESC, rowid DESC"
                                " LIMIT 1").fetchone()
@@ -701,7 +819,34 @@ def _run_dict(row: sqlite3.Row) -> dict:
         run["pid"] = None
     run["params"] = readable_params(run["experiment"], _loads(row["params"], {}))
     run["n_samples"] = row["n_samples"]
+    run["labels"] = _labels_of(row["labels"] if "labels" in row.keys() else None)
     return run
+
+
+def check_labels(labels) -> dict:
+    """Labels as a {key: value} dict of short printable strings, or StoreError."""
+    if labels is None:
+        return {}
+    if not isinstance(labels, dict):
+        raise StoreError("labels must be key=value pairs")
+    for key, value in labels.items():
+        if not isinstance(key, str) or not _LABEL_KEY.fullmatch(key):
+            raise StoreError(f"bad label key {key!r}: use 1-64 letters, digits, _ . : -")
+        if not isinstance(value, str) or len(value) > LABEL_VALUE_MAX or not value.isprintable():
+            raise StoreError(f"bad label value for {key}: up to {LABEL_VALUE_MAX} printable characters")
+    return dict(labels)
+
+
+def _labels_of(text) -> dict:
+    # Robust to what was stored: anything but an object of strings reads as
+    # no labels rather than breaking `memfx runs`.
+    try:
+        labels = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    if not isinstance(labels, dict):
+        return {}
+    return {str(k): str(v) for k, v in labels.items()}
 
 
 def _survey_dict(row: sqlite3.Row) -> dict:
@@ -709,6 +854,7 @@ def _survey_dict(row: sqlite3.Row) -> dict:
     survey["argv"] = _loads(row["argv"], [])
     if not isinstance(survey["pid"], int):
         survey["pid"] = None
+    survey["labels"] = _labels_of(row["labels"] if "labels" in row.keys() else None)
     return survey
 
 

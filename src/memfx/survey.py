@@ -47,6 +47,7 @@ def estimate(store, name, preset, exp, params, machine):
 
 
 def run_survey(args, get_machine, open_store, console):
+    from .outputs import atomic_output
     from .report import write_report
     from .runner import RunInterrupted, prepare, run_experiment
     preset = "full" if args.full else "quick"
@@ -59,7 +60,7 @@ def run_survey(args, get_machine, open_store, console):
     with_advice = "copy" in names and not args.no_advise
     if with_advice:
         guesses["advise"] = ADVICE_SECONDS[preset]
-    survey_id = store.begin_survey(preset, sys.argv[1:])
+    survey_id = store.begin_survey(preset, sys.argv[1:], labels=getattr(args, "labels", None))
     if getattr(args, "json", False):     # stdout carries only the survey document
         from rich.console import Console
         con = Console(stderr=True)
@@ -109,7 +110,9 @@ def run_survey(args, get_machine, open_store, console):
         con.print("[yellow]interrupted: keeping the finished runs and writing the report[/yellow]")
     store.finish_survey(survey_id, status)
     con.print("  writing the report (re-analysing every stored sample)")
-    path = write_report(store, [survey_id], args.output)
+    with atomic_output(args.output, protect=[store.path]) as tmp:   # never over the database
+        write_report(store, [survey_id], tmp)
+    path = args.output
     elapsed = time.monotonic() - t0
     from .documents import survey_document
     doc = survey_document(store, survey_id)

@@ -1,0 +1,105 @@
+"""Every file memfx writes for the user (export, report, plot, survey report)
+goes through here: the path is checked before any work is done, the content
+is written to a temporary file in the same directory and renamed into place
+only when complete, so a failure leaves the old file as it was and nothing
+can be written over the results database."""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import stat
+import tempfile
+
+from .errors import MemfxError
+
+# Files SQLite keeps beside a database in WAL mode (and rollback mode).
+_DB_COMPANIONS = ("", "-wal", "-shm", "-journal")
+
+_UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+MAX_NAME_PART = 80
+
+
+def safe_name_part(text: str) -> str:
+    """A run or survey id made fit for a default file name: no path
+    separators, no leading dot, bounded length."""
+    name = _UNSAFE_NAME_CHARS.sub("_", str(text)).lstrip(".")
+    return name[:MAX_NAME_PART] or "run"
+
+
+def check_output_path(path, protect=()) -> str:
+    """`path` as given if it can take a new file; MemfxError (one line)
+    when it is empty, a directory, not a regular file, in a directory that
+    does not exist, or one of the `protect`ed databases (or their WAL/SHM)."""
+    path = os.fspath(path)
+    if not path:
+        raise MemfxError("output path is empty")
+    if path.endswith(os.sep) or os.path.isdir(path):
+        raise MemfxError(f"output {path} is a directory; name a file")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise MemfxError(f"cannot write {path}: directory {parent} does not exist")
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise MemfxError(f"cannot write {path}: {e.strerror or e}") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise MemfxError(f"output {path} is not a regular file")
+    real = os.path.realpath(path)
+    for db in protect:
+        if not db:
+            continue
+        for suffix in _DB_COMPANIONS:
+            companion = os.fspath(db) + suffix
+            same_name = real == os.path.realpath(companion)
+            try:
+                other = os.stat(companion)
+                same_file = st is not None and (st.st_dev, st.st_ino) == (other.st_dev, other.st_ino)
+            except OSError:
+                same_file = False
+            if same_name or same_file:
+                raise MemfxError(f"output {path} is the results database{suffix and ' ' + suffix[1:].upper()}"
+                                 f" ({os.fspath(db)}); choose another file")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise MemfxError(f"cannot write {path}: directory {parent} is not writable")
+    return path
+
+
+@contextlib.contextmanager
+def atomic_output(path, protect=()):
+    """Yields a temporary path beside `path` (same extension, so writers that
+    infer the format from it still work); on success it replaces `path`
+    whole, on any failure it is removed and `path` is untouched."""
+    path = check_output_path(path, protect)
+    directory, name = os.path.split(os.path.abspath(path))
+    ext = name[name.rfind("."):] if "." in name else ""     # ".png" is a name with an extension
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name[:MAX_NAME_PART]}.", suffix=f".tmp{ext[:16]}",
+                                   dir=directory)
+    except OSError as e:
+        raise MemfxError(f"cannot write {path}: {e.strerror or e}") from None
+    os.close(fd)
+    try:
+        yield tmp
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)      # as open() would have made it
+        # Checked again just before the rename: the database may have been
+        # created at that path while we were writing.
+        check_output_path(path, protect)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise MemfxError(f"cannot write {path}: {e.strerror or e}") from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def write_text_output(path, write, protect=(), newline=None):
+    """Open a temporary text file, call write(fileobj), rename into place."""
+    with atomic_output(path, protect) as tmp:
+        with open(tmp, "w", encoding="utf-8", newline=newline) as f:
+            write(f)
+    return path
