@@ -217,13 +217,16 @@ def test_artifacts_upsert(db):
 
 
 def test_machine_dedupe(db):
-    db.begin_run("latency", {}, "quick", {"b": 1, "a": [1, 2]})
-    db.begin_run("fill", {}, "quick", {"a": [1, 2], "b": 1})  # same, keys reordered
-    db.begin_run("fill", {}, "quick", {"a": [1, 2], "b": 2})
+    fp = {"cpu": {"model_name": "X", "family": 6}, "memory": {"available_bytes": 5}}
+    db.begin_run("latency", {}, "quick", fp)
+    # the same machine, keys reordered and another volatile state
+    db.begin_run("fill", {}, "quick", {"memory": {"available_bytes": 9},
+                                       "cpu": {"family": 6, "model_name": "X"}})
+    db.begin_run("fill", {}, "quick", {"cpu": {"model_name": "X", "family": 7}})
     con = sqlite3.connect(db.path)
     assert con.execute("SELECT count(*) FROM machines").fetchone()[0] == 2
     con.close()
-    ids = [r["machine_id"] for r in db.runs()]
+    ids = [r["machine_id"] for r in db.runs()]          # newest first
     assert ids[1] == ids[2] != ids[0]
 
 
@@ -231,11 +234,11 @@ def test_machine_dedupe(db):
 
 def test_schema_identity_and_pragmas(db):
     con = sqlite3.connect(db.path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     assert con.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     meta = dict(con.execute("SELECT key, value FROM meta"))
-    assert meta["schema_version"] == "2" and meta["created_by"] == "9.9"
+    assert meta["schema_version"] == "3" and meta["created_by"] == "9.9"
     assert meta["created"].endswith("Z")
     con.close()
     assert db._conn.execute("PRAGMA busy_timeout").fetchone()[0] == 30000
@@ -639,3 +642,27 @@ def test_a_fifo_is_refused_without_blocking(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(StoreError, match="not a regular file"):
         Store(fifo)
+
+
+def test_one_machine_row_for_runs_on_an_unchanged_machine_each_run_keeps_its_state(tmp_path):
+    from memfx.machine import machine_id
+    fp = {"cpu": {"vendor": "X", "family": 6, "model": 1, "model_name": "Test CPU",
+                  "microcode": "0x1"},
+          "memory": {"total_bytes": 8 << 30, "available_bytes": 5 << 30}, "tsc": {"hz": 2.0e9},
+          "caches": []}
+    later = json.loads(json.dumps(fp))
+    later["memory"]["available_bytes"] = 1 << 30
+    later["tsc"]["hz"] = 2.0001e9
+    with Store(tmp_path / "m.db") as st:
+        a = st.begin_run("latency", {}, "quick", fp)
+        b = st.begin_run("latency", {}, "quick", later)
+        ra, rb = st.run(a), st.run(b)
+        assert ra["machine_id"] == rb["machine_id"]
+        # the volatile state is the run's own
+        assert ra["machine"]["memory"]["available_bytes"] == 5 << 30
+        assert rb["machine"]["memory"]["available_bytes"] == 1 << 30
+        assert machine_id(ra["machine"]) == machine_id(rb["machine"])
+        upgraded = json.loads(json.dumps(fp))
+        upgraded["cpu"]["microcode"] = "0x2"
+        c = st.begin_run("latency", {}, "quick", upgraded)
+        assert st.run(c)["machine_id"] != ra["machine_id"]

@@ -31,7 +31,7 @@ from memfx.schema import (COMPLETE, EXPORT_FORMAT, EXPORT_FORMAT_VERSION,  # noq
                           FAILED, INTERRUPTED, MACHINE, POINT, RUNNING, STATUSES,
                           SchemaError, readable, readable_params, validate_export)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 APPLICATION_ID = 0x4D454D46  # "MEMF": marks the file as a memfx results DB
 FINAL_STATUSES = (COMPLETE, INTERRUPTED, FAILED)
 
@@ -92,7 +92,15 @@ def _add_labels(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE surveys ADD COLUMN labels TEXT")
 
 
-MIGRATIONS: dict[int, Migration] = {1: _add_labels}
+def _add_machine_state(conn: sqlite3.Connection) -> None:
+    # Schema 3: machines are keyed by the stable machine id (machine.identity:
+    # what does not change between runs); each run keeps its own full
+    # fingerprint, volatile state included (free memory, TSC, governor).
+    # NULL (older rows) reads as the machine row's fingerprint.
+    conn.execute("ALTER TABLE runs ADD COLUMN machine_state TEXT")
+
+
+MIGRATIONS: dict[int, Migration] = {1: _add_labels, 2: _add_machine_state}
 
 # Label keys and values: short, printable, no "=" in keys.
 _LABEL_KEY = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
@@ -420,11 +428,12 @@ class Store:
             run_id = self._unused_id(conn, "runs", f"{_stamp(now)}-{_slug(experiment)}-{{}}")
             conn.execute(
                 "INSERT INTO runs(id, survey_id, experiment, status, started, preset, params,"
-                " machine_id, memfx_version, pid, host, started_unix, labels)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " machine_id, memfx_version, pid, host, started_unix, labels, machine_state)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (run_id, survey_id, experiment, RUNNING, utcnow_iso(now), preset, params_json,
                  machine_id, self.memfx_version, os.getpid(), self._host, now,
-                 _dumps(labels, "labels")))
+                 _dumps(labels, "labels"),
+                 None if machine is None else _dumps(machine, "machine fingerprint")))
         return run_id
 
     def add_samples(self, run_id: str, samples: list[dict]) -> None:
@@ -470,9 +479,13 @@ class Store:
             run_id = self._resolve(conn, "runs", "run", run_id_or_prefix)
             run = self._as_displayed(
                 _run_dict(conn.execute(_SELECT_RUNS + " WHERE r.id = ?", (run_id,)).fetchone()))
+            state = conn.execute("SELECT machine_state FROM runs WHERE id = ?",
+                                 (run_id,)).fetchone()[0]
             fingerprint = conn.execute("SELECT fingerprint FROM machines WHERE id = ?",
                                        (run["machine_id"],)).fetchone()
-        run["machine"] = readable(MACHINE, _loads(fingerprint[0])) if fingerprint else None
+        # the run's own fingerprint (schema 3), else its machine's (older rows)
+        text = state if state is not None else (fingerprint[0] if fingerprint else None)
+        run["machine"] = readable(MACHINE, _loads(text)) if text is not None else None
         return run
 
     def samples(self, run_id: str) -> list[dict]:
@@ -638,6 +651,8 @@ class Store:
             values["params"] = _dumps(run.get("params") or {}, "params")
             values["labels"] = _dumps(check_labels(run.get("labels")), "labels")
             values["machine_id"] = self._machine_id(conn, doc.get("machine"))
+            values["machine_state"] = None if doc.get("machine") is None else \
+                _dumps(doc["machine"], "machine fingerprint")
             values["started_unix"] = _iso_to_unix(run["started"])
             columns = ", ".join(values)
             conn.execute(f"INSERT INTO runs({columns}) VALUES ({', '.join('?' * len(values))})",
@@ -671,8 +686,11 @@ class Store:
     def _machine_id(self, conn: sqlite3.Connection, machine: dict | None) -> int | None:
         if machine is None:
             return None
+        # One row per machine: keyed by the stable machine id, so runs on one
+        # unchanged machine share it (the run keeps its volatile state).
+        from .machine import machine_id
         text = _dumps(machine, "machine fingerprint")
-        digest = hashlib.sha256(text.encode()).hexdigest()
+        digest = machine_id(machine)
         conn.execute("INSERT OR IGNORE INTO machines(fingerprint_hash, fingerprint) VALUES (?, ?)",
                      (digest, text))
         return conn.execute("SELECT id FROM machines WHERE fingerprint_hash = ?",
