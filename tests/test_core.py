@@ -142,7 +142,7 @@ def test_samples_hit_by_software_events_are_rejected(events, reject_page_faults,
             **real_decode(deltas), "context_switches": 0, "cpu_migrations": 0,
             "page_faults": 0, **events})
         buf, base, _ = _chain(64)
-        trial = Trial("chase_ptr", src=Region(buf, 0, len(buf), base), metric="time",
+        trial = Trial("chase_ptr", src=Region(buf, 0, len(buf.buffer), base), metric="time",
                       reject_page_faults=reject_page_faults)
         rec = lab.sample(trial, 1000, 1.0)
         if rec["reason"] == "migrated" and reason is None:

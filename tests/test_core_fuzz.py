@@ -146,7 +146,8 @@ def _child():  # noqa: C901 - one self-contained driver
             return None, e
 
     def fuzz_row(row):
-        chase = row.group == "chase"
+        # a row that walks a pointer chain declares it in its footprint
+        chase = _core.footprint(row.index, 0, 0, 0)[2] > 0
 
         @seed(row.index)          # reproducible, and distinct per row
         @settings(max_examples=EXAMPLES_PER_ROW, deadline=None, database=None,
@@ -206,8 +207,11 @@ def _child():  # noqa: C901 - one self-contained driver
                     and (fp_dst == 0 or (dst_area is not None and fp_dst <= dst_area.length - dst_off)) \
                     and (fp_src == 0 or (src_obj is not None and fp_src <= src_len - src_off))
                 if chain_min:
+                    # the start is an element when its offset is one (an out-of-range
+                    # chain_start used as a raw offset may still land on one)
+                    rel = src_off - 16
                     fits = fits and src_obj is chain_obj and chain[0] >= chain_min \
-                        and 0 <= chain_start < chain[1]
+                        and rel >= 0 and rel % chain[0] == 0 and rel // chain[0] < chain[1]
 
                 before = [(a, a.snapshot()) for a in areas]
                 out, err = refused(lambda: _core.run(row.index, dst_obj, dst_off, src_obj, src_off,
@@ -218,7 +222,7 @@ def _child():  # noqa: C901 - one self-contained driver
                 else:
                     assert err is not None, (f"{row.name}: ran a request outside its buffers "
                                              f"(size {size}, aux {aux:#x}, dst_off {dst_off}, "
-                                             f"src_off {src_off}, footprint {fp_dst}/{fp_src})")
+                                             f"src_off {src_off}, footprint {fp_dst}/{fp_src}, chain {chain} start {chain_start} dst_ok {dst_ok} src_ok {src_ok} dst {dst})")
                     stats[row.name]["refused"] += 1
                 for area, snap in before:
                     if area is dst_area and out is not None:

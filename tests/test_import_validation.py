@@ -292,9 +292,9 @@ def _spoil(db, sql, *args):
 SPOILED = {
     "params stored as a list": ("UPDATE runs SET params = ?", '["a", "b"]'),
     "params not JSON": ("UPDATE runs SET params = ?", "{not json"),
-    "machine stored as a list": ("UPDATE machines SET fingerprint = ?", "[1, 2]"),
+    "machine stored as a list": ("UPDATE runs SET machine_state = ?", "[1, 2]"),
     "machine sections of the wrong type": (
-        "UPDATE machines SET fingerprint = ?",
+        "UPDATE runs SET machine_state = ?",
         '{"cpu": "AMD", "caches": [32768, "L2"], "cache_sizes": 5, "tsc": {"hz": "fast"}}'),
     "a list parameter stored as a number": ("UPDATE runs SET params = ?", '{"pages": 5}'),
     "point values nested": ("UPDATE samples SET point = ? WHERE seq = 4",
@@ -328,7 +328,7 @@ def test_readers_survive_old_or_damaged_rows(name, db, tmp_path):
 
 
 def test_readers_keep_the_valid_part_of_a_damaged_fingerprint(db):
-    _spoil(db, "UPDATE machines SET fingerprint = ?",
+    _spoil(db, "UPDATE runs SET machine_state = ?",
            json.dumps({"cpu": "AMD", "memory": {"total_bytes": 1 << 30}, "extra": [1]}))
     _spoil(db, "UPDATE runs SET params = ?", json.dumps({"pages": 5, "npad": 7, "other": "x"}))
     with Store(db) as st:

@@ -44,8 +44,9 @@ def test_latency_worker_peak_is_within_the_planned_estimate(tmp_path):
     assert grown <= allowed + 8 * MiB, (
         f"the worker grew by {grown / MiB:.0f} MiB for a 64 MiB working set; the plan assumes "
         f"{allowed / MiB:.0f} MiB ({peak_bytes(64 * MiB, 0) / (64 * MiB):.1f}x)")
-    # and the measurement saw the working set at all (both arms' chains)
-    assert grown >= 2 * 64 * MiB - 8 * MiB
+    # and the measurement saw the working set at all: more than one arm's chain
+    # (both are alive together; allocator reuse between runs blurs the rest)
+    assert grown >= 1.5 * 64 * MiB
 
 
 def test_plan_refuses_what_its_peak_would_not_fit():

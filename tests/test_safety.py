@@ -252,11 +252,12 @@ def test_runs_and_show_survive_a_hostile_import(tiny, tmp_path):
     import sqlite3
     con = sqlite3.connect(db)
     with con:
-        fp = json.loads(con.execute("SELECT fingerprint FROM machines").fetchone()[0])
+        fp = json.loads(con.execute("SELECT machine_state FROM runs").fetchone()[0])
         # (the readers drop a fingerprint string with control characters, so
         # the CPU name carries only markup; the error and arm carry escapes)
         fp["cpu"]["model_name"] = "AMD [/] EPYC [link=https://example.invalid]click[/link]"
         con.execute("UPDATE machines SET fingerprint = ?", (json.dumps(fp),))
+        con.execute("UPDATE runs SET machine_state = ?", (json.dumps(fp),))   # the run's own copy
         con.execute("UPDATE runs SET error = error || ?", ("\x1b[31m\x07",))
         con.execute("UPDATE samples SET arm = ? WHERE seq = 0", ("[/]\x1b[5m",))
     con.close()
@@ -295,7 +296,7 @@ def test_a_failed_import_into_a_new_path_leaves_nothing(tmp_path):
 def test_an_import_that_is_too_deep_or_a_fifo_is_one_line(tmp_path):
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 100_000 + "]" * 100_000)
-    one_line_exit_2(run_cli("import", str(deep), db=str(tmp_path / "x.db")), "cannot read")
+    one_line_exit_2(run_cli("import", str(deep), db=str(tmp_path / "x.db")), "nested too deeply")
     fifo = tmp_path / "fifo.json"
     os.mkfifo(fifo)
     one_line_exit_2(run_cli("import", str(fifo), db=str(tmp_path / "x.db"), timeout=20),

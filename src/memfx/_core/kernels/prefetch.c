@@ -67,7 +67,8 @@ PF_TPUT(pf_tput_w, PF_W)
 /* The targets and the cursor after them. */
 static void tput_footprint(const struct mfx_args *a, struct mfx_footprint *f)
 {
-    f->dst_bytes = mfx_sat_add(a->size / 8 * 8, 8);
+    if (a->size >= 8)   /* with no target the kernel touches nothing */
+        f->dst_bytes = mfx_sat_add(a->size / 8 * 8, 8);
 }
 
 /* ---- latency: a prefetch whose address depends on a dependent load ------ */
@@ -115,6 +116,8 @@ PF_LAT(pf_lat_w, PF_W)
 
 static void lat_footprint(const struct mfx_args *a, struct mfx_footprint *f)
 {
+    if (a->size < 8)    /* with no target the kernel returns at once */
+        return;
     f->dst_bytes = mfx_sat_add(a->size / 8 * 8, 8);
     f->src_bytes = 8;
     f->chain_element_min = 8;
