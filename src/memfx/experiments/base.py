@@ -112,7 +112,27 @@ COMMON_PARAMS = [
     Param("cpu", "int", -1, "CPU to pin the measuring thread to; -1 = the last allowed CPU", "0",
           minimum=-1),
     Param("seed", "int", 1, "seed of the random orders (chains, arm shuffles)", "7", minimum=0),
+    Param("arms", "list:str", ["all"], "arms (variants) to measure, comma-separated; all = every "
+          "arm of the experiment (see its description)", "random"),
 ]
+
+
+def _only_selected_arms(method):
+    """Wrap an experiment's plan/refine so that it yields only the arms in
+    params["arms"]: the one place where the `arms` parameter is honoured."""
+    import functools
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        points = method(self, *args, **kwargs)
+        params = args[0] if method.__name__ == "plan" else args[1]
+        chosen = params.get("arms") if isinstance(params, dict) else None
+        if not chosen or chosen == ["all"] or not self.arms:
+            return points
+        keep = set(chosen)
+        return [p for p in points if p.arm in keep]
+    wrapper.arms_filtered = True
+    return wrapper
 
 
 @dataclass
@@ -163,6 +183,13 @@ class Experiment:
     presets: dict = {"quick": {}, "full": {}}
     arms: tuple = ()
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in ("plan", "refine"):
+            method = cls.__dict__.get(name)
+            if method is not None and not getattr(method, "arms_filtered", False):
+                setattr(cls, name, _only_selected_arms(method))
+
     # -- parameters --
     def all_params(self):
         return list(self.params) + COMMON_PARAMS
@@ -180,7 +207,19 @@ class Experiment:
                     raise ParamError(f"unknown parameter {name!r} for experiment {self.name}; "
                                      f"known: {', '.join(sorted(table))}")
                 values[name] = table[name].parse(raw)
+        values["arms"] = self._check_arms(values["arms"])
         return values
+
+    def _check_arms(self, arms):
+        """The `arms` parameter: ["all"] -> every arm; names checked against self.arms."""
+        if list(arms) == ["all"]:
+            return list(self.arms)
+        bad = [a for a in arms if a not in self.arms]
+        if bad:
+            known = ", ".join(self.arms) if self.arms else "none (this experiment has no arms)"
+            raise ParamError(f"arms: unknown arm {', '.join(map(repr, bad))} for {self.name}; "
+                             f"known: {known}")
+        return list(dict.fromkeys(arms))
 
     # -- the protocol --
     def plan(self, params: dict, machine: dict) -> list:
