@@ -242,3 +242,12 @@ def test_min_size_equal_to_max_size_measures_one_size(size):
     points = exp.plan(params, MACHINE)
     assert {p.params["size_bytes"] for p in points} == {params["max_size"]}
     assert len(points) == 4                          # 2 arms x 2 page sizes
+
+
+def test_arms_keep_the_controls_derived_from_them():
+    exp = get_experiment("aliasing")
+    every = {p.arm for p in exp.plan(exp.resolve("quick"), MACHINE)}
+    assert any(a.endswith(":control") for a in every)
+    arm = sorted(a for a in every if a in exp.arms)[0]
+    params = exp.resolve("quick", {"arms": arm})
+    assert {p.arm for p in exp.plan(params, MACHINE)} == {arm, arm + ":control"}

@@ -127,10 +127,17 @@ def _only_selected_arms(method):
         points = method(self, *args, **kwargs)
         params = args[0] if method.__name__ == "plan" else args[1]
         chosen = params.get("arms") if isinstance(params, dict) else None
-        if not chosen or chosen == ["all"] or not self.arms:
+        if not chosen or chosen == ["all"] or not self.arms or set(chosen) >= set(self.arms):
             return points
         keep = set(chosen)
-        return [p for p in points if p.arm in keep]
+
+        def declared(arm):
+            # an arm the experiment derives from a declared one (aliasing's
+            # "avx2:control") goes with the longest declared arm it starts with
+            if arm in self.arms:
+                return arm
+            return max((a for a in self.arms if arm.startswith(a)), key=len, default=None)
+        return [p for p in points if declared(p.arm) in keep]
     wrapper.arms_filtered = True
     return wrapper
 

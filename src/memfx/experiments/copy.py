@@ -388,6 +388,8 @@ def _curves(data, op, mode):
         # a non-positive time is not a measurement (an N/2N difference swamped by noise)
         if p.get("median") is None or p["median"] <= 0:
             continue
+        if p.get("ci_low") is None:      # fewer than min_ci_samples: no CI to compare
+            continue
         s = p["params"]["size_bytes"]
         curves.setdefault(p["arm"], {})[s] = (p["median"], p["ci_low"], p["ci_high"])
         points.setdefault(p["arm"], {})[s] = p
