@@ -251,3 +251,25 @@ def test_arms_keep_the_controls_derived_from_them():
     arm = sorted(a for a in every if a in exp.arms)[0]
     params = exp.resolve("quick", {"arms": arm})
     assert {p.arm for p in exp.plan(params, MACHINE)} == {arm, arm + ":control"}
+
+
+def test_a_preemption_is_tolerated_only_in_long_samples_that_barely_waited():
+    from memfx._lab import PREEMPT_MAX_SHARE, PREEMPT_MIN_SAMPLE_NS, _preemption_negligible
+    long_ns = 3 * PREEMPT_MIN_SAMPLE_NS
+    assert _preemption_negligible(long_ns, 0.5 * PREEMPT_MAX_SHARE * long_ns)
+    assert not _preemption_negligible(long_ns, 2 * PREEMPT_MAX_SHARE * long_ns)
+    assert not _preemption_negligible(long_ns, None)                 # no schedstat: reject
+    assert not _preemption_negligible(PREEMPT_MIN_SAMPLE_NS / 10, 0)  # short: always reject
+
+
+def test_lab_reads_its_run_queue_wait():
+    from memfx._lab import Lab
+    lab = Lab(hardware_counters=False)
+    try:
+        w = lab._run_queue_wait()
+        if w is None:
+            pytest.skip("no /proc/thread-self/schedstat (kernel without CONFIG_SCHED_INFO)")
+        assert isinstance(w, int) and w >= 0
+        assert lab._run_queue_wait() >= w
+    finally:
+        lab.perf.close()
