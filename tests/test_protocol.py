@@ -273,3 +273,25 @@ def test_lab_reads_its_run_queue_wait():
         assert lab._run_queue_wait() >= w
     finally:
         lab.perf.close()
+
+
+def test_a_rejected_sample_is_followed_by_a_re_warm():
+    """A preempted sample means another task polluted the caches: the next
+    sample must not be taken cold."""
+    class Preempted(ColdStartLab):
+        calls = 0
+
+        def sample(self, trial, count, cycles_per_tick):
+            rec = super().sample(trial, count, cycles_per_tick)
+            self.calls += 1
+            if self.calls % 7 == 0:          # now and then: preempted, and the cache is gone
+                rec.update(rejected=True, reason="context_switch")
+                self.current = None
+            return rec
+
+    exp = TwoArms()
+    lab = Preempted({"slow": 300.0, "fast": 2.0})
+    recs = _worker.measure_cell(exp, exp.plan({}, {}), {"samples": 9}, lab, random.Random(5))
+    for p in build_points(recs):
+        assert p["rejected"] > 0
+        assert p["max"] == pytest.approx(p["min"], rel=0.02)

@@ -80,10 +80,11 @@ def settle(lab, trial, count, cycles_per_tick, pass_iters=0, tolerance=SETTLE_TO
         if (passed and steady) or out_of_time:
             return {"settle_blocks": blocks, "settle_ms": round(spent_ns / 1e6, 3),
                     "settled": int(passed and steady)}
-        if per_iter is not None:
-            prev = per_iter
-            if block < SETTLE_MAX_BLOCK * count:
-                block *= 2     # a rejected block (preempted) is repeated, not grown
+        # a rejected (preempted) block is repeated, not grown, and starts the
+        # comparison afresh: what ran meanwhile may have evicted the working set
+        prev = per_iter
+        if per_iter is not None and block < SETTLE_MAX_BLOCK * count:
+            block *= 2
 
 
 def visit_order(arms, rng, visits=VISITS_PER_ARM):
@@ -124,7 +125,14 @@ def measure_cell(exp, cell, params, lab, rng):
         if last != i:
             warm_state[i] = settle(lab, trial, count, cpt_before, trial.warmup or 0)
             last = i
+        disturbed = False
         for _ in range(quota):
+            if disturbed:
+                # a rejected sample means another task ran here and may have
+                # evicted this arm's lines and translations: settle again
+                # (blocks only; a full pass per preemption would cost too much)
+                settle(lab, trial, count, cpt_before, 0)
+                last = i
             attempts[i] += 1
             lengths = [count, 2 * count] if trial.difference and trial.metric == "time" else [count]
             rng.shuffle(lengths)
@@ -134,9 +142,14 @@ def measure_cell(exp, cell, params, lab, rng):
                 rec.update(arm=point.arm, point=point.params)
                 rec["counters"].update(warm_state[i])
                 records.append(rec)
-                ok = ok and not rec["rejected"]
+                if rec["rejected"]:
+                    ok = False     # the pair's other length would run cold: retake both
+                    break
             if ok:
                 accepted[i] += 1
+            disturbed = not ok
+            if disturbed:
+                last = None        # whoever comes next (this arm too) re-warms
 
     for i in order:            # the planned visits: samples split evenly
         visits[i] -= 1
