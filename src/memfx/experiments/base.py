@@ -125,7 +125,8 @@ def _only_selected_arms(method):
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         points = method(self, *args, **kwargs)
-        params = args[0] if method.__name__ == "plan" else args[1]
+        where = 0 if method.__name__ == "plan" else 1      # plan(params, ...), refine(data, params, ...)
+        params = kwargs["params"] if "params" in kwargs else args[where] if len(args) > where else None
         chosen = params.get("arms") if isinstance(params, dict) else None
         if not chosen or chosen == ["all"] or not self.arms or set(chosen) >= set(self.arms):
             return points
