@@ -70,7 +70,9 @@ class TwoArms(Experiment):
         return [Point(a, {"size_bytes": 1 << 30}) for a in self.arms]
 
     def prepare(self, point, params, lab):
-        return Trial(point.arm, metric="time", difference=True, warmup=0)
+        # one pass over the working set: 5000 iterations (the transient of
+        # ColdStartLab decays with tau = 3000, i.e. within about a pass)
+        return Trial(point.arm, metric="time", difference=True, warmup=5000)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -114,7 +116,7 @@ def test_settle_gives_up_at_its_time_cap():
     trial = Trial("k", metric="time")
     state = _worker.settle(lab, trial, count=1000, cycles_per_tick=1.0, max_seconds=0.01)
     assert state["settled"] == 0
-    assert state["settle_ms"] >= 10
+    assert 0 < state["settle_ms"] <= 10 + 2     # the budget, plus the block that crossed it
 
 
 def test_visits_are_abba_and_split_the_samples():
@@ -284,7 +286,7 @@ def test_a_rejected_sample_is_followed_by_a_re_warm():
         def sample(self, trial, count, cycles_per_tick):
             rec = super().sample(trial, count, cycles_per_tick)
             self.calls += 1
-            if self.calls % 7 == 0:          # now and then: preempted, and the cache is gone
+            if self.calls % 23 == 0:         # now and then: preempted, and the cache is gone
                 rec.update(rejected=True, reason="context_switch")
                 self.current = None
             return rec

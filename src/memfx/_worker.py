@@ -38,21 +38,27 @@ def group_cells(points):
 # point ran) starts with a re-warm, and the samples of one visit run back to
 # back, so each sample is taken in the state the previous one left.
 #
-# The re-warm (settle) runs timed blocks that double in length, starting at a
-# quarter of a sample, until
+# The re-warm (settle) runs timed blocks that double in length, from a
+# quarter of a sample up to SETTLE_MAX_BLOCK samples, until
 #   - at least one pass over the working set was made (Trial.warmup
-#     iterations: a chase over every element, one fill or copy of the region),
-#     as far as SETTLE_MAX_SECONDS allows, and
+#     iterations: a chase over every element -- the latency experiment caps it
+#     at 2^20 loads, twice the lines of a 32 MiB L3 --, one fill or copy of
+#     the region), and
 #   - the last block was not faster than the one before by more than
 #     SETTLE_TOLERANCE: warming only ever makes a kernel faster, so a block
-#     that is no faster than its predecessor (which was half as long) means
-#     the transient has died out (or is below the noise).
-# Doubling keeps the cost at about twice the transient; the cap bounds it
-# when a machine is too noisy to agree.
+#     that is no faster than its predecessor means the transient has died
+#     out (or is below the noise).  A rejected (preempted) block restarts
+#     the comparison.
+# The time it may take is bounded by a budget: SETTLE_BUDGET_SAMPLES sample
+# lengths or 3 passes, whichever is longer, and never more than
+# SETTLE_MAX_SECONDS.  A transient cannot outlast refilling what the pass
+# touches many times over; a busy machine that keeps preempting the blocks
+# just ends the settle early (recorded as settled = 0 in every sample).
 SETTLE_TOLERANCE = 0.02
 SETTLE_MAX_SECONDS = 0.5
+SETTLE_BUDGET_SAMPLES = 8
 SETTLE_FIRST_BLOCK = 0.25      # of a calibrated sample
-SETTLE_MAX_BLOCK = 8           # samples: longer blocks are mostly preempted
+SETTLE_MAX_BLOCK = 2           # samples: longer blocks are mostly preempted on a busy machine
 # Arms are visited in an A B B A order (shuffled arms, then reversed): a
 # linear drift hits every arm alike, and an arm is switched (and re-warmed)
 # at most 2 * arms - 1 times per cell instead of at every sample.
@@ -60,24 +66,32 @@ VISITS_PER_ARM = 2
 
 
 def settle(lab, trial, count, cycles_per_tick, pass_iters=0, tolerance=SETTLE_TOLERANCE,
-           max_seconds=SETTLE_MAX_SECONDS, first_block=SETTLE_FIRST_BLOCK):
-    """Run `trial` in timed, untimed-for-the-results blocks of doubling length
-    until it is in steady state (see above).  Returns {settle_blocks,
-    settle_ms, settled} (settled 0/1: 0 = the time cap ended it)."""
+           max_seconds=SETTLE_MAX_SECONDS, first_block=SETTLE_FIRST_BLOCK,
+           budget_samples=SETTLE_BUDGET_SAMPLES):
+    """Run `trial` in timed blocks (not recorded) until it is in steady state
+    (see above).  Returns {settle_blocks, settle_ms, settled} (settled 0/1:
+    0 = the time budget ended it)."""
     block = max(1, int(count * first_block))
     done, spent_ns, blocks = 0, 0.0, 0
+    since_ns = 0.0            # time since the last disturbance (rejected block)
     prev = None               # ns per iteration of the previous clean block
+    budget_ns = max_seconds * 1e9
     while True:
         rec = lab.sample(trial, block, cycles_per_tick)
         blocks += 1
-        done += block
         spent_ns += rec["ns"]
-        per_iter = rec["ns"] / block if not rec["rejected"] else None
+        if rec["rejected"]:
+            # another task ran here: the pass and the budget start again
+            done, since_ns, per_iter = 0, 0.0, None
+        else:
+            done += block
+            since_ns += rec["ns"]
+            per_iter = rec["ns"] / block
+            budget_ns = max(budget_samples * count, 3 * pass_iters) * per_iter
         passed = done >= pass_iters
-        out_of_time = spent_ns >= max_seconds * 1e9
         steady = (prev is not None and per_iter is not None
                   and per_iter >= prev * (1 - tolerance))
-        if (passed and steady) or out_of_time:
+        if (passed and steady) or since_ns >= budget_ns or spent_ns >= max_seconds * 1e9:
             return {"settle_blocks": blocks, "settle_ms": round(spent_ns / 1e6, 3),
                     "settled": int(passed and steady)}
         # a rejected (preempted) block is repeated, not grown, and starts the
@@ -130,8 +144,7 @@ def measure_cell(exp, cell, params, lab, rng):
             if disturbed:
                 # a rejected sample means another task ran here and may have
                 # evicted this arm's lines and translations: settle again
-                # (blocks only; a full pass per preemption would cost too much)
-                settle(lab, trial, count, cpt_before, 0)
+                settle(lab, trial, count, cpt_before, trial.warmup or 0)
                 last = i
             attempts[i] += 1
             lengths = [count, 2 * count] if trial.difference and trial.metric == "time" else [count]
