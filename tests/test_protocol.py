@@ -286,7 +286,7 @@ def test_a_rejected_sample_is_followed_by_a_re_warm():
         def sample(self, trial, count, cycles_per_tick):
             rec = super().sample(trial, count, cycles_per_tick)
             self.calls += 1
-            if self.calls % 23 == 0:         # now and then: preempted, and the cache is gone
+            if self.calls % 13 == 0:         # now and then: preempted, and the cache is gone
                 rec.update(rejected=True, reason="context_switch")
                 self.current = None
             return rec
@@ -294,6 +294,7 @@ def test_a_rejected_sample_is_followed_by_a_re_warm():
     exp = TwoArms()
     lab = Preempted({"slow": 300.0, "fast": 2.0})
     recs = _worker.measure_cell(exp, exp.plan({}, {}), {"samples": 9}, lab, random.Random(5))
-    for p in build_points(recs):
-        assert p["rejected"] > 0
+    points = build_points(recs)
+    assert sum(p["rejected"] for p in points) > 0
+    for p in points:
         assert p["max"] == pytest.approx(p["min"], rel=0.02)

@@ -50,13 +50,14 @@ def group_cells(points):
 #     out (or is below the noise).  A rejected (preempted) block restarts
 #     the comparison.
 # The time it may take is bounded by a budget: SETTLE_BUDGET_SAMPLES sample
-# lengths or 3 passes, whichever is longer, and never more than
-# SETTLE_MAX_SECONDS.  A transient cannot outlast refilling what the pass
+# lengths (SETTLE_AFTER_PREEMPTION_SAMPLES after a rejected sample) or 3
+# passes, whichever is longer, and never more than SETTLE_MAX_SECONDS.  A transient cannot outlast refilling what the pass
 # touches many times over; a busy machine that keeps preempting the blocks
 # just ends the settle early (recorded as settled = 0 in every sample).
 SETTLE_TOLERANCE = 0.02
 SETTLE_MAX_SECONDS = 0.5
 SETTLE_BUDGET_SAMPLES = 8
+SETTLE_AFTER_PREEMPTION_SAMPLES = 2   # the budget of a re-warm after a rejected sample
 SETTLE_FIRST_BLOCK = 0.25      # of a calibrated sample
 SETTLE_MAX_BLOCK = 2           # samples: longer blocks are mostly preempted on a busy machine
 # Arms are visited in an A B B A order (shuffled arms, then reversed): a
@@ -73,7 +74,6 @@ def settle(lab, trial, count, cycles_per_tick, pass_iters=0, tolerance=SETTLE_TO
     0 = the time budget ended it)."""
     block = max(1, int(count * first_block))
     done, spent_ns, blocks = 0, 0.0, 0
-    since_ns = 0.0            # time since the last disturbance (rejected block)
     prev = None               # ns per iteration of the previous clean block
     budget_ns = max_seconds * 1e9
     while True:
@@ -81,17 +81,19 @@ def settle(lab, trial, count, cycles_per_tick, pass_iters=0, tolerance=SETTLE_TO
         blocks += 1
         spent_ns += rec["ns"]
         if rec["rejected"]:
-            # another task ran here: the pass and the budget start again
-            done, since_ns, per_iter = 0, 0.0, None
+            # another task ran here and may have evicted the working set: the
+            # pass starts again (the budget does not: a busy machine must not
+            # hold the settle for SETTLE_MAX_SECONDS at every visit)
+            done, per_iter = 0, None
         else:
             done += block
-            since_ns += rec["ns"]
             per_iter = rec["ns"] / block
-            budget_ns = max(budget_samples * count, 3 * pass_iters) * per_iter
+            budget_ns = min(max_seconds * 1e9,
+                            max(budget_samples * count, 3 * pass_iters) * per_iter)
         passed = done >= pass_iters
         steady = (prev is not None and per_iter is not None
                   and per_iter >= prev * (1 - tolerance))
-        if (passed and steady) or since_ns >= budget_ns or spent_ns >= max_seconds * 1e9:
+        if (passed and steady) or spent_ns >= budget_ns:
             return {"settle_blocks": blocks, "settle_ms": round(spent_ns / 1e6, 3),
                     "settled": int(passed and steady)}
         # a rejected (preempted) block is repeated, not grown, and starts the
@@ -144,7 +146,8 @@ def measure_cell(exp, cell, params, lab, rng):
             if disturbed:
                 # a rejected sample means another task ran here and may have
                 # evicted this arm's lines and translations: settle again
-                settle(lab, trial, count, cpt_before, trial.warmup or 0)
+                settle(lab, trial, count, cpt_before, trial.warmup or 0,
+                       budget_samples=SETTLE_AFTER_PREEMPTION_SAMPLES)
                 last = i
             attempts[i] += 1
             lengths = [count, 2 * count] if trial.difference and trial.metric == "time" else [count]
