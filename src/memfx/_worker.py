@@ -50,14 +50,19 @@ def group_cells(points):
 #     out (or is below the noise).  A rejected (preempted) block restarts
 #     the comparison.
 # The time it may take is bounded by a budget: SETTLE_BUDGET_SAMPLES sample
-# lengths (SETTLE_AFTER_PREEMPTION_SAMPLES after a rejected sample) or 3
-# passes, whichever is longer, and never more than SETTLE_MAX_SECONDS.  A transient cannot outlast refilling what the pass
+# lengths or 3 passes, whichever is longer, and never more than
+# SETTLE_MAX_SECONDS (less after a rejected sample, see below).  A transient cannot outlast refilling what the pass
 # touches many times over; a busy machine that keeps preempting the blocks
 # just ends the settle early (recorded as settled = 0 in every sample).
 SETTLE_TOLERANCE = 0.02
 SETTLE_MAX_SECONDS = 0.5
 SETTLE_BUDGET_SAMPLES = 8
-SETTLE_AFTER_PREEMPTION_SAMPLES = 2   # the budget of a re-warm after a rejected sample
+# The re-warm after a rejected sample is lighter: on a busy machine half the
+# samples can be preempted, and three passes over a 64 MiB random chain
+# (~0.5 s) after each would triple a run.  A preempting task rarely evicts
+# more than what it touched in its time slice.
+SETTLE_AFTER_PREEMPTION_SAMPLES = 2
+SETTLE_AFTER_PREEMPTION_MAX_SECONDS = 0.05
 SETTLE_FIRST_BLOCK = 0.25      # of a calibrated sample
 SETTLE_MAX_BLOCK = 2           # samples: longer blocks are mostly preempted on a busy machine
 # Arms are visited in an A B B A order (shuffled arms, then reversed): a
@@ -147,7 +152,8 @@ def measure_cell(exp, cell, params, lab, rng):
                 # a rejected sample means another task ran here and may have
                 # evicted this arm's lines and translations: settle again
                 settle(lab, trial, count, cpt_before, trial.warmup or 0,
-                       budget_samples=SETTLE_AFTER_PREEMPTION_SAMPLES)
+                       budget_samples=SETTLE_AFTER_PREEMPTION_SAMPLES,
+                       max_seconds=SETTLE_AFTER_PREEMPTION_MAX_SECONDS)
                 last = i
             attempts[i] += 1
             lengths = [count, 2 * count] if trial.difference and trial.metric == "time" else [count]
