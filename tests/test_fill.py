@@ -265,15 +265,30 @@ def test_max_size_auto_is_bounded_by_free_memory():
     assert hi * (len(params["values"]) + 1) <= (64 << 20) * 0.8
 
 
-def test_prepare_uses_rotating_chunks_for_large_regions():
+def test_prepare_fills_a_large_region_in_one_call():
+    """A program's memset is one call over the region; libc and rep stosb
+    choose their strategy from that length (issue 16)."""
     exp = F.Fill()
     params = exp.resolve("quick")
+    lab = Lab(hardware_counters=False)
+    try:
+        for size in (1 << 20, 24 << 20):
+            t = exp.prepare(Point("one", {"size_bytes": size, "kernel": "memset"}), params, lab)
+            assert t.size == size and not t.aux & F.FILL_ROTATE and t.warmup >= 1
+            assert "chunk_bytes" not in t.extra
+    finally:
+        lab.perf.close()
+
+
+def test_prepare_uses_rotating_chunks_when_asked():
+    exp = F.Fill()
+    params = exp.resolve("quick", {"chunk": "1M"})
     lab = Lab(hardware_counters=False)
     try:
         small = exp.prepare(Point("one", {"size_bytes": 1 << 20, "kernel": "scalar8"}), params, lab)
         assert small.size == 1 << 20 and not small.aux & F.FILL_ROTATE
         big = exp.prepare(Point("one_zero", {"size_bytes": 24 << 20, "kernel": "scalar8"}), params, lab)
-        assert big.size == F.ROTATE_CHUNK and big.aux & F.FILL_ROTATE and big.aux >> 16 == 24 << 20
+        assert big.size == 1 << 20 and big.aux & F.FILL_ROTATE and big.aux >> 16 == 24 << 20
         assert big.aux & F.FILL_ALTERNATE and big.warmup == 25
         assert len(big.dst.buffer) >= (24 << 20) + F.SLOT_BYTES
         vol = exp.prepare(Point("zero_volatile", {"size_bytes": 24 << 20, "kernel": "scalar8"}), params, lab)
@@ -532,3 +547,45 @@ def test_one_disturbed_size_does_not_move_the_level_estimate():
     r = F.level_ratio(pairs, min_samples=5)
     assert abs(r["ratio"] - 1) < 0.02
     assert r["ci_low"] < 0.9            # ...but the CI shows the scatter
+
+
+def _family_samples(effects, n=7, seed=3):
+    """Synthetic fill samples: effects = {kernel: zero/one ratio beyond L2}."""
+    rng = np.random.default_rng(seed)
+    exp = get_experiment("fill")
+    params = exp.resolve("quick", {"kernels": ",".join(effects), "values": "zero,one"})
+    out = []
+    for p in exp.plan(params, MACHINE):
+        size = p.params["size_bytes"]
+        lvl = F.level_of(size, F.data_caches(MACHINE))
+        f = effects[p.params["kernel"]] if p.arm == "zero" and lvl in ("L3", "DRAM") else 1.0
+        for v in rng.normal(20.0 * f, 0.1, n):
+            out.append({"arm": p.arm, "point": p.params, "metric": "gb_per_s", "unit": "GB/s",
+                        "value": float(v), "length": 1, "ns": 1e6, "ticks": 1, "cycles_est": None,
+                        "counters": {}, "rejected": False, "reason": None})
+    return RunData("fill", params, MACHINE, build_points(out), out)
+
+
+def test_zero_ratio_table_per_kernel_family_and_level():
+    effects = {"scalar4": 1.0, "avx2": 1.12, "nt_sse": 2.5, "memset": 1.0}
+    data = _family_samples(effects)
+    rows = F.zero_ratio_table(data)
+    assert rows == F.zero_ratio_table(data)                  # pure: same data, same table
+    got = {(r["kernel"], r["level"]): r for r in rows}
+    assert {r["family"] for r in rows} == {"scalar", "AVX2", "NT", "memset"}
+    for k, eff in effects.items():
+        for lv in ("L1d", "L2", "L3", "DRAM"):
+            r = got[(k, lv)]
+            want = eff if lv in ("L3", "DRAM") else 1.0
+            assert r["ratio"] == pytest.approx(want, rel=0.01)
+            assert r["ci_low"] <= r["ratio"] <= r["ci_high"]
+            assert r["n"] == 7 and r["nonzero_arm"] == "one"
+    json.dumps(rows)
+    f = {f.id: f for f in get_experiment("fill").analyze(data)}["zero_ratio_by_kernel"]
+    assert f.value == pytest.approx(2.5, rel=0.01) and f.evidence["table"] == rows
+
+
+def test_zero_ratio_table_needs_zero_and_a_nonzero_arm():
+    data = _family_samples({"avx2": 1.0})
+    data.points = [p for p in data.points if p["arm"] != "one"]
+    assert F.zero_ratio_table(data) == []

@@ -159,28 +159,32 @@ def _sample(length, ns, arm="random", size=4096):
             "counters": {}, "rejected": False, "reason": None}
 
 
-def test_points_use_the_n_2n_difference_of_medians():
-    from memfx.results import build_points
+def test_points_use_one_estimator_and_report_the_call_overhead():
+    """Every point: the median of the per-sample values of the longest run
+    length (one estimator, named in `method`); the N/2N fit only reports the
+    fixed cost per call."""
+    from memfx.results import ESTIMATOR, build_points
     n = 1000
     # fixed overhead of 500 ns per sample, 3 ns per load
     samples = [_sample(n, 500 + 3 * n + j) for j in range(7)] + \
               [_sample(2 * n, 500 + 6 * n + j) for j in range(7)]
     samples.append(dict(_sample(n, 10 ** 9), rejected=True, reason="context_switch"))
     (p,) = build_points(samples)
-    assert p["method"] == "N/2N difference"
-    assert p["median"] == pytest.approx(3.0, abs=1e-9)      # overhead cancelled
-    assert p["rejected"] == 1 and p["n"] == 14
-    assert p["ci_low"] <= 3.0 <= p["ci_high"]
+    assert p["method"] == ESTIMATOR
+    assert p["median"] == pytest.approx((500 + 6 * n + 3) / (2 * n))
+    assert p["call_overhead_ns"] == pytest.approx(503.0)   # the median sample adds 3 ns
+    assert p["rejected"] == 1 and p["n"] == 7
+    assert p["min"] <= p["ci_low"] <= p["median"] <= p["ci_high"] <= p["max"]
 
 
-def test_points_fall_back_when_the_difference_is_noise():
-    """A negative per-load time is impossible: when the N/2N difference's CI
-    reaches zero the point keeps the per-sample estimate and says so."""
-    from memfx.results import build_points
+def test_points_keep_their_estimator_when_the_difference_is_noise():
+    """The estimator does not change per point: a noisy N/2N fit (here the
+    longer run is faster) leaves the median alone."""
+    from memfx.results import ESTIMATOR, build_points
     n = 1000
     samples = [_sample(n, 100_000.0 + j) for j in range(7)] + \
               [_sample(2 * n, 90_000.0 + j) for j in range(7)]
     (p,) = build_points(samples)
-    assert p["method"].startswith("per-sample")
+    assert p["method"] == ESTIMATOR
     assert p["median"] == pytest.approx(90_003.0 / (2 * n))
-    assert p["ci_low"] > 0
+    assert p["min"] <= p["median"] <= p["max"]

@@ -599,3 +599,47 @@ def test_real_machine_smoke():
     assert len(machine.fingerprint_hash(fp)) == 64
     json.dumps(machine.cautions(fp))
     json.dumps(machine.capabilities(fp))
+
+
+# ---------------------------------------------------------- last-level cache views
+
+def _amd_core(legacy_l3_units, l3_det_bytes=32 << 20):
+    """An AMD CPUID table: leaf 8000_001DH says l3_det_bytes (16-way, 64 B
+    lines), leaf 8000_0006H EDX[31:18] says legacy_l3_units x 512 KiB."""
+    sets = l3_det_bytes // (16 * 64)
+    leaves = {
+        (0, 0): (0x10,) + tuple(_sig("AuthenticAMD")[i] for i in (0, 2, 1)),
+        (0x80000000, 0): (0x80000021, 0, 0, 0),
+        (0x80000006, 0): (0, 0, 0, (legacy_l3_units << 18) | 0x9140),
+        (0x8000001D, 0): ((1 << 5) | 1, (7 << 22) | 63, 63, 0),          # L1d 32 KiB
+        (0x8000001D, 1): ((3 << 5) | 3, (15 << 22) | 63, sets - 1, 0),   # L3
+    }
+    return FakeCore(leaves=leaves)
+
+
+def test_llc_views_show_cpuid_legacy_and_glibc_sizes():
+    core = _amd_core(640)
+    glibc = {"cache": {"level3_cache_size": 320 << 20}, "thresholds": {"non_temporal_threshold": 240 << 20}}
+    sysfs = [{"level": 3, "type": "Unified", "size_bytes": 32 << 20}]
+    v = machine._llc_section(sysfs, core.cpuid, "AuthenticAMD", glibc)
+    assert v["sysfs_bytes"] == 32 << 20 and v["cpuid_bytes"] == 32 << 20
+    assert v["cpuid_legacy_bytes"] == 320 << 20 and v["glibc_bytes"] == 320 << 20
+    assert v["glibc_non_temporal_threshold"] == 240 << 20 and v["agree"] is False
+    fp = {"llc": v, "caches": sysfs}
+    assert machine.llc_bytes(fp) == 32 << 20 and machine.llc_bytes(fp, "glibc") == 320 << 20
+    (c,) = [c for c in machine.cautions(fp) if c["id"] == "glibc_llc_mismatch"]
+    assert "320 MiB" in c["message"] and "32 MiB" in c["message"] and "240 MiB" in c["message"]
+
+
+def test_llc_views_agree_without_legacy_leaf_on_intel():
+    core = FakeCore()
+    sysfs = [{"level": 3, "type": "Unified", "size_bytes": 32 << 20}]
+    v = machine._llc_section(sysfs, core.cpuid, "GenuineIntel", {"cache": {}, "thresholds": {}})
+    assert v["cpuid_legacy_bytes"] is None and v["agree"] is True
+    assert not [c for c in machine.cautions({"llc": v}) if c["id"] == "glibc_llc_mismatch"]
+
+
+def test_fingerprint_has_llc_views(fake_fp):
+    assert set(fake_fp["llc"]) >= {"sysfs_bytes", "cpuid_bytes", "cpuid_legacy_bytes", "glibc_bytes",
+                                   "glibc_non_temporal_threshold", "agree"}
+    json.dumps(fake_fp["llc"])

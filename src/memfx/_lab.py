@@ -40,6 +40,18 @@ MAX_BYTES_PER_CYCLE = 256.0
 # and no dependent load completes in under 2 core cycles.
 MIN_CYCLES_PER_DEPENDENT_LOAD = 2.0
 
+# A sample that saw a context switch is rejected, unless it is long and the
+# time it spent waiting for the CPU was negligible: a one-call fill of 1 GiB
+# lasts ~30 ms, and on a shared machine almost every sample that long is
+# preempted once for some microseconds.  The wait comes from the thread's
+# run-queue wait time (/proc/thread-self/schedstat, field 2, ns; present with
+# CONFIG_SCHED_INFO); without it every context switch still rejects.  Below
+# PREEMPT_MIN_SAMPLE_NS a preemption also costs the refill of the private
+# caches that the other task evicted (~1 MiB of L2: tens of us), which is no
+# longer negligible, so short samples are always rejected.
+PREEMPT_MIN_SAMPLE_NS = 10e6
+PREEMPT_MAX_SHARE = 0.005
+
 
 @dataclass
 class KernelRow:
@@ -183,6 +195,7 @@ class Lab:
         self.buffers = []
         self._holes = []          # (address, length) mapped by invalid_addresses()
         self.calibrations = []
+        self._schedstat = _open_schedstat()
 
     @staticmethod
     def _pin(cpu):
@@ -284,6 +297,17 @@ class Lab:
         except OSError:
             return None
 
+    def _run_queue_wait(self):
+        """ns this thread has waited for a CPU since it started, or None."""
+        f = self._schedstat
+        if f is None:
+            return None
+        try:
+            f.seek(0)
+            return int(f.read().split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+
     # -- cycles --
     def cycles_per_tick(self, adds=200_000, repeats=5):
         """Core cycles per TSC tick from dependent-add chains: median and spread."""
@@ -343,7 +367,9 @@ class Lab:
         row = self._row(trial)
         if trial.cpu_times:
             user0, sys0 = _cpu_times_ns()
+        wait0 = self._run_queue_wait()
         ticks, cpu0, cpu1, _result, deltas = self._call(row, trial, count)
+        wait1 = self._run_queue_wait()
         if trial.cpu_times:
             user1, sys1 = _cpu_times_ns()
         ns = ticks * 1e9 / self.tsc_hz
@@ -351,6 +377,9 @@ class Lab:
         counters["cpu"] = cpu1
         if trial.cpu_times:
             counters.update(user_ns=user1 - user0, system_ns=sys1 - sys0)
+        waited = wait1 - wait0 if wait0 is not None and wait1 is not None else None
+        if waited is not None:
+            counters["run_queue_wait_ns"] = waited
         counters.update(trial.extra)
         rd, wr = row.traffic(trial.size, count)
         cycles = counters.get("cycles") or ticks * cycles_per_tick
@@ -364,7 +393,7 @@ class Lab:
             reason = "migrated"
         elif counters.get("cpu_migrations"):
             reason = "migrated"
-        elif counters.get("context_switches"):
+        elif counters.get("context_switches") and not _preemption_negligible(ns, waited):
             reason = "context_switch"
         elif trial.reject_page_faults and counters.get("page_faults"):
             reason = "page_fault"
@@ -397,6 +426,23 @@ def _cpu_times_ns():
     """(user, system) CPU time of this thread, ns (getrusage RUSAGE_THREAD)."""
     r = resource.getrusage(getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF))
     return r.ru_utime * 1e9, r.ru_stime * 1e9
+
+
+def _open_schedstat():
+    """This thread's /proc/thread-self/schedstat (bound to the thread that
+    opens it: the worker's sampling thread), or None."""
+    try:
+        return open("/proc/thread-self/schedstat", "rb", buffering=0)
+    except OSError:
+        return None
+
+
+def _preemption_negligible(sample_ns, waited_ns):
+    """True when a context switch in a sample of sample_ns cost at most
+    PREEMPT_MAX_SHARE of it (waited_ns of run-queue wait) and the sample is
+    long enough for the cache refill after it not to matter."""
+    return (waited_ns is not None and sample_ns >= PREEMPT_MIN_SAMPLE_NS
+            and waited_ns <= PREEMPT_MAX_SHARE * sample_ns)
 
 
 def check_fits(nbytes, headroom=0.8):

@@ -28,9 +28,101 @@ def group_cells(points):
     return list(cells.values())
 
 
+# Steady state before every timed sample (issue 16).  Interleaving arms
+# sample by sample left the working set of one arm cold at every switch: a
+# 1 GiB random chase after the sequential arm (which sweeps the whole L3)
+# needs ~100 ms of loads before its page-table lines are back in the caches
+# (measured here: 430 -> 290 ns per load over ~100 ms of 1 ms blocks), so
+# 1 ms samples taken right after a switch reported ~1.5x the steady latency.
+# Now every visit of an arm (the first, and every one after another arm or
+# point ran) starts with a re-warm, and the samples of one visit run back to
+# back, so each sample is taken in the state the previous one left.
+#
+# The re-warm (settle) runs timed blocks that double in length, from a
+# quarter of a sample up to SETTLE_MAX_BLOCK samples, until
+#   - at least one pass over the working set was made (Trial.warmup
+#     iterations: a chase over every element -- the latency experiment caps it
+#     at 2^20 loads, twice the lines of a 32 MiB L3 --, one fill or copy of
+#     the region), and
+#   - the last block was not faster than the one before by more than
+#     SETTLE_TOLERANCE: warming only ever makes a kernel faster, so a block
+#     that is no faster than its predecessor means the transient has died
+#     out (or is below the noise).  A rejected (preempted) block restarts
+#     the comparison.
+# The time it may take is bounded by a budget: SETTLE_BUDGET_SAMPLES sample
+# lengths or 3 passes, whichever is longer, and never more than
+# SETTLE_MAX_SECONDS (less after a rejected sample, see below).  A transient cannot outlast refilling what the pass
+# touches many times over; a busy machine that keeps preempting the blocks
+# just ends the settle early (recorded as settled = 0 in every sample).
+SETTLE_TOLERANCE = 0.02
+SETTLE_MAX_SECONDS = 0.5
+SETTLE_BUDGET_SAMPLES = 8
+# The re-warm after a rejected sample is lighter: on a busy machine half the
+# samples can be preempted, and three passes over a 64 MiB random chain
+# (~0.5 s) after each would triple a run.  A preempting task rarely evicts
+# more than what it touched in its time slice.
+SETTLE_AFTER_PREEMPTION_SAMPLES = 2
+SETTLE_AFTER_PREEMPTION_MAX_SECONDS = 0.05
+SETTLE_FIRST_BLOCK = 0.25      # of a calibrated sample
+SETTLE_MAX_BLOCK = 2           # samples: longer blocks are mostly preempted on a busy machine
+# Arms are visited in an A B B A order (shuffled arms, then reversed): a
+# linear drift hits every arm alike, and an arm is switched (and re-warmed)
+# at most 2 * arms - 1 times per cell instead of at every sample.
+VISITS_PER_ARM = 2
+
+
+def settle(lab, trial, count, cycles_per_tick, pass_iters=0, tolerance=SETTLE_TOLERANCE,
+           max_seconds=SETTLE_MAX_SECONDS, first_block=SETTLE_FIRST_BLOCK,
+           budget_samples=SETTLE_BUDGET_SAMPLES):
+    """Run `trial` in timed blocks (not recorded) until it is in steady state
+    (see above).  Returns {settle_blocks, settle_ms, settled} (settled 0/1:
+    0 = the time budget ended it)."""
+    block = max(1, int(count * first_block))
+    done, spent_ns, blocks = 0, 0.0, 0
+    prev = None               # ns per iteration of the previous clean block
+    budget_ns = max_seconds * 1e9
+    while True:
+        rec = lab.sample(trial, block, cycles_per_tick)
+        blocks += 1
+        spent_ns += rec["ns"]
+        if rec["rejected"]:
+            # another task ran here and may have evicted the working set: the
+            # pass starts again (the budget does not: a busy machine must not
+            # hold the settle for SETTLE_MAX_SECONDS at every visit)
+            done, per_iter = 0, None
+        else:
+            done += block
+            per_iter = rec["ns"] / block
+            budget_ns = min(max_seconds * 1e9,
+                            max(budget_samples * count, 3 * pass_iters) * per_iter)
+        passed = done >= pass_iters
+        steady = (prev is not None and per_iter is not None
+                  and per_iter >= prev * (1 - tolerance))
+        if (passed and steady) or spent_ns >= budget_ns:
+            return {"settle_blocks": blocks, "settle_ms": round(spent_ns / 1e6, 3),
+                    "settled": int(passed and steady)}
+        # a rejected (preempted) block is repeated, not grown, and starts the
+        # comparison afresh: what ran meanwhile may have evicted the working set
+        prev = per_iter
+        if per_iter is not None and block < SETTLE_MAX_BLOCK * count:
+            block *= 2
+
+
+def visit_order(arms, rng, visits=VISITS_PER_ARM):
+    """Indices of the arms in visiting order: shuffled, then reversed, ... (A B B A)."""
+    order = list(range(arms))
+    rng.shuffle(order)
+    out = []
+    for v in range(visits):
+        out.extend(order if v % 2 == 0 else order[::-1])
+    return out
+
+
 def measure_cell(exp, cell, params, lab, rng):
-    """Samples of every arm of one cell, arms interleaved in shuffled order
-    (A B B A ...) so that drift hits them alike."""
+    """Samples of every arm of one cell.  Arms are visited A B B A (shuffled)
+    so that drift hits them alike; every visit that follows another arm is
+    re-warmed to steady state first (settle), and a visit's samples run back
+    to back."""
     trials = []
     for point in cell:
         trial = exp.prepare(point, params, lab)
@@ -40,23 +132,60 @@ def measure_cell(exp, cell, params, lab, rng):
     cpt_before, spread_before = lab.cycles_per_tick()
     records = []
     want = params["samples"]
-    accepted = {id(t): 0 for _, t, _ in trials}
-    for attempt in range(want * 2):
-        pending = [x for x in trials if accepted[id(x[1])] < want]
-        if not pending:   # rejected samples are retaken, up to twice the planned rounds
-            break
-        rng.shuffle(pending)
-        for point, trial, count in pending:
+    accepted = [0] * len(trials)
+    attempts = [0] * len(trials)
+    planned = [0] * len(trials)
+    order = visit_order(len(trials), rng)
+    visits = {i: order.count(i) for i in range(len(trials))}
+    last = None                # the trial that ran last: no re-warm without a switch
+    warm_state = {}
+
+    def take(i, quota):
+        nonlocal last
+        point, trial, count = trials[i]
+        if last != i:
+            warm_state[i] = settle(lab, trial, count, cpt_before, trial.warmup or 0)
+            last = i
+        disturbed = False
+        for _ in range(quota):
+            if disturbed:
+                # a rejected sample means another task ran here and may have
+                # evicted this arm's lines and translations: settle again
+                settle(lab, trial, count, cpt_before, trial.warmup or 0,
+                       budget_samples=SETTLE_AFTER_PREEMPTION_SAMPLES,
+                       max_seconds=SETTLE_AFTER_PREEMPTION_MAX_SECONDS)
+                last = i
+            attempts[i] += 1
             lengths = [count, 2 * count] if trial.difference and trial.metric == "time" else [count]
             rng.shuffle(lengths)
             ok = True
             for length in lengths:
                 rec = lab.sample(trial, length, cpt_before)
                 rec.update(arm=point.arm, point=point.params)
+                rec["counters"].update(warm_state[i])
                 records.append(rec)
-                ok = ok and not rec["rejected"]
+                if rec["rejected"]:
+                    ok = False     # the pair's other length would run cold: retake both
+                    break
             if ok:
-                accepted[id(trial)] += 1
+                accepted[i] += 1
+            disturbed = not ok
+            if disturbed:
+                last = None        # whoever comes next (this arm too) re-warms
+
+    for i in order:            # the planned visits: samples split evenly
+        visits[i] -= 1
+        quota = (want - planned[i]) // (visits[i] + 1) if visits[i] else want - planned[i]
+        planned[i] += quota
+        take(i, quota)
+    while True:                # rejected samples are retaken (each retake visit re-warmed),
+        short = [i for i in range(len(trials))     # up to twice the planned samples
+                 if accepted[i] < want and attempts[i] < 2 * want]
+        if not short:
+            break
+        rng.shuffle(short)
+        for i in short:
+            take(i, min(want - accepted[i], 2 * want - attempts[i]))
     cpt_after, spread_after = lab.cycles_per_tick()
     drift = abs(cpt_after - cpt_before) / cpt_before
     for rec in records:

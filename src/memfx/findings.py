@@ -73,6 +73,16 @@ THRESHOLDS: Dict[str, Threshold] = _thresholds(
               "no confidence interval is reported from fewer samples than this"),
     Threshold("rejected_share", 0.20, "ratio",
               "share of a point's samples rejected as contaminated above which we warn"),
+    Threshold("bimodal_separation", 0.10, "ratio",
+              "a point is bimodal when its samples split into two groups whose medians differ by "
+              "at least this (relative to the lower) ..."),
+    Threshold("bimodal_gap", 4.0, "sigmas",
+              "... and the gap between the groups is at least this many robust sigmas (MAD x "
+              "1.4826) of the wider group (stats.bimodal_split)"),
+    Threshold("bimodal_share", 0.20, "ratio",
+              "each group of a bimodal split holds at least this share of the samples (and >= 2)"),
+    Threshold("min_ci_samples", 3, "samples",
+              "a point's confidence interval is reported only from at least this many samples"),
 )
 
 

@@ -296,6 +296,70 @@ def _cpuid_caches(cpuid, vendor):
     return caches
 
 
+def _cpuid_legacy_l3(cpuid, vendor):
+    """L3 size from the legacy AMD leaf 8000_0006H, EDX[31:18] in 512 KiB
+    units (AMD64 APM Vol. 3, CPUID Fn8000_0006_EDX "L3Size"), or None.
+
+    In a VM this leaf can describe the host's L3 rather than the guest's
+    share: on the Zen 4 / Zen 5 KVM guests memfx was run on it said 320 /
+    384 MiB while leaf 8000_001DH and sysfs said 32 MiB -- and glibc sized
+    its cache-derived thresholds (non_temporal_threshold = 3/4 of it) from
+    the larger figure (ld.so --list-diagnostics: level3_cache_size)."""
+    if cpuid is None or vendor not in ("AuthenticAMD", "HygonGenuine"):
+        return None
+    top = _max_leaf(cpuid, 0x80000000)
+    if top is None or top < 0x80000006:
+        return None
+    r = _regs(cpuid, 0x80000006, 0)
+    if r is None:
+        return None
+    units = (r[3] >> 18) & 0x3FFF
+    return units * (512 << 10) or None
+
+
+def _llc_section(caches, cpuid, vendor, glibc_diag):
+    """The last-level cache size as each source sees it: sysfs (what the
+    kernel says), CPUID's deterministic leaf (4 or 8000_001DH), the legacy AMD
+    leaf 8000_0006H, and glibc (the size its thresholds come from).  `agree`
+    is False when they differ: glibc's non_temporal_threshold then does not
+    follow this machine's cache (issue 16)."""
+    def l3_of(cs):
+        sizes = [c["size_bytes"] for c in cs or []
+                 if c.get("type") in ("Data", "Unified") and c.get("level") and c.get("size_bytes")]
+        levels = [c["level"] for c in cs or [] if c.get("type") in ("Data", "Unified") and c.get("level")]
+        if not sizes:
+            return None
+        top = max(levels)
+        return max(c["size_bytes"] for c in cs if c.get("level") == top
+                   and c.get("type") in ("Data", "Unified") and c.get("size_bytes"))
+    cache = (glibc_diag or {}).get("cache") or {}
+    thresholds = (glibc_diag or {}).get("thresholds") or {}
+    glibc_l3 = cache.get("level3_cache_size") or cache.get("shared_cache_size")
+    views = {
+        "sysfs_bytes": l3_of(caches),
+        "cpuid_bytes": l3_of(_cpuid_caches(cpuid, vendor)),
+        "cpuid_legacy_bytes": _cpuid_legacy_l3(cpuid, vendor),
+        "glibc_bytes": glibc_l3,
+        "glibc_non_temporal_threshold": thresholds.get("non_temporal_threshold"),
+    }
+    known = {v for k, v in views.items() if k.endswith("_bytes") and v}
+    views["agree"] = len(known) <= 1
+    return views
+
+
+def llc_bytes(fp, source="sysfs"):
+    """The last-level cache size from one source of fp["llc"] (sysfs,
+    cpuid, cpuid_legacy, glibc), falling back to the largest data/unified
+    cache in fp["caches"]; None when unknown.  Advice should prefer a
+    measured capacity (the latency experiment's last knee) over all of these."""
+    v = (fp.get("llc") or {}).get(f"{source}_bytes")
+    if v:
+        return v
+    sizes = [c.get("size_bytes") for c in fp.get("caches") or []
+             if c.get("type") in ("Data", "Unified") and c.get("size_bytes")]
+    return max(sizes) if sizes else None
+
+
 # --------------------------------------------------------------------------
 # sections of the fingerprint
 
@@ -881,6 +945,7 @@ def fingerprint(core=None, sysroot="/"):
     flags, flags_source, flags_cpuid = _flags_section(cpuinfo_flags, cpuid)
     caches, caches_source, cache_sizes, line = _cache_section(sysroot, cpuid, cpu["vendor"], first)
     kernel = _kernel_section(sysroot)
+    glibc_diag = glibc_tunables(sysroot=sysroot)
 
     return {
         "fingerprint_version": FINGERPRINT_VERSION,
@@ -898,7 +963,8 @@ def fingerprint(core=None, sysroot="/"):
         "power": _power_section(sysroot),
         "kernel": kernel,
         "pmu": _pmu_section(sysroot, perf_probe, kernel["perf_event_paranoid"]),
-        "glibc": {"version": _glibc_version(), "diagnostics": glibc_tunables(sysroot=sysroot)},
+        "glibc": {"version": _glibc_version(), "diagnostics": glibc_diag},
+        "llc": _llc_section(caches, cpuid, cpu["vendor"], glibc_diag),
         "compiler": _compiler_section(core),
         "python": {"version": platform.python_version(),
                    "implementation": platform.python_implementation()},
@@ -996,6 +1062,18 @@ def cautions(fp):
             "perf_event_open, so software events (page faults, context switches) used to "
             "reject contaminated samples cannot be read",
             paranoid, 2, "sysctl kernel.perf_event_paranoid=2 (or run with CAP_PERFMON)")
+    llc = fp.get("llc") or {}
+    if llc.get("agree") is False and llc.get("glibc_bytes") and llc.get("sysfs_bytes") \
+            and llc["glibc_bytes"] != llc["sysfs_bytes"]:
+        nt = llc.get("glibc_non_temporal_threshold")
+        add("glibc_llc_mismatch",
+            f"glibc sizes its thresholds from a {llc['glibc_bytes'] / 2**20:.0f} MiB last-level "
+            f"cache (CPUID) while sysfs reports {llc['sysfs_bytes'] / 2**20:.0f} MiB"
+            + (f": memcpy switches to non-temporal stores only above "
+               f"{nt / 2**20:.0f} MiB" if nt else ""),
+            llc["glibc_bytes"], llc["sysfs_bytes"],
+            "measure (memfx run copy) and set GLIBC_TUNABLES=glibc.cpu.x86_non_temporal_threshold "
+            "from the measured crossover (memfx advise)")
     avail = _get(fp, "memory", "available_bytes")
     if isinstance(avail, int) and avail < _GIB:
         add("low_memory", f"only {avail / 2**20:.0f} MiB of memory available: large buffers "

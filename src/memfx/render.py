@@ -91,6 +91,15 @@ def machine_table(fp, cautions, caps):
     for c in fp.get("caches", []):
         row(f"L{c['level']} {c['type']}", f"{format_size(c['size_bytes'])}B, {c.get('ways')}-way, "
                                                f"{c.get('line_bytes')} B lines, shared by CPUs {c.get('shared_cpu_list')}")
+    llc = fp.get("llc") or {}
+    views = [(llc.get(k), label) for k, label in (
+        ("sysfs_bytes", "sysfs"), ("cpuid_bytes", "CPUID leaf 4/0x8000001D"),
+        ("cpuid_legacy_bytes", "CPUID 0x80000006"), ("glibc_bytes", "glibc"))]
+    if any(v for v, _ in views):
+        nt = llc.get("glibc_non_temporal_threshold")
+        t.add_row("Last-level cache", ", ".join(f"{format_size(v)}B ({label})" for v, label in views if v)
+                  + (f"; glibc non_temporal_threshold {format_size(nt)}B" if nt else "")
+                  + ("" if llc.get("agree", True) else " -- the sources disagree"))
     tsc = fp.get("tsc", {})
     hz = tsc.get("hz")
     row("TSC", f"{hz / 1e9:.4f} GHz ({tsc.get('source')}), invariant {tsc.get('invariant')}" if hz else "unknown")

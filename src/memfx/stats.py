@@ -28,6 +28,7 @@ __all__ = [
     "per_op_difference",
     "ratio_of_medians",
     "reject_outliers_mad",
+    "bimodal_split",
     "cv_of",
     "mad_of",
     "find_levels",
@@ -248,6 +249,45 @@ def reject_outliers_mad(values, k: float = 5.0) -> np.ndarray:
     if mad == 0.0:
         return keep
     return keep & (np.abs(a - med) <= k * MAD_TO_SIGMA * mad)
+
+
+def bimodal_split(values, min_separation: float = 0.10, gap_sigmas: float = 4.0,
+                  min_share: float = 0.2) -> Optional[Dict[str, float]]:
+    """Two clusters in one point's samples, or None.
+
+    On a shared last-level cache (or a host that sometimes lends the guest
+    more cache) a point's samples can fall into two groups: the set resident
+    vs evicted by a neighbour.  Their median is then a figure that no sample
+    had, so such a point is flagged rather than summarised by it.
+
+    The sorted samples are split at every gap leaving at least ``min_share``
+    of them (and at least 2) on each side; a split is bimodal when the
+    medians of the two sides differ by at least ``min_separation`` (relative
+    to the lower median) and the gap is at least ``gap_sigmas`` times the
+    larger within-group robust sigma (MAD * 1.4826, floored at 0.5 % of the
+    lower median so that identical samples do not make every gap infinite).
+    The widest such gap (in sigmas) wins.
+
+    Returns ``{"low", "high", "low_share", "gap_sigmas"}`` (group medians in
+    the unit of the values, share of samples in the low group) or None.
+    """
+    a = np.sort(_clean(values))
+    n = a.size
+    k_min = max(2, int(math.ceil(min_share * n)))
+    if n < 2 * k_min:
+        return None
+    best = None
+    for k in range(k_min, n - k_min + 1):
+        lo, hi = a[:k], a[k:]
+        m_lo, m_hi = float(np.median(lo)), float(np.median(hi))
+        if m_lo <= 0 or (m_hi - m_lo) / m_lo < min_separation:
+            continue
+        sigma = max(mad_of(lo), mad_of(hi)) * MAD_TO_SIGMA
+        sigma = max(sigma, 0.005 * m_lo)
+        gap = float(hi[0] - lo[-1]) / sigma
+        if gap >= gap_sigmas and (best is None or gap > best["gap_sigmas"]):
+            best = {"low": m_lo, "high": m_hi, "low_share": k / n, "gap_sigmas": gap}
+    return best
 
 
 # --------------------------------------------------------------------------

@@ -112,7 +112,35 @@ COMMON_PARAMS = [
     Param("cpu", "int", -1, "CPU to pin the measuring thread to; -1 = the last allowed CPU", "0",
           minimum=-1),
     Param("seed", "int", 1, "seed of the random orders (chains, arm shuffles)", "7", minimum=0),
+    Param("arms", "list:str", ["all"], "arms (variants) to measure, comma-separated; all = every "
+          "arm of the experiment (see its description)", "random"),
 ]
+
+
+def _only_selected_arms(method):
+    """Wrap an experiment's plan/refine so that it yields only the arms in
+    params["arms"]: the one place where the `arms` parameter is honoured."""
+    import functools
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        points = method(self, *args, **kwargs)
+        where = 0 if method.__name__ == "plan" else 1      # plan(params, ...), refine(data, params, ...)
+        params = kwargs["params"] if "params" in kwargs else args[where] if len(args) > where else None
+        chosen = params.get("arms") if isinstance(params, dict) else None
+        if not chosen or chosen == ["all"] or not self.arms or set(chosen) >= set(self.arms):
+            return points
+        keep = set(chosen)
+
+        def declared(arm):
+            # an arm the experiment derives from a declared one (aliasing's
+            # "avx2:control") goes with the longest declared arm it starts with
+            if arm in self.arms:
+                return arm
+            return max((a for a in self.arms if arm.startswith(a)), key=len, default=None)
+        return [p for p in points if declared(p.arm) in keep]
+    wrapper.arms_filtered = True
+    return wrapper
 
 
 @dataclass
@@ -167,6 +195,13 @@ class Experiment:
     # declared once; analyze() returns answers.Answer objects for them.
     questions: tuple = ()
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in ("plan", "refine"):
+            method = cls.__dict__.get(name)
+            if method is not None and not getattr(method, "arms_filtered", False):
+                setattr(cls, name, _only_selected_arms(method))
+
     # -- parameters --
     def all_params(self):
         return list(self.params) + COMMON_PARAMS
@@ -184,7 +219,19 @@ class Experiment:
                     raise ParamError(f"unknown parameter {name!r} for experiment {self.name}; "
                                      f"known: {', '.join(sorted(table))}")
                 values[name] = table[name].parse(raw)
+        values["arms"] = self._check_arms(values["arms"])
         return values
+
+    def _check_arms(self, arms):
+        """The `arms` parameter: ["all"] -> every arm; names checked against self.arms."""
+        if list(arms) == ["all"]:
+            return list(self.arms)
+        bad = [a for a in arms if a not in self.arms]
+        if bad:
+            known = ", ".join(self.arms) if self.arms else "none (this experiment has no arms)"
+            raise ParamError(f"arms: unknown arm {', '.join(map(repr, bad))} for {self.name}; "
+                             f"known: {known}")
+        return list(dict.fromkeys(arms))
 
     # -- the protocol --
     def plan(self, params: dict, machine: dict) -> list:

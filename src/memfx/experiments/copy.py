@@ -455,6 +455,8 @@ def _ns_points(points, op, mode):
         if med is None or not isinstance(size, int) or size <= 0 \
                 or not math.isfinite(float(med)) or float(med) <= 0:
             continue
+        if p.get("ci_low") is None:      # fewer than min_ci_samples: no CI to compare
+            continue
         yield p
 
 

@@ -27,10 +27,10 @@ bytes.  One compiled function serves every value.
 Swept: kernel (scalar 4/8 B, SSE 16 B, AVX2 32 B, AVX-512 64 B, rep stosb,
 libc memset, non-temporal movnti / movntdq) and region size from 100 B to
 beyond the last-level cache, with sizes on both sides of every cache size
-the OS reports.  Metric: GB/s (bytes written per second).  Regions above
-4 MiB are filled 1 MiB per kernel call by a cursor sweeping the whole region,
-so every line's reuse distance is still the region size while one sample
-stays short enough to escape preemption.
+the OS reports.  Metric: GB/s (bytes written per second).  One kernel call
+fills the whole region, as a program does (libc and rep stosb choose their
+strategy from the length of one call); the `chunk` parameter fills large
+regions in fixed-size calls instead, for comparison.
 
 Analysis: per cache level (each size is assigned to the smallest reported
 cache that holds it, DRAM beyond the last) the zero/one bandwidth ratio as a
@@ -84,12 +84,17 @@ NONZERO_ARMS = ("one", "ones", "random")
 FILL_VALUE_FROM_SRC = 1
 FILL_ALTERNATE = 2
 FILL_ROTATE = 4          # aux >> 16 = region bytes; size = bytes per call (a chunk)
-# Regions above ROTATE_ABOVE are filled ROTATE_CHUNK bytes per kernel call by
-# a cursor that sweeps the whole region (kernels/fill.c): the reuse distance
-# of every line is still the region size, but a sample lasts ~min_sample_ms
-# instead of a full pass (50 ms at 200 MiB), so it is rarely preempted.
-ROTATE_ABOVE = 4 << 20
-ROTATE_CHUNK = 1 << 20
+# One kernel call fills the whole region, as a program's memset does (issue
+# 16).  Filling large regions in 1 MiB calls (a cursor sweeping the region,
+# kernels/fill.c's rotating mode, kept as the `chunk` parameter) measured a
+# different thing: libc memset and rep stosb pick their strategy from the
+# length of ONE call (glibc's non_temporal_threshold; the CPU's fast-string
+# microcode for long rep stosb), so 1 MiB calls never reached the streaming
+# path a single large call takes -- memfx reported 35.2 / 31.9 GB/s for
+# memset at 64 MiB / 1 GiB where tinymembench measured 43.8 / 41.2.
+DEFAULT_CHUNK = 0        # the `chunk` parameter: 0 = one call per fill
+# Warm-up of small regions: enough fills to write this many bytes.
+WARM_BYTES = 8 << 20
 SLOT_BYTES = 128         # cursor slot past a rotating region (64-byte aligned)
 # what the argument carries in the zero_volatile arm: deliberately not zero,
 # so a kernel that ignored the volatile word would fail verification
@@ -351,6 +356,60 @@ def _fmt_ratio(r):
     return f"{r['ratio']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
 
 
+# ---- the zero effect per kernel family and level -------------------------------------------
+
+# Kernel -> family, for the zero/non-zero table: the store-elimination answer
+# must cover every kind of store (issue 16: beyond L3 on a Zen 5 guest, AVX2
+# and AVX-512 fills of zeros were 1.08-1.17x faster while 4-byte scalar fills
+# showed nothing, and non-temporal fills of zeros ran 2-3x faster).
+FAMILIES = {
+    "scalar4": "scalar", "scalar8": "scalar", "sse": "SSE", "avx2": "AVX2",
+    "avx512": "AVX-512", "rep_stosb": "rep stosb", "memset": "memset",
+    "nt_movnti": "NT", "nt_sse": "NT",
+}
+# The non-zero arm a ratio is taken against: the first of these measured.
+NONZERO_ORDER = ("one", "ones", "random")
+
+
+def zero_ratio_table(data):
+    """Zero / non-zero fill bandwidth per kernel and cache level, as plain data.
+
+    A pure function of a RunData: for every measured kernel and level (each
+    size in the smallest reported cache that holds it, DRAM beyond the last;
+    `level_of`), the ratio of the `zero` arm's bandwidth to the first
+    measured of `one`, `ones`, `random` (level_ratio: median over the
+    level's sizes of per-size ratios of medians, two-stage bootstrap CI).
+    Returns [{kernel, family, level, ratio, ci_low, ci_high, n, sizes,
+    zero_arm, nonzero_arm}] in kernel order (KERNELS), then level order;
+    n = the smallest per-size sample count of either arm.  Kernels or levels
+    without both arms are left out."""
+    caches = data_caches(data.machine)
+    vals = {}
+    for p in data.points:
+        if p.get("metric") == "gb_per_s" and p.get("values"):
+            vals[(p["params"]["kernel"], p["params"]["size_bytes"], p["arm"])] = p["values"]
+    arms = {a for _, _, a in vals}
+    nonzero = next((a for a in NONZERO_ORDER if a in arms), None)
+    if "zero" not in arms or nonzero is None:
+        return []
+    kernels = sorted({k for k, _, _ in vals},
+                     key=lambda k: list(KERNELS).index(k) if k in KERNELS else len(KERNELS))
+    sizes = sorted({s for _, s, _ in vals})
+    rows = []
+    for k in kernels:
+        for lv in level_names(caches):
+            pairs = [(vals[(k, s, "zero")], vals[(k, s, nonzero)]) for s in sizes
+                     if level_of(s, caches) == lv and (k, s, "zero") in vals and (k, s, nonzero) in vals]
+            r = level_ratio(pairs, min_samples=threshold("min_samples"))
+            if r is None:
+                continue
+            rows.append({"kernel": k, "family": FAMILIES.get(k, k), "level": lv,
+                         "ratio": r["ratio"], "ci_low": r["ci_low"], "ci_high": r["ci_high"],
+                         "n": min(r["n_a"], r["n_b"]), "sizes": r["sizes"],
+                         "zero_arm": "zero", "nonzero_arm": nonzero})
+    return rows
+
+
 # ---- the experiment ----------------------------------------------------------------------
 
 @register
@@ -375,6 +434,9 @@ class Fill(Experiment):
               "(every value arm holds its own region)", "256M"),
         Param("points", "int", 40, "geometric region sizes between min and max (cache anchors added)",
               "12", minimum=2, maximum=400),
+        Param("chunk", "size", DEFAULT_CHUNK,
+              "bytes per kernel call in regions larger than this (a cursor sweeps the region); "
+              "0 = one call fills the whole region, as a program's memset does", "1M", minimum=0),
     ]
     presets = {
         "quick": {"kernels": "avx2,rep_stosb,memset,scalar8", "values": "zero,one,zero_volatile",
@@ -440,7 +502,8 @@ class Fill(Experiment):
         total = 1.0
         for p in pts:
             size = p.params["size_bytes"]
-            per_call = ROTATE_CHUNK if size > ROTATE_ABOVE else size
+            chunk = params.get("chunk") or 0
+            per_call = chunk if chunk and size > chunk else size
             one = max(params["min_sample_ms"] / 1000, per_call / _EST_BANDWIDTH)
             total += one * (params["samples"] + 3) + size / _EST_BANDWIDTH + 0.002
         return total
@@ -484,15 +547,19 @@ class Fill(Experiment):
             np.frombuffer(src.buffer, dtype=np.uint64, count=1, offset=0)[0] = src_word
         extra = {"fill_byte": final_byte(value, aux, src_word, 1)}
         per_call = size
-        if size > ROTATE_ABOVE:
+        chunk = params.get("chunk") or 0
+        if chunk and size > chunk:
             # chunks through the region; warm-up = one full sweep (+1 chunk),
             # which also gives the region this arm's value before sampling
-            per_call = ROTATE_CHUNK
+            per_call = chunk
             aux |= FILL_ROTATE | (size << 16)
-            warm = -(-size // ROTATE_CHUNK) + 1
-            extra["chunk_bytes"] = ROTATE_CHUNK
+            warm = -(-size // chunk) + 1
+            extra["chunk_bytes"] = chunk
         else:
-            warm = max(1, min(1 << 20, -(-(8 << 20) // max(size, 1))))
+            # one call = one fill of the region; the warm-up (and every
+            # re-warm, _worker.settle) is at least one full fill, which also
+            # gives the region this arm's value before sampling
+            warm = max(1, min(1 << 20, -(-WARM_BYTES // max(size, 1))))
         return Trial(KERNELS[kernel][0], size=per_call, dst=dst, src=src, value=value, aux=aux,
                      metric="bandwidth", difference=False, warmup=warm, extra=extra)
 
@@ -629,6 +696,15 @@ class Fill(Experiment):
                               "n_a": r["n_a"], "n_b": r["n_b"]},
                     seed=SEED, experiment=self.name))
         findings.append(self._counters_finding(data, caches, kp))
+        table = zero_ratio_table(data)
+        if table:
+            top = max(table, key=lambda r: r["ratio"])
+            findings.append(Finding(
+                id="zero_ratio_by_kernel",
+                claim=(f"Fill bandwidth zero/{top['nonzero_arm']} per kernel and level (largest: "
+                       f"{top['kernel']} in {top['level']}, {top['ratio']:.2f}x)"),
+                verdict=MEASURED, value=top["ratio"], unit="ratio", ci_low=top["ci_low"],
+                ci_high=top["ci_high"], evidence={"table": table}, seed=SEED, experiment=self.name))
         return findings
 
     def _headline(self, kp, per_level, beyond_l2):

@@ -83,9 +83,13 @@ def cycle_length(nxt, start=0):
 
 
 def size_grid(lo, hi, per_octave, anchors=()):
-    """Geometric sizes from lo to hi plus points on both sides of each anchor."""
+    """Geometric sizes from lo to hi plus points on both sides of each anchor;
+    never outside [lo, hi], so lo == hi measures exactly that one size."""
+    if hi <= lo:
+        return [int(lo)]
     n = max(1, int(round(math.log2(hi / lo) * per_octave)))
     sizes = {int(round(lo * 2 ** (i / per_octave))) for i in range(n + 1)}
+    sizes = {s for s in sizes if s <= hi}
     sizes.add(int(hi))
     for a in anchors:
         for f in (0.75, 1.5):

@@ -1,0 +1,300 @@
+"""The measurement protocol (issue 16): steady state before every timed
+sample, selectable arms, one size when min_size = max_size, one estimator
+per point with min <= median <= max, bimodal points flagged."""
+import math
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memfx import _worker
+from memfx.errors import ParamError
+from memfx.experiments import get_experiment
+from memfx.experiments.base import Experiment, Point, Trial
+from memfx.results import ESTIMATOR, build_points, point_cautions
+
+MACHINE = {"caches": [{"level": 1, "type": "Data", "size_bytes": 32 << 10},
+                      {"level": 2, "type": "Unified", "size_bytes": 1 << 20},
+                      {"level": 3, "type": "Unified", "size_bytes": 32 << 20}],
+           "memory": {"available_bytes": 16 << 30}}
+
+
+# ---- a lab whose kernels are cold after every switch -------------------------------
+
+class ColdStartLab:
+    """Stands in for _lab.Lab: every trial runs at `steady` ns per iteration,
+    but after another trial ran it starts (1 + amplitude) times slower and
+    decays to steady with a time constant of `tau` iterations (its working
+    set being brought back into the caches and TLBs)."""
+
+    def __init__(self, steady, amplitude=1.0, tau=3000, count=1000):
+        self.steady, self.amplitude, self.tau, self.count = steady, amplitude, tau, count
+        self.current, self.since = None, {}
+
+    def _run(self, trial, count):
+        key = trial.kernel
+        if self.current != key:
+            self.current, self.since[key] = key, 0
+        x0 = self.since[key]
+        x1 = x0 + count
+        self.since[key] = x1
+        excess = self.amplitude * self.tau * (math.exp(-x0 / self.tau) - math.exp(-x1 / self.tau))
+        return self.steady[key] * (count + excess)
+
+    def warm(self, trial, count):
+        self._run(trial, count)
+
+    def calibrate(self, trial):
+        return self.count
+
+    def cycles_per_tick(self):
+        return 1.0, 0.0
+
+    def sample(self, trial, count, cycles_per_tick):
+        ns = self._run(trial, count)
+        return {"metric": "ns_per_load", "unit": "ns", "value": ns / count, "length": count,
+                "ns": ns, "ticks": ns, "cycles_est": ns, "counters": {}, "rejected": False,
+                "reason": None}
+
+    def release(self):
+        pass
+
+
+class TwoArms(Experiment):
+    name = "two_arms_test"
+    arms = ("slow", "fast")
+
+    def plan(self, params, machine):
+        return [Point(a, {"size_bytes": 1 << 30}) for a in self.arms]
+
+    def prepare(self, point, params, lab):
+        # one pass over the working set: 5000 iterations (the transient of
+        # ColdStartLab decays with tau = 3000, i.e. within about a pass)
+        return Trial(point.arm, metric="time", difference=True, warmup=5000)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_cold_start_after_every_switch_does_not_bias_the_estimate(seed):
+    """Interleaving samples of two arms with no re-warm put every sample in
+    the transient (~1.7x the steady time here); every figure must now be
+    within 2 % of the steady state."""
+    exp = TwoArms()
+    steady = {"slow": 300.0, "fast": 2.0}
+    lab = ColdStartLab(steady)
+    params = {"samples": 9}
+    cell = exp.plan(params, {})
+    recs = _worker.measure_cell(exp, cell, params, lab, random.Random(seed))
+    points = {p["arm"]: p for p in build_points(recs)}
+    for arm, want in steady.items():
+        p = points[arm]
+        assert p["n"] == 9
+        assert p["median"] == pytest.approx(want, rel=0.02)
+        assert p["max"] == pytest.approx(want, rel=0.02)   # not even one sample in the transient
+        assert p["counters"]["settled"] == 1
+
+
+def test_settle_makes_at_least_one_pass_over_the_working_set():
+    lab = ColdStartLab({"k": 1.0}, amplitude=0.0)
+    trial = Trial("k", metric="time")
+    state = _worker.settle(lab, trial, count=1000, cycles_per_tick=1.0, pass_iters=50_000)
+    assert lab.since["k"] >= 50_000
+    assert state["settled"] == 1
+
+
+def test_settle_gives_up_at_its_time_cap():
+    """A kernel that keeps getting faster never settles; the cap ends it."""
+    class EverFaster(ColdStartLab):
+        calls = 0
+
+        def _run(self, trial, count):
+            self.calls += 1
+            return 1000.0 * count * 0.9 ** self.calls
+
+    lab = EverFaster({"k": 1000.0})
+    trial = Trial("k", metric="time")
+    state = _worker.settle(lab, trial, count=1000, cycles_per_tick=1.0, max_seconds=0.01)
+    assert state["settled"] == 0
+    assert 0 < state["settle_ms"] <= 10 + 2     # the budget, plus the block that crossed it
+
+
+def test_visits_are_abba_and_split_the_samples():
+    order = _worker.visit_order(3, random.Random(4))
+    assert order[:3] == order[3:][::-1] and sorted(order[:3]) == [0, 1, 2]
+    exp = TwoArms()
+    lab = ColdStartLab({"slow": 1.0, "fast": 1.0}, amplitude=0.0)
+    recs = _worker.measure_cell(exp, exp.plan({}, {}), {"samples": 5}, lab, random.Random(1))
+    arms = [r["arm"] for r in recs]
+    assert arms.count("slow") == arms.count("fast") == 10      # 5 samples x (N, 2N)
+    switches = sum(a != b for a, b in zip(arms, arms[1:]))
+    assert switches <= 2                                        # A A B B B B A A ...
+
+
+# ---- build_points ---------------------------------------------------------------------
+
+def _samples(values, arm="a", metric="ns_per_load", unit="ns", length=1000, **point):
+    return [{"arm": arm, "point": point or {"size_bytes": 4096}, "metric": metric, "unit": unit,
+             "value": float(v), "length": length, "ns": float(v) * length,
+             "cycles_est": float(v) * length * 3, "counters": {}, "rejected": False,
+             "reason": None} for v in values]
+
+
+def test_a_cold_first_block_does_not_move_the_point():
+    """Samples whose first block ran 2x slow (a transient) do not bias the
+    median or the best sustained figure."""
+    vals = [200.0, 200.0] + [100.0 + 0.1 * i for i in range(13)]
+    (p,) = build_points(_samples(vals))
+    assert p["median"] == pytest.approx(100.6, rel=1e-3)
+    assert p["best"] == p["p10"] < p["median"]
+
+
+def test_a_bimodal_point_is_flagged_with_its_two_groups():
+    rng = np.random.default_rng(1)
+    vals = np.concatenate([rng.normal(100, 1, 8), rng.normal(170, 1.5, 7)])
+    (p,) = build_points(_samples(vals))
+    assert p["flags"] == ["bimodal"]
+    assert p["modes"]["low"] == pytest.approx(100, rel=0.03)
+    assert p["modes"]["high"] == pytest.approx(170, rel=0.03)
+    assert p["modes"]["low_share"] == pytest.approx(8 / 15)
+    assert p["best"] < 103                 # the best sustained figure is the fast group
+    cautions = point_cautions([p])
+    assert any(c["id"] == "bimodal_points" for c in cautions)
+
+
+def test_a_unimodal_noisy_point_is_not_flagged():
+    rng = np.random.default_rng(2)
+    for _ in range(20):
+        (p,) = build_points(_samples(rng.normal(100, 5, 15)))
+        assert p["flags"] == []
+        assert "modes" not in p
+
+
+def test_bandwidth_best_is_the_high_quantile():
+    (p,) = build_points(_samples([10, 11, 12, 13, 14, 30, 31], metric="gb_per_s", unit="GB/s"))
+    assert p["best_quantile"] == "p90" and p["best"] == p["p90"]
+    (q,) = build_points(_samples([10, 11, 12, 13, 14]))
+    assert q["best_quantile"] == "p10" and q["best"] == q["p10"]
+
+
+def test_no_confidence_interval_from_fewer_than_three_samples():
+    (p,) = build_points(_samples([5.0, 6.0]))
+    assert p["n"] == 2 and p["ci_low"] is None and p["ci_high"] is None
+    (q,) = build_points(_samples([5.0, 6.0, 7.0]))
+    assert q["ci_low"] is not None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([1000, 2000]),
+                          st.floats(min_value=0.5, max_value=5000, allow_nan=False),
+                          st.booleans()),
+                min_size=1, max_size=40))
+def test_min_median_max_are_ordered_on_every_point(stream):
+    samples = []
+    for length, per_op, rejected in stream:
+        s = _samples([per_op], length=length)[0]
+        s["rejected"] = rejected
+        samples.append(s)
+    for p in build_points(samples):
+        assert p["method"] == ESTIMATOR
+        if p["median"] is None:
+            continue
+        assert p["min"] <= p["p10"] <= p["median"] <= p["p90"] <= p["max"]
+        if p["ci_low"] is not None:
+            assert p["min"] <= p["ci_low"] <= p["median"] <= p["ci_high"] <= p["max"]
+
+
+# ---- arms and sizes -----------------------------------------------------------------------
+
+def test_arms_random_measures_only_random():
+    exp = get_experiment("latency")
+    params = exp.resolve("quick", {"arms": "random", "max_size": "1M"})
+    points = exp.plan(params, MACHINE)
+    assert points and {p.arm for p in points} == {"random"}
+
+
+def test_arms_default_to_every_arm_and_are_validated():
+    exp = get_experiment("latency")
+    assert exp.resolve("quick")["arms"] == ["random", "sequential"]
+    with pytest.raises(ParamError, match="arms"):
+        exp.resolve("quick", {"arms": "random,zigzag"})
+    fill = get_experiment("fill")
+    params = fill.resolve("quick", {"arms": "zero,one", "max_size": "1M", "points": "3"})
+    assert {p.arm for p in fill.plan(params, MACHINE)} == {"zero", "one"}
+
+
+def test_refine_honours_the_arms_too():
+    from memfx.results import RunData
+    exp = get_experiment("latency")
+    params = exp.resolve("quick", {"arms": "random", "min_size": "4K", "max_size": "4M"})
+    sizes = [p.params["size_bytes"] for p in exp.plan(params, MACHINE)]
+    points = []
+    for s in sizes:
+        ns = 1.0 if s <= 32 << 10 else 4.0 if s <= 1 << 20 else 12.0
+        points += build_points(_samples([ns] * 5, arm="random", size_bytes=s, pages="4k", npad=7))
+    data = RunData("latency", params, MACHINE, points)
+    extra = exp.refine(data, params, MACHINE)
+    assert extra and {p.arm for p in extra} == {"random"}
+
+
+@pytest.mark.parametrize("size", ["1G", "256M", "4K"])
+def test_min_size_equal_to_max_size_measures_one_size(size):
+    exp = get_experiment("latency")
+    params = exp.resolve("quick", {"min_size": size, "max_size": size, "pages": "4k,thp"})
+    points = exp.plan(params, MACHINE)
+    assert {p.params["size_bytes"] for p in points} == {params["max_size"]}
+    assert len(points) == 4                          # 2 arms x 2 page sizes
+
+
+def test_arms_keep_the_controls_derived_from_them():
+    exp = get_experiment("aliasing")
+    every = {p.arm for p in exp.plan(exp.resolve("quick"), MACHINE)}
+    assert any(a.endswith(":control") for a in every)
+    arm = sorted(a for a in every if a in exp.arms)[0]
+    params = exp.resolve("quick", {"arms": arm})
+    assert {p.arm for p in exp.plan(params, MACHINE)} == {arm, arm + ":control"}
+
+
+def test_a_preemption_is_tolerated_only_in_long_samples_that_barely_waited():
+    from memfx._lab import PREEMPT_MAX_SHARE, PREEMPT_MIN_SAMPLE_NS, _preemption_negligible
+    long_ns = 3 * PREEMPT_MIN_SAMPLE_NS
+    assert _preemption_negligible(long_ns, 0.5 * PREEMPT_MAX_SHARE * long_ns)
+    assert not _preemption_negligible(long_ns, 2 * PREEMPT_MAX_SHARE * long_ns)
+    assert not _preemption_negligible(long_ns, None)                 # no schedstat: reject
+    assert not _preemption_negligible(PREEMPT_MIN_SAMPLE_NS / 10, 0)  # short: always reject
+
+
+def test_lab_reads_its_run_queue_wait():
+    from memfx._lab import Lab
+    lab = Lab(hardware_counters=False)
+    try:
+        w = lab._run_queue_wait()
+        if w is None:
+            pytest.skip("no /proc/thread-self/schedstat (kernel without CONFIG_SCHED_INFO)")
+        assert isinstance(w, int) and w >= 0
+        assert lab._run_queue_wait() >= w
+    finally:
+        lab.perf.close()
+
+
+def test_a_rejected_sample_is_followed_by_a_re_warm():
+    """A preempted sample means another task polluted the caches: the next
+    sample must not be taken cold."""
+    class Preempted(ColdStartLab):
+        calls = 0
+
+        def sample(self, trial, count, cycles_per_tick):
+            rec = super().sample(trial, count, cycles_per_tick)
+            self.calls += 1
+            if self.calls % 13 == 0:         # now and then: preempted, and the cache is gone
+                rec.update(rejected=True, reason="context_switch")
+                self.current = None
+            return rec
+
+    exp = TwoArms()
+    lab = Preempted({"slow": 300.0, "fast": 2.0})
+    recs = _worker.measure_cell(exp, exp.plan({}, {}), {"samples": 9}, lab, random.Random(5))
+    points = build_points(recs)
+    assert sum(p["rejected"] for p in points) > 0
+    for p in points:
+        assert p["max"] == pytest.approx(p["min"], rel=0.02)
