@@ -138,7 +138,8 @@ def findings_table(findings, title="Findings"):
         style = VERDICT_STYLE.get(f["verdict"], "")
         ci = "-" if f.get("ci_low") is None else \
             f"{fmt_value(f['ci_low'], f.get('unit', ''))} – {fmt_value(f['ci_high'], f.get('unit', ''))}"
-        t.add_row(f"[{style}]{f['verdict']}[/]", f["claim"], fmt_value(f.get("value"), f.get("unit", "")), ci)
+        verdict = f"[{style}]{f['verdict']}[/]" if style else f["verdict"]    # "[]..[/]" is bad markup
+        t.add_row(verdict, f["claim"], fmt_value(f.get("value"), f.get("unit", "")), ci)
     return t
 
 
