@@ -209,11 +209,12 @@ class Latency(Experiment):
             for lv in levels[:-1]:
                 if lv.knee_size is None or matching_cache(caches, lv.knee_size) is not None:
                     continue
+                # the last two sizes of the plateau, the ramp, the first two
+                # of the next one (the fine steps may move the knee inside)
                 lo, hi = sizes.index(lv.knee_low), sizes.index(lv.knee_high)
                 for s in sizes[max(0, lo - 1):hi + 2]:
-                    if lo - 1 <= sizes.index(s) <= lo or hi <= sizes.index(s) <= hi + 1:
-                        extra.append(Point("random", {"size_bytes": s, "pages": "thp",
-                                                      "npad": params["npad"]}))
+                    extra.append(Point("random", {"size_bytes": s, "pages": "thp",
+                                                  "npad": params["npad"]}))
         unique = {}
         for p in extra:
             unique.setdefault((p.arm, tuple(sorted(p.params.items()))), p)
@@ -335,7 +336,9 @@ class Latency(Experiment):
                           f"every step after the {label} plateau is one that huge pages lack "
                           f"(TLB reach); no capacity knee", details=details)
         matching = [k for k in not_tlb if k["cache"] == label]
-        k = matching[0] if matching else not_tlb[0]
+        # a knee that huge pages show too before one not measured with them
+        confirmed = [k for k in not_tlb if k["huge"] is not None]
+        k = (matching or confirmed or not_tlb)[0]
         where = (f"latency rises from {k['before_ns']:.3g} to {k['after_ns']:.3g} ns between "
                  f"{format_size(k['low'])} and {format_size(k['high'])}")
         verdict = MEASURED
@@ -349,7 +352,10 @@ class Latency(Experiment):
                 because += ", with huge pages too"
             elif k["huge"] is None and k["pages"] == "4k":
                 verdict = INCONCLUSIVE
-                because += "; cache or TLB: run with --set pages=4k,thp"
+                others = [format_size(x["size"]) for x in not_tlb if x is not k]
+                because += ("; cache or TLB" + (f" (another step at {', '.join(others)})"
+                                                if others else "")
+                            + ": run with --set pages=4k,thp")
         return Answer(q.id, verdict, because, value=k["size"], ci_low=k["low"], ci_high=k["high"],
                       evidence=k["evidence"], details=details, estimator=KNEE_ESTIMATOR)
 
@@ -402,7 +408,10 @@ class Latency(Experiment):
                           estimator=KNEE_ESTIMATOR)
         if unknown:
             because = (f"cache or TLB: the step(s) at {listed} match no reported cache size and "
-                       f"were not measured with huge pages: run with --set pages=4k,thp")
+                       + ("were not measured with huge pages" if not huge_measured else
+                          "huge pages did not cover both sides (not measured there, or the "
+                          "kernel did not back those buffers with huge pages)")
+                       + ": run with --set pages=4k,thp")
             if not huge_measured:
                 return Answer(q.id, NOT_MEASURED, because, details=details)
             return Answer(q.id, INCONCLUSIVE, because, details=details)
