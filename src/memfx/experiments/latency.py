@@ -60,33 +60,36 @@ def _question(name, asks, unit, decides, better):
     return Question(f"latency.{name}", asks, unit, "004", decides, better)
 
 
-def _cache_questions(label, name):
-    return (
-        _question(name, f"Load-to-use latency of the {label} (random pointer chase)?", "ns",
-                  f"median of the samples on the first flat plateau (>= 3 consecutive sizes of "
-                  f"low spread) whose last size lies within the {label} size the OS reports",
-                  LOWER),
-        _question(f"{name}_capacity",
-                  f"Effective capacity of the {label}, vs the size the OS reports?", "bytes",
-                  f"the knee that ends the {label} plateau (TLB knees skipped): within +-25 % of "
-                  f"the size sysfs reports = as reported, else the effective capacity", NEITHER),
-    )
+# question name, and the cache in words, of each cache level the OS may report
+CACHE_LEVELS = (("l1d", "L1 data cache"), ("l2", "L2 cache"), ("l3", "L3 cache"))
+
+
+def _latency_question(name, label):
+    return _question(name, f"Load-to-use latency of the {label} (random pointer chase)?", "ns",
+                     f"median of the samples on the first flat plateau (>= 3 consecutive sizes "
+                     f"of low spread) whose last size lies within the {label} size the OS "
+                     f"reports", LOWER)
+
+
+def _capacity_question(name, label):
+    return _question(f"{name}_capacity",
+                     f"Effective capacity of the {label}, vs the size the OS reports?", "bytes",
+                     f"the knee that ends the {label} plateau (TLB knees skipped): within "
+                     f"+-25 % of the size sysfs reports = as reported, else the effective "
+                     f"capacity", NEITHER)
 
 
 QUESTIONS = (
-    _cache_questions("L1 data cache", "l1d")[0],
-    _cache_questions("L2 cache", "l2")[0],
-    _cache_questions("L3 cache", "l3")[0],
+    *(_latency_question(name, label) for name, label in CACHE_LEVELS),
     _question("memory", "Load-to-use latency of memory (random chase beyond every cache)?", "ns",
               f"median of the samples at working sets of {MEMORY_FROM:g}-{MEMORY_TO:g}x the "
               f"largest cache the OS reports", LOWER),
-    _cache_questions("L1 data cache", "l1d")[1],
-    _cache_questions("L2 cache", "l2")[1],
-    _cache_questions("L3 cache", "l3")[1],
+    *(_capacity_question(name, label) for name, label in CACHE_LEVELS),
     _question("tlb_reach", "Working set where 4 KiB pages start to cost TLB misses "
                            "(a knee the huge-page curve lacks)?", "bytes",
               "smallest knee of the 4 KiB random curve across which the huge-page curve rises "
-              "by less than half as much (log scale)", NEITHER),
+              "by less than half as much (log scale) and stays below the 4 KiB curve after it",
+              NEITHER),
     _question("huge_page_benefit", "How much slower is a random chase in memory with 4 KiB "
                                    "pages than with transparent huge pages?", "x",
               f"ratio of medians 4k/thp at the largest working set measured with both, "
@@ -267,10 +270,11 @@ class Latency(Experiment):
                  for i in range(len(levels) - 1)]
         owner = [owning_cache(lv, caches) for lv in levels]
         out = []
-        for label in ("L1d", "L2", "L3"):
+        for name, _ in CACHE_LEVELS:
+            label = "L1d" if name == "l1d" else name.upper()      # as _cache_label names it
             out.extend(self._cache_answers(label, caches, pts, levels, knees, owner, main_pg))
         out.append(self._memory_answer(caches, pts, huge, main_pg))
-        out.append(self._tlb_answer(knees, main_pg, bool(huge)))
+        out.append(self._tlb_answer(knees, main_pg, bool(chase_curve(data, "thp"))))
         out.append(self._huge_page_answer(data, caches, pts, huge, main_pg))
         out.append(self._prefetch_answer(data, caches, pts, main_pg))
         return out
@@ -348,8 +352,10 @@ class Latency(Experiment):
         else:
             because = (f"effective capacity ~= {format_size(k['size'])} (sysfs says "
                        f"{format_size(cap)}): {where}")
-            if k["huge"] in ("shows", "earlier"):
+            if k["huge"] == "shows":
                 because += ", with huge pages too"
+            elif k["huge"] == "earlier":
+                because += "; huge pages are up there already (no TLB effect)"
             elif k["huge"] is None and k["pages"] == "4k":
                 verdict = INCONCLUSIVE
                 others = [format_size(x["size"]) for x in not_tlb if x is not k]
