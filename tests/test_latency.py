@@ -251,6 +251,32 @@ def test_without_huge_pages_an_unexplained_knee_is_cache_or_tlb():
     assert 0.75 * (1 << 20) <= a["l2_capacity"].value <= 1.25 * (1 << 20)
 
 
+def test_a_knee_that_huge_pages_passed_earlier_is_no_tlb_knee():
+    """Measured on the guest: with huge pages the shared L3 ran out at ~2M,
+    with 4 KiB pages at ~4M. At the 4 KiB knee the huge-page curve is flat
+    (already in memory), yet huge pages are no faster there: not the TLB."""
+    k4 = _steps([(32 << 10, 1.4), (1 << 20, 5.0), (4 << 20, 16.0), (1 << 40, 130.0)])
+    kh = _steps([(32 << 10, 1.4), (1 << 20, 5.0), (2 << 20, 16.0), (1 << 40, 130.0)])
+    sizes = size_grid(1024, 64 << 20, 4, anchors=[32 << 10, 1 << 20, 32 << 20])
+    pts = _points(k4, sizes) + _points(kh, sizes, pages="thp", share=1.0)
+    a = _analyze(pts, machine=AMD_MACHINE, pages=("4k", "thp"))
+    knee = next(d for d in a["tlb_reach"].details if 3 << 20 <= d["value"] <= 6 << 20)
+    assert knee["verdict"] == "cache (no reported size)"
+    assert a["tlb_reach"].verdict == "not_detected"
+    cap = a["l3_capacity"]
+    assert cap.verdict == "measured" and 3 << 20 <= cap.value <= 6 << 20
+    assert "sysfs says 32M" in cap.because
+
+
+def test_huge_pages_only():
+    levels = [(32 << 10, 1.4), (1 << 20, 5.0), (32 << 20, 20.0), (1 << 40, 90.0)]
+    pts = _points(_steps(levels), size_grid(1024, 64 << 20, 4), pages="thp", share=1.0)
+    a = _analyze(pts, machine=AMD_MACHINE, pages=("thp",))
+    assert a["l2"].value == pytest.approx(5.0, rel=0.05) and "thp pages" in a["l2"].because
+    assert a["tlb_reach"].verdict == "not_measured"
+    assert a["huge_page_benefit"].verdict == "not_measured"
+
+
 def test_huge_page_points_count_only_when_backed_by_huge_pages():
     pts = _tlb_knee_points(with_huge=False)
     k4 = {(p["arm"], p["params"]["size_bytes"]): p["median"] for p in pts}
