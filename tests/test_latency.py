@@ -330,19 +330,54 @@ def test_refine_measures_huge_pages_around_unexplained_knees_only():
     assert exp.refine(data, dict(params, refine=False), AMD_MACHINE) == []
 
 
-def test_latency_plot_marks_knees_from_answers(tmp_path):
-    from memfx.plots import latency_marks, plot_document
-    a = _analyze(_tlb_knee_points(with_huge=True), machine=AMD_MACHINE, pages=("4k", "thp"))
+def test_plot_shows_every_sample_the_cache_bands_and_the_knees():
+    """The plot reads the answers: a line at each capacity answer's knee,
+    dashed lines at the TLB knees of latency.tlb_reach (no finding ids)."""
+    from plot_checks import band_span, figure_summary
+
+    from memfx.plots import figure_for, latency_marks
     exp = get_experiment("latency")
-    docs = [a[q.id.split(".", 1)[1]].as_dict(q) for q in exp.questions]
-    marks = latency_marks(docs)
-    assert any(label.startswith("L2 ends") for _, label, _ in marks)
-    assert any(label.startswith("TLB knee") and style == "--" for _, label, style in marks)
+    levels = [(48 << 10, 1.5), (2 << 20, 5.0), (32 << 20, 20.0), (1 << 40, 90.0)]
+    pts = _points(_steps(levels), size_grid(1024, 256 << 20, 4))
+    a = _analyze(pts)
+    answers = [a[q.id.split(".", 1)[1]].as_dict(q) for q in exp.questions]
+    doc = {"experiment": "latency", "run_id": "x", "machine": MACHINE,
+           "params": {"pages": ["4k"]}, "points": pts, "answers": answers, "findings": []}
+    (ax,) = figure_summary(figure_for(doc))
+    assert sorted(ax["curve_labels"]) == ["random", "sequential"]
+    assert all(len(c.get_xdata()) == len(pts) // 2 for c in ax["curves"])
+    assert ax["scatter_points"] == sum(len(p["values"]) for p in pts)
+    assert (ax["xscale"], ax["yscale"]) == ("log", "log")
+    assert ax["xlabel"] == "working set (bytes)"
+    # the data and unified caches sysfs reports, each a shaded band up to its size
+    assert [t for t in ax["texts"] if t.endswith("(sysfs)")] == [
+        "L1d 48KB (sysfs)", "L2 2MB (sysfs)", "L3 32MB (sysfs)"]
+    assert [band_span(b)[1] for b in ax["bands"]] == [48 << 10, 2 << 20, 32 << 20]
+    assert band_span(ax["bands"][0])[0] == 1024                  # the first from the smallest size
+    # one mark per capacity answer, at its value
+    ends = [t for t in ax["texts"] if " ends ~" in t]
+    assert [t.split()[0] for t in ends] == ["L1d", "L2", "L3"]
+    assert len(latency_marks(answers)) == 3
+
+
+def test_plot_marks_tlb_knees_and_draws_each_page_size():
+    from plot_checks import figure_summary
+
+    from memfx.plots import figure_for, latency_marks
+    exp = get_experiment("latency")
+    a = _analyze(_tlb_knee_points(with_huge=True), machine=AMD_MACHINE, pages=("4k", "thp"))
+    answers = [a[q.id.split(".", 1)[1]].as_dict(q) for q in exp.questions]
+    marks = latency_marks(answers)
+    assert any(label.startswith("L2 ends") and style == "-" for _, label, style in marks)
+    tlb = [size for size, label, style in marks if label.startswith("TLB knee") and style == "--"]
+    assert tlb == [answers[7]["value"]]                        # latency.tlb_reach's knee
+    # a quick run's params say 4k only, yet it may hold huge-page points: a curve each
     doc = {"experiment": "latency", "run_id": "r", "params": {"pages": ["4k"]},
-           "machine": AMD_MACHINE, "answers": docs, "findings": [],
+           "machine": AMD_MACHINE, "answers": answers, "findings": [],
            "points": _tlb_knee_points(with_huge=True)}
-    plot_document(doc, str(tmp_path / "l.png"))
-    assert (tmp_path / "l.png").stat().st_size > 0
+    (ax,) = figure_summary(figure_for(doc))
+    assert sorted(ax["curve_labels"]) == ["random 4k", "random thp", "sequential 4k",
+                                          "sequential thp"]
 
 
 def _sample(length, ns, arm="random", size=4096):
