@@ -82,49 +82,267 @@ def test_plan_refuses_sizes_that_do_not_fit():
         exp.plan(p, MACHINE)
 
 
-def _synthetic_points(levels, sizes, noise=0.02, seed=0):
-    rng = np.random.default_rng(seed)
-    pts = []
-    for arm, scale in (("random", 1.0), ("sequential", 0.3)):
-        for s in sizes:
-            true = next(lat for cap, lat in levels if s <= cap)
-            vals = true * scale * (1 + noise * rng.standard_normal(9))
-            med = float(np.median(vals))
-            pts.append({"arm": arm, "params": {"size_bytes": s, "pages": "4k", "npad": 7},
-                        "metric": "ns_per_load", "unit": "ns", "median": med, "values": vals.tolist(),
-                        "ci_low": med * 0.98, "ci_high": med * 1.02, "n": 9, "rejected": 0,
-                        "cycles_est": med * 2.5, "cv": noise})
+# ---------------------------------------------------------------- analysis
+# Synthetic points shaped like build_points' output: no measuring.
+
+AMD_MACHINE = {"caches": [          # the sysfs view of this project's Zen 4 KVM guest
+    {"level": 1, "type": "Data", "size_bytes": 32 << 10},
+    {"level": 1, "type": "Instruction", "size_bytes": 32 << 10},
+    {"level": 2, "type": "Unified", "size_bytes": 1 << 20},
+    {"level": 3, "type": "Unified", "size_bytes": 32 << 20}],
+    "memory": {"available_bytes": 16 << 30}}
+
+
+def _point(arm, size, ns, pages="4k", noise=0.02, n=9, seed=0, share=None):
+    rng = np.random.default_rng([seed, size, len(arm), len(pages)])
+    vals = ns * (1 + noise * rng.standard_normal(n)) if n > 1 else np.array([float(ns)])
+    med = float(np.median(vals))
+    counters = {} if share is None else {"huge_page_share": share}
+    return {"arm": arm, "params": {"size_bytes": int(size), "pages": pages, "npad": 7},
+            "metric": "ns_per_load", "unit": "ns", "median": med, "values": vals.tolist(),
+            "min": float(vals.min()), "max": float(vals.max()), "ci_low": med * 0.98,
+            "ci_high": med * 1.02, "n": int(n), "rejected": 0, "cycles_est": med * 2.9,
+            "cv": noise, "counters": counters, "method": "per-sample"}
+
+
+def _steps(levels):
+    """latency(size) of a staircase [(last size of the level, ns), ...]."""
+    return lambda s: next(lat for cap, lat in levels if s <= cap)
+
+
+def _points(curve, sizes, pages="4k", seq_scale=0.3, **kw):
+    return [_point(arm, s, curve(s) * (seq_scale if arm == "sequential" else 1.0), pages, **kw)
+            for s in sizes for arm in ("random", "sequential")]
+
+
+def _analyze(points, machine=MACHINE, pages=("4k",)):
+    from memfx.answers import complete_answers
+    exp = get_experiment("latency")
+    params = exp.resolve("full")
+    params["pages"] = list(pages)
+    data = RunData("latency", params, machine, points)
+    given = exp.analyze(data)
+    return {a.question.split(".", 1)[1]: a for a in complete_answers(exp.questions, given)}
+
+
+def test_latency_declares_stable_questions():
+    exp = get_experiment("latency")
+    ids = [q.id for q in exp.questions]
+    assert ids == ["latency.l1d", "latency.l2", "latency.l3", "latency.memory",
+                   "latency.l1d_capacity", "latency.l2_capacity", "latency.l3_capacity",
+                   "latency.tlb_reach", "latency.huge_page_benefit", "latency.prefetch_benefit"]
+    assert all(q.seed == "004" for q in exp.questions)
+    assert exp.declared("l2").better == "lower" and exp.declared("memory").unit == "ns"
+
+
+def test_every_question_answered_once_on_a_clean_staircase():
+    levels = [(48 << 10, 1.5), (2 << 20, 5.0), (32 << 20, 20.0), (1 << 40, 90.0)]
+    a = _analyze(_points(_steps(levels), size_grid(1024, 128 << 20, 4)))
+    assert len(a) == 10
+    for name, lat in (("l1d", 1.5), ("l2", 5.0), ("l3", 20.0), ("memory", 90.0)):
+        assert a[name].verdict == "measured"
+        assert a[name].value == pytest.approx(lat, rel=0.05)
+        assert a[name].ci_low <= a[name].value <= a[name].ci_high
+        assert a[name].estimator and a[name].evidence
+    assert any(d["unit"] == "cycles" for d in a["l2"].details)       # est. cycles in details
+    for name, size in (("l1d_capacity", 48 << 10), ("l2_capacity", 2 << 20),
+                       ("l3_capacity", 32 << 20)):
+        assert a[name].verdict == "measured"
+        assert 0.75 * size <= a[name].value <= 1.25 * size
+        assert "as the" in a[name].because
+    assert a["prefetch_benefit"].verdict == "detected"
+    assert a["prefetch_benefit"].value == pytest.approx(1 / 0.3, rel=0.05)
+    # 4 KiB pages only and every knee matches a cache: no TLB question to answer
+    assert a["tlb_reach"].verdict == "not_detected"
+    assert a["huge_page_benefit"].verdict == "not_measured"
+    assert "pages=4k,thp" in a["huge_page_benefit"].because
+
+
+def test_sizes_not_measured_are_not_concluded_about():
+    """Issue 9: 'No latency step at L1d = 48K' on a run that never measured
+    below 256K. A level the sweep did not reach is not_measured, with why."""
+    levels = [(48 << 10, 1.5), (2 << 20, 5.0), (32 << 20, 20.0), (1 << 40, 90.0)]
+    a = _analyze(_points(_steps(levels), size_grid(256 << 10, 24 << 20, 4)))
+    for name in ("l1d", "l1d_capacity"):
+        assert a[name].verdict == "not_measured"
+        assert "256K" in a[name].because and a[name].value is None
+    assert a["l2"].value == pytest.approx(5.0, rel=0.05)
+    # the sweep ended inside the L3 level: its end and memory were not measured
+    assert a["l3"].value == pytest.approx(20.0, rel=0.05)
+    assert a["l3_capacity"].verdict == "not_measured" and "still on the L3" in a["l3_capacity"].because
+    for name in ("memory", "prefetch_benefit"):
+        assert a[name].verdict == "not_measured"
+
+
+def _shared_host_curve(s):
+    """This project's EPYC guest, 4 KiB pages: L1d 1.4 ns to 32K, L2 5 ns,
+    a ramp from 400K, L3 ~14 ns from 1.25 to 2.5 MiB only (shared), then a
+    mixture that jumps between L3 and DRAM (3-5.5 MiB), DRAM from 6 MiB."""
+    if s <= 32 << 10:
+        return 1.4
+    if s <= 400 << 10:
+        return 5.0
+    if s < 1200 << 10:
+        return 5.0 * (14.0 / 5.0) ** (np.log2(s / (400 << 10)) / np.log2(3.0))
+    if s <= 2560 << 10:
+        return 14.0
+    if s < 6 << 20:
+        return 42.0 if round(np.log2(s) * 4) % 2 else 68.0     # the mixture: no plateau
+    return 120.0
+
+
+def test_levels_are_flat_plateaus_and_a_shared_l3_has_its_effective_capacity():
+    """Issue 9: 'level 3: 5.15 ns' (the L2 edge) and 'level 4: 74 ns' (a
+    mixture) were reported as levels; no L3 level at all; the L3 answer on a
+    shared-cache host is 'effective capacity ~= X (sysfs says 32M)'."""
+    sizes = size_grid(1024, 64 << 20, 4, anchors=[32 << 10, 1 << 20, 32 << 20])
+    a = _analyze(_points(_shared_host_curve, sizes), machine=AMD_MACHINE)
+    assert a["l1d"].value == pytest.approx(1.4, rel=0.05)
+    assert a["l2"].value == pytest.approx(5.0, rel=0.05)
+    assert a["l3"].verdict == "measured" and a["l3"].value == pytest.approx(14.0, rel=0.05)
+    plateaus = [d for q in ("l1d", "l2", "l3") for d in a[q].details if d["unit"] == "ns"]
+    for d in plateaus:            # no level on the mixture or on a ramp
+        assert not 30 < d["value"] < 100 and not 5.5 < d["value"] < 13
+        assert d["sizes"] >= 3
+    cap = a["l3_capacity"]
+    assert 2560 << 10 <= cap.value <= 6 << 20
+    assert "sysfs says 32M" in cap.because and "effective capacity" in cap.because
+    # 4 KiB pages only: the 3-5 MiB knee may be the TLB's; the answer says how to tell
+    assert cap.verdict == "inconclusive" and "pages=4k,thp" in cap.because
+    assert a["memory"].value == pytest.approx(120.0, rel=0.05)
+
+
+def _tlb_knee_points(with_huge):
+    """L2 = 1 MiB: 4 KiB pages step at ~539K (5 -> 7.5 ns: the L1 DTLB's
+    reach), the L2 ends at 1 MiB; with huge pages there is no 539K step."""
+    k4 = _steps([(32 << 10, 1.4), (540 << 10, 5.0), (1 << 20, 7.5), (6 << 20, 15.0),
+                 (1 << 40, 120.0)])
+    kh = _steps([(32 << 10, 1.4), (1 << 20, 5.0), (6 << 20, 14.0), (1 << 40, 100.0)])
+    sizes = size_grid(1024, 64 << 20, 4, anchors=[32 << 10, 1 << 20, 32 << 20])
+    pts = _points(k4, sizes)
+    if with_huge:
+        pts += _points(kh, sizes, pages="thp", share=1.0)
     return pts
 
 
-def test_analysis_finds_levels_and_matches_sysfs():
-    exp = get_experiment("latency")
+def test_a_knee_is_a_cache_only_within_25_percent_and_tlb_only_when_huge_pages_lack_it():
+    """Issue 9: factor 2 made a 539K TLB knee 'match L2 (1M)'."""
+    a = _analyze(_tlb_knee_points(with_huge=True), machine=AMD_MACHINE, pages=("4k", "thp"))
+    tlb = a["tlb_reach"]
+    assert tlb.verdict == "detected"
+    assert 430 << 10 <= tlb.value <= 700 << 10
+    assert "huge pages lack" in tlb.because
+    cap = a["l2_capacity"]
+    assert 0.75 * (1 << 20) <= cap.value <= 1.25 * (1 << 20) and "as the 1M" in cap.because
+    assert a["l2"].value == pytest.approx(5.0, rel=0.05)
+    assert a["huge_page_benefit"].verdict == "detected"
+    assert a["huge_page_benefit"].value == pytest.approx(1.2, rel=0.05)
+
+
+def test_without_huge_pages_an_unexplained_knee_is_cache_or_tlb():
+    a = _analyze(_tlb_knee_points(with_huge=False), machine=AMD_MACHINE)
+    tlb = a["tlb_reach"]
+    assert tlb.verdict == "not_measured" and "pages=4k,thp" in tlb.because
+    assert "cache or TLB" in tlb.because
+    # the 539K knee is attributed to no cache; the L2 capacity is the 1M knee
+    knee_539 = [d for d in tlb.details if 430 << 10 <= d["value"] <= 700 << 10]
+    assert knee_539 and knee_539[0]["matches_cache"] is None
+    assert knee_539[0]["verdict"] == "unknown"
+    assert 0.75 * (1 << 20) <= a["l2_capacity"].value <= 1.25 * (1 << 20)
+
+
+def test_a_knee_that_huge_pages_passed_earlier_is_no_tlb_knee():
+    """Measured on the guest: with huge pages the shared L3 ran out at ~2M,
+    with 4 KiB pages at ~4M. At the 4 KiB knee the huge-page curve is flat
+    (already in memory), yet huge pages are no faster there: not the TLB."""
+    k4 = _steps([(32 << 10, 1.4), (1 << 20, 5.0), (4 << 20, 16.0), (1 << 40, 130.0)])
+    kh = _steps([(32 << 10, 1.4), (1 << 20, 5.0), (2 << 20, 16.0), (1 << 40, 130.0)])
+    sizes = size_grid(1024, 64 << 20, 4, anchors=[32 << 10, 1 << 20, 32 << 20])
+    pts = _points(k4, sizes) + _points(kh, sizes, pages="thp", share=1.0)
+    a = _analyze(pts, machine=AMD_MACHINE, pages=("4k", "thp"))
+    knee = next(d for d in a["tlb_reach"].details if 3 << 20 <= d["value"] <= 6 << 20)
+    assert knee["verdict"] == "cache (no reported size)"
+    assert a["tlb_reach"].verdict == "not_detected"
+    cap = a["l3_capacity"]
+    assert cap.verdict == "measured" and 3 << 20 <= cap.value <= 6 << 20
+    assert "sysfs says 32M" in cap.because
+
+
+def test_huge_pages_only():
+    levels = [(32 << 10, 1.4), (1 << 20, 5.0), (32 << 20, 20.0), (1 << 40, 90.0)]
+    pts = _points(_steps(levels), size_grid(1024, 64 << 20, 4), pages="thp", share=1.0)
+    a = _analyze(pts, machine=AMD_MACHINE, pages=("thp",))
+    assert a["l2"].value == pytest.approx(5.0, rel=0.05) and "thp pages" in a["l2"].because
+    assert a["tlb_reach"].verdict == "not_measured"
+    assert a["huge_page_benefit"].verdict == "not_measured"
+
+
+def test_huge_page_points_count_only_when_backed_by_huge_pages():
+    pts = _tlb_knee_points(with_huge=False)
+    k4 = {(p["arm"], p["params"]["size_bytes"]): p["median"] for p in pts}
+    # "thp" points that the kernel did not back: the same curve as 4 KiB pages
+    pts += [_point(arm, s, ns, "thp", share=0.0) for (arm, s), ns in k4.items()]
+    a = _analyze(pts, machine=AMD_MACHINE, pages=("4k", "thp"))
+    assert a["huge_page_benefit"].verdict == "not_measured"
+    assert "backed" in a["huge_page_benefit"].because
+    assert a["tlb_reach"].verdict != "not_detected"      # no evidence that it is a cache
+
+
+def test_points_with_fewer_than_three_samples_are_not_concluded_from():
     levels = [(48 << 10, 1.5), (2 << 20, 5.0), (32 << 20, 20.0), (1 << 40, 90.0)]
-    sizes = size_grid(1024, 256 << 20, 4)
-    params = exp.resolve("full")
-    params["pages"] = ["4k"]
-    data = RunData("latency", params, MACHINE, _synthetic_points(levels, sizes))
-    f = {x.id: x for x in exp.analyze(data)}
-    for i, (_, lat) in enumerate(levels, 1):
-        assert f[f"level{i}_latency"].value == pytest.approx(lat, rel=0.1)
-    for name, size in (("knee_l1d", 48 << 10), ("knee_l2", 2 << 20), ("knee_l3", 32 << 20)):
-        assert f[name].verdict == "detected"
-        assert size / 1.5 <= f[name].value <= size * 1.5
-    assert f["prefetch_benefit"].value == pytest.approx(1 / 0.3, rel=0.1)
+    sizes = size_grid(1024, 128 << 20, 4)
+    pts = _points(_steps(levels), sizes)
+    # one-sample outliers inside the L2 and L3 levels (n=1: no CI, no conclusion)
+    for s in (300 << 10, 310 << 10, 320 << 10, 5 << 20, 5200 << 10, 5400 << 10):
+        pts.append(_point("random", s, 60.0, n=1))
+    a = _analyze(pts)
+    assert a["l2"].value == pytest.approx(5.0, rel=0.05)
+    assert a["l3"].value == pytest.approx(20.0, rel=0.05)
+    assert len([d for d in a["l2"].details if d["unit"] == "ns"]) == 1
+    for ans in a.values():
+        assert not any("size_bytes=307200" in k for k in ans.evidence)
+
+
+def test_no_cache_sizes_reported():
+    levels = [(48 << 10, 1.5), (1 << 40, 90.0)]
+    a = _analyze(_points(_steps(levels), size_grid(1024, 1 << 20, 4)), machine={"caches": []})
+    assert a["l1d"].verdict == "not_measured" and "reports no L1d" in a["l1d"].because
+    assert a["memory"].verdict == "not_measured"
+
+
+def test_refine_measures_huge_pages_around_unexplained_knees_only():
+    exp = get_experiment("latency")
+    params = exp.resolve("quick")
+    data = RunData("latency", params, AMD_MACHINE, _tlb_knee_points(with_huge=False))
+    extra = exp.refine(data, params, AMD_MACHINE)
+    huge = sorted({p.params["size_bytes"] for p in extra if p.params["pages"] == "thp"})
+    assert huge, "no huge-page points around the 539K knee"
+    assert all(p.arm == "random" for p in extra if p.params["pages"] == "thp")
+    # around the 539K knee (and the 1-6M knee, which no cache explains either)
+    assert any(400 << 10 <= s <= 700 << 10 for s in huge)
+    # not around the L1d knee (32K) nor the L2 knee (1M): caches explain them
+    assert not any(s < 300 << 10 for s in huge)
+    assert not any(768 << 10 <= s <= 1400 << 10 for s in huge)
+    # with huge pages swept, or refine off, no extra huge-page points
+    params_thp = dict(params, pages=["4k", "thp"])
+    assert not [p for p in exp.refine(data, params_thp, AMD_MACHINE)
+                if p.params["pages"] == "thp"]
+    assert exp.refine(data, dict(params, refine=False), AMD_MACHINE) == []
 
 
 def test_plot_shows_every_sample_the_cache_bands_and_the_knees():
+    """The plot reads the answers: a line at each capacity answer's knee,
+    dashed lines at the TLB knees of latency.tlb_reach (no finding ids)."""
     from plot_checks import band_span, figure_summary
 
-    from memfx.plots import figure_for
+    from memfx.plots import figure_for, latency_marks
     exp = get_experiment("latency")
     levels = [(48 << 10, 1.5), (2 << 20, 5.0), (32 << 20, 20.0), (1 << 40, 90.0)]
-    params = exp.resolve("full")
-    params["pages"] = ["4k"]
-    pts = _synthetic_points(levels, size_grid(1024, 256 << 20, 4))
-    found = exp.analyze(RunData("latency", params, MACHINE, pts))
-    doc = {"experiment": "latency", "run_id": "x", "machine": MACHINE, "params": params,
-           "points": pts, "findings": [f.as_dict() for f in found]}
+    pts = _points(_steps(levels), size_grid(1024, 256 << 20, 4))
+    a = _analyze(pts)
+    answers = [a[q.id.split(".", 1)[1]].as_dict(q) for q in exp.questions]
+    doc = {"experiment": "latency", "run_id": "x", "machine": MACHINE,
+           "params": {"pages": ["4k"]}, "points": pts, "answers": answers, "findings": []}
     (ax,) = figure_summary(figure_for(doc))
     assert sorted(ax["curve_labels"]) == ["random", "sequential"]
     assert all(len(c.get_xdata()) == len(pts) // 2 for c in ax["curves"])
@@ -134,23 +352,32 @@ def test_plot_shows_every_sample_the_cache_bands_and_the_knees():
     # the data and unified caches sysfs reports, each a shaded band up to its size
     assert [t for t in ax["texts"] if t.endswith("(sysfs)")] == [
         "L1d 48KB (sysfs)", "L2 2MB (sysfs)", "L3 32MB (sysfs)"]
-    assert len(ax["bands"]) == 3
     assert [band_span(b)[1] for b in ax["bands"]] == [48 << 10, 2 << 20, 32 << 20]
     assert band_span(ax["bands"][0])[0] == 1024                  # the first from the smallest size
-    knees = [f for f in doc["findings"] if f["id"].startswith("knee") and f["verdict"] == "detected"]
-    assert len([t for t in ax["texts"] if t.startswith(" knee")]) == len(knees) == 3
+    # one mark per capacity answer, at its value
+    ends = [t for t in ax["texts"] if " ends ~" in t]
+    assert [t.split()[0] for t in ends] == ["L1d", "L2", "L3"]
+    assert len(latency_marks(answers)) == 3
 
 
-def test_analysis_says_when_a_reported_cache_shows_no_step():
+def test_plot_marks_tlb_knees_and_draws_each_page_size():
+    from plot_checks import figure_summary
+
+    from memfx.plots import figure_for, latency_marks
     exp = get_experiment("latency")
-    # an L3 that the OS reports but that behaves like memory (as in some VMs)
-    levels = [(48 << 10, 1.5), (2 << 20, 5.0), (1 << 40, 90.0)]
-    params = exp.resolve("full")
-    params["pages"] = ["4k"]
-    data = RunData("latency", params, MACHINE, _synthetic_points(levels, size_grid(1024, 256 << 20, 4)))
-    f = {x.id: x for x in exp.analyze(data)}
-    assert f["knee_l3"].verdict == "not_detected"
-    assert f["knee_l2"].verdict == "detected"
+    a = _analyze(_tlb_knee_points(with_huge=True), machine=AMD_MACHINE, pages=("4k", "thp"))
+    answers = [a[q.id.split(".", 1)[1]].as_dict(q) for q in exp.questions]
+    marks = latency_marks(answers)
+    assert any(label.startswith("L2 ends") and style == "-" for _, label, style in marks)
+    tlb = [size for size, label, style in marks if label.startswith("TLB knee") and style == "--"]
+    assert tlb == [answers[7]["value"]]                        # latency.tlb_reach's knee
+    # a quick run's params say 4k only, yet it may hold huge-page points: a curve each
+    doc = {"experiment": "latency", "run_id": "r", "params": {"pages": ["4k"]},
+           "machine": AMD_MACHINE, "answers": answers, "findings": [],
+           "points": _tlb_knee_points(with_huge=True)}
+    (ax,) = figure_summary(figure_for(doc))
+    assert sorted(ax["curve_labels"]) == ["random 4k", "random thp", "sequential 4k",
+                                          "sequential thp"]
 
 
 def _sample(length, ns, arm="random", size=4096):

@@ -101,17 +101,36 @@ def curve_plot(doc, ax, x_key, series_key=None, log_y=False, size_x=True, ylabel
 
 @plotter("latency")
 def plot_latency(doc, fig):
+    """Random and sequential chase per page size; the capacity answers'
+    knees (solid) and the TLB knees of latency.tlb_reach (dashed) marked."""
     ax = fig.add_subplot(1, 1, 1)
-    pages = doc["params"].get("pages", ["4k"])
+    # by the points, not the params: a quick run adds huge-page points
+    # around the knees no cache explains
+    pages = {p["params"].get("pages") for p in doc["points"]}
     curve_plot(doc, ax, "size_bytes", series_key="pages" if len(pages) > 1 else None, log_y=True,
                ylabel="ns per dependent load (log)")
     ax.set_xlabel("working set (bytes)")
-    for f in doc["findings"]:
-        if f["id"].startswith("knee") and f["verdict"] == "detected" and f.get("value"):
-            ax.axvline(f["value"], color="red", lw=1, alpha=0.6)
-            ax.text(f["value"], 0.02, f" knee {format_size(f['value'])}", color="red", fontsize=7,
-                    transform=ax.get_xaxis_transform(), rotation=90, va="bottom")
+    for size, label, style in latency_marks(doc.get("answers") or []):
+        ax.axvline(size, color="red", lw=1, alpha=0.6, ls=style)
+        ax.text(size, 0.02, f" {label}", color="red", fontsize=7,
+                transform=ax.get_xaxis_transform(), rotation=90, va="bottom")
     ax.set_title(_title(doc))
+
+
+def latency_marks(answers):
+    """(size, label, line style) for each knee the latency answers name:
+    the capacity answers' values and the TLB knees among tlb_reach's details."""
+    marks = []
+    for a in answers:
+        q = a.get("question", "")
+        if q.endswith("_capacity") and a.get("value") and a.get("verdict") != "not_measured":
+            name = q.split(".", 1)[1][:-len("_capacity")].upper().replace("D", "d")
+            marks.append((a["value"], f"{name} ends ~{format_size(a['value'])}", "-"))
+        elif q == "latency.tlb_reach":
+            marks.extend((d["value"], f"TLB knee {format_size(d['value'])}", "--")
+                         for d in a.get("details") or []
+                         if d.get("verdict") == "tlb" and d.get("value"))
+    return marks
 
 
 def _title(doc):

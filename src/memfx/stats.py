@@ -307,6 +307,11 @@ class Level:
     log2(size)); ``knee_low`` is the last size clearly on this plateau and
     ``knee_high`` the first size clearly on the next one. ``ramp_sizes`` are
     the sizes between the two plateaus, assigned to neither.
+    ``spread``: robust scatter of the plateau's points around its trend
+    (ln units, ~ relative); ``flat``: the level passed the plateau test (at
+    least ``min_points`` sizes, low slope, low spread) -- only the last
+    level of a curve can be kept without passing it, as the level the
+    previous knee leads to.
     """
 
     latency_ns: float
@@ -317,6 +322,8 @@ class Level:
     knee_low: Optional[int] = None
     knee_high: Optional[int] = None
     ramp_sizes: Tuple[int, ...] = ()
+    spread: float = 0.0
+    flat: bool = True
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -433,8 +440,52 @@ def _slope(x: np.ndarray, y: np.ndarray) -> float:
     return float(dx @ (y - y.mean()) / (dx @ dx))
 
 
-def _is_plateau(x, y, g, min_points: int, max_rise: float) -> bool:
-    return g.size >= min_points and abs(_slope(x[g], y[g])) <= max_rise
+def _spread(x: np.ndarray, y: np.ndarray, g: np.ndarray) -> float:
+    """Robust scatter (MAD as sigma, ln units) of the points ``g`` around
+    their least-squares line: small on a plateau (flat or slowly rising),
+    large on a mixture whose points jump between two levels."""
+    if g.size < 3:
+        return 0.0
+    xs, ys = x[g], y[g]
+    res = ys - ys.mean() - _slope(xs, ys) * (xs - xs.mean())
+    # about zero, not about the residuals' median: with three points the
+    # median-centred MAD of a zig-zag is (nearly) zero
+    return float(MAD_TO_SIGMA * np.median(np.abs(res)))
+
+
+def _is_plateau(x, y, g, min_points: int, max_rise: float, max_spread: float) -> bool:
+    return (g.size >= min_points and abs(_slope(x[g], y[g])) <= max_rise
+            and _spread(x, y, g) <= max_spread)
+
+
+def _is_flat_run(x, y, g, min_points: int, width: float, max_rise: float) -> bool:
+    """At least ``min_points`` consecutive points within ``width`` (ln units)
+    of each other whose fitted slope is at most ``max_rise`` per doubling."""
+    return (g.size >= min_points and float(np.ptp(y[g])) <= width
+            and abs(_slope(x[g], y[g])) <= max_rise)
+
+
+def _flat_runs(x, y, g, min_points: int, width: float, max_rise: float) -> List[np.ndarray]:
+    """Flat runs (see _is_flat_run) of consecutive points of ``g``: plateaus
+    inside a stretch the segmentation took for a ramp (a short cache level
+    between two transitions). Longest run first, then recursively on both
+    sides."""
+    if g.size < min_points:
+        return []
+    best = (0, 0)
+    for i in range(g.size - min_points + 1):
+        j = i + min_points
+        if not _is_flat_run(x, y, g[i:j], min_points, width, max_rise):
+            continue
+        while j < g.size and _is_flat_run(x, y, g[i:j + 1], min_points, width, max_rise):
+            j += 1
+        if j - i > best[1] - best[0]:
+            best = (i, j)
+    i, j = best
+    if j - i < min_points:
+        return []
+    return (_flat_runs(x, y, g[:i], min_points, width, max_rise) + [g[i:j]]
+            + _flat_runs(x, y, g[j:], min_points, width, max_rise))
 
 
 def _lean(x: np.ndarray, y: np.ndarray, rest: np.ndarray, k: int) -> float:
@@ -477,8 +528,8 @@ def _knee_x(x, y, lo: int, hi: int, y_lo: float, y_hi: float) -> float:
 
 
 def find_levels(sizes_bytes: Sequence[float], latencies_ns: Sequence[float],
-                min_jump: float = 0.25, min_points: int = 2,
-                max_slope: float = 0.25,
+                min_jump: float = 0.25, min_points: int = 3,
+                max_slope: float = 0.35, max_spread: Optional[float] = None,
                 penalty: Optional[float] = None) -> List[Level]:
     """Plateaus (cache levels) of a latency-vs-working-set curve.
 
@@ -497,11 +548,17 @@ def find_levels(sizes_bytes: Sequence[float], latencies_ns: Sequence[float],
        ``min_jump`` are merged (the step is judged both from their medians
        and after removing a shared trend, so a plateau that rises slowly is
        not cut into stairs);
-    3. a segment is a plateau when it has at least ``min_points`` points and
-       its fitted slope is at most ``max_slope`` (relative latency rise per
-       doubling of size); the last segment is always a level. Other
-       segments are ramps: their points belong to no level and are listed
-       in the earlier level's ``ramp_sizes``;
+    3. a segment is a plateau when it has at least ``min_points`` points, its
+       fitted slope is at most ``max_slope`` (relative latency rise per
+       doubling of size) and the robust scatter of its points around that
+       slope is at most ``max_spread`` (default: half of ``min_jump`` or
+       three times the noise, whichever is larger) -- a mixture whose points
+       jump between two levels is not a level; the last segment is always a
+       level (``flat`` says whether it passed). Inside the other segments
+       (ramps), runs of at least ``min_points`` consecutive sizes within
+       ``min_jump`` of each other are plateaus too (a short level between
+       two transitions); the remaining points belong to no level and are
+       listed in the earlier level's ``ramp_sizes``;
     4. plateaus closer than ``min_jump`` once ramps are dropped are merged;
        edge points that lean off their plateau's trend towards the
        neighbouring level (by more than half of ``min_jump`` or three times
@@ -517,14 +574,26 @@ def find_levels(sizes_bytes: Sequence[float], latencies_ns: Sequence[float],
     pen = _default_penalty(y) if penalty is None else float(penalty)
     segs = _merge_close(x, y, _segment(y, pen), jump)
     max_rise = math.log1p(max_slope)
-    plateaus = [g for i, g in enumerate(segs)
-                if i == len(segs) - 1 or _is_plateau(x, y, g, min_points, max_rise)]
-    plateaus = _merge_close(x, y, plateaus, jump, contiguous=False)
     band = max(jump / 2.0, 3.0 * _noise_sigma(y))
-    return _build_levels(sizes, x, y, lat, _trim_edges(x, y, plateaus, band))
+    spread_limit = band if max_spread is None else float(max_spread)
+    plateaus = []
+    for i, g in enumerate(segs):
+        if _is_plateau(x, y, g, min_points, max_rise, spread_limit):
+            plateaus.append(g)
+        elif i == len(segs) - 1:
+            # the last segment: its flat runs are levels; when it has none it
+            # stays the (unflat) level that the previous knee leads to
+            runs = _flat_runs(x, y, g, min_points, jump, max_rise)
+            plateaus.extend(runs if runs and runs[-1][-1] == g[-1] else runs + [g])
+        else:
+            plateaus.extend(_flat_runs(x, y, g, min_points, jump, max_rise))
+    plateaus = _merge_close(x, y, plateaus, jump, contiguous=False)
+    flat = [_is_plateau(x, y, g, min_points, max_rise, spread_limit)
+            or _is_flat_run(x, y, g, min_points, jump, max_rise) for g in plateaus]
+    return _build_levels(sizes, x, y, lat, _trim_edges(x, y, plateaus, band), flat)
 
 
-def _build_levels(sizes, x, y, lat, plateaus) -> List[Level]:
+def _build_levels(sizes, x, y, lat, plateaus, flat) -> List[Level]:
     meds = [float(np.median(lat[g])) for g in plateaus]
     levels = []
     for i, g in enumerate(plateaus):
@@ -540,5 +609,5 @@ def _build_levels(sizes, x, y, lat, plateaus) -> List[Level]:
         levels.append(Level(latency_ns=meds[i], first_size=_as_size(sizes[first]),
                             last_size=_as_size(sizes[last]), n_points=int(g.size),
                             knee_size=knee, knee_low=low, knee_high=high,
-                            ramp_sizes=ramp))
+                            ramp_sizes=ramp, spread=_spread(x, y, g), flat=bool(flat[i])))
     return levels

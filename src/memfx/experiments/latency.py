@@ -11,10 +11,14 @@ Arms
               hardware prefetchers cannot guess the next line
   sequential  the elements are chained in address order (prefetch-friendly)
 
-Analysis: plateaus and knees of the random curve (stats.find_levels), each
-matched to a cache size that sysfs reports; knees with no cache nearby are
-reported as TLB reach when the 4 KiB curve shows them and the huge-page
-curve does not.
+Analysis (declared questions latency.*): plateaus and knees of the random
+curve (stats.find_levels). A flat plateau (>= 3 consecutive sizes of low
+spread) belongs to the smallest reported cache whose size its last point lies
+within; the first plateau under a cache gives that cache's latency. A knee is
+a cache's capacity only within +-25 % of the size sysfs reports, and TLB reach
+only when the huge-page curve lacks it (the quick preset measures huge pages
+around each knee no cache explains); otherwise the level's end is reported as
+its effective capacity, next to the size sysfs reports.
 """
 from __future__ import annotations
 
@@ -23,13 +27,78 @@ import math
 import numpy as np
 
 from .. import stats
+from ..answers import (LOWER, NEITHER, NOT_MEASURED, Answer, Question, effect, evidence_keys,
+                       measured, not_measured, point_key, pooled_values)
 from ..errors import ParamError
-from ..findings import DETECTED, MEASURED, NOT_DETECTED, Finding, effect_verdict
+from ..findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED
 from ..units import format_size
 from .base import Experiment, Param, Point, Region, Trial, register
 
-# A knee within this factor of a reported cache size is taken to be that cache.
-KNEE_MATCH_FACTOR = 2.0
+# A knee is a cache's capacity only within +-25 % of the size the OS reports
+# (issue 9: a factor of 2 let a 539K TLB knee "match" a 1M L2).
+CACHE_MATCH_TOLERANCE = 0.25
+# Working sets of 1.5x to 3x the largest reported cache are taken to be served
+# from memory; a fixed window, so a quick run (to 2x) and a full run (to 4x)
+# answer the same question.
+MEMORY_FROM, MEMORY_TO = 1.5, 3.0
+# Nothing is concluded from a point with fewer samples.
+MIN_POINT_SAMPLES = 3
+# A huge-page point is evidence about huge pages only when the kernel backed
+# at least this share of its buffer with huge pages.
+MIN_HUGE_PAGE_SHARE = 0.5
+# The huge-page curve "lacks" a knee when its step across the same two sizes
+# is less than this share of the 4 KiB step (in log terms).
+TLB_STEP_SHARE = 0.5
+
+ESTIMATOR = ("median of per-sample ns per load (longest run length) pooled over the points; "
+             "points with >= 3 samples only")
+KNEE_ESTIMATOR = ("knee: where ln(latency) crosses the midpoint between two plateaus "
+                  "(stats.find_levels); CI = last size on the plateau .. first size on the next")
+
+
+def _question(name, asks, unit, decides, better):
+    return Question(f"latency.{name}", asks, unit, "004", decides, better)
+
+
+# question name, and the cache in words, of each cache level the OS may report
+CACHE_LEVELS = (("l1d", "L1 data cache"), ("l2", "L2 cache"), ("l3", "L3 cache"))
+
+
+def _latency_question(name, label):
+    return _question(name, f"Load-to-use latency of the {label} (random pointer chase)?", "ns",
+                     f"median of the samples on the first flat plateau (>= 3 consecutive sizes "
+                     f"of low spread) whose last size lies within the {label} size the OS "
+                     f"reports", LOWER)
+
+
+def _capacity_question(name, label):
+    return _question(f"{name}_capacity",
+                     f"Effective capacity of the {label}, vs the size the OS reports?", "bytes",
+                     f"the knee that ends the {label} plateau (TLB knees skipped): within "
+                     f"+-25 % of the size sysfs reports = as reported, else the effective "
+                     f"capacity", NEITHER)
+
+
+QUESTIONS = (
+    *(_latency_question(name, label) for name, label in CACHE_LEVELS),
+    _question("memory", "Load-to-use latency of memory (random chase beyond every cache)?", "ns",
+              f"median of the samples at working sets of {MEMORY_FROM:g}-{MEMORY_TO:g}x the "
+              f"largest cache the OS reports", LOWER),
+    *(_capacity_question(name, label) for name, label in CACHE_LEVELS),
+    _question("tlb_reach", "Working set where 4 KiB pages start to cost TLB misses "
+                           "(a knee the huge-page curve lacks)?", "bytes",
+              "smallest knee of the 4 KiB random curve across which the huge-page curve rises "
+              "by less than half as much (log scale) and stays below the 4 KiB curve after it",
+              NEITHER),
+    _question("huge_page_benefit", "How much slower is a random chase in memory with 4 KiB "
+                                   "pages than with transparent huge pages?", "x",
+              f"ratio of medians 4k/thp at the largest working set measured with both, "
+              f">= {MEMORY_FROM:g}x the largest cache; verdict by effect_min", NEITHER),
+    _question("prefetch_benefit", "How much faster is a sequential chase than a random one in "
+                                  "memory (hardware prefetch)?", "x",
+              f"ratio of medians random/sequential at the largest working set, >= "
+              f"{MEMORY_FROM:g}x the largest cache; verdict by effect_min", NEITHER),
+)
 
 
 def chain_links(order):
@@ -157,25 +226,42 @@ class Latency(Experiment):
                 for arm in self.arms]
 
     def refine(self, data, params, machine):
-        """Fine steps (8 per octave) across each knee of the random curves."""
+        """After the first pass: fine steps (8 per octave) across each knee of
+        the random curves, and -- when huge pages are not swept -- the random
+        chase with huge pages at the sizes around each knee no reported cache
+        size explains, so the analysis can tell a cache from a TLB knee."""
         if not params["refine"]:
             return []
+        caches = reported_caches(machine)
         extra = []
         for pg in params["pages"]:
-            pts = sorted(data.select("random", pages=pg), key=lambda p: p["params"]["size_bytes"])
-            pts = [p for p in pts if p["median"]]
+            pts = chase_curve(data, pg)
             if len(pts) < 4:
                 continue
-            levels = stats.find_levels([p["params"]["size_bytes"] for p in pts],
-                                       [p["median"] for p in pts])
             have = {p["params"]["size_bytes"] for p in pts}
+            levels = curve_levels(pts)
             for lv in levels[:-1]:
                 lo, hi = lv.knee_low or lv.last_size, lv.knee_high or lv.last_size * 2
                 for s in size_grid(lo, hi, 8)[1:-1][:6]:
                     if s not in have:
                         extra += [Point(arm, {"size_bytes": s, "pages": pg, "npad": params["npad"]})
                                   for arm in self.arms]
-        return extra
+            if pg != "4k" or "thp" in params["pages"]:
+                continue
+            sizes = [p["params"]["size_bytes"] for p in pts]
+            for lv in levels[:-1]:
+                if lv.knee_size is None or matching_cache(caches, lv.knee_size) is not None:
+                    continue
+                # the last two sizes of the plateau, the ramp, the first two
+                # of the next one (the fine steps may move the knee inside)
+                lo, hi = sizes.index(lv.knee_low), sizes.index(lv.knee_high)
+                for s in sizes[max(0, lo - 1):hi + 2]:
+                    extra.append(Point("random", {"size_bytes": s, "pages": "thp",
+                                                  "npad": params["npad"]}))
+        unique = {}
+        for p in extra:
+            unique.setdefault((p.arm, tuple(sorted(p.params.items()))), p)
+        return list(unique.values())
 
     # -- one trial --
     def prepare(self, point, params, lab):
@@ -207,118 +293,378 @@ class Latency(Experiment):
                 raise AssertionError(f"pointer chain of {n} elements is not a single cycle")
 
     # -- analysis --
+    questions = QUESTIONS
+
     def analyze(self, data):
-        caches = [c for c in data.machine.get("caches", []) if c.get("type") in ("Data", "Unified")]
-        findings = []
-        curves = {}
-        for pg in data.params.get("pages", ["4k"]):
-            pts = sorted((p for p in data.select("random", pages=pg) if p["median"]),
-                         key=lambda p: p["params"]["size_bytes"])
-            if len(pts) < 3:
-                continue
-            levels = stats.find_levels([p["params"]["size_bytes"] for p in pts],
-                                       [p["median"] for p in pts])
-            curves[pg] = (pts, levels)
-        if not curves:
-            return findings
-        main_pg = "4k" if "4k" in curves else next(iter(curves))
-        pts, levels = curves[main_pg]
-        other_knees = None          # knees of the huge-page curve, when measured
-        for pg, (_, lv) in curves.items():
-            if pg != main_pg:
-                other_knees = [x.knee_size for x in lv[:-1] if x.knee_size]
-        matched = set()
-        for i, lv in enumerate(levels):
-            in_level = [p for p in pts if lv.first_size <= p["params"]["size_bytes"] <= lv.last_size]
-            pooled = np.concatenate([np.asarray(p["values"], float) for p in in_level]) \
-                if in_level else np.array([lv.latency_ns])
-            lo, hi = stats.bootstrap_ci(pooled)
-            cyc = [p["cycles_est"] for p in in_level if p.get("cycles_est")]
-            name = f"level {i + 1}" if i < len(levels) - 1 else f"level {i + 1} (last: memory)"
-            findings.append(Finding(
-                id=f"level{i + 1}_latency", claim=f"Load-to-use latency, {name}, random chase ({main_pg} pages)",
-                verdict=MEASURED, value=float(np.median(pooled)), unit="ns", ci_low=lo, ci_high=hi,
-                evidence={"first_size": lv.first_size, "last_size": lv.last_size,
-                          "points": len(in_level), "cycles_est": float(np.median(cyc)) if cyc else None},
-                seed="004", experiment=self.name))
-            if i == len(levels) - 1 or not lv.knee_size:
-                continue
-            knee = lv.knee_size
-            cache = _nearest_cache(caches, knee)
-            evidence = {"knee_bytes": knee, "knee_low": lv.knee_low, "knee_high": lv.knee_high,
-                        "latency_before_ns": lv.latency_ns, "latency_after_ns": levels[i + 1].latency_ns}
-            # A step that the huge-page curve does not show is a page-walk /
-            # TLB-reach effect even when a cache size happens to be nearby.
-            tlb_only = other_knees is not None and not any(
-                abs(math.log2(knee / k)) < 1 for k in other_knees)
-            if tlb_only:
-                claim = f"Knee at {format_size(knee)} with 4 KiB pages only (absent with huge pages): TLB reach / page walks"
-                fid = f"knee_tlb_{i + 1}"
-            elif cache is not None:
-                matched.add(id(cache))
-                label = _cache_label(cache)
-                evidence.update(reported_bytes=cache["size_bytes"], reported=label)
-                claim = (f"Capacity knee at {format_size(knee)} matches {label} "
-                         f"({format_size(cache['size_bytes'])} per sysfs)")
-                fid = f"knee_{label.lower()}"
+        caches = reported_caches(data.machine)
+        main_pg = "4k" if chase_curve(data, "4k") else "thp"
+        pts = chase_curve(data, main_pg)
+        if not pts:
+            reason = (f"no random-chase point has >= {MIN_POINT_SAMPLES} samples: "
+                      f"nothing to conclude from")
+            return [not_measured(q, reason) for q in self.questions]
+        huge = [p for p in chase_curve(data, "thp") if huge_backed(p)] if main_pg == "4k" else []
+        levels = curve_levels(pts)
+        knees = [describe_knee(levels[i], levels[i + 1], pts, huge, caches, main_pg)
+                 for i in range(len(levels) - 1)]
+        owner = [owning_cache(lv, caches) for lv in levels]
+        out = []
+        for name, _ in CACHE_LEVELS:
+            label = "L1d" if name == "l1d" else name.upper()      # as _cache_label names it
+            out.extend(self._cache_answers(label, caches, pts, levels, knees, owner, main_pg))
+        out.append(self._memory_answer(caches, pts, huge, main_pg))
+        out.append(self._tlb_answer(knees, main_pg, bool(chase_curve(data, "thp"))))
+        out.append(self._huge_page_answer(data, caches, pts, huge, main_pg))
+        out.append(self._prefetch_answer(data, caches, pts, main_pg))
+        return out
+
+    def _cache_answers(self, label, caches, pts, levels, knees, owner, pg):
+        """latency.<cache> and latency.<cache>_capacity for one reported cache."""
+        q_lat = self.declared(label.lower())
+        q_cap = self.declared(label.lower() + "_capacity")
+        sizes = dict(caches)
+        if label not in sizes:
+            why = f"the OS reports no {label} cache"
+            return [not_measured(q_lat, why), not_measured(q_cap, why)]
+        cap = sizes[label]
+        below = max([s for name, s in caches if s < cap], default=0)
+        band = [p for p in pts if below < size_of(p) <= cap]
+        if not band:
+            why = (f"no working set between {format_size(below)} and {label} = {format_size(cap)} "
+                   f"was measured (the sweep covered {format_size(size_of(pts[0]))}"
+                   f"-{format_size(size_of(pts[-1]))})")
+            return [not_measured(q_lat, why), not_measured(q_cap, why)]
+        mine = [i for i, o in enumerate(owner) if o == label]
+        if not mine:
+            why = (f"no flat plateau (>= 3 consecutive sizes of low spread) between "
+                   f"{format_size(below)} and {label} = {format_size(cap)}: there the latency goes "
+                   f"from {point_ns(band[0]):.3g} to {point_ns(band[-1]):.3g} ns")
+            return [Answer(q_lat.id, INCONCLUSIVE, why), Answer(q_cap.id, INCONCLUSIVE, why)]
+        # the level's latency: its first plateau (later ones under the same
+        # reported size are steps of another cause: TLB reach, replacement)
+        first = levels[mine[0]]
+        on_level = level_points(pts, first)
+        pooled = pooled_values(on_level)
+        value = float(np.median(pooled))
+        cycles = median_cycles(on_level)
+        because = (f"{value:.3g} ns" + (f" (~{cycles:.0f} est. cycles)" if cycles else "")
+                   + f" on a flat plateau from {format_size(first.first_size)} to "
+                   f"{format_size(first.last_size)} ({len(on_level)} sizes, {pg} pages)")
+        if len(mine) > 1:
+            later = levels[mine[1]]
+            because += (f"; a further step to {later.latency_ns:.3g} ns from "
+                        f"{format_size(later.first_size)}, below the {format_size(cap)} sysfs reports")
+        details = [plateau_detail(levels[i], level_points(pts, levels[i])) for i in mine]
+        if cycles:
+            details.append({"label": "est. core cycles", "value": cycles, "unit": "cycles",
+                            "ci_low": None, "ci_high": None})
+        answer_lat = measured(q_lat, pooled, because, evidence=evidence_keys(on_level),
+                              details=details, estimator=ESTIMATOR)
+        return [answer_lat, self._capacity_answer(q_cap, label, cap, pts, levels, knees, owner,
+                                                  mine[0])]
+
+    def _capacity_answer(self, q, label, cap, pts, levels, knees, owner, start):
+        later = [i for i in range(start + 1, len(levels)) if owner[i] not in (None, label)]
+        stop = later[0] if later else len(levels) - 1
+        candidates = [knees[i] for i in range(start, stop)]
+        if not candidates:
+            return not_measured(q, f"the sweep ended at {format_size(size_of(pts[-1]))}, still on "
+                                   f"the {label} plateau: its end was not measured")
+        details = [dict(k["detail"]) for k in candidates]
+        details.append({"label": "size the OS reports (sysfs)", "value": cap, "unit": "bytes",
+                        "ci_low": None, "ci_high": None})
+        not_tlb = [k for k in candidates if k["kind"] != "tlb"]
+        if not not_tlb:
+            return Answer(q.id, INCONCLUSIVE,
+                          f"every step after the {label} plateau is one that huge pages lack "
+                          f"(TLB reach); no capacity knee", details=details)
+        matching = [k for k in not_tlb if k["cache"] == label]
+        # a knee that huge pages show too before one not measured with them
+        confirmed = [k for k in not_tlb if k["huge"] is not None]
+        k = (matching or confirmed or not_tlb)[0]
+        where = (f"latency rises from {k['before_ns']:.3g} to {k['after_ns']:.3g} ns between "
+                 f"{format_size(k['low'])} and {format_size(k['high'])}")
+        verdict = MEASURED
+        if matching:
+            because = (f"effective capacity ~= {format_size(k['size'])}, as the "
+                       f"{format_size(cap)} sysfs reports: {where}")
+        else:
+            because = (f"effective capacity ~= {format_size(k['size'])} (sysfs says "
+                       f"{format_size(cap)}): {where}")
+            if k["huge"] == "shows":
+                because += ", with huge pages too"
+            elif k["huge"] == "earlier":
+                because += "; huge pages are up there already (no TLB effect)"
+            elif k["huge"] is None and k["pages"] == "4k":
+                verdict = INCONCLUSIVE
+                others = [format_size(x["size"]) for x in not_tlb if x is not k]
+                because += ("; cache or TLB" + (f" (another step at {', '.join(others)})"
+                                                if others else "")
+                            + ": run with --set pages=4k,thp")
+        return Answer(q.id, verdict, because, value=k["size"], ci_low=k["low"], ci_high=k["high"],
+                      evidence=k["evidence"], details=details, estimator=KNEE_ESTIMATOR)
+
+    def _memory_answer(self, caches, pts, huge, pg):
+        q = self.declared("memory")
+        if not caches:
+            return not_measured(q, "the OS reports no cache sizes: which working sets lie beyond "
+                                   "every cache is unknown")
+        llc_label, llc = caches[-1]
+        lo, hi = MEMORY_FROM * llc, MEMORY_TO * llc
+        window = [p for p in pts if lo <= size_of(p) <= hi]
+        if not window:
+            return not_measured(q, f"no working set from {format_size(lo)} to {format_size(hi)} "
+                                   f"({MEMORY_FROM:g}-{MEMORY_TO:g}x the {llc_label} = "
+                                   f"{format_size(llc)} the OS reports) was measured (the sweep "
+                                   f"ended at {format_size(size_of(pts[-1]))})")
+        pooled = pooled_values(window)
+        value = float(np.median(pooled))
+        cycles = median_cycles(window)
+        because = (f"{value:.3g} ns" + (f" (~{cycles:.0f} est. cycles)" if cycles else "")
+                   + f" from {format_size(size_of(window[0]))} to {format_size(size_of(window[-1]))}"
+                   f" ({len(window)} sizes, {pg} pages"
+                   + (", page walks included)" if pg == "4k" else ")"))
+        details = [point_detail(p, f"{pg} {format_size(size_of(p))}")
+                   for p in pts if size_of(p) >= lo]
+        details += [point_detail(p, f"thp {format_size(size_of(p))}")
+                    for p in huge if size_of(p) >= lo]
+        return measured(q, pooled, because, evidence=evidence_keys(window), details=details,
+                        estimator=ESTIMATOR)
+
+    def _tlb_answer(self, knees, pg, huge_measured):
+        q = self.declared("tlb_reach")
+        if pg != "4k":
+            return not_measured(q, "no 4 KiB-page curve was measured to compare with huge pages")
+        if not knees:
+            return not_measured(q, "the 4 KiB curve shows no step between plateaus to attribute")
+        details = [dict(k["detail"]) for k in knees]
+        tlb = [k for k in knees if k["kind"] == "tlb"]
+        unknown = [k for k in knees if k["kind"] == "unknown"]
+        listed = ", ".join(format_size(k["size"]) for k in unknown)
+        if tlb:
+            k = tlb[0]
+            because = (f"a knee at {format_size(k['size'])} with 4 KiB pages ({k['before_ns']:.3g} -> "
+                       f"{k['after_ns']:.3g} ns) that huge pages lack (x{k['huge_step']:.2f} across "
+                       f"the same sizes)")
+            if len(tlb) > 1:
+                because += "; also at " + ", ".join(format_size(x["size"]) for x in tlb[1:])
+            return Answer(q.id, DETECTED, because, value=k["size"], ci_low=k["low"],
+                          ci_high=k["high"], evidence=k["evidence"], details=details,
+                          estimator=KNEE_ESTIMATOR)
+        if unknown:
+            because = (f"cache or TLB: the step(s) at {listed} match no reported cache size and "
+                       + ("were not measured with huge pages" if not huge_measured else
+                          "huge pages did not cover both sides (not measured there, or the "
+                          "kernel did not back those buffers with huge pages)")
+                       + ": run with --set pages=4k,thp")
+            if not huge_measured:
+                return Answer(q.id, NOT_MEASURED, because, details=details)
+            return Answer(q.id, INCONCLUSIVE, because, details=details)
+        return Answer(q.id, NOT_DETECTED,
+                      "no knee that huge pages lack: " + "; ".join(
+                          f"{format_size(k['size'])} is {k['kind']}" for k in knees),
+                      details=details)
+
+    def _huge_page_answer(self, data, caches, pts, huge, pg):
+        q = self.declared("huge_page_benefit")
+        if pg != "4k" or not chase_curve(data, "thp"):
+            return not_measured(q, "huge pages were not measured: run with --set pages=4k,thp")
+        if not caches:
+            return not_measured(q, "the OS reports no cache sizes: which working sets lie beyond "
+                                   "every cache is unknown")
+        if not huge:
+            return not_measured(q, f"the kernel backed less than {MIN_HUGE_PAGE_SHARE:.0%} of "
+                                   f"every huge-page buffer with huge pages (THP setting?)")
+        llc_label, llc = caches[-1]
+        both = sorted({size_of(p) for p in pts} & {size_of(p) for p in huge})
+        both = [s for s in both if s >= MEMORY_FROM * llc]
+        if not both:
+            return not_measured(q, f"no working set of {format_size(MEMORY_FROM * llc)} or more "
+                                   f"({MEMORY_FROM:g}x the {llc_label}) was measured with both "
+                                   f"page sizes: run with --set pages=4k,thp")
+        s = both[-1]
+        a = next(p for p in pts if size_of(p) == s)
+        b = next(p for p in huge if size_of(p) == s)
+        ratio = point_ns(a) / point_ns(b)
+        because = (f"{ratio:.2f}x slower with 4 KiB pages at {format_size(s)}: "
+                   f"{point_ns(a):.3g} vs {point_ns(b):.3g} ns")
+        return effect(q, a["values"], b["values"], because, evidence=evidence_keys([a, b]),
+                      details=[point_detail(a, f"4k {format_size(s)}"),
+                               point_detail(b, f"thp {format_size(s)}")],
+                      estimator="ratio of medians of per-sample ns per load (4k / thp)")
+
+    def _prefetch_answer(self, data, caches, pts, pg):
+        q = self.declared("prefetch_benefit")
+        if not caches:
+            return not_measured(q, "the OS reports no cache sizes: which working sets lie beyond "
+                                   "every cache is unknown")
+        llc_label, llc = caches[-1]
+        seq = {size_of(p): p for p in chase_curve(data, pg, arm="sequential")}
+        both = [p for p in pts if size_of(p) in seq and size_of(p) >= MEMORY_FROM * llc]
+        if not both:
+            return not_measured(q, f"no working set of {format_size(MEMORY_FROM * llc)} or more "
+                                   f"({MEMORY_FROM:g}x the {llc_label}) was measured in both orders")
+        a = both[-1]
+        b = seq[size_of(a)]
+        ratio = point_ns(a) / point_ns(b)
+        because = (f"a sequential chase is {ratio:.3g}x faster than a random one at "
+                   f"{format_size(size_of(a))}: {point_ns(b):.3g} vs {point_ns(a):.3g} ns ({pg} pages)")
+        return effect(q, a["values"], b["values"], because, evidence=evidence_keys([a, b]),
+                      details=[point_detail(a, f"random {format_size(size_of(a))}"),
+                               point_detail(b, f"sequential {format_size(size_of(b))}")],
+                      estimator="ratio of medians of per-sample ns per load (random / sequential)")
+
+
+# --------------------------------------------------------------------------
+# analysis helpers (pure functions of points)
+
+
+def size_of(point):
+    return point["params"]["size_bytes"]
+
+
+def usable(point):
+    """A point to conclude from: at least MIN_POINT_SAMPLES samples."""
+    values = point.get("values") or []
+    return (point.get("n") or 0) >= MIN_POINT_SAMPLES and len(values) >= MIN_POINT_SAMPLES
+
+
+def point_ns(point):
+    """The one per-point estimate every latency answer uses (ESTIMATOR)."""
+    return float(np.median(np.asarray(point["values"], float)))
+
+
+def chase_curve(data, pages, arm="random"):
+    """Usable points of one arm and page size, by size."""
+    return sorted((p for p in data.select(arm, pages=pages) if usable(p)), key=size_of)
+
+
+def huge_backed(point):
+    """A huge-page point is huge-page evidence only when the kernel backed
+    most of its buffer with huge pages (buffers under 2 MiB often are not)."""
+    share = (point.get("counters") or {}).get("huge_page_share")
+    return share is None or share >= MIN_HUGE_PAGE_SHARE
+
+
+def curve_levels(pts):
+    return stats.find_levels([size_of(p) for p in pts], [point_ns(p) for p in pts])
+
+
+def reported_caches(machine):
+    """[(label, bytes)] of the data and unified caches the OS reports, smallest first."""
+    out = {}
+    for c in machine.get("caches", []):
+        if c.get("type") in ("Data", "Unified") and c.get("size_bytes"):
+            out[_cache_label(c)] = int(c["size_bytes"])
+    return sorted(out.items(), key=lambda kv: kv[1])
+
+
+def matching_cache(caches, size):
+    """The reported cache whose size is within CACHE_MATCH_TOLERANCE of ``size``."""
+    for label, cap in caches:
+        if (1 - CACHE_MATCH_TOLERANCE) * cap <= size <= (1 + CACHE_MATCH_TOLERANCE) * cap:
+            return label
+    return None
+
+
+def owning_cache(level, caches):
+    """The cache a flat plateau belongs to: the smallest reported cache whose
+    size its last point lies within (None for a ramp, a mixture, or a plateau
+    beyond every cache)."""
+    if not level.flat:
+        return None
+    return next((label for label, cap in caches if level.last_size <= cap), None)
+
+
+def level_points(pts, level):
+    return [p for p in pts if level.first_size <= size_of(p) <= level.last_size]
+
+
+def median_cycles(points):
+    cyc = [p["cycles_est"] for p in points if p.get("cycles_est")]
+    return float(np.median(cyc)) if cyc else None
+
+
+def ns_at(points, size):
+    """Latency of a curve at ``size``: the point there, or log-log
+    interpolation between the neighbours on both sides when they are at
+    most an octave apart; None otherwise."""
+    lower = [p for p in points if size_of(p) <= size]
+    upper = [p for p in points if size_of(p) >= size]
+    if not lower or not upper:
+        return None
+    a, b = lower[-1], upper[0]
+    if size_of(a) == size_of(b):
+        return point_ns(a)
+    if size_of(b) > 2 * size_of(a):
+        return None
+    t = math.log(size / size_of(a)) / math.log(size_of(b) / size_of(a))
+    return math.exp((1 - t) * math.log(point_ns(a)) + t * math.log(point_ns(b)))
+
+
+def describe_knee(level, nxt, pts, huge, caches, pages):
+    """What the step from ``level`` to ``nxt`` is: 'tlb' when the huge-page
+    curve lacks it (it rises by less than TLB_STEP_SHARE of the 4 KiB step
+    across the same two sizes and stays below the 4 KiB curve after it), the
+    cache label when within +-25 % of a reported size, 'cache (no reported
+    size)' when huge pages show it too (or had stepped up already), else
+    'unknown' (not measured with huge pages)."""
+    low, high = level.knee_low, level.knee_high
+    before, after = ns_at(pts, low), ns_at(pts, high)
+    huge_step = huge_verdict = None
+    if huge and before and after and after > before:
+        h_before, h_after = ns_at(huge, low), ns_at(huge, high)
+        if h_before and h_after:
+            huge_step = h_after / h_before
+            step = math.log(after / before)
+            if math.log(huge_step) >= TLB_STEP_SHARE * step:
+                huge_verdict = "shows"
+            elif math.log(after / h_after) >= TLB_STEP_SHARE * step:
+                # huge pages stay low where 4 KiB pages step up: page walks
+                huge_verdict = "lacks"
             else:
-                near = min(caches, key=lambda c: abs(math.log2(knee / c["size_bytes"])), default=None)
-                claim = f"Knee at {format_size(knee)} matches no cache size the OS reports"
-                if near is not None:
-                    claim += (f" (nearest: {_cache_label(near)} = {format_size(near['size_bytes'])}, "
-                              f"{max(knee, near['size_bytes']) / min(knee, near['size_bytes']):.1f}x away)")
-                    evidence.update(nearest_reported=_cache_label(near),
-                                    nearest_reported_bytes=near["size_bytes"])
-                fid = f"knee_{i + 1}"
-            findings.append(Finding(id=fid, claim=claim, verdict=DETECTED, value=float(knee),
-                                    unit="bytes", ci_low=lv.knee_low, ci_high=lv.knee_high,
-                                    evidence=evidence, seed="004", experiment=self.name))
-        max_size = pts[-1]["params"]["size_bytes"]
-        for c in caches:
-            if id(c) in matched or c["size_bytes"] * 1.5 > max_size:
-                continue
-            label = _cache_label(c)
-            findings.append(Finding(
-                id=f"knee_{label.lower()}", verdict=NOT_DETECTED, value=float(c["size_bytes"]),
-                unit="bytes", claim=f"No latency step at {label} = {format_size(c['size_bytes'])} "
-                                    f"(the size sysfs reports)",
-                evidence={"reported_bytes": c["size_bytes"], "levels_found": len(levels)},
-                seed="004", experiment=self.name))
-        if "thp" in curves and main_pg == "4k":
-            big4k, bigthp = curves["4k"][0][-1], curves["thp"][0][-1]
-            if big4k["params"]["size_bytes"] == bigthp["params"]["size_bytes"] and bigthp["median"]:
-                r = stats.ratio_of_medians(big4k["values"], bigthp["values"])
-                findings.append(Finding(
-                    id="huge_page_benefit",
-                    claim=f"Random loads at {format_size(big4k['params']['size_bytes'])}: 4 KiB pages vs "
-                          f"transparent huge pages (x slower with 4 KiB pages)",
-                    verdict=effect_verdict(r["ratio"], r["ci_low"], r["ci_high"], r["n_a"], r["n_b"]),
-                    value=r["ratio"], unit="x", ci_low=r["ci_low"], ci_high=r["ci_high"],
-                    evidence={"ns_4k": big4k["median"], "ns_thp": bigthp["median"],
-                              "huge_page_share": bigthp.get("counters", {}).get("huge_page_share")},
-                    seed="004", experiment=self.name))
-        seq = sorted((p for p in data.select("sequential", pages=main_pg) if p["median"]),
-                     key=lambda p: p["params"]["size_bytes"])
-        if seq and pts:
-            big_r, big_s = pts[-1], seq[-1]
-            findings.append(Finding(
-                id="prefetch_benefit", claim="Sequential chase vs random at the largest working set "
-                                             "(hardware prefetch benefit, x faster)",
-                verdict=MEASURED, value=big_r["median"] / big_s["median"] if big_s["median"] else None,
-                unit="x", evidence={"size_bytes": big_r["params"]["size_bytes"],
-                                    "random_ns": big_r["median"], "sequential_ns": big_s["median"]},
-                seed="004", experiment=self.name))
-        return findings
+                # huge pages were already up here: their curve stepped at a
+                # smaller size, so this step is no page-size effect either
+                huge_verdict = "earlier"
+    cache = matching_cache(caches, level.knee_size)
+    if huge_verdict == "lacks":
+        kind = "tlb"
+    elif cache:
+        kind = cache
+    elif huge_verdict in ("shows", "earlier"):
+        kind = "cache (no reported size)"
+    else:
+        kind = "unknown"
+    evidence = evidence_keys([p for p in pts if low <= size_of(p) <= high])
+    detail = {"label": f"knee at {format_size(level.knee_size)}", "value": level.knee_size,
+              "unit": "bytes", "ci_low": low, "ci_high": high, "verdict": kind,
+              "before_ns": level.latency_ns, "after_ns": nxt.latency_ns,
+              "step_4k": (after / before) if before and after else None,
+              "step_huge_pages": huge_step, "matches_cache": cache, "points": evidence}
+    return {"size": level.knee_size, "low": low, "high": high, "kind": kind, "cache": cache,
+            "huge": huge_verdict, "huge_step": huge_step, "before_ns": level.latency_ns,
+            "after_ns": nxt.latency_ns, "pages": pages, "evidence": evidence, "detail": detail}
+
+
+def plateau_detail(level, points):
+    pooled = pooled_values(points)
+    lo = hi = None
+    if pooled.size >= MIN_POINT_SAMPLES:
+        lo, hi = stats.bootstrap_ci(pooled)
+    return {"label": f"plateau {format_size(level.first_size)}-{format_size(level.last_size)}",
+            "value": float(np.median(pooled)), "unit": "ns", "ci_low": lo, "ci_high": hi,
+            "first_size": level.first_size, "last_size": level.last_size,
+            "sizes": len(points), "spread": level.spread, "cycles_est": median_cycles(points),
+            "points": evidence_keys(points)}
+
+
+def point_detail(point, label):
+    vals = np.asarray(point["values"], float)
+    lo, hi = stats.bootstrap_ci(vals) if vals.size >= MIN_POINT_SAMPLES else (None, None)
+    return {"label": label, "value": point_ns(point), "unit": "ns", "ci_low": lo, "ci_high": hi,
+            "n": int(vals.size), "cycles_est": point.get("cycles_est"),
+            "points": [point_key(point)]}
 
 
 def _cache_label(c):
     return f"L{c['level']}" + ("d" if c.get("type") == "Data" else "")
-
-
-def _nearest_cache(caches, size):
-    best = None
-    for c in caches:
-        r = abs(math.log2(size / c["size_bytes"]))
-        if r <= math.log2(KNEE_MATCH_FACTOR) and (best is None or r < best[0]):
-            best = (r, c)
-    return best[1] if best else None
