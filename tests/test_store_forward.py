@@ -268,17 +268,6 @@ def run_data(points, machine=None):
                    points, [])
 
 
-def test_split_levels_flat_and_planted():
-    rng = np.random.default_rng(1)
-    flat = 7 * (1 + 0.05 * rng.standard_normal(64))
-    mask, cut, ratio = sf.split_levels(flat)
-    assert not mask.any() and cut is None and ratio < sf.FAIL_RATIO
-    planted = flat.copy()
-    planted[17:30] *= 3
-    mask, cut, ratio = sf.split_levels(planted)
-    assert np.flatnonzero(mask).tolist() == list(range(17, 30)) and ratio > 2.5
-
-
 def answers_of(data):
     return {a.question.split(".", 1)[1]: a for a in get_experiment("store-forward").analyze(data)}
 

@@ -204,52 +204,6 @@ def simulate_two_stores(memory, second, offset, value, count):
 
 # ---- analysis helpers (pure) ---------------------------------------------
 
-def split_levels(values, min_ratio=FAIL_RATIO):
-    """Split latencies into a fast and a slow level (optimal two-group split of
-    log latency).  Returns (slow_mask, threshold, ratio): ratio = median(slow)
-    / median(fast); when it is below `min_ratio` (one level only: flat data)
-    the mask is all False and threshold None."""
-    v = np.asarray(values, dtype=float)
-    mask = np.zeros(v.size, dtype=bool)
-    ok = np.isfinite(v) & (v > 0)
-    if ok.sum() < 3:
-        return mask, None, 1.0
-    idx = np.flatnonzero(ok)
-    order = idx[np.argsort(v[idx])]
-    y = np.log(v[order])
-    best = None
-    for k in range(1, y.size):
-        cost = ((y[:k] - y[:k].mean()) ** 2).sum() + ((y[k:] - y[k:].mean()) ** 2).sum()
-        if best is None or cost < best[0]:
-            best = (cost, k)
-    k = best[1]
-    fast, slow = v[order[:k]], v[order[k:]]
-    ratio = float(np.median(slow) / np.median(fast))
-    if ratio < min_ratio:
-        return mask, None, ratio
-    cut = float(np.sqrt(fast.max() * slow.min()))
-    mask[order[k:]] = True
-    return mask, cut, ratio
-
-
-def classify(points, value_key="median"):
-    """Points (dicts with value_key, ci_low) -> (failing, forwarding, cut,
-    ratio).  A point fails when it is on the slow level and its CI lies
-    above the cut between the levels; slow points whose CI reaches below the
-    cut are left out of both lists (uncertain)."""
-    vals = [p.get(value_key) for p in points]
-    mask, cut, ratio = split_levels([np.nan if v is None else v for v in vals])
-    failing, forwarding = [], []
-    for p, slow in zip(points, mask):
-        if p.get(value_key) is None:
-            continue
-        if not slow:
-            forwarding.append(p)
-        elif p.get("ci_low") is None or p["ci_low"] > cut:
-            failing.append(p)
-    return failing, forwarding, cut, ratio
-
-
 def as_ranges(sizes):
     """[3, 5, 6, 7, 9] -> '3, 5-7, 9'."""
     out, run = [], []
@@ -263,13 +217,6 @@ def as_ranges(sizes):
     if run:
         out.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
     return ", ".join(out)
-
-
-def nearest_forwarding(size, forwarding_sizes):
-    """The forwarding sizes just below and just above `size` (None if none)."""
-    below = [s for s in forwarding_sizes if s < size]
-    above = [s for s in forwarding_sizes if s > size]
-    return (max(below) if below else None), (min(above) if above else None)
 
 
 def cycles_per_ns(point):
@@ -1130,5 +1077,5 @@ def _status_words(status):
 
 
 __all__ = ["StoreForward", "copy_shape", "shape_overlaps", "shape_table", "matrix_cells",
-           "valid_offsets", "edge_offsets", "split_levels", "classify", "simulate_forward",
-           "simulate_two_stores", "store_forward_event"]
+           "valid_offsets", "edge_offsets", "entry_paths", "matrix_classes", "move_width",
+           "simulate_forward", "simulate_two_stores", "store_forward_event"]
