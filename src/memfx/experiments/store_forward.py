@@ -327,7 +327,9 @@ def entry_paths(by_size, widest, fail_ratio=FAIL_RATIO):
             if g["failing"]:
                 fail_vals = pooled_values([by_size[s] for s in g["failing"]])
                 r = stats.ratio_of_medians(fail_vals, ref_vals)
-                g.update(ratio=r["ratio"], ci_low=r["ci_low"], ci_high=r["ci_high"])
+                g["ratio"] = r["ratio"]
+                if min(r["n_a"], r["n_b"]) >= threshold("min_ci_samples"):
+                    g.update(ci_low=r["ci_low"], ci_high=r["ci_high"])
                 if cpn:
                     g["failing_cycles"] = float(np.median(fail_vals)) * cpn
                     g["penalty_cycles"] = g["failing_cycles"] - g["reference_cycles"]
@@ -808,13 +810,11 @@ class StoreForward(Experiment):
                     text = f"{m}-byte moves: none fails (reference {as_ranges(fwd)})"
                 if unc:
                     text += f"; uncertain {as_ranges(unc)}"
-                enough = len(fail) >= 1
                 details.append({
                     "label": f"moves of {m} B (widest {w} B): " + (
                         f"{as_ranges(fail)} fail to forward" if fail else "none fails"),
                     "value": g["ratio"], "unit": "x",
-                    "ci_low": g["ci_low"] if enough else None,
-                    "ci_high": g["ci_high"] if enough else None,
+                    "ci_low": g["ci_low"], "ci_high": g["ci_high"],
                     "verdict": DETECTED if fail else (INCONCLUSIVE if unc else NOT_DETECTED),
                     "widest": w, "move_bytes": m, "sizes_measured": as_ranges(g["sizes"]),
                     "failing_sizes": fail, "forwarding_sizes": fwd, "uncertain_sizes": unc,
@@ -946,7 +946,8 @@ class StoreForward(Experiment):
                             if all(c in fwd for c in mine) else "no failure measured"),
                 "value": float(np.median(pen)) if pen else None, "unit": unit,
                 "ci_low": None, "ci_high": None,
-                "verdict": DETECTED if f_off else NOT_DETECTED,
+                "verdict": (DETECTED if f_off else INCONCLUSIVE
+                            if any(c in unc for c in mine) else NOT_DETECTED),
                 "store_bytes": s, "load_bytes": l,
                 "offsets_measured": as_ranges([c[2] for c in mine]),
                 "failing_offsets": as_ranges(f_off),
