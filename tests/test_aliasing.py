@@ -158,7 +158,20 @@ def test_bands_in_several_combinations_are_details_of_one_answer():
     ans = answers_of(data)["aliasing.penalty_4k"]
     assert len(ans.details) == 4 and "2 of the 4" in ans.because
     assert 2.9 < ans.value < 3.1               # the largest band slowdown: 2 KiB, x3
-    assert "2KB" in ans.because and "+1..+31" in ans.because and "+1..+63" in ans.because
+    assert "2KB" in ans.because and "mostly at +1..+31" in ans.because
+    assert sorted(b["signed"] for d in ans.details for b in d["bands"]) == [[1, 31], [1, 63]]
+
+
+def test_band_summary_in_words():
+    from memfx.experiments.aliasing import common_band, signed_ranges
+    assert signed_ranges([-3, -2, -1, 1, 2, 5]) == "-3..-1, +1..+2, +5"
+
+    def combo(*bands):
+        return {"detail": {"bands": [{"signed": list(b)} for b in bands]}}
+    assert common_band([combo((1, 63))]) == "at +1..+63"
+    assert common_band([combo((1, 63)), combo((1, 31)), combo((-8, -1))]) == "mostly at +1..+31"
+    assert common_band([combo((-4, -1)), combo((4, 6))]) == \
+        "at -4..-1, +4..+6 (no offset common to most)"
 
 
 def test_misaligned_destination_from_the_controls():

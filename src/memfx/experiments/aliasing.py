@@ -288,15 +288,14 @@ class Aliasing(Experiment):
                 by_kernel.setdefault(c["arm"], []).append(c)
             parts = []
             for arm, cs in by_kernel.items():
-                where = sorted({w for c in cs for w in c["where"]})
                 lo, hi = min(c["value"] for c in cs), max(c["value"] for c in cs)
                 span = f"{lo:.2f}x" if abs(hi - lo) < 0.005 else f"{lo:.2f}-{hi:.2f}x"
-                parts.append(f"{_what(arm)} {span} at {', '.join(where)} "
-                             f"({', '.join(format_size(c['size']) + 'B' for c in cs)})")
+                of = sum(c["arm"] == arm for c in combos)
+                parts.append(f"{_what(arm)} {span} in {len(cs)} of {of}, {common_band(cs)}")
             because = (f"Yes: up to {top['value']:.2f}x{_ci(top)} ({_what(top['arm'])}, "
                        f"{format_size(top['size'])}B, {top['mode']}); a band in {len(found)} of "
                        f"the {n} kernel/size/mode combinations measured: " + "; ".join(parts)
-                       + " (offsets are dst - src mod 4096, signed)")
+                       + " (offsets: dst - src mod 4096, signed; every band in the details)")
             return Answer(question=q.id, verdict=DETECTED, because=because, value=top["value"],
                           ci_low=top["ci_low"], ci_high=top["ci_high"], evidence=evidence,
                           details=details,
@@ -347,6 +346,38 @@ class Aliasing(Experiment):
                        f"combinations measured; most: {worst['value']:.2f}x, {worst['label']}); "
                        f"controls of different cells, so machine drift is included")
         return ans
+
+
+def signed_ranges(offsets):
+    """Signed offsets -> '-63..-1, +1..+31' (runs of consecutive integers)."""
+    out, run = [], []
+    for o in sorted(offsets):
+        if run and o == run[-1] + 1:
+            run.append(o)
+            continue
+        if run:
+            out.append(run)
+        run = [o]
+    if run:
+        out.append(run)
+    return ", ".join(f"{r[0]:+d}" if len(r) == 1 else f"{r[0]:+d}..{r[-1]:+d}" for r in out)
+
+
+def common_band(combos):
+    """Where a kernel's bands lie, in words: the signed offsets inside a band
+    in at least half of the given combinations (in every one when fewer than
+    three), as ranges -- one line for a kernel whose bands differ a little
+    from size to size; all of them when no offset is common to most."""
+    counts = {}
+    for c in combos:
+        for b in c["detail"]["bands"]:
+            for o in range(b["signed"][0], b["signed"][1] + 1):
+                counts[o] = counts.get(o, 0) + 1
+    need = len(combos) if len(combos) < 3 else -(-len(combos) // 2)
+    core = [o for o, k in counts.items() if k >= need]
+    if core:
+        return ("at " if len(combos) == 1 else "mostly at ") + signed_ranges(core)
+    return "at " + signed_ranges(counts) + " (no offset common to most)"
 
 
 def _what(arm):
