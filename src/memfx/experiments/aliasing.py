@@ -292,7 +292,7 @@ class Aliasing(Experiment):
                 span = f"{lo:.2f}x" if abs(hi - lo) < 0.005 else f"{lo:.2f}-{hi:.2f}x"
                 of = sum(c["arm"] == arm for c in combos)
                 parts.append(f"{_what(arm)} {span} in {len(cs)} of {of}, {common_band(cs)}")
-            because = (f"Yes: up to {top['value']:.2f}x{_ci(top)} ({_what(top['arm'])}, "
+            because = (f"Up to {top['value']:.2f}x{_ci(top)} ({_what(top['arm'])}, "
                        f"{format_size(top['size'])}B, {top['mode']}); a band in {len(found)} of "
                        f"the {n} kernel/size/mode combinations measured: " + "; ".join(parts)
                        + " (offsets: dst - src mod 4096, signed; every band in the details)")
@@ -306,11 +306,11 @@ class Aliasing(Experiment):
              f"{worst['worst_ratio']:.2f}x its control ({_what(worst['arm'])}, "
              f"{format_size(worst['size'])}B, {worst['mode']})")
         if lone:
-            because = (f"Unclear: no band in the {n} combinations measured, but lone slow offsets "
+            because = (f"No band in the {n} combinations measured, but lone slow offsets "
                        f"in {len(lone)}; {w}; re-run or sweep finer")
             verdict = INCONCLUSIVE
         else:
-            because = f"No: no band in the {n} combinations measured; {w}"
+            because = f"No band in the {n} combinations measured; {w}"
             verdict = NOT_DETECTED
         return Answer(question=q.id, verdict=verdict, because=because,
                       value=worst["worst_ratio"], ci_low=worst["worst_ci"][0],

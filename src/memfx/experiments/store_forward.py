@@ -782,9 +782,8 @@ class StoreForward(Experiment):
                    f"{SEED_REFERENCE} B {_status_words(s32)} (see failing_entry_sizes)")
         else:
             fwd = "; the dependent copy arm was not measured at both sizes (no forwarding verdict)"
-        head = {DETECTED: "Yes" if ans.value and ans.value > 1 else "No, faster",
-                NOT_DETECTED: "No", INCONCLUSIVE: "Unclear"}.get(ans.verdict, "")
-        ans.because = (f"{head}: a {SEED_ENTRY}-byte entry ({_moves(SEED_ENTRY, w)}) costs "
+        # no leading yes/no: the verdict is shown beside the sentence
+        ans.because = (f"A {SEED_ENTRY}-byte entry ({_moves(SEED_ENTRY, w)}) costs "
                        f"{_x(ans)} a {SEED_REFERENCE}-byte one ({_moves(SEED_REFERENCE, w)}) "
                        f"{where}{fwd}")
         return ans
@@ -845,8 +844,8 @@ class StoreForward(Experiment):
                 "sizes copied with the same moves" if verdict == DETECTED else
                 "No entry size fails to forward against the sizes copied with the same moves"
                 if verdict == NOT_DETECTED else
-                "Unclear: some sizes are neither at the forwarding level of their moves nor "
-                "clearly above it")
+                "Some sizes are neither at the forwarding level of their moves nor clearly "
+                "above it")
         because = f"{lead} (moves of up to {w0} B): " + "; ".join(summary)
         return Answer(question=q.id, verdict=verdict, because=because,
                       value=headline["ratio"] if headline else None,
@@ -884,10 +883,11 @@ class StoreForward(Experiment):
         through = next((d for d in details if d["arm"] in ("append", "copy")), None)
         ref = (f" (through memory, {through['arm']} arm: {through['value']:.2f}x)"
                if through else "")
-        ans.because = ({NOT_DETECTED: "No: the fix removes the penalty",
-                        DETECTED: ("Yes: the penalty remains" if ans.value > 1 else
-                                   "No: with the fix the 28-byte entry is faster"),
-                        INCONCLUSIVE: "Unclear"}.get(ans.verdict, "")
+        ans.because = ({NOT_DETECTED: "The fix removes the penalty",
+                        DETECTED: ("The penalty remains" if ans.value > 1 else
+                                   "With the fix the 28-byte entry is faster"),
+                        INCONCLUSIVE: "Not clear whether the fix removes the penalty"}.get(
+                           ans.verdict, "")
                        + f"; from registers a {SEED_ENTRY}-byte entry costs {_x(ans)} a "
                          f"{SEED_REFERENCE}-byte one{ref}")
         return ans
@@ -1011,15 +1011,15 @@ class StoreForward(Experiment):
             lo = hi = None
         shape = f"16-byte stores at 0 and {d}, 16-byte load at 0"
         if verdict == DETECTED and diff > 0:
-            because = (f"Yes: a load spanning both stores costs +{diff:.1f} {unit} over a load "
+            because = (f"A load spanning both stores costs +{diff:.1f} {unit} over a load "
                        f"inside the younger one ({shape}; {r['ratio']:.2f}x)")
         elif verdict == NOT_DETECTED:
-            because = f"No: a load spanning both stores forwards ({shape}: {diff:+.1f} {unit})"
+            because = f"A load spanning both stores forwards ({shape}: {diff:+.1f} {unit})"
         elif verdict == DETECTED:
-            because = (f"No: a load spanning both stores is faster ({shape}: {diff:+.1f} "
+            because = (f"A load spanning both stores is faster ({shape}: {diff:+.1f} "
                        f"{unit})")
         else:
-            because = (f"Unclear: {diff:+.1f} {unit} vs a load inside the younger store "
+            because = (f"A load spanning both stores: {diff:+.1f} {unit} vs a load inside the younger store "
                        f"({shape})")
         return Answer(question=q.id, verdict=verdict, because=because, value=diff, ci_low=lo,
                       ci_high=hi, evidence=evidence_keys([span, young]), details=details,
