@@ -792,7 +792,7 @@ class StoreForward(Experiment):
         q = self.declared("store_forward.failing_entry_sizes")
         if not paths:
             return not_measured(q, "the entry part (dependent copy arm) was not measured")
-        details, summary, candidates = [], [], []
+        details, texts = [], {}
         for w, groups in sorted(paths.items()):
             for g in groups:
                 m = g["move_bytes"]
@@ -824,29 +824,26 @@ class StoreForward(Experiment):
                         s for s in g["sizes"] if shape_overlaps(copy_shape(s, w))),
                     "by_size": {str(s): v for s, v in sorted(g["by_size"].items())},
                     "points": g["points"]})
-                if w == self._seed_width(list(paths)):
-                    summary.append(text)
-                    if fail:
-                        candidates.append(g)
+                texts.setdefault(w, []).append(text)
         if not details:
             return not_measured(q, "no move width had both a size whose moves overlap and a "
                                    "size whose moves tile the entry (the reference) measured")
+        w0 = self._seed_width(list(paths))
+        if w0 not in texts:         # the seed's widest compared nothing: the others
+            w0 = min(texts)
         # the headline: the seed's path (16-byte moves) when it fails, else the
         # widest moves that do
+        candidates = [g for g in paths[w0] if g["compared"] and g["failing"]]
         headline = next((g for g in candidates if g["move_bytes"] == SEED_WIDEST),
                         candidates[-1] if candidates else None)
-        w0 = self._seed_width(list(paths))
-        verdicts = [d["verdict"] for d in details if d["widest"] == w0] or \
-            [d["verdict"] for d in details]
+        verdicts = [d["verdict"] for d in details if d["widest"] == w0]
         verdict = (DETECTED if DETECTED in verdicts else
                    INCONCLUSIVE if INCONCLUSIVE in verdicts else NOT_DETECTED)
-        lead = ("Copies whose moves overlap fail to forward; each size is compared with the "
-                "sizes copied with the same moves" if verdict == DETECTED else
-                "No entry size fails to forward against the sizes copied with the same moves"
-                if verdict == NOT_DETECTED else
-                "Some sizes are neither at the forwarding level of their moves nor clearly "
-                "above it")
-        because = f"{lead} (moves of up to {w0} B): " + "; ".join(summary)
+        lead = {DETECTED: "Sizes that fail to forward",
+                NOT_DETECTED: "No size fails to forward",
+                INCONCLUSIVE: "No size clearly fails to forward, some are uncertain"}[verdict]
+        because = (f"{lead}, each judged against the sizes copied with the same moves that "
+                   f"tile the entry (moves of up to {w0} B): " + "; ".join(texts[w0]))
         return Answer(question=q.id, verdict=verdict, because=because,
                       value=headline["ratio"] if headline else None,
                       ci_low=headline["ci_low"] if headline else None,
