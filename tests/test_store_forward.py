@@ -504,3 +504,7 @@ def test_plot_draws_any_subset_of_parts(tmp_path, parts):
     out = tmp_path / "p.png"
     plot_document(doc, str(out))
     assert out.stat().st_size > 10000
+    from memfx.plots import _answer_detail_values
+    shaded = _answer_detail_values(doc, "store_forward.failing_entry_sizes", "failing_sizes",
+                                   widest=16)
+    assert shaded == (list(range(18, 31)) if "entry" in parts else [])
