@@ -931,7 +931,10 @@ class StoreForward(Experiment):
         for k, d in sorted(kinds.items()):
             details.append({"label": f"{k} loads: {d['fails']} of {d['cells']} measured fail",
                             "value": d["fails"] / d["cells"], "unit": "share", "ci_low": None,
-                            "ci_high": None, "kind": k, **d})
+                            "ci_high": None,
+                            "verdict": DETECTED if d["fails"] else (
+                                INCONCLUSIVE if d["uncertain"] else NOT_DETECTED),
+                            "kind": k, **d})
         for s, l in sorted({c[:2] for c in cells}):
             mine = sorted(c for c in cells if c[:2] == (s, l))
             f_off = [c[2] for c in mine if c in fail]
