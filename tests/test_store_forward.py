@@ -396,6 +396,13 @@ def test_matrix_judges_each_cell_by_its_path():
     assert kinds["contained"]["fails"] == 0
     assert f"{len(partial)} of the {len(pts)} cells measured" in m.because
     assert m.value is not None and 9 < m.value < 20
+    rules = {d["rule"]: d for d in m.details if "rule" in d}
+    assert rules["small load crossing an 8-byte boundary"]["fails"] == 0
+    assert sum(d["cells"] for d in rules.values()) == sum(
+        1 for s, l, o in sf.matrix_cells(offsets="edges") if l < s and o + l <= s)
+    assert sf.contained_rule(16, 4, 6) == "small load crossing an 8-byte boundary"
+    assert sf.contained_rule(32, 16, 8) == "vector load at another offset"
+    assert sf.contained_rule(8, 8, 0) is None and sf.contained_rule(8, 4, 6) is None
     pair = next(d for d in m.details if d.get("store_bytes") == 8 and d.get("load_bytes") == 4)
     assert pair["failing_offsets"] == sf.as_ranges(
         [o for s, l, o in sf.matrix_cells([8], [4], "edges") if o + 4 > 8])

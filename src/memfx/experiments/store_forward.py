@@ -344,6 +344,24 @@ def entry_paths(by_size, widest, fail_ratio=FAIL_RATIO):
     return out
 
 
+def contained_rule(store, load, offset):
+    """For a smaller load inside its store, the rule that decides forwarding on
+    common cores (Agner Fog, microarchitecture guide, "store forwarding"): a
+    small load inside one aligned 8 bytes or crossing an 8-byte boundary, a
+    vector load at a multiple of 16 or elsewhere, a load from the upper half
+    of a 64-byte store.  None for other cells."""
+    if cell_kind(store, load, offset) != "contained" or load >= store:
+        return None
+    if store == 64 and offset >= 32:
+        return "load from the upper half of a 64-byte store"
+    if load <= 8:
+        return ("small load crossing an 8-byte boundary"
+                if offset // 8 != (offset + load - 1) // 8
+                else "small load inside one aligned 8 bytes")
+    return "vector load at a multiple of 16" if offset % 16 == 0 else \
+        "vector load at another offset"
+
+
 def store_class(store):
     """'gpr' for general-register stores (<= 8 bytes), 'vector' above."""
     return "gpr" if store <= 8 else "vector"
@@ -935,6 +953,22 @@ class StoreForward(Experiment):
                             "verdict": DETECTED if d["fails"] else (
                                 INCONCLUSIVE if d["uncertain"] else NOT_DETECTED),
                             "kind": k, **d})
+        # loads inside a bigger store, by the rule that decides them on common cores
+        rules = {}
+        for c in cells:
+            rule = contained_rule(*c)
+            if rule:
+                d = rules.setdefault(rule, {"cells": 0, "forwards": 0, "fails": 0,
+                                            "uncertain": 0})
+                d["cells"] += 1
+                d[status[c]] += 1
+        for rule, d in sorted(rules.items()):
+            details.append({"label": f"{rule}: {d['fails']} of {d['cells']} measured fail",
+                            "value": d["fails"] / d["cells"], "unit": "share", "ci_low": None,
+                            "ci_high": None,
+                            "verdict": DETECTED if d["fails"] else (
+                                INCONCLUSIVE if d["uncertain"] else NOT_DETECTED),
+                            "rule": rule, **d})
         for s, l in sorted({c[:2] for c in cells}):
             mine = sorted(c for c in cells if c[:2] == (s, l))
             f_off = [c[2] for c in mine if c in fail]
