@@ -336,7 +336,7 @@ def test_each_size_is_compared_with_the_same_move_width():
     assert abs(v["penalty_cycles"] - 6.0) < 0.5
     # the headline is the 16-byte path, not a mixture of paths
     assert 1.5 < f.value < 1.8 and f.verdict == DETECTED
-    assert "16, 32, 48, 64 that forward" in f.because
+    assert "17-31, 33-47, 49-63 (15 vs 9 cycles for 16, 32, 48, 64)" in f.because
     # the GPR paths: 5-7 against 4, 9-15 against 8, 3 against 2; 1 has nothing to compare
     assert by_width[4]["failing_sizes"] == [5, 6, 7] and by_width[4]["forwarding_sizes"] == [4]
     assert by_width[8]["failing_sizes"] == list(range(9, 16))

@@ -787,8 +787,7 @@ class StoreForward(Experiment):
             return not_measured(q, f"the sweep did not measure both {SEED_ENTRY}- and "
                                    f"{SEED_REFERENCE}-byte entries in the copy or append arm")
         arm, w, a, b = chosen
-        where = {"append": "in the seed's append loop (copy to a temporary, then to the buffer)",
-                 "copy": "copied and read straight back (dependent round trips)",
+        where = {"append": "in the seed's append loop", "copy": "in dependent round trips",
                  "registers": "stored from registers"}[arm]
         ans = effect(q, a["values"], b["values"], "", evidence=evidence_keys([a, b]),
                      details=details, estimator=f"ratio of medians, {arm} arm, moves of up to "
@@ -797,7 +796,7 @@ class StoreForward(Experiment):
         s28, s32 = self._status(paths, w, SEED_ENTRY), self._status(paths, w, SEED_REFERENCE)
         if s28 and s32:
             fwd = (f"; in this run's round trips {SEED_ENTRY} B {_status_words(s28)} and "
-                   f"{SEED_REFERENCE} B {_status_words(s32)} (see failing_entry_sizes)")
+                   f"{SEED_REFERENCE} B {_status_words(s32)}")
         else:
             fwd = "; the dependent copy arm was not measured at both sizes (no forwarding verdict)"
         # no leading yes/no: the verdict is shown beside the sentence
@@ -817,14 +816,14 @@ class StoreForward(Experiment):
                 if not g["compared"]:
                     continue
                 fail, fwd, unc = g["failing"], g["forwarding"], g["uncertain"]
-                if fail:
-                    text = (f"{m}-byte moves: {as_ranges(fail)} fail, "
-                            f"{_fmt(g['ratio'], 'x')} the {as_ranges(fwd)} that forward"
-                            + (f" (+{g['penalty_cycles']:.0f} cycles: {g['failing_cycles']:.0f} "
-                               f"vs {g['reference_cycles']:.0f})"
-                               if g["penalty_cycles"] is not None else ""))
+                if fail and g["penalty_cycles"] is not None:
+                    text = (f"{m}-byte moves: {as_ranges(fail)} ({g['failing_cycles']:.0f} vs "
+                            f"{g['reference_cycles']:.0f} cycles for {as_ranges(fwd)})")
+                elif fail:
+                    text = (f"{m}-byte moves: {as_ranges(fail)} ({_fmt(g['ratio'], 'x')} "
+                            f"{as_ranges(fwd)})")
                 else:
-                    text = f"{m}-byte moves: none fails (reference {as_ranges(fwd)})"
+                    text = f"{m}-byte moves: none (vs {as_ranges(fwd)})"
                 if unc:
                     text += f"; uncertain {as_ranges(unc)}"
                 details.append({
@@ -860,8 +859,9 @@ class StoreForward(Experiment):
         lead = {DETECTED: "Sizes that fail to forward",
                 NOT_DETECTED: "No size fails to forward",
                 INCONCLUSIVE: "No size clearly fails to forward, some are uncertain"}[verdict]
-        because = (f"{lead}, each judged against the sizes copied with the same moves that "
-                   f"tile the entry (moves of up to {w0} B): " + "; ".join(texts[w0]))
+        # widest moves (the seed's path) first
+        because = (f"{lead}, by move width, vs the sizes whose moves tile the entry (moves "
+                   f"of up to {w0} B): " + "; ".join(reversed(texts[w0])))
         return Answer(question=q.id, verdict=verdict, because=because,
                       value=headline["ratio"] if headline else None,
                       ci_low=headline["ci_low"] if headline else None,
