@@ -244,6 +244,22 @@ def plot_document(doc, path):
     return path
 
 
+def _answer(doc, question):
+    """The answer dict to a declared question in a result document, or None."""
+    return next((a for a in doc.get("answers") or [] if a.get("question") == question), None)
+
+
+def _answer_detail_values(doc, question, field, **match):
+    """Every item of the list `field` over the details of one answer whose
+    other fields equal `match` (e.g. the failing sizes of one move width)."""
+    a = _answer(doc, question)
+    out = []
+    for d in (a or {}).get("details") or []:
+        if all(d.get(k) == v for k, v in match.items()):
+            out.extend(d.get(field) or [])
+    return out
+
+
 @plotter("store-forward")
 def plot_store_forward(doc, fig):
     """Entry-size curve (every sample), the two-store sweep, and one heatmap
@@ -265,10 +281,9 @@ def plot_store_forward(doc, fig):
             ax.set_xlabel("entry size S (bytes)")
             ax.set_xticks(range(0, 65, 4))
             narrow = min(widths)
-            for f in doc.get("findings", []):
-                if f["id"] == f"entry_failing_sizes_w{narrow}" and f["verdict"] == "detected":
-                    for s in (f.get("evidence") or {}).get("failing_sizes", []):
-                        ax.axvspan(s - 0.5, s + 0.5, color="#f4cccc", zorder=0, lw=0)
+            for s in _answer_detail_values(doc, "store_forward.failing_entry_sizes",
+                                           "failing_sizes", widest=narrow):
+                ax.axvspan(s - 0.5, s + 0.5, color="#f4cccc", zorder=0, lw=0)
             ax.set_title(f"{_title(doc)}\nentry copies (shaded: sizes whose copy with moves of "
                          f"up to {narrow} bytes fails to forward)", fontsize=9)
         if pair:
@@ -441,11 +456,9 @@ def plot_aliasing(doc, fig):
                 ax.plot(xs, [p["median"] for p in ps], style, lw=1, ms=2, marker="o",
                         color=colours[j % len(colours)], alpha=alpha,
                         label=arm if style == "-" else f"{s} control (same misalignment)")
-        for f in doc.get("findings", []):
-            ev = f.get("evidence") or {}
-            if f["verdict"] == "detected" and ev.get("size_bytes") == size and ev.get("mode") == mode:
-                for b in ev.get("bands", []):
-                    ax.axvspan(b["signed"][0] - 0.5, b["signed"][1] + 0.5, color="red", alpha=0.06)
+        for b in _answer_detail_values(doc, "aliasing.penalty_4k", "bands", size_bytes=size,
+                                       mode=mode):
+            ax.axvspan(b["signed"][0] - 0.5, b["signed"][1] + 0.5, color="red", alpha=0.06)
         ax.set_xscale("symlog", linthresh=64, linscale=2)
         ax.set_xlim(-2048, 2048)
         ax.set_yscale("log")

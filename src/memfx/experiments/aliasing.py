@@ -26,20 +26,21 @@ load/store loop a[i] += b[i] with a = dst, b = src, 8-byte elements).
 
 Analysis, per arm, size and mode: each offset is compared with its control;
 an offset is penalised when the ratio of medians is >= 1 + PENALTY_MIN with
-its CI above 1 + effect_min.  Runs of
-penalised offsets (up to three unpenalised offsets within 64 bytes inside
-a run are tolerated) with at least MIN_BAND_OFFSETS members are the bands;
-lone penalised offsets make the verdict inconclusive.  Finding `aliasing_<arm>_<size>[_<mode>]`: detected with the
-median slowdown in the bands (x) and its CI, the bands in the evidence; or
-not_detected.
+its CI above 1 + effect_min.  Runs of penalised offsets (up to three
+unpenalised offsets within 64 bytes inside a run are tolerated) with at
+least MIN_BAND_OFFSETS members are the bands; lone penalised offsets make
+the combination inconclusive.  Two declared questions: aliasing.penalty_4k
+(one detail per arm/size/mode with its bands; value = the largest band
+slowdown) and aliasing.misaligned_dst (from the controls).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .. import stats
+from ..answers import LOWER, Answer, Question, measured, not_measured
 from ..errors import MemfxError, ParamError
-from ..findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, Finding, threshold
+from ..findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, threshold
 from ..units import format_size
 from .base import Experiment, Param, Point, Region, Trial, register
 from .copy import MODES, check_no_overlap, fill_pattern
@@ -138,6 +139,21 @@ class Aliasing(Experiment):
                 "past the source modulo 4096, and for which offsets?")
     seeds = ("002",)
     arms = ("rep_movsb", "avx512", "avx2", "sse", "libc", "rmw_add", "gpr_unrolled", "rep_movsq")
+    questions = (
+        Question("aliasing.penalty_4k",
+                 "How much slower are copies (and a[i] += b[i]) when (dst - src) mod 4096 is "
+                 "just above 0 or just below 4096, and at which offsets?", "x", "002",
+                 "per kernel, size and mode, each offset vs its control (same strategy and "
+                 "misalignment, dst at 2048 + offset mod 64, interleaved in one cell); offsets "
+                 ">= 1.1x with the CI above 1 + effect_min form bands; value: the largest "
+                 "median band slowdown", better=LOWER),
+        Question("aliasing.misaligned_dst",
+                 "How much slower is a copy whose destination is misaligned within its cache "
+                 "line than an aligned one, far from 4K aliasing?", "x", "002",
+                 "per kernel, size and mode, the misaligned control cells (dst at 2048 + "
+                 "offset mod 64) vs the aligned ones (ratio of medians of their medians); "
+                 "value: the median over them", better=LOWER),
+    )
     params = [
         Param("sizes", "list:size", [64, 256, 2048, 16384], "bytes per copy (per array for "
               "rmw_add)", "256,4K", minimum=8, maximum=1 << 20),
@@ -237,14 +253,12 @@ class Aliasing(Experiment):
                 raise MemfxError(f"kernel verification failed: {err}")
 
     def analyze(self, data):
-        findings = []
         keys = sorted({(p["arm"], p["params"]["size_bytes"], p["params"]["mode"])
-                       for p in data.points}, key=lambda k: (k[2] != "throughput", k[2], k[1],
-                                                             self.arms.index(k[0])
-                                                             if k[0] in self.arms else 99))
+                       for p in data.points if not p["arm"].endswith(CONTROL_SUFFIX)},
+                      key=lambda k: (k[2] != "throughput", k[2], k[1],
+                                     self.arms.index(k[0]) if k[0] in self.arms else 99))
+        combos = []
         for arm, size, mode in keys:
-            if arm.endswith(CONTROL_SUFFIX):
-                continue
             pts = {p["params"]["offset"]: p for p in data.select(arm, size_bytes=size, mode=mode)
                    if p.get("values")}
             ctl = {p["params"]["offset"]: p for p in
@@ -254,57 +268,171 @@ class Aliasing(Experiment):
                 if o in ctl:
                     r = stats.ratio_of_medians(p["values"], ctl[o]["values"])
                     ratios[o] = (r["ratio"], r["ci_low"], r["ci_high"])
-            if not ratios:
-                continue
-            findings.append(self._finding(arm, size, mode, ratios, pts, ctl))
-        return findings
+            if ratios:
+                combos.append(combo_result(arm, size, mode, ratios, pts, ctl))
+        return [self._penalty_4k(combos), self._misaligned_dst(combos)]
 
-    def _finding(self, arm, size, mode, ratios, pts, ctl):
-        fid = f"aliasing_{arm}_{size}" + ("" if mode == "throughput" else f"_{mode}")
-        what = "a[i] += b[i]" if arm == "rmw_add" else f"{arm} copies"
-        bands, isolated = find_bands(ratios)
-        for b in bands:
-            b["ns"] = {str(o): pts[o]["median"] for o in b["offsets"]}
-            b["control_ns"] = {str(o): ctl[o]["median"] for o in b["offsets"]}
-        # The controls also show the plain misalignment cost (different cells:
-        # drift included, evidence only): median of misaligned controls / aligned.
-        aligned = ctl.get(0) or ctl.get(64)
-        mis = [c["median"] for o, c in ctl.items() if o % 64 and c.get("median")]
-        misalignment = (float(np.median(mis)) / aligned["median"]
-                        if mis and aligned and aligned.get("median") else None)
-        evidence = {"arm": arm, "size_bytes": size, "mode": mode, "bands": bands,
-                    "misaligned_dst_ratio": misalignment,
-                    "offsets_tested": len(ratios), "penalty_min": PENALTY_MIN,
-                    "isolated_offsets": {str(o): ratios[o][0] for o in isolated},
-                    "control": f"same strategy, same cell, dst at {CONTROL_BASE} + offset mod 64"}
-        if not bands:
-            worst = max(ratios, key=lambda o: ratios[o][0])
-            evidence.update(worst_offset=worst, worst_ratio=ratios[worst][0])
-            if isolated:
-                # slow at lone offsets only: a disturbed cell or a narrow effect
-                # the step of the sweep cannot resolve; not a band either way
-                lone = ", ".join(f"{signed(o):+d}" for o in isolated[:6])
-                return Finding(id=fid, verdict=INCONCLUSIVE, value=ratios[worst][0], unit="x",
-                               ci_low=ratios[worst][1], ci_high=ratios[worst][2],
-                               claim=(f"{what} of {format_size(size)}B ({mode}): no 4K-aliasing "
-                                      f"band, but lone slow offsets ({lone}; worst "
-                                      f"x{ratios[worst][0]:.2f}); re-run or sweep finer"),
-                               evidence=evidence, seed="002", experiment=self.name)
-            return Finding(id=fid, verdict=NOT_DETECTED, value=ratios[worst][0], unit="x",
-                           ci_low=ratios[worst][1], ci_high=ratios[worst][2],
-                           claim=(f"{what} of {format_size(size)}B ({mode}): no 4K-aliasing band; "
-                                  f"worst offset {signed(worst):+d} is x{ratios[worst][0]:.2f} "
-                                  f"its control"),
-                           evidence=evidence, seed="002", experiment=self.name)
+    def _penalty_4k(self, combos):
+        q = self.declared("aliasing.penalty_4k")
+        if not combos:
+            return not_measured(q, "no offset was measured together with its control")
+        details = [c["detail"] for c in combos]
+        found = [c for c in combos if c["verdict"] == DETECTED]
+        lone = [c for c in combos if c["verdict"] == INCONCLUSIVE]
+        n = len(combos)
+        evidence = [k for c in found for k in c["detail"]["points"]]
+        if found:
+            top = max(found, key=lambda c: c["value"])
+            by_kernel = {}
+            for c in found:
+                by_kernel.setdefault(c["arm"], []).append(c)
+            parts = []
+            for arm, cs in by_kernel.items():
+                lo, hi = min(c["value"] for c in cs), max(c["value"] for c in cs)
+                span = f"{lo:.2f}x" if abs(hi - lo) < 0.005 else f"{lo:.2f}-{hi:.2f}x"
+                of = sum(c["arm"] == arm for c in combos)
+                parts.append(f"{_what(arm)} {span} in {len(cs)} of {of}, {common_band(cs)}")
+            because = (f"Up to {top['value']:.2f}x{_ci(top)} ({_what(top['arm'])}, "
+                       f"{format_size(top['size'])}B, {top['mode']}); a band in {len(found)} of "
+                       f"the {n} kernel/size/mode combinations measured: " + "; ".join(parts)
+                       + " (offsets: dst - src mod 4096, signed; every band in the details)")
+            return Answer(question=q.id, verdict=DETECTED, because=because, value=top["value"],
+                          ci_low=top["ci_low"], ci_high=top["ci_high"], evidence=evidence,
+                          details=details,
+                          estimator="largest median slowdown in the bands (ratio of medians to "
+                                    "the same-misalignment control) over the combinations")
+        worst = max(combos, key=lambda c: c["worst_ratio"])
+        w = (f"the worst offset is {signed(worst['worst_offset']):+d} at "
+             f"{worst['worst_ratio']:.2f}x its control ({_what(worst['arm'])}, "
+             f"{format_size(worst['size'])}B, {worst['mode']})")
+        if lone:
+            because = (f"No band in the {n} combinations measured, but lone slow offsets "
+                       f"in {len(lone)}; {w}; re-run or sweep finer")
+            verdict = INCONCLUSIVE
+        else:
+            because = f"No band in the {n} combinations measured; {w}"
+            verdict = NOT_DETECTED
+        return Answer(question=q.id, verdict=verdict, because=because,
+                      value=worst["worst_ratio"], ci_low=worst["worst_ci"][0],
+                      ci_high=worst["worst_ci"][1], details=details,
+                      evidence=worst["detail"]["points"],
+                      estimator="no band: the largest ratio of one offset to its control")
+
+    def _misaligned_dst(self, combos):
+        q = self.declared("aliasing.misaligned_dst")
+        usable = [c for c in combos if c["misaligned"]]
+        if not usable:
+            return not_measured(q, "no aligned and misaligned controls measured in one "
+                                   "kernel/size/mode combination")
+        details = []
+        for c in usable:
+            r = stats.ratio_of_medians(c["misaligned"], c["aligned"])
+            enough = min(r["n_a"], r["n_b"]) >= threshold("min_ci_samples")
+            details.append({"label": f"{_what(c['arm'])}, {format_size(c['size'])}B, {c['mode']}",
+                            "value": r["ratio"], "unit": "x",
+                            "ci_low": r["ci_low"] if enough else None,
+                            "ci_high": r["ci_high"] if enough else None,
+                            "kernel": c["arm"], "size_bytes": c["size"], "mode": c["mode"],
+                            "misaligned_cells": r["n_a"], "aligned_cells": r["n_b"],
+                            "points": c["control_points"]})
+        per = [d["value"] for d in details]
+        ans = measured(q, per, "", details=details,
+                       evidence=[k for c in usable for k in c["control_points"]],
+                       estimator="median over combinations of (median over the misaligned "
+                                 "control cells / median over the aligned ones)")
+        worst = max(details, key=lambda d: d["value"])
+        ans.because = (f"A destination misaligned within its cache line, far from 4K aliasing, "
+                       f"costs {ans.value:.2f}x an aligned one (median over the {len(details)} "
+                       f"combinations measured; most: {worst['value']:.2f}x, {worst['label']}); "
+                       f"controls of different cells, so machine drift is included")
+        return ans
+
+
+def signed_ranges(offsets):
+    """Signed offsets -> '-63..-1, +1..+31' (runs of consecutive integers)."""
+    out, run = [], []
+    for o in sorted(offsets):
+        if run and o == run[-1] + 1:
+            run.append(o)
+            continue
+        if run:
+            out.append(run)
+        run = [o]
+    if run:
+        out.append(run)
+    return ", ".join(f"{r[0]:+d}" if len(r) == 1 else f"{r[0]:+d}..{r[-1]:+d}" for r in out)
+
+
+def common_band(combos):
+    """Where a kernel's bands lie, in words: the signed offsets inside a band
+    in at least half of the given combinations (in every one when fewer than
+    three), as ranges -- one line for a kernel whose bands differ a little
+    from size to size; all of them when no offset is common to most."""
+    counts = {}
+    for c in combos:
+        for b in c["detail"]["bands"]:
+            for o in range(b["signed"][0], b["signed"][1] + 1):
+                counts[o] = counts.get(o, 0) + 1
+    need = len(combos) if len(combos) < 3 else -(-len(combos) // 2)
+    core = [o for o, k in counts.items() if k >= need]
+    if core:
+        return ("at " if len(combos) == 1 else "mostly at ") + signed_ranges(core)
+    return "at " + signed_ranges(counts) + " (no offset common to most)"
+
+
+def _what(arm):
+    return "a[i] += b[i]" if strategy_of(arm) == "rmw_add" else strategy_of(arm)
+
+
+def _ci(c):
+    return (f" [{c['ci_low']:.2f}, {c['ci_high']:.2f}]"
+            if c.get("ci_low") is not None and c.get("ci_high") is not None else "")
+
+
+def combo_result(arm, size, mode, ratios, pts, ctl):
+    """One kernel/size/mode combination: its bands (find_bands), verdict,
+    value and CI, and its detail row for the answer."""
+    from ..answers import evidence_keys
+    bands, isolated = find_bands(ratios)
+    for b in bands:
+        b["ns"] = {str(o): pts[o]["median"] for o in b["offsets"]}
+        b["control_ns"] = {str(o): ctl[o]["median"] for o in b["offsets"]}
+    # The controls also show the plain misalignment cost (different cells:
+    # drift included): the misaligned controls' medians vs the aligned ones'
+    # (every offset = 0 mod 64 has its control at exactly 2048).
+    aligned = [c["median"] for o, c in ctl.items() if o % 64 == 0 and c.get("median")]
+    misaligned = [c["median"] for o, c in ctl.items() if o % 64 and c.get("median")]
+    worst = max(ratios, key=lambda o: ratios[o][0])
+    where = [f"{b['signed'][0]:+d}..{b['signed'][1]:+d}" for b in bands]
+    if bands:
         per = [ratios[o][0] for b in bands for o in b["offsets"]]
         value = float(np.median(per))
-        if len(per) >= 2:
+        if len(per) >= threshold("min_ci_samples"):
             lo, hi = stats.bootstrap_ci(per)
         else:
             o = bands[0]["offsets"][0]
             lo, hi = ratios[o][1], ratios[o][2]
-        where = ", ".join(f"{b['signed'][0]:+d}..{b['signed'][1]:+d}" for b in bands)
-        return Finding(id=fid, verdict=DETECTED, value=value, unit="x", ci_low=lo, ci_high=hi,
-                       claim=(f"{what} of {format_size(size)}B ({mode}) are x{value:.2f} slower "
-                              f"when dst - src (mod 4096) is in {where}"),
-                       evidence=evidence, seed="002", experiment=self.name)
+        verdict = DETECTED
+        label = f"x{value:.2f} at {', '.join(where)}"
+    else:
+        value, lo, hi = ratios[worst][0], ratios[worst][1], ratios[worst][2]
+        verdict = INCONCLUSIVE if isolated else NOT_DETECTED
+        label = (f"no band; lone slow offsets {', '.join(f'{signed(o):+d}' for o in isolated[:6])}"
+                 if isolated else f"no band (worst {signed(worst):+d}: x{value:.2f})")
+    offs = sorted({o for b in bands for o in b["offsets"]} | {worst})
+    detail = {"label": f"{_what(arm)}, {format_size(size)}B, {mode}: {label}", "value": value,
+              "unit": "x", "ci_low": lo, "ci_high": hi, "verdict": verdict, "kernel": arm,
+              "size_bytes": size, "mode": mode, "bands": bands,
+              "isolated_offsets": {str(o): ratios[o][0] for o in isolated},
+              "worst_offset": worst, "worst_signed": signed(worst),
+              "worst_ratio": ratios[worst][0], "offsets_tested": len(ratios),
+              "penalty_min": PENALTY_MIN,
+              "control": f"same strategy, same cell, dst at {CONTROL_BASE} + offset mod 64",
+              "points": evidence_keys([pts[o] for o in offs] + [ctl[o] for o in offs])}
+    return {"arm": arm, "size": size, "mode": mode, "verdict": verdict, "value": value,
+            "ci_low": lo, "ci_high": hi, "where": where, "worst_offset": worst,
+            "worst_ratio": ratios[worst][0], "worst_ci": (ratios[worst][1], ratios[worst][2]),
+            "misaligned": misaligned if aligned else [], "aligned": aligned,
+            "control_points": evidence_keys([c for o, c in sorted(ctl.items())
+                                             if o % 64 == 0 or o in (1, 63)][:8]),
+            "detail": detail}
