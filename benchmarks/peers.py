@@ -36,6 +36,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -164,14 +165,22 @@ class Tool:
     note: str = ""
 
 
+def stop_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
 def run_job(job: Job) -> dict[str, float]:
     """Run one command (inheriting this process's CPU affinity) and parse it."""
     env = dict(os.environ)
     if job.env:
         env.update(job.env)
     try:
+        # Own process group: lmbench forks workers, and a stop must reach them.
         proc = subprocess.Popen(job.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=env)
+                                text=True, env=env, start_new_session=True)
     except OSError as exc:
         raise PeerError(f"cannot start {job.argv[0]}: {exc}") from exc
     # Reap the child with wait4 to get its own peak resident size (tinymembench's
@@ -195,10 +204,10 @@ def run_job(job: Job) -> dict[str, float]:
         if pid:
             break
         if seen_stop.is_set() and not stopped:
-            proc.terminate()
+            stop_group(proc.pid, signal.SIGTERM)
             stopped = True
         if time.monotonic() > deadline:
-            proc.kill()
+            stop_group(proc.pid, signal.SIGKILL)
             os.wait4(proc.pid, 0)
             raise PeerError(f"timed out after {job.timeout_s:.0f} s")
         time.sleep(0.02)
@@ -395,7 +404,7 @@ def lat_mem_rd_jobs(tool, path, plan, ctx):
         if missing:
             raise PeerError(f"no line for {', '.join(missing)}")
         return {k: figures[k] for k in keys}
-    return [Job([path, "-t", "-N", "3", str(length_mb), "64"], parse)]
+    return [Job([path, "-t", "-N", "1" if ctx.quick else "3", str(length_mb), "64"], parse)]
 
 
 # ---------------------------------------------------------------- bandwidth peers
