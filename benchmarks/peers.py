@@ -172,7 +172,7 @@ def stop_group(pid: int, sig: int) -> None:
         pass
 
 
-def run_job(job: Job) -> dict[str, float]:
+def run_job(job: Job) -> tuple[dict[str, float], dict]:
     """Run one command (inheriting this process's CPU affinity) and parse it."""
     env = dict(os.environ)
     if job.env:
@@ -197,7 +197,8 @@ def run_job(job: Job) -> dict[str, float]:
                for key, stream in (("out", proc.stdout), ("err", proc.stderr))]
     for reader in readers:
         reader.start()
-    deadline = time.monotonic() + job.timeout_s
+    started = time.monotonic()
+    deadline = started + job.timeout_s
     stopped = False
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -215,11 +216,14 @@ def run_job(job: Job) -> dict[str, float]:
     for reader in readers:
         reader.join()
     stdout, stderr = "".join(chunks["out"]), "".join(chunks["err"])
-    info = {"maxrss_kib": usage.ru_maxrss}
+    wall = max(time.monotonic() - started, 1e-9)
+    # The share of the CPU the tool got: a wall-clock benchmark that shared its
+    # CPU with other work reports inflated times (memfx drops such samples).
+    info = {"maxrss_kib": usage.ru_maxrss, "cpu_share": (usage.ru_utime + usage.ru_stime) / wall}
     if proc.returncode != 0:
         tail = (stderr.strip() or stdout.strip()).splitlines()[-1:] or ["(no output)"]
         raise PeerError(f"exit status {proc.returncode}: {tail[0][:160]}")
-    return job.parse(stdout, stderr, info)
+    return job.parse(stdout, stderr, info), info
 
 
 def last_float(pattern: str, text: str, what: str) -> float:
@@ -433,7 +437,8 @@ def likwid_jobs(tool, path, plan, ctx):
 
 
 def memory_bandwidth_jobs(tool, path, plan, ctx):
-    # clamchowder's MemoryBandwidth: one size, one thread; prints "KB,GB/s".
+    # clamchowder's MemoryBandwidth: one size, one thread; prints "KB,GB/s"
+    # followed by per-thread columns.
     keys = {m.key for m in plan.measures}
     jobs = []
     for size in plan.fill_sizes:
@@ -441,7 +446,7 @@ def memory_bandwidth_jobs(tool, path, plan, ctx):
             if key in keys:
                 jobs.append(Job([path, "-threads", "1", "-sizekb", str(size // KiB), "-method", method],
                                 lambda out, err, info, key=key:
-                                {key: last_float(r"^\d+,([0-9.]+)\s*$", out, "KB,GB/s line")}))
+                                {key: last_float(r"^\d+,([0-9.]+)(?:,[0-9.]+)*\s*$", out, "KB,GB/s line")}))
     return jobs
 
 
@@ -665,7 +670,7 @@ def machine_line(cpu: int) -> str:
             f"model {fields.get('model', '?')}), {os.cpu_count()} logical CPUs, pinned to CPU {cpu}")
 
 
-def report(args, cpu, plan, tools, missing, results, failures, timings, reps_done) -> str:
+def report(args, cpu, plan, tools, missing, results, failures, timings, shares, reps_done) -> str:
     """The table and its notes; writes the --json document as a side effect."""
     lines = []
     ran_peers = [tool.name for tool, _ in tools if tool.name != "memfx"]
@@ -677,7 +682,16 @@ def report(args, cpu, plan, tools, missing, results, failures, timings, reps_don
     for tool, path in tools:
         if tool.name in timings:
             note = f" ({tool.note})" if tool.note else ""
-            lines.append(f"  {tool.name}: {path}{note}, {timings[tool.name]:.0f} s")
+            share = ""
+            if shares.get(tool.name):
+                share = f", CPU share {100 * statistics.median(shares[tool.name]):.0f}% (median over runs)"
+            lines.append(f"  {tool.name}: {path}{note}, {timings[tool.name]:.0f} s{share}")
+    crowded = sorted(name for name, values in shares.items()
+                     if name != "memfx" and values and statistics.median(values) < 0.9)
+    if crowded:
+        lines.append(f"  Note: {', '.join(crowded)} got under 90% of the CPU: other work ran on it, "
+                     "so their wall-clock figures are inflated (memfx rejects samples with a context "
+                     "switch). Compare on an idle machine.")
     for name, messages in failures.items():
         distinct = sorted(set(messages))
         lines.append(f"  {name} failed {len(messages)}x: " + "; ".join(distinct[:4]))
@@ -694,6 +708,7 @@ def report(args, cpu, plan, tools, missing, results, failures, timings, reps_don
                          for m in plan.measures],
             "tools": {tool.name: path for tool, path in tools},
             "failures": failures,
+            "cpu_share": shares,
             "not_found": {tool.name: tool.how_to_get for tool in missing},
             "table": {"header": header, "rows": rows},
         }
@@ -767,6 +782,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, list[float]]] = {m.key: {} for m in plan.measures}
     failures: dict[str, list[str]] = {}
     timings: dict[str, float] = {}
+    shares: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="memfx-peers-") as scratch:
         ctx = RunContext(cpu=cpu, quick=args.quick, db_path=os.path.join(scratch, "memfx.db"))
         planned = {tool.name: tool.jobs(tool, path, plan, ctx) for tool, path in tools}
@@ -777,7 +793,8 @@ def main(argv: list[str] | None = None) -> int:
                           file=sys.stderr, flush=True)
                     started = time.monotonic()
                     try:
-                        figures = run_job(job)
+                        figures, info = run_job(job)
+                        shares.setdefault(tool.name, []).append(info["cpu_share"])
                     except PeerError as exc:
                         failures.setdefault(tool.name, []).append(str(exc))
                         continue
@@ -790,9 +807,9 @@ def main(argv: list[str] | None = None) -> int:
                         if key in results and math.isfinite(value) and value > 0:
                             results[key].setdefault(tool.name, []).append(value)
             if rep + 1 < args.reps:  # a table so far, in case the run is cut short
-                print(report(args, cpu, plan, tools, missing, results, failures, timings, rep + 1),
+                print(report(args, cpu, plan, tools, missing, results, failures, timings, shares, rep + 1),
                       file=sys.stderr, flush=True)
-    print(report(args, cpu, plan, tools, missing, results, failures, timings, args.reps))
+    print(report(args, cpu, plan, tools, missing, results, failures, timings, shares, args.reps))
 
     return 0
 
