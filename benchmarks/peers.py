@@ -1,0 +1,818 @@
+#!/usr/bin/env python3
+"""memfx side by side with the established memory benchmarks (issue 16).
+
+Runs memfx and whichever peer benchmarks are installed (or pointed at with
+--peer NAME=PATH) on one CPU, interleaved -- memfx, peer A, peer B, ..., then
+again, --reps times -- and prints one row per measure:
+
+    measure | memfx median [min-max] | each peer median [min-max] | memfx/best peer
+
+Every measure uses the same access pattern on both sides: a random pointer
+chase over 64-byte elements (one cache line each) for latency, a sequential
+fill of one region with a non-zero byte for memset / non-temporal fill, one
+copy call over the whole buffer for copy.  Each repetition contributes one
+figure per tool (the tool's own summary of its samples); median and range are
+taken over the repetitions.  Bandwidths are GB/s (1e9 bytes/s) of bytes
+written (fills) or bytes copied (copies: STREAM and likwid-bench count read +
+write bytes, so their figures are halved here).
+
+This is a benchmark, not a test: nothing in CI runs it and no test depends on
+it.  The peers' sources never enter this repository; README.md ("Comparing
+with other tools") says where to get each one and how to build it.  A peer
+that is missing is listed as "not found"; a peer that fails or prints
+something unexpected is reported, and the run goes on.
+
+    python benchmarks/peers.py                       # every peer found, 3 reps
+    python benchmarks/peers.py --quick --reps 3      # no 1 GiB points
+    python benchmarks/peers.py --peer multichase=~/src/multichase/multichase \
+        --only latency --json results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+
+# ----------------------------------------------------------------------------
+# Measures
+
+
+@dataclass(frozen=True)
+class Measure:
+    key: str
+    label: str
+    unit: str
+    higher_is_better: bool
+    group: str  # for --only: latency, fill, copy, zero
+
+
+def size_label(nbytes: int) -> str:
+    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale} {unit}"
+    return f"{nbytes} B"
+
+
+def cache_size(cpu: int, level: int, kinds=("Data", "Unified")) -> int | None:
+    """Size in bytes of this CPU's cache at `level`, from sysfs."""
+    base = Path(f"/sys/devices/system/cpu/cpu{cpu}/cache")
+    for index in sorted(base.glob("index*")):
+        try:
+            if int((index / "level").read_text()) != level:
+                continue
+            if (index / "type").read_text().strip() not in kinds:
+                continue
+            text = (index / "size").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        match = re.fullmatch(r"(\d+)([KMG]?)", text)
+        if match:
+            return int(match.group(1)) * {"": 1, "K": KiB, "M": MiB, "G": GiB}[match.group(2)]
+    return None
+
+
+@dataclass
+class Plan:
+    """The sizes every tool is asked about, derived once from the machine."""
+    latency_sizes: dict[str, int]          # name -> bytes
+    fill_sizes: list[int]
+    copy_size: int
+    zero_size: int
+    measures: list[Measure] = field(default_factory=list)
+
+    def measure(self, key: str) -> Measure:
+        return next(m for m in self.measures if m.key == key)
+
+
+def make_plan(cpu: int, quick: bool, only: set[str] | None) -> Plan:
+    # Mid-cache points: half of the level's capacity sits well inside it on
+    # every replacement policy; fall back to typical sizes when sysfs is silent.
+    l1 = cache_size(cpu, 1) or 32 * KiB
+    l2 = cache_size(cpu, 2) or 1 * MiB
+    latency_sizes = {"mid-L1": l1 // 2, "mid-L2": l2 // 2, "256 MiB": 256 * MiB}
+    fill_sizes = [64 * MiB]
+    if not quick:
+        latency_sizes["1 GiB"] = 1 * GiB
+        fill_sizes.append(1 * GiB)
+    plan = Plan(latency_sizes, fill_sizes, copy_size=64 * MiB, zero_size=256 * MiB)
+    measures = []
+    for name, size in latency_sizes.items():
+        for pages, pages_label in (("4k", "4 KiB pages"), ("thp", "THP")):
+            label = f"random chase {name}" + (f" ({size_label(size)})" if name.startswith("mid") else "")
+            measures.append(Measure(f"lat_{size}_{pages}", f"{label}, {pages_label}", "ns", False, "latency"))
+    for size in fill_sizes:
+        measures.append(Measure(f"memset_{size}", f"memset fill {size_label(size)}", "GB/s", True, "fill"))
+        measures.append(Measure(f"ntfill_{size}", f"NT fill {size_label(size)}", "GB/s", True, "fill"))
+    measures.append(Measure(f"copy_libc_{plan.copy_size}", f"copy libc memcpy {size_label(plan.copy_size)}",
+                            "GB/s", True, "copy"))
+    measures.append(Measure(f"copy_nt_{plan.copy_size}", f"copy NT {size_label(plan.copy_size)}",
+                            "GB/s", True, "copy"))
+    measures.append(Measure("zero_ratio", f"zero/non-zero AVX2 fill speed {size_label(plan.zero_size)}",
+                            "x", True, "zero"))
+    plan.measures = [m for m in measures if only is None or m.group in only]
+    return plan
+
+
+# ----------------------------------------------------------------------------
+# Jobs: one command that yields figures for one or more measures
+
+
+class PeerError(Exception):
+    """A tool ran but gave nothing usable; the message says why."""
+
+
+@dataclass
+class Job:
+    argv: list[str]
+    parse: Callable[[str, str, dict], dict[str, float]]
+    env: dict[str, str] | None = None
+    timeout_s: float = 600.0
+    # A line that ends the useful part of the output: the tool is stopped
+    # there (tinymembench goes on to a latency sweep that is not compared).
+    stop_after: str | None = None
+
+
+@dataclass
+class RunContext:
+    cpu: int
+    quick: bool
+    db_path: str
+
+
+@dataclass
+class Tool:
+    name: str
+    binaries: tuple[str, ...]          # names looked up on PATH / under --peers-dir
+    how_to_get: str
+    jobs: Callable[["Tool", str, Plan, RunContext], list[Job]]
+    note: str = ""
+
+
+def stop_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def run_job(job: Job) -> tuple[dict[str, float], dict]:
+    """Run one command (inheriting this process's CPU affinity) and parse it."""
+    env = dict(os.environ)
+    if job.env:
+        env.update(job.env)
+    try:
+        # Own process group: lmbench forks workers, and a stop must reach them.
+        proc = subprocess.Popen(job.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env, start_new_session=True)
+    except OSError as exc:
+        raise PeerError(f"cannot start {job.argv[0]}: {exc}") from exc
+    # Reap the child with wait4 to get its own peak resident size (tinymembench's
+    # buffer size is read from it); threads drain the pipes meanwhile.
+    chunks: dict[str, list[str]] = {"out": [], "err": []}
+    seen_stop = threading.Event()
+
+    def drain(stream, key):
+        for line in stream:
+            chunks[key].append(line)
+            if key == "out" and job.stop_after and re.search(job.stop_after, line):
+                seen_stop.set()
+    readers = [threading.Thread(target=drain, args=(stream, key), daemon=True)
+               for key, stream in (("out", proc.stdout), ("err", proc.stderr))]
+    for reader in readers:
+        reader.start()
+    started = time.monotonic()
+    deadline = started + job.timeout_s
+    stopped = False
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            break
+        if seen_stop.is_set() and not stopped:
+            stop_group(proc.pid, signal.SIGTERM)
+            stopped = True
+        if time.monotonic() > deadline:
+            stop_group(proc.pid, signal.SIGKILL)
+            os.wait4(proc.pid, 0)
+            raise PeerError(f"timed out after {job.timeout_s:.0f} s")
+        time.sleep(0.02)
+    proc.returncode = 0 if stopped else os.waitstatus_to_exitcode(status)
+    for reader in readers:
+        reader.join()
+    stdout, stderr = "".join(chunks["out"]), "".join(chunks["err"])
+    wall = max(time.monotonic() - started, 1e-9)
+    # The share of the CPU the tool got: a wall-clock benchmark that shared its
+    # CPU with other work reports inflated times (memfx drops such samples).
+    info = {"maxrss_kib": usage.ru_maxrss, "cpu_share": (usage.ru_utime + usage.ru_stime) / wall}
+    if proc.returncode != 0:
+        tail = (stderr.strip() or stdout.strip()).splitlines()[-1:] or ["(no output)"]
+        raise PeerError(f"exit status {proc.returncode}: {tail[0][:160]}")
+    return job.parse(stdout, stderr, info), info
+
+
+def last_float(pattern: str, text: str, what: str) -> float:
+    found = re.findall(pattern, text, re.MULTILINE)
+    if not found:
+        raise PeerError(f"no {what} in the output")
+    value = found[-1]
+    return float(value if isinstance(value, str) else value[-1])
+
+
+# ---------------------------------------------------------------- memfx
+
+
+def memfx_env() -> dict[str, str]:
+    src = REPO_ROOT / "src"
+    path = os.environ.get("PYTHONPATH", "")
+    return {"PYTHONPATH": f"{src}{os.pathsep}{path}" if path else str(src)}
+
+
+_memfx_params_cache: dict[str, set[str]] = {}
+
+
+def memfx_params(python: str, experiment: str) -> set[str]:
+    """Parameter names an experiment accepts (from `memfx list --json`)."""
+    if not _memfx_params_cache:
+        try:
+            out = subprocess.run([python, "-m", "memfx.cli", "list", "--json"], capture_output=True,
+                                 text=True, env={**os.environ, **memfx_env()}, timeout=120)
+            for exp in json.loads(out.stdout):
+                names = {p.split(" ", 1)[0] for p in exp.get("params", [])}
+                _memfx_params_cache[exp["name"]] = names
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            pass
+    return _memfx_params_cache.get(experiment, set())
+
+
+def memfx_document(stdout: str) -> dict:
+    try:
+        doc = json.loads(stdout)
+    except ValueError as exc:
+        raise PeerError(f"memfx printed no JSON document ({exc})") from None
+    if doc.get("status") not in ("complete", None):
+        raise PeerError(f"memfx run status {doc.get('status')}: {doc.get('error')}")
+    return doc
+
+
+def memfx_point(doc: dict, arm: str, size: int, **params) -> dict:
+    """The point of `arm` at exactly `size` (nearest size if a run moved it)."""
+    candidates = [p for p in doc.get("points", []) if p.get("arm") == arm
+                  and all(p.get("params", {}).get(k) == v for k, v in params.items())]
+    if not candidates:
+        raise PeerError(f"memfx document has no {arm} point {params}")
+    best = min(candidates, key=lambda p: abs(math.log(p["params"]["size_bytes"] / size)))
+    if abs(best["params"]["size_bytes"] / size - 1) > 0.05:
+        raise PeerError(f"memfx measured no {arm} point near {size_label(size)}")
+    if best.get("median") is None:
+        raise PeerError(f"memfx {arm} at {size_label(size)}: no accepted sample "
+                        f"({best.get('rejected', '?')} rejected)")
+    return best
+
+
+def memfx_jobs(tool: Tool, python: str, plan: Plan, ctx: RunContext) -> list[Job]:
+    base = [python, "-m", "memfx.cli", "run"]
+    common = ["--json", "-q", "--quick", "--db", ctx.db_path, "--set", f"cpu={ctx.cpu}"]
+    env = memfx_env()
+    keys = {m.key for m in plan.measures}
+    jobs = []
+    latency_params = memfx_params(python, "latency")
+    arms = ["--set", "arms=random"] if "arms" in latency_params else []
+    for size in plan.latency_sizes.values():
+        if f"lat_{size}_4k" not in keys:
+            continue
+        def parse_latency(out, err, info, size=size):
+            doc = memfx_document(out)
+            return {f"lat_{size}_{pages}": memfx_point(doc, "random", size, pages=pages)["median"]
+                    for pages in ("4k", "thp")}
+        jobs.append(Job(base + ["latency"] + common + arms + [
+            "--set", f"min_size={size}", "--set", f"max_size={size}", "--set", "pages=4k,thp",
+            "--set", "refine=false"], parse_latency, env))
+    for size in plan.fill_sizes:
+        if f"memset_{size}" not in keys:
+            continue
+        def parse_fill(out, err, info, size=size):
+            doc = memfx_document(out)
+            return {f"memset_{size}": memfx_point(doc, "one", size, kernel="memset")["median"],
+                    f"ntfill_{size}": memfx_point(doc, "one", size, kernel="nt_sse")["median"]}
+        jobs.append(Job(base + ["fill"] + common + [
+            "--set", "kernels=memset,nt_sse", "--set", "values=one", "--set", f"min_size={size}",
+            "--set", f"max_size={size}", "--set", "points=2"], parse_fill, env))
+    size = plan.copy_size
+    if f"copy_libc_{size}" in keys:
+        def parse_copy(out, err, info, size=size):
+            doc = memfx_document(out)
+            figures = {}
+            for arm, key in (("libc", f"copy_libc_{size}"), ("nt", f"copy_nt_{size}")):
+                point = memfx_point(doc, arm, size, op="copy", mode="throughput")
+                figures[key] = point["params"]["size_bytes"] / point["median"]  # bytes/ns = GB/s
+            return figures
+        # The copy sweep always starts at 1 byte; keep its small part coarse.
+        jobs.append(Job(base + ["copy"] + common + [
+            "--set", "ops=copy", "--set", "modes=throughput", "--set", "strategies=libc,nt",
+            "--set", f"max_size={size}", "--set", "small_max=16", "--set", "per_octave=1",
+            "--set", "refine=false"], parse_copy, env))
+    if "zero_ratio" in keys:
+        size = plan.zero_size
+        def parse_zero(out, err, info, size=size):
+            doc = memfx_document(out)
+            zero = memfx_point(doc, "zero", size, kernel="avx2")["median"]
+            one = memfx_point(doc, "one", size, kernel="avx2")["median"]
+            return {"zero_ratio": zero / one}
+        jobs.append(Job(base + ["fill"] + common + [
+            "--set", "kernels=avx2", "--set", "values=zero,one", "--set", f"min_size={size}",
+            "--set", f"max_size={size}", "--set", "points=2"], parse_zero, env))
+    return jobs
+
+
+# ---------------------------------------------------------------- latency peers
+
+
+def multichase_jobs(tool, path, plan, ctx):
+    # -s 64: one element per cache line; -T = the whole set: the visiting order
+    # is one random cycle over all lines (the default -T 256K keeps it inside
+    # 256 KiB blocks, which is not memfx's pattern).  Prints the best of -n
+    # half-second samples.
+    samples = "2" if ctx.quick else "3"
+    jobs = []
+    keys = {m.key for m in plan.measures}
+    for size in plan.latency_sizes.values():
+        for pages in ("4k", "thp"):
+            key = f"lat_{size}_{pages}"
+            if key not in keys:
+                continue
+            argv = [path, "-m", str(size), "-s", "64", "-T", str(size), "-n", samples]
+            if pages == "thp":
+                argv.append("-H")
+            jobs.append(Job(argv, lambda out, err, info, key=key:
+                            {key: last_float(r"^\s*([0-9.]+)\s*$", out, "latency figure")}))
+    return jobs
+
+
+def memory_latency_jobs(tool, path, plan, ctx):
+    # clamchowder's MemoryLatency, asm chase (mov r, [r]), one size per run;
+    # -hugepages falls back to an madvise(MADV_HUGEPAGE) buffer, i.e. THP.
+    jobs = []
+    keys = {m.key for m in plan.measures}
+    for size in plan.latency_sizes.values():
+        for pages in ("4k", "thp"):
+            key = f"lat_{size}_{pages}"
+            if key not in keys:
+                continue
+            argv = [path, "-test", "asm", "-sizekb", str(size // KiB)]
+            if ctx.quick:
+                argv += ["-iter", "30000000"]
+            if pages == "thp":
+                argv.append("-hugepages")
+            jobs.append(Job(argv, lambda out, err, info, key=key:
+                            {key: last_float(r"^\d+,([0-9.]+)\s*$", out, "KB,ns line")}))
+    return jobs
+
+
+def lat_mem_rd_jobs(tool, path, plan, ctx):
+    # lmbench's lat_mem_rd sweeps every size up to its length argument
+    # (16 per octave), so only the cache-resident points are affordable;
+    # -t visits lines in random order within pages taken in random order.
+    wanted = {size for name, size in plan.latency_sizes.items() if name.startswith("mid")}
+    keys = {f"lat_{size}_4k" for size in wanted} & {m.key for m in plan.measures}
+    if not keys:
+        return []
+    length_mb = max(1, math.ceil(max(wanted) / MiB))
+
+    def parse(out, err, info):
+        figures = {}
+        for line in (out + "\n" + err).splitlines():
+            match = re.match(r"^\s*([0-9.]+)\s+([0-9.]+)\s*$", line)
+            if not match:
+                continue
+            size = float(match.group(1)) * MiB
+            for target in wanted:
+                if abs(size / target - 1) < 0.01:
+                    figures[f"lat_{target}_4k"] = float(match.group(2))
+        missing = [k for k in keys if k not in figures]
+        if missing:
+            raise PeerError(f"no line for {', '.join(missing)}")
+        return {k: figures[k] for k in keys}
+    return [Job([path, "-t", "-N", "1" if ctx.quick else "3", str(length_mb), "64"], parse)]
+
+
+# ---------------------------------------------------------------- bandwidth peers
+
+
+def likwid_jobs(tool, path, plan, ctx):
+    # likwid-bench counts every stream's bytes: a copy of N bytes is 2N of
+    # data volume over a 2N working set, so copies get twice the size and half
+    # the figure.  MByte/s is 1e6 bytes/s.
+    keys = {m.key for m in plan.measures}
+    jobs = []
+
+    def job(test, working_set, key, divisor):
+        def parse(out, err, info):
+            return {key: last_float(r"^MByte/s:\s*([0-9.]+)", out, "MByte/s line") / 1000 / divisor}
+        return Job([path, "-t", test, "-w", f"N:{working_set}B:1"], parse)
+    for size in plan.fill_sizes:
+        if f"memset_{size}" in keys:
+            jobs.append(job("store_avx", size, f"memset_{size}", 1))
+            jobs.append(job("store_mem_avx", size, f"ntfill_{size}", 1))
+    size = plan.copy_size
+    if f"copy_libc_{size}" in keys:
+        jobs.append(job("copy_avx", 2 * size, f"copy_libc_{size}", 2))
+        jobs.append(job("copy_mem_avx", 2 * size, f"copy_nt_{size}", 2))
+    return jobs
+
+
+def memory_bandwidth_jobs(tool, path, plan, ctx):
+    # clamchowder's MemoryBandwidth: one size, one thread; prints "KB,GB/s"
+    # followed by per-thread columns.
+    keys = {m.key for m in plan.measures}
+    jobs = []
+    for size in plan.fill_sizes:
+        for method, key in (("repstosb", f"memset_{size}"), ("sse_ntwrite", f"ntfill_{size}")):
+            if key in keys:
+                jobs.append(Job([path, "-threads", "1", "-sizekb", str(size // KiB), "-method", method],
+                                lambda out, err, info, key=key:
+                                {key: last_float(r"^\d+,([0-9.]+)(?:,[0-9.]+)*\s*$", out, "KB,GB/s line")}))
+    return jobs
+
+
+TINYMEMBENCH_ROWS = {  # tinymembench line name -> measure kind
+    "standard memset": "memset",
+    "SSE2 nontemporal fill": "ntfill",
+    "standard memcpy": "copy_libc",
+    "SSE2 nontemporal copy": "copy_nt",
+}
+
+
+def tinymembench_jobs(tool, path, plan, ctx):
+    # tinymembench has no options: its buffer is the compile-time SIZE in
+    # main.c (32 MiB upstream).  The buffer size is read back from the peak
+    # resident size (two buffers of SIZE), and its figures only count for the
+    # measures at that size.
+    keys = {m.key for m in plan.measures}
+
+    def parse(out, err, info):
+        sizes = {"memset": plan.fill_sizes, "ntfill": plan.fill_sizes,
+                 "copy_libc": [plan.copy_size], "copy_nt": [plan.copy_size]}
+        buffer = 2 ** round(math.log2(max(info["maxrss_kib"] * KiB / 2, 1)))
+        figures = {}
+        for line in out.splitlines():
+            match = re.match(r"^\s*(.+?)\s*:\s*([0-9.]+)\s*MB/s", line)
+            if match and match.group(1) in TINYMEMBENCH_ROWS:
+                kind = TINYMEMBENCH_ROWS[match.group(1)]
+                if buffer in sizes[kind]:
+                    key = f"{kind}_{buffer}"
+                    if key in keys:
+                        figures[key] = float(match.group(2)) / 1000
+        if not figures:
+            raise PeerError(f"built with a {size_label(buffer)} buffer; the measures need "
+                            f"{size_label(plan.copy_size)} (rebuild with SIZE changed, see README)")
+        return figures
+    return [Job([path], parse, timeout_s=900, stop_after=r"SSE2 nontemporal fill\s*:")] if keys & {
+        f"{k}_{plan.copy_size}" for k in TINYMEMBENCH_ROWS.values()} else []
+
+
+def stream_jobs(tool, path, plan, ctx):
+    # STREAM Copy is c[j] = a[j] over STREAM_ARRAY_SIZE doubles (a compile-time
+    # constant); its MB/s counts read + write bytes, halved here.  The rate is
+    # taken from the average time, as the other tools report typical figures.
+    size = plan.copy_size
+    key = f"copy_libc_{size}"
+    if key not in {m.key for m in plan.measures}:
+        return []
+
+    def parse(out, err, info):
+        elements = int(last_float(r"Array size = (\d+)", out, "array size"))
+        element_bytes = int(last_float(r"uses (\d+) bytes per array element", out, "element size"))
+        if elements * element_bytes != size:
+            raise PeerError(f"arrays of {size_label(elements * element_bytes)}; the measure needs "
+                            f"{size_label(size)} (build with -DSTREAM_ARRAY_SIZE={size // element_bytes})")
+        match = re.search(r"^Copy:\s+([0-9.]+)\s+([0-9.]+)", out, re.MULTILINE)
+        if not match:
+            raise PeerError("no Copy line")
+        return {key: size / float(match.group(2)) / 1e9}
+    return [Job([path], parse, env={"OMP_NUM_THREADS": "1"})]
+
+
+def bw_mem_jobs(tool, path, plan, ctx):
+    # lmbench bw_mem bcopy: libc bcopy of the whole buffer per call; prints
+    # "<MB> <MB/s>" (1e6) on stderr.
+    size = plan.copy_size
+    key = f"copy_libc_{size}"
+    if key not in {m.key for m in plan.measures}:
+        return []
+    return [Job([path, "-N", "5", str(size), "bcopy"],
+                lambda out, err, info: {key: last_float(r"^\s*[0-9.]+\s+([0-9.]+)\s*$", out + "\n" + err,
+                                                        "MB MB/s line") / 1000})]
+
+
+def zero_fill_bench_jobs(tool, path, plan, ctx):
+    # zero-fill-bench fill0 / fill1: std::fill of 32-bit zeros / ones
+    # (vectorised to AVX2 by its -march=native build); --size is in bytes.
+    if "zero_ratio" not in {m.key for m in plan.measures}:
+        return []
+
+    def parse(out, err, info):
+        rates: dict[str, list[float]] = {}
+        for line in out.splitlines():
+            cells = line.split(",")
+            if len(cells) >= 5 and cells[1] in ("fill0", "fill1"):
+                try:
+                    rates.setdefault(cells[1], []).append(float(cells[4]))
+                except ValueError:
+                    continue
+        if set(rates) != {"fill0", "fill1"}:
+            raise PeerError("no fill0/fill1 rows in the CSV")
+        return {"zero_ratio": statistics.median(rates["fill0"]) / statistics.median(rates["fill1"])}
+    return [Job([path, "--algos=fill0,fill1", f"--size={plan.zero_size}", "--csv"], parse)]
+
+
+TOOLS = [
+    Tool("memfx", (), "this repository", memfx_jobs),
+    Tool("multichase", ("multichase",), "github.com/google/multichase: make", multichase_jobs),
+    Tool("MemoryLatency", ("MemoryLatency_amd64", "MemoryLatency"),
+         "github.com/clamchowder/Microbenchmarks: cd MemoryLatency && make amd64", memory_latency_jobs),
+    Tool("lat_mem_rd", ("lat_mem_rd",), "lmbench (github.com/intel/lmbench): make build", lat_mem_rd_jobs,
+         note="page-random order (-t), mid-L1/mid-L2 only"),
+    Tool("likwid-bench", ("likwid-bench",), "Debian/Ubuntu package likwid, or github.com/RRZE-HPC/likwid",
+         likwid_jobs, note="store_avx / store_mem_avx / copy_avx / copy_mem_avx"),
+    Tool("tinymembench", ("tinymembench",),
+         "github.com/ssvb/tinymembench: SIZE in main.c set to 64 MiB, then make", tinymembench_jobs),
+    Tool("MemoryBandwidth", ("MemoryBandwidth_amd64", "MemoryBandwidth"),
+         "github.com/clamchowder/Microbenchmarks: cd MemoryBandwidth && make amd64", memory_bandwidth_jobs,
+         note="repstosb / sse_ntwrite"),
+    Tool("bw_mem", ("bw_mem",), "lmbench (github.com/intel/lmbench): make build", bw_mem_jobs),
+    Tool("STREAM", ("stream_c.exe", "stream"),
+         "github.com/jeffhammond/STREAM: make stream_c.exe CFLAGS='-O2 -fopenmp -DSTREAM_ARRAY_SIZE=8388608'",
+         stream_jobs, note="Copy kernel (a compiled loop)"),
+    Tool("zero-fill-bench", ("zero-fill-bench", "bench"),
+         "github.com/travisdowns/zero-fill-bench: make", zero_fill_bench_jobs),
+]
+
+# Where the binaries sit inside each project's own build tree, for --peers-dir.
+BUILD_TREE_PATHS = {
+    "multichase": ["multichase/multichase"],
+    "MemoryLatency": ["Microbenchmarks/MemoryLatency/MemoryLatency_amd64"],
+    "lat_mem_rd": ["lmbench/bin/*/lat_mem_rd"],
+    "likwid-bench": [],
+    "tinymembench": ["tinymembench-64M/tinymembench", "tinymembench/tinymembench"],
+    "MemoryBandwidth": ["Microbenchmarks/MemoryBandwidth/MemoryBandwidth_amd64"],
+    "bw_mem": ["lmbench/bin/*/bw_mem"],
+    "STREAM": ["STREAM/stream_c.exe"],
+    "zero-fill-bench": ["zero-fill-bench/bench"],
+}
+
+
+def locate(tool: Tool, pointed: dict[str, str], peers_dir: Path | None) -> str | None:
+    if tool.name in pointed:
+        path = os.path.expanduser(pointed[tool.name])
+        return path if os.access(path, os.X_OK) else None
+    if peers_dir is not None:
+        for pattern in BUILD_TREE_PATHS.get(tool.name, []):
+            for hit in sorted(peers_dir.glob(pattern)):
+                if os.access(hit, os.X_OK) and hit.is_file():
+                    return str(hit)
+    for binary in tool.binaries:
+        if binary == "bench":  # too generic a name to trust on PATH
+            continue
+        found = shutil.which(binary)
+        if found:
+            return found
+    return None
+
+
+# ----------------------------------------------------------------------------
+# Running and reporting
+
+
+def pin_to(cpu: int | None) -> int:
+    allowed = sorted(os.sched_getaffinity(0))
+    chosen = allowed[-1] if cpu is None else cpu
+    if chosen not in allowed:
+        raise SystemExit(f"peers.py: CPU {chosen} is not in the allowed set {allowed}")
+    os.sched_setaffinity(0, {chosen})  # children (memfx and every peer) inherit it
+    return chosen
+
+
+def summary(values: list[float]) -> dict | None:
+    if not values:
+        return None
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def fmt_value(value: float) -> str:
+    magnitude = abs(value)
+    if magnitude >= 100:
+        return f"{value:.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    if magnitude >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3f}"
+
+
+def fmt_cell(stats: dict | None) -> str:
+    if stats is None:
+        return "-"
+    if stats["n"] == 1:
+        return fmt_value(stats["median"])
+    return f"{fmt_value(stats['median'])} [{fmt_value(stats['min'])}-{fmt_value(stats['max'])}]"
+
+
+def build_table(plan: Plan, results: dict, peer_names: list[str]) -> tuple[list[str], list[list[str]]]:
+    header = ["measure", "memfx"] + peer_names + ["memfx/best peer"]
+    rows = []
+    for measure in plan.measures:
+        per_tool = {name: summary(results[measure.key].get(name, [])) for name in ["memfx"] + peer_names}
+        peers = [(name, s["median"]) for name, s in per_tool.items() if name != "memfx" and s]
+        ratio = "-"
+        if per_tool["memfx"] and peers:
+            pick = max if measure.higher_is_better else min
+            best_name, best = pick(peers, key=lambda item: item[1])
+            ratio = f"{per_tool['memfx']['median'] / best:.2f} ({best_name})"
+        rows.append([f"{measure.label} [{measure.unit}]", fmt_cell(per_tool["memfx"])]
+                    + [fmt_cell(per_tool[name]) for name in peer_names] + [ratio])
+    return header, rows
+
+
+def render_table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in [header] + rows) for i in range(len(header))]
+    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
+    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(header), rule] + [line(r) for r in rows])
+
+
+def machine_line(cpu: int) -> str:
+    fields = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key in ("model name", "cpu family", "model") and key not in fields:
+                fields[key] = value.strip()
+    except OSError:
+        pass
+    return (f"{fields.get('model name', '?')} (family {fields.get('cpu family', '?')}, "
+            f"model {fields.get('model', '?')}), {os.cpu_count()} logical CPUs, pinned to CPU {cpu}")
+
+
+def report(args, cpu, plan, tools, missing, results, failures, timings, shares, reps_done) -> str:
+    """The table and its notes; writes the --json document as a side effect."""
+    lines = []
+    ran_peers = [tool.name for tool, _ in tools if tool.name != "memfx"]
+    shown_peers = [name for name in ran_peers if any(name in results[k] for k in results)]
+    header, rows = build_table(plan, results, shown_peers)
+    lines.append(f"Machine: {machine_line(cpu)}")
+    lines.append(f"{reps_done} interleaved repetition(s); cells are median [min-max] over them.")
+    lines.append(render_table(header, rows))
+    for tool, path in tools:
+        if tool.name in timings:
+            note = f" ({tool.note})" if tool.note else ""
+            share = ""
+            if shares.get(tool.name):
+                share = f", CPU share {100 * statistics.median(shares[tool.name]):.0f}% (median over runs)"
+            lines.append(f"  {tool.name}: {path}{note}, {timings[tool.name]:.0f} s{share}")
+    crowded = sorted(name for name, values in shares.items()
+                     if name != "memfx" and values and statistics.median(values) < 0.9)
+    if crowded:
+        lines.append(f"  Note: {', '.join(crowded)} got under 90% of the CPU: other work ran on it, "
+                     "so their wall-clock figures are inflated (memfx rejects samples with a context "
+                     "switch). Compare on an idle machine.")
+    for name, messages in failures.items():
+        distinct = sorted(set(messages))
+        lines.append(f"  {name} failed {len(messages)}x: " + "; ".join(distinct[:4]))
+    for tool in missing:
+        lines.append(f"  {tool.name}: not found -- get it from {tool.how_to_get} "
+                     f"(then --peer {tool.name}=PATH or --peers-dir)")
+    if args.json:
+        document = {
+            "machine": machine_line(cpu), "reps": reps_done, "quick": args.quick,
+            "measures": [{"key": m.key, "label": m.label, "unit": m.unit,
+                          "higher_is_better": m.higher_is_better,
+                          "figures": results[m.key],
+                          "summary": {n: summary(v) for n, v in results[m.key].items()}}
+                         for m in plan.measures],
+            "tools": {tool.name: path for tool, path in tools},
+            "failures": failures,
+            "cpu_share": shares,
+            "not_found": {tool.name: tool.how_to_get for tool in missing},
+            "table": {"header": header, "rows": rows},
+        }
+        text = json.dumps(document, indent=2)
+        if args.json == "-":
+            if reps_done == args.reps:
+                lines.append(text)
+        else:
+            Path(args.json).write_text(text + "\n")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Run memfx and the installed peer memory benchmarks side by side "
+                    "(interleaved, pinned to one CPU) and print a comparison table.")
+    parser.add_argument("--peer", action="append", default=[], metavar="NAME=PATH",
+                        help="use this binary for peer NAME (names: "
+                             + ", ".join(t.name for t in TOOLS[1:]) + ")")
+    parser.add_argument("--peers-dir", metavar="DIR", default=os.environ.get("MEMFX_PEERS_DIR"),
+                        help="folder holding the peers' build trees (default $MEMFX_PEERS_DIR)")
+    parser.add_argument("--only", metavar="LIST",
+                        help="comma-separated measure groups (latency, fill, copy, zero) and/or tool "
+                             "names; memfx always runs")
+    parser.add_argument("--reps", type=int, default=3, help="interleaved repetitions (default 3)")
+    parser.add_argument("--quick", action="store_true", help="skip the 1 GiB points; shorter peer runs")
+    parser.add_argument("--cpu", type=int, help="CPU to pin everything to (default: the last allowed one)")
+    parser.add_argument("--python", default=sys.executable, help="Python that runs memfx")
+    parser.add_argument("--json", metavar="PATH", help="also write every figure as JSON ('-' = stdout)")
+    args = parser.parse_args(argv)
+    if args.reps < 1:
+        parser.error("--reps must be >= 1")
+    pointed = {}
+    for item in args.peer:
+        name, sep, path = item.partition("=")
+        if not sep or not path:
+            parser.error(f"--peer wants NAME=PATH, got {item!r}")
+        if name not in {t.name for t in TOOLS[1:]}:
+            parser.error(f"--peer: unknown peer {name!r}")
+        pointed[name] = path
+    args.pointed = pointed
+    groups = {"latency", "fill", "copy", "zero"}
+    args.only_groups = args.only_tools = None
+    if args.only:
+        words = {w.strip() for w in args.only.split(",") if w.strip()}
+        tool_names = {t.name for t in TOOLS}
+        unknown = words - groups - tool_names
+        if unknown:
+            parser.error(f"--only: unknown {', '.join(sorted(unknown))}")
+        args.only_groups = (words & groups) or None
+        args.only_tools = (words & tool_names) or None
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    cpu = pin_to(args.cpu)
+    plan = make_plan(cpu, args.quick, args.only_groups)
+    peers_dir = Path(args.peers_dir).expanduser() if args.peers_dir else None
+
+    tools, missing = [], []
+    for tool in TOOLS:
+        if tool.name != "memfx" and args.only_tools and tool.name not in args.only_tools:
+            continue
+        path = args.python if tool.name == "memfx" else locate(tool, args.pointed, peers_dir)
+        if path is None:
+            missing.append(tool)
+        else:
+            tools.append((tool, path))
+
+    results: dict[str, dict[str, list[float]]] = {m.key: {} for m in plan.measures}
+    failures: dict[str, list[str]] = {}
+    timings: dict[str, float] = {}
+    shares: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="memfx-peers-") as scratch:
+        ctx = RunContext(cpu=cpu, quick=args.quick, db_path=os.path.join(scratch, "memfx.db"))
+        planned = {tool.name: tool.jobs(tool, path, plan, ctx) for tool, path in tools}
+        for rep in range(args.reps):
+            for tool, path in tools:
+                for job in planned[tool.name]:
+                    print(f"[rep {rep + 1}/{args.reps}] {tool.name}: {' '.join(job.argv[-6:])}",
+                          file=sys.stderr, flush=True)
+                    started = time.monotonic()
+                    try:
+                        figures, info = run_job(job)
+                        shares.setdefault(tool.name, []).append(info["cpu_share"])
+                    except PeerError as exc:
+                        failures.setdefault(tool.name, []).append(str(exc))
+                        continue
+                    except Exception as exc:  # a parser surprised by a peer's output
+                        failures.setdefault(tool.name, []).append(f"{type(exc).__name__}: {exc}")
+                        continue
+                    finally:
+                        timings[tool.name] = timings.get(tool.name, 0.0) + time.monotonic() - started
+                    for key, value in figures.items():
+                        if key in results and math.isfinite(value) and value > 0:
+                            results[key].setdefault(tool.name, []).append(value)
+            if rep + 1 < args.reps:  # a table so far, in case the run is cut short
+                print(report(args, cpu, plan, tools, missing, results, failures, timings, shares, rep + 1),
+                      file=sys.stderr, flush=True)
+    print(report(args, cpu, plan, tools, missing, results, failures, timings, shares, args.reps))
+
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
