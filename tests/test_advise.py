@@ -28,7 +28,7 @@ MODEL = {
     "gpr_unrolled": lambda s: 2 + s / 16,
     "sse": lambda s: 3 + s / 24,
     "avx2": lambda s: 3 + s / 40,
-    "avx512": lambda s: 4 + s / 60,
+    "avx512": lambda s: 4 + s / 48,
     "libc": lambda s: 4 + s / 50,
     "nt": lambda s: 200 + s / 100,
 }
@@ -128,9 +128,10 @@ def test_gcc_ranges_follow_the_synthetic_crossovers():
     g = A.gcc_ranges(curves)
     parsed = check_string_rules(g["string"])
     assert [r["alg"] for r in g["ranges"]] == [p[0] for p in parsed]
-    # gpr loop wins below the 48-byte crossover with the SSE loop (baseline
-    # vector), libc in the middle, rep movsb around 6..30 KB, NT (libcall) at the end.
-    assert parsed[0][0] == "unrolled_loop" and 40 <= parsed[0][1] <= 56
+    # gpr loop first (fastest below the 48-byte crossover with the SSE loop,
+    # and tied within copy's 10 % until libc, the simpler one, is fastest at
+    # ~60 B), libc in the middle, rep movsb around 6..30 KB, NT (libcall) at the end.
+    assert parsed[0][0] == "unrolled_loop" and 48 <= parsed[0][1] <= 64
     assert parsed[-1][0] == "libcall"
     assert "rep_byte" in [p[0] for p in parsed]
     rep = next(r for r in g["ranges"] if r["alg"] == "rep_byte")
@@ -175,7 +176,8 @@ def test_sizes_refined_for_one_pair_do_not_make_ranges():
     assert 100000001 not in A.complete_sizes(A.alg_table(curves))
     g = A.gcc_ranges(curves)
     assert g["ranges"][-1]["last_measured_size"] != 100000001
-    assert all(r["max_size"] != 100000001 for r in A.best_ranges(curves))
+    best = A.build_advice(doc, GLIBC)["best"]["copy"]["throughput"]
+    assert best and all(r["max_size"] != 100000001 for r in best)
 
 
 def test_merge_gives_away_the_range_that_loses_least():
@@ -197,12 +199,37 @@ def test_merge_gives_away_the_range_that_loses_least():
         ("loop", [1, 2, 3]), ("libcall", [4]), ("rep_byte", [5]), ("vector_loop", [6])]
 
 
-def test_best_ranges_by_median_with_ties_listed():
-    curves = {"a": {1: (10.0, 9.0, 11.0), 2: (10.2, 9.0, 11.0), 3: (20.0, 19.0, 21.0)},
-              "b": {1: (12.0, 11.5, 12.5), 2: (10.0, 9.5, 10.5), 3: (5.0, 4.5, 5.5)}}
-    r = A.best_ranges(curves)
-    assert [(x["strategy"], x["min_size"], x["max_size"], x["tied"]) for x in r] == [
-        ("a", 1, 1, []), ("b", 2, 3, ["a"])]
+def test_advice_ranges_are_the_copy_analysis_ranges():
+    """advise had a second best-ranges algorithm that gave 32 ranges where the
+    copy analysis gives 8 on the same points (captured quick run); the
+    advice now shows copy's ranges, and its GCC ranges come from copy's
+    baseline ranges (only merged down when there are more than four)."""
+    from memfx.experiments import copy as C
+    with open(os.path.join(DATA, "advise_copy_quick_points.json")) as f:
+        doc = json.load(f)
+    adv = A.build_advice(doc, _captured_glibc())
+    assert not hasattr(A, "best_ranges")
+    for op in ("copy", "set"):
+        for mode, shown in adv["best"][op].items():
+            copy_ranges = C.strategy_ranges(doc["points"], op, mode)
+            assert [{k: r[k] for k in ("strategy", "min_size", "max_size")} for r in shown] \
+                == copy_ranges
+        base = C.strategy_ranges(doc["points"], op, "throughput", C.BASELINE)
+        g = adv["gcc"]["memcpy" if op == "copy" else "memset"]
+        if len(base) <= A.MAX_RANGES:
+            assert [r["alg"] for r in g["ranges"]] == \
+                [x["alg"] for x in A._collapse([{"alg": A.STRATEGY_ALG[r["strategy"]],
+                                                  "sizes": [r["min_size"]]} for r in base])]
+    assert len(adv["best"]["copy"]["throughput"]) == \
+        len(C.strategy_ranges(doc["points"], "copy", "throughput")) <= 12
+    # a copy document with answers: advise reads the answer, not the points
+    answered = dict(doc, answers=[{"question": "copy.best_strategy", "details": [
+        {"kind": "ranges", "mode": "throughput", "ranges": [
+            {"strategy": "libc", "min_size": 1, "max_size": 1 << 30}],
+         "baseline_ranges": [{"strategy": "libc", "min_size": 1, "max_size": 1 << 30}]}]}])
+    adv = A.build_advice(answered, _captured_glibc())
+    assert [r["strategy"] for r in adv["best"]["copy"]["throughput"]] == ["libc"]
+    assert adv["gcc"]["memcpy"]["string"] == "libcall:-1:noalign"
 
 
 # ---- glibc tunables --------------------------------------------------------------
@@ -224,15 +251,18 @@ def test_tunable_proposals_from_synthetic_points():
     props = {p["name"]: p for p in A.tunable_proposals(curves_c, curves_s, GLIBC["thresholds"],
                                                         doc["machine"]["flags"], GLIBC["preferred"])}
     movsb = props["rep_movsb_threshold"]
-    # avx512 (glibc's vector here) vs rep movsb: 4+s/60 = 30+s/64 at s = 24960
+    # avx512 (glibc's vector here) vs rep movsb: 4+s/48 = 30+s/64 at s = 4992
     assert movsb["vector"] == "avx512"
-    assert movsb["proposed"] is not None and movsb["proposed"] < 24960
-    # the last size where avx512 is faster beyond the CIs: the next one is a
-    # tie (2% CIs overlap near the crossover) or a win for rep movsb
+    assert movsb["proposed"] is not None and movsb["proposed"] < 4992
+    # the threshold sits inside the bracket of copy's crossover of the two curves
+    (c,) = movsb["crossovers"]
+    assert c["low"] <= movsb["proposed"] <= c["high"] and c["faster_above"] == "copy_rep_movsb"
+    # the last size where avx512 is clearly faster (copy's tie rule): the next
+    # one is a tie or a win for rep movsb
     nxt = min(s for s in sizes() if s > movsb["proposed"])
-    assert A._significant_log_ratio(curves_c["avx512"][nxt], curves_c["rep_movsb"][nxt]) >= 0
-    assert A._significant_log_ratio(curves_c["avx512"][movsb["proposed"]],
-                                    curves_c["rep_movsb"][movsb["proposed"]]) < 0
+    assert A._clear_log_ratio(curves_c["avx512"][nxt], curves_c["rep_movsb"][nxt]) >= 0
+    assert A._clear_log_ratio(curves_c["avx512"][movsb["proposed"]],
+                              curves_c["rep_movsb"][movsb["proposed"]]) < 0
     assert movsb["expected_speedup"] > 1.0 and movsb["changed_sizes"]
     assert all(2112 < s <= movsb["proposed"] for s in movsb["changed_sizes"])
     nt = props["non_temporal_threshold"]
@@ -241,13 +271,25 @@ def test_tunable_proposals_from_synthetic_points():
 
 
 def test_tunable_kept_when_current_is_already_right():
-    sz = [1024, 2048, 4096, 8192]
+    sz = [1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288]
     below = {s: 1.0 + s / 100 for s in sz}
-    above = {s: 30 + s / 400 for s in sz}       # crossover ~3900
-    p = A.propose_tunable("rep_movsb_threshold", sz, below, above, current=2048 + 1000)
-    assert p["proposed"] is None                # 3048 and the optimum 2048 route the same sizes
-    p = A.propose_tunable("rep_movsb_threshold", sz, below, above, current=8192)
-    assert p["proposed"] == 2048
+    above = {s: 30 + s / 400 for s in sz}       # crossover ~3870; 4096 within 10 %: a tie
+    p = A.propose_tunable("rep_movsb_threshold", sz, below, above, current=3072 + 500)
+    assert p["proposed"] is None                # 3572 and the optimum 3072 route the same sizes
+    p = A.propose_tunable("rep_movsb_threshold", sz, below, above, current=12288)
+    assert p["proposed"] == 4096                # the tie at 4096 stays nearest the current value
+    assert [(c["low"], c["high"]) for c in p["crossovers"]] == [(3072, 6144)]
+
+
+def test_threshold_ends_where_copy_says_the_vector_loop_stops_winning():
+    # the vector loop clearly wins (copy's rule: > 10 %, disjoint CIs) up to
+    # 16K, then the two tie up to the window's end: the threshold goes to the
+    # last clear win, not to the end of the window
+    sz = [2048 * 2 ** i for i in range(10)]
+    below = {s: (s / 100, s / 100 * 0.99, s / 100 * 1.01) for s in sz}
+    above = {s: (s / 100 * (1.3 if s <= 16384 else 1.02),) * 3 for s in sz}
+    p = A.propose_tunable("rep_movsb_threshold", sz, below, above, current=2112, minimum=512)
+    assert p["proposed"] == 16384 and p["crossovers"] == []
 
 
 def test_threshold_ignores_ties_and_stays_put():
