@@ -44,7 +44,7 @@ import numpy as np
 from .. import answers as ans
 from ..answers import LOWER, Question
 from ..errors import MemfxError, ParamError
-from ..findings import DETECTED, INCONCLUSIVE
+from ..findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
 from ..machine import parse_cpu_list
 from ..plotspec import PlotSpec
 from .base import Experiment, Param, Point, Trial, register
@@ -72,13 +72,18 @@ PARTS = ("false_sharing", "core_to_core")
 OVERLAP_MIN = 0.9
 # A point needs at least this share of concurrent samples to be used.
 CONCURRENT_SHARE_MIN = 0.5
-# False sharing is a multiple, not a few per cent: a distance has a penalty
-# when its ratio to far-apart counters is surely above 1 + PENALTY_MIN.
-PENALTY_MIN = 0.25
+# False sharing is a multiple, not a few per cent (Drepper's figure: the
+# same-line case several times the separate-line one): a distance has a
+# penalty when its ratio to far-apart counters is surely (CI low end) above
+# 1 + PENALTY_MIN, none when surely (CI high end) below it.  A wide band,
+# because two threads' sub-nanosecond plain increments on a shared host
+# give ratio CIs of +-40 %.
+PENALTY_MIN = 0.5
 # Far-apart counters slower than this multiple of one thread alone: the
 # threads did not run at full speed in parallel (time-shared vCPUs).
 PARALLEL_SLOWDOWN_MAX = 1.5
-LINE_FALLBACK = 64
+# Length of one ping-pong sample (see prepare), ms.
+PINGPONG_SAMPLE_MS = 0.1
 
 
 # ---- CPUs ---------------------------------------------------------------
@@ -279,12 +284,15 @@ class KernelReport(Mapping):
         return len(self._snapshot)
 
 
-def calibrated_count(lab, kernel, region, threads, aux, floor=256, tries=5):
+def calibrated_count(lab, kernel, region, threads, aux, floor=4096, tries=6, sample_ms=None):
     """Iterations so that the threads' own window (barrier to last finisher)
     lasts min_sample_ms: thread start-up is not part of what is calibrated.
-    A try in which a thread was switched out does not count (its window
-    says nothing about the work), so preemption cannot end the search early."""
-    target = lab.min_sample_ms * 1e-3 * lab.tsc_hz
+    Only a concurrent try counts (no thread switched out, the threads'
+    runs overlapping); a vCPU the host stalls inflates a window without
+    any switch the guest sees, so the shortest of a few clean windows is
+    used (a count with no clean try is doubled, never accepted), and the floor keeps each thread's run far longer than the skew
+    of their starts."""
+    target = (sample_ms or lab.min_sample_ms) * 1e-3 * lab.tsc_hz
     count = floor
     for _ in range(40):
         clean, dirty = [], []
@@ -292,11 +300,17 @@ def calibrated_count(lab, kernel, region, threads, aux, floor=256, tries=5):
             lab.call(Trial(kernel, dst=region, size=threads, aux=aux), count)
             header, slots = read_area(region, threads)
             report = check_call(kernel, header, slots)
-            (dirty if report["thread_switches"] else clean).append(report["window_ticks"])
-            if len(clean) >= 2:
+            concurrent = not report["thread_switches"] and report["overlap"] >= OVERLAP_MIN
+            (clean if concurrent else dirty).append(report["window_ticks"])
+            if len(clean) >= 3:
                 break
-        window = min(clean or dirty)
-        if window >= target or count >= 1 << 34:
+        if count >= 1 << 34:
+            return count
+        if not clean:           # nothing to go by: a longer run, and try again
+            count *= 2
+            continue
+        window = min(clean)
+        if window >= target:
             return count
         count = max(count * 2, int(count * min(target / max(window, 1) * 1.2, 64)))
     return count
@@ -344,21 +358,24 @@ class Sharing(Experiment):
               "on); the measuring CPU (cpu) runs thread 0", "0,1", minimum=0),
     ]
     presets = {
-        "quick": {"samples": 7, "min_sample_ms": 0.5},
+        "quick": {"samples": 7, "min_sample_ms": 0.3},
         "full": {"samples": 15, "min_sample_ms": 2},
     }
     questions = (
         Question("sharing.false_sharing", "How much slower are increments of per-thread "
                  "counters that share a cache line than of counters far apart?", "ratio", "004",
                  f"ratio of medians, plain increments at the smallest distance measured vs "
-                 f"counters >= {FAR_MIN} B apart (pooled); atomic increments and every distance "
-                 f"in details; inconclusive when the threads did not run at the same time",
+                 f"counters >= {FAR_MIN} B apart (pooled); detected when its CI is above "
+                 f"{1 + PENALTY_MIN:.1f}x, not detected when below; atomic increments and every "
+                 f"distance in details; inconclusive when the threads did not run at the same "
+                 f"time",
                  headline=True),
         Question("sharing.line_size", "From which distance on do per-thread counters stop "
                  "slowing each other down (the line size false sharing implies)?", "bytes",
-                 "004", f"smallest distance from which on no measured distance, plain or "
-                 f"atomic, is surely > {1 + PENALTY_MIN:.2f}x the far-apart counters; "
-                 f"against sysfs' coherency_line_size"),
+                 "004", f"the first distance after the last one whose ratio to far-apart "
+                 f"counters is surely above {1 + PENALTY_MIN:.2f}x (CI low end), plain or atomic, "
+                 f"at which both arms are surely below it (CI high end); against sysfs' "
+                 f"coherency_line_size"),
         Question("sharing.padding", "To how many bytes should per-thread counters be padded?",
                  "bytes", "004", "the measured line size rounded up to a power of two, checked "
                  "by the ratio measured at that distance"),
@@ -412,14 +429,21 @@ class Sharing(Experiment):
         if cpus[0] != lab.cpu and lab.cpu in cpus:
             raise MemfxError(f"thread 0 must run on the measuring CPU {lab.cpu}, not {cpus[0]}")
         n = len(cpus)
+        sample_ms = None
         if p["part"] == "core_to_core":
             kernel, aux = "pingpong", 0
             region = shared_area(lab, cpus)
+            # A ping-pong stalls, both threads spinning, as soon as either is
+            # switched out, so on a busy machine few long samples survive;
+            # its samples are kept short (the N/2N difference removes the
+            # few microseconds of start-up).
+            sample_ms = min(lab.min_sample_ms, PINGPONG_SAMPLE_MS)
         else:
             kernel = "fs_plain" if point.arm == "plain" else "fs_atomic"
             aux = p.get("distance_bytes", 8)
             region = shared_area(lab, cpus, span=(n - 1) * aux)
-        count = calibrated_count(lab, kernel, region, n, aux)
+        count = calibrated_count(lab, kernel, region, n, aux, sample_ms=sample_ms,
+                                 floor=64 if kernel == "pingpong" else 4096)
         return Trial(kernel, dst=region, size=n, aux=aux, count=count, warmup=0,
                      extra=KernelReport(kernel, region, n))
 
@@ -497,7 +521,7 @@ class Sharing(Experiment):
             details.append({"label": f"{arm} d={d}", "arm": arm, "distance_bytes": d,
                             "value": e.value, "unit": "ratio", "ci_low": e.ci_low,
                             "ci_high": e.ci_high,
-                            "verdict": e.verdict if share >= CONCURRENT_SHARE_MIN
+                            "verdict": _one_sided(e) if share >= CONCURRENT_SHARE_MIN
                             else "inconclusive",
                             "ns_per_increment": p["median"], "concurrent_share": share,
                             "point": ans.point_key(p)})
@@ -514,7 +538,8 @@ class Sharing(Experiment):
         key = ("plain", d0) if ("plain", d0) in pen else next(iter(sorted(pen)))
         e, p, share = pen[key]
         atomic = pen.get(("atomic", key[1]))
-        a = ans.Answer(qf.id, e.verdict, "", value=e.value, ci_low=e.ci_low, ci_high=e.ci_high,
+        a = ans.Answer(qf.id, _one_sided(e), "", value=e.value, ci_low=e.ci_low,
+                       ci_high=e.ci_high,
                        evidence=e.evidence, details=details,
                        estimator="ratio of medians (ns per increment) vs counters "
                                  f">= {FAR_MIN} B apart, pooled")
@@ -538,13 +563,18 @@ class Sharing(Experiment):
         else:
             atomic_txt = (f"; atomic increments {atomic[0].value:.2f}x" if atomic and
                           atomic[0].value else "")
-            if e.verdict == DETECTED and e.value > 1:
+            if a.verdict == DETECTED:
                 a.because = (f"false sharing costs {e.value:.1f}x here: {key[0]} increments of "
                              f"counters {key[1]} B apart take {p['median']:.2f} ns vs "
                              f"{far_ns:.2f} ns {FAR_MIN} B+ apart{atomic_txt}{parallel}")
+            elif a.verdict == NOT_DETECTED:
+                a.because = (f"no false sharing penalty: {key[0]} increments {key[1]} B apart are "
+                             f"{e.value:.2f}x the far-apart ones{atomic_txt}{parallel}")
             else:
-                a.because = (f"no clear false sharing penalty: {key[0]} increments {key[1]} B "
-                             f"apart are {e.value:.2f}x the far-apart ones{atomic_txt}{parallel}")
+                a.because = (f"not clear: {key[0]} increments {key[1]} B apart are "
+                             f"{e.value:.2f}x [{e.ci_low or float('nan'):.2f}, "
+                             f"{e.ci_high or float('nan'):.2f}] the far-apart ones{atomic_txt}"
+                             f"{parallel}")
         out = [a]
         # -- the line size it implies, and the padding
         sysfs = f"sysfs coherency_line_size = {line} B" if line else "sysfs gives no line size"
@@ -557,12 +587,14 @@ class Sharing(Experiment):
             return out + [ans.not_measured(ql, f"no distance below {FAR_MIN} B was measured"),
                           ans.not_measured(qp, f"no distance below {FAR_MIN} B was measured")]
 
+        # One-sided: a penalty is a ratio surely above 1 + PENALTY_MIN; a
+        # distance is free when every arm is surely below it.
         def penalised(d):
-            return any(pen[(arm, d)][0].verdict == DETECTED and pen[(arm, d)][0].value > 1
-                       for arm in ARMS if (arm, d) in pen)
+            return any(_one_sided(pen[(arm, d)][0]) == DETECTED for arm in ARMS if (arm, d) in pen)
 
-        def unsure(d):
-            return any(pen[(arm, d)][0].verdict == INCONCLUSIVE for arm in ARMS if (arm, d) in pen)
+        def free(d):
+            return all(_one_sided(pen[(arm, d)][0]) == NOT_DETECTED
+                       for arm in ARMS if (arm, d) in pen)
 
         if not any(penalised(d) for d in near):
             text = (f"no distance measured ({', '.join(map(str, near))} B) is surely "
@@ -572,21 +604,23 @@ class Sharing(Experiment):
             out.append(ans.Answer(qp.id, "inconclusive", text))
             return out
         last_bad = max(d for d in measured_d if penalised(d))
-        free = [d for d in measured_d if d > last_bad]
-        size = free[0] if free else None
+        after = [d for d in measured_d if d > last_bad and free(d)]
+        size = after[0] if after else None
         if size is None:
-            text = f"every distance measured has a penalty, up to {last_bad} B"
+            text = (f"a penalty up to {last_bad} B and no distance after it surely free of one "
+                    f"({sysfs})")
             out.append(ans.Answer(ql.id, "inconclusive", text, details=details))
             out.append(ans.Answer(qp.id, "inconclusive", text))
             return out
-        doubtful = [d for d in free if unsure(d) and d < FAR_MIN]
+        doubtful = [d for d in measured_d if last_bad < d < size]
+        worst = max((pen[(arm, last_bad)][0].value or 0) for arm in ARMS if (arm, last_bad) in pen)
         agree = ("agrees" if line == size else
                  f"differs (the penalty stops at {size} B)") if line else ""
         text = (f"no penalty from {size} B apart on; penalty up to {last_bad} B "
-                f"({pen.get(('plain', last_bad), pen.get(('atomic', last_bad)))[0].value:.1f}x); "
-                f"{sysfs}{': ' + agree if agree else ''}")
+                f"(up to {worst:.1f}x); {sysfs}{': ' + agree if agree else ''}")
         if doubtful:
-            text += f"; {', '.join(map(str, doubtful))} B not clear either way"
+            text += (f"; {', '.join(map(str, doubtful))} B not clear either way, so the line "
+                     f"may be as short as {doubtful[0]} B")
         out.append(ans.measured(ql, [float(size)], text, value=float(size), details=[
             d for d in details if d.get("distance_bytes") in (last_bad, size)],
             estimator="smallest distance after the last one with a penalty",
@@ -645,6 +679,19 @@ class Sharing(Experiment):
                      f"{lo['params']['cpu_b']}) to {hi['median']:.0f} ns (CPUs "
                      f"{hi['params']['cpu_a']}, {hi['params']['cpu_b']})")
         return a
+
+
+def _one_sided(e):
+    """Penalty verdict of a ratio answer: detected when its CI is surely
+    above 1 + PENALTY_MIN, not_detected when surely below, else
+    inconclusive (also without a CI)."""
+    if e.ci_low is None or e.ci_high is None:
+        return INCONCLUSIVE
+    if e.ci_low > 1 + PENALTY_MIN:
+        return DETECTED
+    if e.ci_high < 1 + PENALTY_MIN:
+        return NOT_DETECTED
+    return INCONCLUSIVE
 
 
 def solo_cpus(data):
