@@ -222,3 +222,22 @@ def test_cli_unknown_cpu_is_one_line_exit_2_nothing_stored(db_path):
     assert len(lines) == 1 and "CPU 4095 is not available" in lines[0]
     if os.path.exists(db_path):
         assert sqlite3.connect(db_path).execute("select count(*) from runs").fetchone()[0] == 0
+
+
+def test_a_small_run_records_each_samples_threads(db_path):
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs this process may run on")
+    r = run_cli("run", "atomics", "--quick", "--json", "--set", "ops=fetch_add,plain", "--set",
+                "samples=3", "--set", "min_sample_ms=0.1", db=db_path)
+    assert r.returncode == 0, r.stderr
+    import json
+    doc = json.loads(r.stdout)
+    assert len(doc["params"]["cpus"]) == len(cpus)
+    contended = [p for p in doc["points"] if p["params"]["threads"] == 2]
+    assert contended and all(p["params"]["cpus"].startswith(str(doc["params"]["cpu"]))
+                             for p in contended)
+    for p in contended:
+        if p["n"]:
+            assert {"overlap", "thread_switches", "window_ticks"} <= set(p["counters"])
+    assert {a["question"] for a in doc["answers"]} == {q.id for q in A.Atomics.questions}

@@ -333,3 +333,17 @@ def test_cli_bad_input_is_one_line_exit_2_nothing_stored(db_path, setting, messa
     assert len(lines) == 1 and message in lines[0]
     if os.path.exists(db_path):
         assert sqlite3.connect(db_path).execute("select count(*) from runs").fetchone()[0] == 0
+
+
+def test_a_run_on_one_cpu_answers_not_measured_with_the_reason(db_path):
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    r = run_cli("run", "sharing", "--quick", "--json", "--set", f"cpus={cpu}", "--set",
+                "samples=3", "--set", "min_sample_ms=0.1", db=db_path)
+    assert r.returncode == 0, r.stderr
+    import json
+    doc = json.loads(r.stdout)
+    assert doc["params"]["cpus"] == [cpu]               # the run records the CPUs it used
+    assert {p["params"]["part"] for p in doc["points"]} == {"solo"}
+    for a in doc["answers"]:
+        assert a["verdict"] == "not_measured"
+        assert "only one CPU" in a["because"]

@@ -56,7 +56,7 @@ MAX_DISTANCE = 65536
 HEADER_FIELDS = ("status", "final", "expected", "tsc_entry", "tsc_exit", "threads")
 SLOT_FIELDS = ("cpu_asked", "cpu_start", "cpu_end", "tsc_start", "tsc_end", "switches",
                "address", "final", "ops", "checksum", "retries", "done", "ran")
-STATUS = {1: "thread count outside 1..64", 2: "CPU number too large", 3: "pthread_create failed",
+STATUS = {1: "thread count outside 1..64", 2: "CPU number too large or given twice", 3: "pthread_create failed",
           4: "ping-pong needs exactly two threads", 5: "distance not a multiple of 8 in 8..65536"}
 XCHG_TAG_SHIFT = 40
 
@@ -477,15 +477,13 @@ class Sharing(Experiment):
         return out
 
     def _one_cpu_reason(self, data):
-        multi = [p for p in data.points if p["params"].get("threads", 2) != 1
-                 or p["params"].get("part") == "core_to_core"]
-        if multi:
+        """Why nothing multi-threaded was measured (None when something was)."""
+        if any(p["params"].get("threads", 2) != 1 for p in data.points):
             return None
         cpus = data.params.get("cpus")
-        return (f"only one CPU ({parse_cpu_text(solo_cpus(data))[0] if solo_cpus(data) else '?'})"
-                f" was available to the run: sharing needs two threads on two CPUs"
-                if cpus in ("auto", None) or len(cpus) < 2 else
-                "no multi-threaded point was measured")
+        cpus = cpu_text(cpus) if isinstance(cpus, list) else (cpus or "?")
+        return (f"only one CPU ({cpus}) was available to the run: sharing needs two threads "
+                f"on two CPUs")
 
     def _penalties(self, data, fs):
         """{(arm, d): (effect answer, point, concurrent share)} vs far-apart counters."""
@@ -692,10 +690,3 @@ def _one_sided(e):
     if e.ci_high < 1 + PENALTY_MIN:
         return NOT_DETECTED
     return INCONCLUSIVE
-
-
-def solo_cpus(data):
-    for p in data.points:
-        if p["params"].get("part") == "solo":
-            return p["params"].get("cpus")
-    return None

@@ -344,10 +344,10 @@ static uint64_t sh_run(const struct mfx_args *a, enum kind kind)
     if (kind != FS_PLAIN && kind != FS_ATOMIC)
         for (unsigned w = 0; w < 8; w++)
             *WORD(base, SH_COUNTERS + 8 * w) = 0;
+    /* ping-pong: two writes per round trip; xchg: each thread's last value
+     * is its count; remote: only thread 0 adds; the rest: every thread adds */
     h[H_EXPECTED] = kind == PINGPONG ? 2 * a->count
-                    : kind == AT_XCHG ? a->count
-                    : kind == AT_REMOTE ? a->count
-                    : (kind == FS_PLAIN || kind == FS_ATOMIC) ? n * a->count
+                    : (kind == AT_XCHG || kind == AT_REMOTE) ? a->count
                     : n * a->count;
 
     /* thread 0 is the caller when it already runs on thread 0's CPU */
