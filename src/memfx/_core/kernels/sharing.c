@@ -17,11 +17,11 @@
  *                     its expected value, TSC at entry and exit; the
  *                     barrier and the stop flag on lines of their own
  *   [512, 1024)       the CPU of each thread (u64 each; written by the lab)
- *   [1024, 9216)      one 128-byte results slot per thread (SLOT_* words)
+ *   [1024, 9216)      one 128-byte results slot per thread (S_* words)
  *   [12288, ...)      the counters / the shared variable: thread i's
  *                     counter at COUNTERS + i * aux (false sharing), or one
  *                     variable at COUNTERS (atomics, ping-pong)
- * Python mirrors these offsets (experiments/sharing.py, LAYOUT) and the
+ * Python mirrors these offsets (experiments/sharing.py, HEADER..COUNTERS) and the
  * tests check them through the counter addresses each thread reports.
  *
  * Per thread the slot receives: the CPU asked for, the CPU at the start and
@@ -165,8 +165,10 @@ static void body(struct sh_call *c, unsigned i, volatile uint64_t *slot)
             ops = c->count;
             __atomic_store_n(WORD(c->base, SH_STOP), 1, __ATOMIC_RELEASE);
         } else {
-            /* a writer: plain stores to its own word of the same line */
-            volatile uint64_t *mine = (volatile uint64_t *)(c->base + SH_COUNTERS + 8 * (i % 8));
+            /* a writer: plain stores to a word of the same line, never word
+             * 0 (thread 0's variable): words 1..7, shared beyond 8 threads */
+            volatile uint64_t *mine =
+                (volatile uint64_t *)(c->base + SH_COUNTERS + 8 * (1 + (i - 1) % 7));
             while (!__atomic_load_n(WORD(c->base, SH_STOP), __ATOMIC_ACQUIRE)) {
                 *mine = ops;
                 ops++;
