@@ -347,3 +347,14 @@ def test_a_run_on_one_cpu_answers_not_measured_with_the_reason(db_path):
     for a in doc["answers"]:
         assert a["verdict"] == "not_measured"
         assert "only one CPU" in a["because"]
+
+
+def test_ratios_use_only_samples_whose_threads_ran_side_by_side():
+    data = _fs_data(ratio=4.0)
+    near = next(p for p in data.points if p["arm"] == "plain"
+                and p["params"].get("distance_bytes") == 8)
+    # as many samples again, ten times slower, from a thread switched out
+    data.samples += [{"arm": "plain", "point": near["params"], "value": 40 * v,
+                      "counters": {"overlap": 1.0, "thread_switches": 3}} for v in near["values"]]
+    fs = _answers(data)["sharing.false_sharing"]
+    assert fs.value == pytest.approx(4.0, rel=0.1)

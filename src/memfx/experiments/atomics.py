@@ -36,8 +36,8 @@ from ..findings import DETECTED, NOT_DETECTED
 from ..plotspec import PlotSpec
 from .base import Experiment, Param, Point, Trial, register
 from .sharing import (CONCURRENT_SHARE_MIN, MAX_THREADS, KernelReport, calibrated_count,
-                      check_call, concurrent_share, cpu_text, parse_cpu_text, read_area,
-                      resolve_cpus, samples_of, shared_area)
+                      check_call, concurrent_share, concurrent_values, cpu_text, parse_cpu_text,
+                      read_area, resolve_cpus, samples_of, shared_area)
 
 KERNELS = {"fetch_add": "at_fetch_add", "add_fetch": "at_add_fetch", "cas": "at_cas",
            "xchg": "at_xchg", "plain": "at_plain", "remote": "at_remote"}
@@ -169,8 +169,8 @@ class Atomics(Experiment):
             return out + [ans.not_measured(self.declared(n), reason)
                           for n in ("contended", "cas_ratio", "remote_line", "lost_updates")]
         out.append(self._contended(by, share, most, details))
-        out.append(self._cas_ratio(by, share, most, details))
-        out.append(self._remote(by, share, most, details))
+        out.append(self._cas_ratio(data, by, share, most, details))
+        out.append(self._remote(data, by, share, most, details))
         out.append(self._lost(data, by, share, most, details))
         return out
 
@@ -203,18 +203,20 @@ class Atomics(Experiment):
                      f"variable)")
         return a
 
-    def _cas_ratio(self, by, share, most, details):
+    def _cas_ratio(self, data, by, share, most, details):
         q = self.declared("cas_ratio")
         cas, xadd = by.get(("cas", most)), by.get(("fetch_add", most))
         if not (cas and xadd):
             return ans.not_measured(q, f"needs cas and fetch_add with {most} threads")
-        e = ans.effect(q, cas["values"], xadd["values"], "",
+        e = ans.effect(q, concurrent_values(data, cas), concurrent_values(data, xadd),
+                       "",
                        evidence=[ans.point_key(cas), ans.point_key(xadd)])
         rows = []
         for t in sorted({t for _, t in by}):
             c, x = by.get(("cas", t)), by.get(("fetch_add", t))
             if c and x:
-                r = ans.effect(q, c["values"], x["values"], "")
+                r = ans.effect(q, concurrent_values(data, c),
+                               concurrent_values(data, x), "")
                 rows.append({"label": f"cas / fetch_add x{t}", "threads": t, "value": r.value,
                              "unit": "ratio", "ci_low": r.ci_low, "ci_high": r.ci_high,
                              "verdict": r.verdict,
@@ -244,7 +246,7 @@ class Atomics(Experiment):
                      f"{DREPPER_CAS_RATIO:.1f}x); ranking with {most} threads: {ranking}")
         return e
 
-    def _remote(self, by, share, most, details):
+    def _remote(self, data, by, share, most, details):
         q = self.declared("remote_line")
         p = by.get(("remote", most)) or by.get(("remote", 2))
         if p is None:
@@ -257,7 +259,7 @@ class Atomics(Experiment):
         a = _point_answer(q, p, details=[d for d in details if d["op"] == "remote"])
         ratio = ""
         if local:
-            r = ans.effect(q, p["values"], local["values"], "")
+            r = ans.effect(q, concurrent_values(data, p), local["values"], "")
             ratio = (f", {r.value:.1f}x [{r.ci_low or float('nan'):.1f}, "
                      f"{r.ci_high or float('nan'):.1f}] a lock add of a line it owns "
                      f"({local['median']:.2f} ns)")

@@ -320,13 +320,26 @@ def concurrent_share(samples):
     """Share of samples in which the threads ran at the same time."""
     if not samples:
         return 0.0
-    ok = [s for s in samples if (s["counters"].get("overlap") or 0) >= OVERLAP_MIN
-          and not s["counters"].get("thread_switches")]
-    return len(ok) / len(samples)
+    return sum(1 for s in samples if is_concurrent(s)) / len(samples)
 
 
 def samples_of(data, point):
     return [s for s in data.samples if s["arm"] == point["arm"] and s["point"] == point["params"]]
+
+
+def is_concurrent(sample):
+    c = sample.get("counters") or {}
+    return (c.get("overlap") or 0) >= OVERLAP_MIN and not c.get("thread_switches")
+
+
+def concurrent_values(data, point):
+    """Per-sample values of the point's longest run length from the samples
+    whose threads all ran side by side (the ratios use these); the point's
+    values when no sample qualifies."""
+    ss = samples_of(data, point)
+    longest = max((s.get("length", 0) for s in ss), default=0)
+    vals = [s["value"] for s in ss if s.get("length", 0) == longest and is_concurrent(s)]
+    return vals if vals else list(point["values"])
 
 
 def _line_bytes(machine):
@@ -364,8 +377,9 @@ class Sharing(Experiment):
     questions = (
         Question("sharing.false_sharing", "How much slower are increments of per-thread "
                  "counters that share a cache line than of counters far apart?", "ratio", "004",
-                 f"ratio of medians, plain increments at the smallest distance measured vs "
-                 f"counters >= {FAR_MIN} B apart (pooled); detected when its CI is above "
+                 f"ratio of medians (samples whose threads ran side by side), plain "
+                 f"increments at the smallest distance measured vs counters >= {FAR_MIN} B "
+                 f"apart (pooled); detected when its CI is above "
                  f"{1 + PENALTY_MIN:.1f}x, not detected when below; atomic increments and every "
                  f"distance in details; inconclusive when the threads did not run at the same "
                  f"time",
@@ -494,10 +508,11 @@ class Sharing(Experiment):
             far = [p for p in arm_pts if p["params"]["distance_bytes"] >= FAR_MIN]
             if not far:
                 continue
-            far_values = ans.pooled_values(far)
+            far_values = np.concatenate([concurrent_values(data, p) for p in far])
             far_share = min(concurrent_share(samples_of(data, p)) for p in far)
             for p in arm_pts:
-                e = ans.effect(q, p["values"], far_values, "", effect_min=PENALTY_MIN,
+                e = ans.effect(q, concurrent_values(data, p), far_values, "",
+                               effect_min=PENALTY_MIN,
                                evidence=[ans.point_key(p)] + ans.evidence_keys(far))
                 share = min(concurrent_share(samples_of(data, p)), far_share)
                 out[(arm, p["params"]["distance_bytes"])] = (e, p, share)
@@ -539,10 +554,11 @@ class Sharing(Experiment):
         a = ans.Answer(qf.id, _one_sided(e), "", value=e.value, ci_low=e.ci_low,
                        ci_high=e.ci_high,
                        evidence=e.evidence, details=details,
-                       estimator="ratio of medians (ns per increment) vs counters "
-                                 f">= {FAR_MIN} B apart, pooled")
-        far_ns = np.median(ans.pooled_values([x for x in fs if x["arm"] == key[0] and
-                                              x["params"]["distance_bytes"] >= FAR_MIN]))
+                       estimator="ratio of medians (ns per increment, concurrent samples) "
+                                 f"vs counters >= {FAR_MIN} B apart, pooled")
+        far_ns = np.median(np.concatenate([concurrent_values(data, x) for x in fs
+                                           if x["arm"] == key[0]
+                                           and x["params"]["distance_bytes"] >= FAR_MIN]))
         parallel = ""
         if key[0] in solo and solo[key[0]]["median"]:
             slow = far_ns / solo[key[0]]["median"]
