@@ -1,0 +1,708 @@
+"""False sharing and core-to-core transfer: what it costs when threads on
+different CPUs write the same cache line.
+
+Seed 004 (Drepper, "Concurrent Cache Line Access Overhead"; his advice
+"Move read-write variables which are often written to by different threads
+onto their own cache line"): threads that each increment their *own*
+counter slow each other down when the counters share a line, because the
+line travels between the cores on every write (MESI: a remote write
+invalidates the local copy).  How much, from which distance on it stops,
+and what one transfer of a line between two CPUs costs, on the CPU at hand.
+
+Protocol (each a set of cells; arms are interleaved inside a cell)
+  false_sharing  `threads` threads, each pinned to its own CPU, each adding
+                 1 to its own 8-byte counter `count` times; the counters d
+                 bytes apart (d = 8 ... 4096); arms: plain (addq, not
+                 locked) and atomic (lock addq).  ns per increment per
+                 thread, and the ratio to counters far apart (d >= 128)
+  solo           the same loops on one thread: the cost without any sharing
+                 (far-apart counters should match it when the threads
+                 really run in parallel)
+  core_to_core   two threads pinned to a pair of CPUs bounce one flag
+                 (each waits for the other's value and writes the next):
+                 ns per one-way transfer, every pair of the allowed CPUs
+
+The kernels (kernels/sharing.c) start the threads themselves, pin them,
+start them on a barrier and report per thread: the CPU at the start and end
+of its work, TSC stamps right after the barrier and after its last
+increment, and its context switches.  Those come back with every sample
+(Trial.extra is a live view of the kernel's results area, read right after
+each call).  A sample counts as concurrent when the shorter-running thread
+ran entirely while the other was running (overlap >= 90 %) and no thread
+was switched out; a point where fewer than half the samples are concurrent
+is reported as "threads did not overlap: inconclusive", never as a ratio.
+Every counter must end at exactly `count` (each thread owns its counter),
+the ping-pong flag at 2 x round trips; anything else stops the run.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import numpy as np
+
+from .. import answers as ans
+from ..answers import LOWER, Question
+from ..errors import MemfxError, ParamError
+from ..findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
+from ..machine import parse_cpu_list
+from ..plotspec import PlotSpec
+from .base import Experiment, Param, Point, Trial, register
+
+# ---- the shared area of kernels/sharing.c (byte offsets; mirrored here) ----
+HEADER, BARRIER, STOP, CPUS, SLOTS, SLOT_BYTES, COUNTERS = 0, 128, 256, 512, 1024, 128, 12288
+MAX_THREADS = 64
+MAX_DISTANCE = 65536
+HEADER_FIELDS = ("status", "final", "expected", "tsc_entry", "tsc_exit", "threads")
+SLOT_FIELDS = ("cpu_asked", "cpu_start", "cpu_end", "tsc_start", "tsc_end", "switches",
+               "address", "final", "ops", "checksum", "retries", "done", "ran")
+STATUS = {1: "thread count outside 1..64", 2: "CPU number too large or given twice", 3: "pthread_create failed",
+          4: "ping-pong needs exactly two threads", 5: "distance not a multiple of 8 in 8..65536"}
+XCHG_TAG_SHIFT = 40
+
+DISTANCES = (8, 16, 32, 56, 64, 128, 256, 4096)
+# Counters this far apart are on different lines of any x86 CPU (64-byte
+# lines; Intel's L2 spatial prefetcher pairs lines into 128-byte blocks,
+# Intel optimisation manual 3.7.3): the baseline of the penalty.
+FAR_MIN = 128
+ARMS = ("plain", "atomic")
+PARTS = ("false_sharing", "core_to_core")
+# A sample is concurrent when the shorter-running thread overlapped the
+# other for at least this share of its run, with no context switch.
+OVERLAP_MIN = 0.9
+# A point needs at least this share of concurrent samples to be used.
+CONCURRENT_SHARE_MIN = 0.5
+# False sharing is a multiple, not a few per cent (Drepper's figure: the
+# same-line case several times the separate-line one): a distance has a
+# penalty when its ratio to far-apart counters is surely (CI low end) above
+# 1 + PENALTY_MIN, none when surely (CI high end) below it.  A wide band,
+# because two threads' sub-nanosecond plain increments on a shared host
+# give ratio CIs of +-40 %.
+PENALTY_MIN = 0.5
+# Far-apart counters slower than this multiple of one thread alone: the
+# threads did not run at full speed in parallel (time-shared vCPUs).
+PARALLEL_SLOWDOWN_MAX = 1.5
+# Length of one ping-pong sample (see prepare), ms.
+PINGPONG_SAMPLE_MS = 0.1
+
+
+# ---- CPUs ---------------------------------------------------------------
+
+def _cpuset_cpus():
+    """The CPUs this process's cgroup may use (cpuset), or the online CPUs."""
+    try:
+        with open("/proc/self/cpuset") as f:
+            path = f.read().strip()
+    except OSError:
+        path = "/"
+    for name in (f"/sys/fs/cgroup{path}/cpuset.cpus.effective",
+                 f"/sys/fs/cgroup/cpuset{path}/cpuset.effective_cpus",
+                 "/sys/devices/system/cpu/online"):
+        try:
+            with open(name) as f:
+                cpus = parse_cpu_list(f.read())
+        except OSError:
+            continue
+        if cpus:
+            return cpus
+    return []
+
+
+def allowed_cpus(caller=None):
+    """CPUs this process may run threads on: its affinity mask.  In the
+    measuring worker the lab has pinned the process to its CPU (`caller`),
+    so the mask no longer says where the other threads may go; there the
+    cgroup's CPU set does (plan already checked the list against the mask
+    of the unpinned CLI)."""
+    mask = sorted(os.sched_getaffinity(0))
+    if caller is not None and caller >= 0 and mask == [caller]:
+        return sorted(set(_cpuset_cpus()) | set(mask))
+    return mask
+
+
+def resolve_cpus(params):
+    """(caller CPU, CPUs to use), the caller (the lab's CPU, thread 0) first.
+    `cpus` auto = the affinity mask.  Writes the resolution back into params
+    (cpus, cpu), so the run records it and the worker plans the same points.
+    ParamError names a CPU the process may not use."""
+    want = params.get("cpus", "auto")
+    caller = params.get("cpu", -1)
+    caller = -1 if caller is None else caller
+    if not want:
+        raise ParamError("cpus: give at least one CPU")
+    if want in ("auto", None):
+        allowed = allowed_cpus()
+        cpus = list(allowed)
+    else:
+        allowed = allowed_cpus(caller)
+        cpus = list(dict.fromkeys(want))
+    for c in cpus:
+        if c not in allowed:
+            raise ParamError(f"cpus: CPU {c} is not available to this process "
+                             f"(allowed: {','.join(map(str, allowed))})")
+    if caller < 0:      # the lab's default CPU, when the list uses it
+        caller = allowed[-1] if allowed[-1] in cpus else cpus[0]
+    if caller not in allowed:
+        raise ParamError(f"cpu: CPU {caller} is not available to this process "
+                         f"(allowed: {','.join(map(str, allowed))})")
+    if caller in cpus:
+        cpus.remove(caller)
+        cpus.insert(0, caller)
+    params["cpus"], params["cpu"] = list(cpus), caller
+    return caller, cpus
+
+
+def cpu_text(cpus):
+    return ",".join(str(c) for c in cpus)
+
+
+def parse_cpu_text(text):
+    return [int(c) for c in str(text).split(",") if c != ""]
+
+
+def check_distances(distances):
+    for d in distances:
+        if d % 8:
+            raise ParamError(f"distances: {d} is not a multiple of 8 (counters are 8-byte words)")
+        if not 8 <= d <= MAX_DISTANCE:
+            raise ParamError(f"distances: {d} is outside 8..{MAX_DISTANCE}")
+
+
+# ---- the shared area and its report ----------------------------------------
+
+def shared_area(lab, cpus, span=64):
+    """A page-aligned area for one sharing kernel: header, the CPUs (thread
+    i on cpus[i]), the results slots, then `span` bytes of counters."""
+    if not 1 <= len(cpus) <= MAX_THREADS:
+        raise ParamError(f"threads: 1..{MAX_THREADS}, got {len(cpus)}")
+    region = lab.buffer(COUNTERS + span + 64)
+    words = np.frombuffer(region.buffer, dtype=np.uint64, count=MAX_THREADS,
+                          offset=region.offset + CPUS)
+    words[:len(cpus)] = cpus
+    del words
+    return region
+
+
+def read_area(region, threads):
+    """(header dict, list of slot dicts) of the kernel's last call."""
+    words = np.frombuffer(region.buffer, dtype=np.uint64,
+                          count=(SLOTS + threads * SLOT_BYTES) // 8, offset=region.offset)
+    header = {k: int(words[i]) for i, k in enumerate(HEADER_FIELDS)}
+    slots = []
+    for t in range(threads):
+        base = (SLOTS + t * SLOT_BYTES) // 8
+        slots.append({k: int(words[base + i]) for i, k in enumerate(SLOT_FIELDS)})
+    del words
+    return header, slots
+
+
+def overlap_of_shorter(slots):
+    """Share of the shorter thread's run during which every other thread ran
+    too (1.0 for one thread): max(0, min end - max start) / shortest run."""
+    runs = [(s["tsc_start"], s["tsc_end"]) for s in slots]
+    if len(runs) < 2:
+        return 1.0
+    shortest = min(e - s for s, e in runs)
+    common = min(e for _, e in runs) - max(s for s, _ in runs)
+    if shortest <= 0:
+        return 1.0 if common >= 0 else 0.0
+    return max(0.0, min(1.0, common / shortest))
+
+
+def check_call(kernel, header, slots, count=None):
+    """What one call reported, as numbers for the sample; raises MemfxError
+    when the kernel failed, a thread ran off its CPU, or an operation that
+    must be exact lost or invented an update.  Plain increments of one
+    shared variable may lose updates: counted, not an error."""
+    status = header["status"]
+    if status:
+        code, err = status & 0xFF, (status >> 8) & 0xFFFF
+        extra = f": {os.strerror(err)}" if code == 3 and err else ""
+        raise MemfxError(f"{kernel}: {STATUS.get(code, f'status {status}')}{extra}")
+    for i, s in enumerate(slots):
+        if not s["ran"]:
+            raise MemfxError(f"{kernel}: thread {i} did not run")
+        if s["cpu_start"] != s["cpu_asked"] or s["cpu_end"] != s["cpu_asked"]:
+            raise MemfxError(f"{kernel}: thread {i} ran on CPU {s['cpu_start']}..{s['cpu_end']}, "
+                             f"not on CPU {s['cpu_asked']} it was pinned to")
+    n = len(slots)
+    final, expected = header["final"], header["expected"]
+    out = {"threads": n, "overlap": round(overlap_of_shorter(slots), 4),
+           "thread_switches": sum(s["switches"] for s in slots),
+           "window_ticks": max(s["tsc_end"] for s in slots) - min(s["tsc_start"] for s in slots),
+           "setup_ticks": min(s["tsc_start"] for s in slots) - header["tsc_entry"]}
+    if kernel in ("fs_plain", "fs_atomic"):
+        per = [s["final"] for s in slots]
+        if any(v != per[0] for v in per) or final != expected or final != n * slots[0]["ops"]:
+            raise MemfxError(f"{kernel}: counters ended at {per}, expected {expected // n} each")
+    elif kernel == "at_plain":
+        if final > expected:
+            raise MemfxError(f"{kernel}: {final} increments counted, only {expected} made")
+        out["lost_updates"] = expected - final
+        out["lost_share"] = (expected - final) / expected if expected else 0.0
+    elif kernel == "at_xchg":
+        tag, seq = final >> XCHG_TAG_SHIFT, final & ((1 << XCHG_TAG_SHIFT) - 1)
+        if not 1 <= tag <= n or seq != expected:
+            raise MemfxError(f"{kernel}: the variable ends at thread {tag - 1}'s value {seq}, "
+                             f"not a thread's last value {expected}")
+    elif final != expected:
+        raise MemfxError(f"{kernel}: the variable ends at {final}, expected {expected} "
+                         f"(an atomic operation lost an update)")
+    if kernel == "at_cas":
+        ops = sum(s["ops"] for s in slots)
+        out["cas_retries_per_op"] = sum(s["retries"] for s in slots) / ops if ops else 0.0
+    if kernel == "at_remote" and n > 1:
+        out["writer_stores"] = sum(s["ops"] for s in slots[1:])
+    return out
+
+
+class KernelReport(Mapping):
+    """Trial.extra for a sharing kernel: a live view of the results area.
+    The lab records extra with every sample right after the call
+    (counters.update(trial.extra)), so each sample carries its own overlap,
+    context switches and checks; a failed check stops the run there."""
+
+    def __init__(self, kernel, region, threads):
+        self.kernel, self.region, self.threads = kernel, region, threads
+        self._snapshot = {}
+
+    def _read(self):
+        header, slots = read_area(self.region, self.threads)
+        self._snapshot = check_call(self.kernel, header, slots)
+        return self._snapshot
+
+    def keys(self):
+        return self._read().keys()
+
+    def __iter__(self):
+        return iter(self._read())
+
+    def __getitem__(self, key):
+        return self._snapshot[key]
+
+    def __len__(self):
+        return len(self._snapshot)
+
+
+def calibrated_count(lab, kernel, region, threads, aux, floor=4096, tries=6, sample_ms=None):
+    """Iterations so that the threads' own window (barrier to last finisher)
+    lasts min_sample_ms: thread start-up is not part of what is calibrated.
+    Only a concurrent try counts (no thread switched out, the threads'
+    runs overlapping); a vCPU the host stalls inflates a window without
+    any switch the guest sees, so the shortest of a few clean windows is
+    used (a count with no clean try is doubled, never accepted), and the floor keeps each thread's run far longer than the skew
+    of their starts."""
+    target = (sample_ms or lab.min_sample_ms) * 1e-3 * lab.tsc_hz
+    count = floor
+    for _ in range(40):
+        clean, dirty = [], []
+        for _ in range(tries):
+            lab.call(Trial(kernel, dst=region, size=threads, aux=aux), count)
+            header, slots = read_area(region, threads)
+            report = check_call(kernel, header, slots)
+            concurrent = not report["thread_switches"] and report["overlap"] >= OVERLAP_MIN
+            (clean if concurrent else dirty).append(report["window_ticks"])
+            if len(clean) >= 3:
+                break
+        if count >= 1 << 34:
+            return count
+        if not clean:           # nothing to go by: a longer run, and try again
+            count *= 2
+            continue
+        window = min(clean)
+        if window >= target:
+            return count
+        count = max(count * 2, int(count * min(target / max(window, 1) * 1.2, 64)))
+    return count
+
+
+def concurrent_share(samples):
+    """Share of samples in which the threads ran at the same time."""
+    if not samples:
+        return 0.0
+    return sum(1 for s in samples if is_concurrent(s)) / len(samples)
+
+
+def samples_of(data, point):
+    return [s for s in data.samples if s["arm"] == point["arm"] and s["point"] == point["params"]]
+
+
+def is_concurrent(sample):
+    c = sample.get("counters") or {}
+    return (c.get("overlap") or 0) >= OVERLAP_MIN and not c.get("thread_switches")
+
+
+def concurrent_values(data, point):
+    """Per-sample values of the point's longest run length from the samples
+    whose threads all ran side by side (the ratios use these); the point's
+    values when no sample qualifies."""
+    ss = samples_of(data, point)
+    longest = max((s.get("length", 0) for s in ss), default=0)
+    vals = [s["value"] for s in ss if s.get("length", 0) == longest and is_concurrent(s)]
+    return vals if vals else list(point["values"])
+
+
+def _line_bytes(machine):
+    for c in machine.get("caches") or []:
+        if c.get("level") == 1 and c.get("type") in ("Data", "Unified") and c.get("line_bytes"):
+            return int(c["line_bytes"])
+    return None
+
+
+@register
+class Sharing(Experiment):
+    name = "sharing"
+    order = 70
+    title = "False sharing and core-to-core transfer"
+    question = ("What does it cost when threads on different CPUs write the same cache line, "
+                "from which distance on are their counters independent, and how long does a "
+                "line take to travel between two CPUs?")
+    seeds = ("004",)
+    arms = ARMS + ("pingpong",)
+    params = [
+        Param("parts", "list:str", list(PARTS), "which parts to measure: false_sharing, "
+              "core_to_core", "false_sharing", choices=PARTS),
+        Param("distances", "list:int", list(DISTANCES), "bytes between consecutive threads' "
+              "counters (multiples of 8; >= 128 is the far-apart baseline)", "8,64,128",
+              minimum=8, maximum=MAX_DISTANCE),
+        Param("threads", "int", 2, "false_sharing: threads, each on its own CPU (at most the "
+              "allowed CPUs)", "4", minimum=2, maximum=MAX_THREADS),
+        Param("cpus", "list:int", "auto", "CPUs to use (auto = every CPU this process may run "
+              "on); the measuring CPU (cpu) runs thread 0", "0,1", minimum=0),
+    ]
+    presets = {
+        "quick": {"samples": 7, "min_sample_ms": 0.3},
+        "full": {"samples": 15, "min_sample_ms": 2},
+    }
+    questions = (
+        Question("sharing.false_sharing", "How much slower are increments of per-thread "
+                 "counters that share a cache line than of counters far apart?", "ratio", "004",
+                 f"ratio of medians (samples whose threads ran side by side), plain "
+                 f"increments at the smallest distance measured vs counters >= {FAR_MIN} B "
+                 f"apart (pooled); detected when its CI is above "
+                 f"{1 + PENALTY_MIN:.1f}x, not detected when below; atomic increments and every "
+                 f"distance in details; inconclusive when the threads did not run at the same "
+                 f"time",
+                 headline=True),
+        Question("sharing.line_size", "From which distance on do per-thread counters stop "
+                 "slowing each other down (the line size false sharing implies)?", "bytes",
+                 "004", f"the first distance after the last one whose ratio to far-apart "
+                 f"counters is surely above {1 + PENALTY_MIN:.2f}x (CI low end), plain or atomic, "
+                 f"at which both arms are surely below it (CI high end); against sysfs' "
+                 f"coherency_line_size"),
+        Question("sharing.padding", "To how many bytes should per-thread counters be padded?",
+                 "bytes", "004", "the measured line size rounded up to a power of two, checked "
+                 "by the ratio measured at that distance"),
+        Question("sharing.core_to_core", "How long does a cache line take to travel from one "
+                 "CPU to another (one way)?", "ns", "004",
+                 "median ns per one-way transfer of a flag bounced between two pinned threads; "
+                 "the median over CPU pairs, every pair in details", better=LOWER),
+    )
+    plots = (
+        PlotSpec("penalty", "ns per increment vs bytes between the threads' counters",
+                 kind="curve", x="distance_bytes", series=("arm",),
+                 select={"part": "false_sharing"}, log_x=True, log_y=True,
+                 xlabel="distance between counters (bytes)"),
+        PlotSpec("core_to_core", "one-way cache line transfer (ns), CPU pairs", kind="heatmap",
+                 x="cpu_a", y_param="cpu_b", select={"part": "core_to_core"},
+                 xlabel="CPU a (y: CPU b)", ylabel="ns per transfer"),
+    )
+
+    # -- plan --
+    def plan(self, params, machine):
+        check_distances(params["distances"])
+        caller, cpus = resolve_cpus(params)
+        pts = []
+        solo = {"part": "solo", "threads": 1, "cpus": cpu_text(cpus[:1])}
+        if "false_sharing" in params["parts"]:
+            pts += [Point(arm, dict(solo)) for arm in ARMS]
+            if len(cpus) >= 2:
+                use = cpus[:min(params["threads"], len(cpus))]
+                for d in sorted(set(params["distances"])):
+                    pts += [Point(arm, {"part": "false_sharing", "distance_bytes": d,
+                                        "threads": len(use), "cpus": cpu_text(use)})
+                            for arm in ARMS]
+        if "core_to_core" in params["parts"] and len(cpus) >= 2:
+            for i, a in enumerate(sorted(cpus)):
+                for b in sorted(cpus)[i + 1:]:
+                    pair = [a, b] if a == caller or b != caller else [b, a]
+                    pts.append(Point("pingpong", {"part": "core_to_core", "cpu_a": a,
+                                                  "cpu_b": b, "cpus": cpu_text(pair)}))
+        if not pts:
+            pts = [Point(arm, dict(solo)) for arm in ARMS]
+        return pts
+
+    def estimate_seconds(self, params, machine):
+        pts = self.plan(params, machine)
+        return 2 + len(pts) * params["samples"] * 2 * 3 * max(params["min_sample_ms"], 1) / 1000
+
+    # -- one trial --
+    def prepare(self, point, params, lab):
+        p = point.params
+        cpus = parse_cpu_text(p["cpus"])
+        if cpus[0] != lab.cpu and lab.cpu in cpus:
+            raise MemfxError(f"thread 0 must run on the measuring CPU {lab.cpu}, not {cpus[0]}")
+        n = len(cpus)
+        sample_ms = None
+        if p["part"] == "core_to_core":
+            kernel, aux = "pingpong", 0
+            region = shared_area(lab, cpus)
+            # A ping-pong stalls, both threads spinning, as soon as either is
+            # switched out, so on a busy machine few long samples survive;
+            # its samples are kept short (the N/2N difference removes the
+            # few microseconds of start-up).
+            sample_ms = min(lab.min_sample_ms, PINGPONG_SAMPLE_MS)
+        else:
+            kernel = "fs_plain" if point.arm == "plain" else "fs_atomic"
+            aux = p.get("distance_bytes", 8)
+            region = shared_area(lab, cpus, span=(n - 1) * aux)
+        count = calibrated_count(lab, kernel, region, n, aux, sample_ms=sample_ms,
+                                 floor=64 if kernel == "pingpong" else 4096)
+        return Trial(kernel, dst=region, size=n, aux=aux, count=count, warmup=0,
+                     extra=KernelReport(kernel, region, n))
+
+    def verify(self, lab, params):
+        """Before timing: each thread lands on its CPU, the counters sit
+        exactly d bytes apart, and every counter ends at the count."""
+        _, cpus = resolve_cpus(params)
+        use = cpus[:2]
+        for kernel in ("fs_plain", "fs_atomic"):
+            for d in (8, 56, 64, 4096):
+                region = shared_area(lab, use, span=(len(use) - 1) * d)
+                lab.call(Trial(kernel, dst=region, size=len(use), aux=d), 1000)
+                header, slots = read_area(region, len(use))
+                check_call(kernel, header, slots)
+                for i, s in enumerate(slots):
+                    if s["address"] != region.address + COUNTERS + i * d:
+                        raise MemfxError(f"{kernel}: thread {i}'s counter is at "
+                                         f"{s['address'] - region.address - COUNTERS} in the "
+                                         f"counters, not {i * d}")
+        lab.release()
+
+    # -- analysis --
+    def analyze(self, data):
+        pts = [p for p in data.points if p["n"]]
+        solo = {p["arm"]: p for p in pts if p["params"].get("part") == "solo"}
+        fs = [p for p in pts if p["params"].get("part") == "false_sharing"]
+        c2c = [p for p in pts if p["params"].get("part") == "core_to_core"]
+        one_cpu = self._one_cpu_reason(data)
+        out = self._false_sharing_answers(data, fs, solo, one_cpu)
+        out.append(self._core_to_core_answer(data, c2c, one_cpu))
+        return out
+
+    def _one_cpu_reason(self, data):
+        """Why nothing multi-threaded was measured (None when something was)."""
+        if any(p["params"].get("threads", 2) != 1 for p in data.points):
+            return None
+        cpus = data.params.get("cpus")
+        cpus = cpu_text(cpus) if isinstance(cpus, list) else (cpus or "?")
+        return (f"only one CPU ({cpus}) was available to the run: sharing needs two threads "
+                f"on two CPUs")
+
+    def _penalties(self, data, fs):
+        """{(arm, d): (effect answer, point, concurrent share)} vs far-apart counters."""
+        q = self.declared("false_sharing")
+        out = {}
+        for arm in ARMS:
+            arm_pts = [p for p in fs if p["arm"] == arm]
+            far = [p for p in arm_pts if p["params"]["distance_bytes"] >= FAR_MIN]
+            if not far:
+                continue
+            far_values = np.concatenate([concurrent_values(data, p) for p in far])
+            far_share = min(concurrent_share(samples_of(data, p)) for p in far)
+            for p in arm_pts:
+                e = ans.effect(q, concurrent_values(data, p), far_values, "",
+                               effect_min=PENALTY_MIN,
+                               evidence=[ans.point_key(p)] + ans.evidence_keys(far))
+                share = min(concurrent_share(samples_of(data, p)), far_share)
+                out[(arm, p["params"]["distance_bytes"])] = (e, p, share)
+        return out
+
+    def _false_sharing_answers(self, data, fs, solo, one_cpu):
+        qf, ql, qp = (self.declared(n) for n in ("false_sharing", "line_size", "padding"))
+        if one_cpu:
+            return [ans.not_measured(q, one_cpu) for q in (qf, ql, qp)]
+        if not fs:
+            reason = "the false_sharing part was not measured"
+            return [ans.not_measured(q, reason) for q in (qf, ql, qp)]
+        pen = self._penalties(data, fs)
+        if not pen:
+            reason = f"needs counters at least {FAR_MIN} B apart as the baseline"
+            return [ans.not_measured(q, reason) for q in (qf, ql, qp)]
+        details = []
+        for (arm, d), (e, p, share) in sorted(pen.items()):
+            details.append({"label": f"{arm} d={d}", "arm": arm, "distance_bytes": d,
+                            "value": e.value, "unit": "ratio", "ci_low": e.ci_low,
+                            "ci_high": e.ci_high,
+                            "verdict": _one_sided(e) if share >= CONCURRENT_SHARE_MIN
+                            else "inconclusive",
+                            "ns_per_increment": p["median"], "concurrent_share": share,
+                            "point": ans.point_key(p)})
+        for arm, p in sorted(solo.items()):
+            details.append({"label": f"{arm} one thread", "arm": arm, "distance_bytes": None,
+                            "value": p["median"], "unit": "ns", "ci_low": p["ci_low"],
+                            "ci_high": p["ci_high"], "point": ans.point_key(p)})
+        line = _line_bytes(data.machine)
+        measured_d = sorted({d for _, d in pen})
+        near = [d for d in measured_d if d < FAR_MIN]
+        overlapped = all(share >= CONCURRENT_SHARE_MIN for _, _, share in pen.values())
+        # -- the headline: plain increments at the smallest distance
+        d0 = measured_d[0]
+        key = ("plain", d0) if ("plain", d0) in pen else next(iter(sorted(pen)))
+        e, p, share = pen[key]
+        atomic = pen.get(("atomic", key[1]))
+        a = ans.Answer(qf.id, _one_sided(e), "", value=e.value, ci_low=e.ci_low,
+                       ci_high=e.ci_high,
+                       evidence=e.evidence, details=details,
+                       estimator="ratio of medians (ns per increment, concurrent samples) "
+                                 f"vs counters >= {FAR_MIN} B apart, pooled")
+        far_ns = np.median(np.concatenate([concurrent_values(data, x) for x in fs
+                                           if x["arm"] == key[0]
+                                           and x["params"]["distance_bytes"] >= FAR_MIN]))
+        parallel = ""
+        if key[0] in solo and solo[key[0]]["median"]:
+            slow = far_ns / solo[key[0]]["median"]
+            if slow > PARALLEL_SLOWDOWN_MAX:
+                parallel = (f"; caution: far-apart counters ran {slow:.1f}x slower than one thread "
+                            f"alone, so the threads did not run at full speed side by side "
+                            f"(time-shared vCPUs?)")
+        if not overlapped or share < CONCURRENT_SHARE_MIN:
+            a.verdict = "inconclusive"
+            a.because = ("threads did not overlap: inconclusive (fewer than "
+                         f"{CONCURRENT_SHARE_MIN:.0%} of the samples had every thread running "
+                         f"at the same time without a context switch)")
+        elif key[1] >= FAR_MIN:
+            a.verdict = "not_measured"
+            a.because = f"no distance below {FAR_MIN} B was measured"
+        else:
+            atomic_txt = (f"; atomic increments {atomic[0].value:.2f}x" if atomic and
+                          atomic[0].value else "")
+            if a.verdict == DETECTED:
+                a.because = (f"false sharing costs {e.value:.1f}x here: {key[0]} increments of "
+                             f"counters {key[1]} B apart take {p['median']:.2f} ns vs "
+                             f"{far_ns:.2f} ns {FAR_MIN} B+ apart{atomic_txt}{parallel}")
+            elif a.verdict == NOT_DETECTED:
+                a.because = (f"no false sharing penalty: {key[0]} increments {key[1]} B apart are "
+                             f"{e.value:.2f}x the far-apart ones{atomic_txt}{parallel}")
+            else:
+                a.because = (f"not clear: {key[0]} increments {key[1]} B apart are "
+                             f"{e.value:.2f}x [{e.ci_low or float('nan'):.2f}, "
+                             f"{e.ci_high or float('nan'):.2f}] the far-apart ones{atomic_txt}"
+                             f"{parallel}")
+        out = [a]
+        # -- the line size it implies, and the padding
+        sysfs = f"sysfs coherency_line_size = {line} B" if line else "sysfs gives no line size"
+        if not overlapped:
+            reason = "threads did not overlap: inconclusive"
+            out.append(ans.Answer(ql.id, "inconclusive", reason, details=details))
+            out.append(ans.Answer(qp.id, "inconclusive", reason))
+            return out
+        if not near:
+            return out + [ans.not_measured(ql, f"no distance below {FAR_MIN} B was measured"),
+                          ans.not_measured(qp, f"no distance below {FAR_MIN} B was measured")]
+
+        # One-sided: a penalty is a ratio surely above 1 + PENALTY_MIN; a
+        # distance is free when every arm is surely below it.
+        def penalised(d):
+            return any(_one_sided(pen[(arm, d)][0]) == DETECTED for arm in ARMS if (arm, d) in pen)
+
+        def free(d):
+            return all(_one_sided(pen[(arm, d)][0]) == NOT_DETECTED
+                       for arm in ARMS if (arm, d) in pen)
+
+        if not any(penalised(d) for d in near):
+            text = (f"no distance measured ({', '.join(map(str, near))} B) is surely "
+                    f"{1 + PENALTY_MIN:.2f}x the far-apart counters: false sharing does not "
+                    f"show, so it places no line ({sysfs})")
+            out.append(ans.Answer(ql.id, "inconclusive", text, details=details))
+            out.append(ans.Answer(qp.id, "inconclusive", text))
+            return out
+        last_bad = max(d for d in measured_d if penalised(d))
+        after = [d for d in measured_d if d > last_bad and free(d)]
+        size = after[0] if after else None
+        if size is None:
+            text = (f"a penalty up to {last_bad} B and no distance after it surely free of one "
+                    f"({sysfs})")
+            out.append(ans.Answer(ql.id, "inconclusive", text, details=details))
+            out.append(ans.Answer(qp.id, "inconclusive", text))
+            return out
+        doubtful = [d for d in measured_d if last_bad < d < size]
+        worst = max((pen[(arm, last_bad)][0].value or 0) for arm in ARMS if (arm, last_bad) in pen)
+        agree = ("agrees" if line == size else
+                 f"differs (the penalty stops at {size} B)") if line else ""
+        text = (f"no penalty from {size} B apart on; penalty up to {last_bad} B "
+                f"(up to {worst:.1f}x); {sysfs}{': ' + agree if agree else ''}")
+        if doubtful:
+            text += (f"; {', '.join(map(str, doubtful))} B not clear either way, so the line "
+                     f"may be as short as {doubtful[0]} B")
+        out.append(ans.measured(ql, [float(size)], text, value=float(size), details=[
+            d for d in details if d.get("distance_bytes") in (last_bad, size)],
+            estimator="smallest distance after the last one with a penalty",
+            evidence=[ans.point_key(pen[k][1]) for k in pen if k[1] in (last_bad, size)]))
+        pad = 1 << (max(size, 8) - 1).bit_length()
+        checks = [pen[(arm, pad)] for arm in ARMS if (arm, pad) in pen]
+        check_txt = "; ".join(f"{arm} {c[0].value:.2f}x [{c[0].ci_low or float('nan'):.2f}, "
+                              f"{c[0].ci_high or float('nan'):.2f}]"
+                              for arm, c in zip([a for a in ARMS if (a, pad) in pen], checks))
+        because = (f"pad per-thread counters to {pad} bytes (alignas({pad}), one counter per "
+                   f"{pad}-byte block): counters {pad} B apart measured "
+                   f"{check_txt or 'not re-measured'} of far-apart counters")
+        out.append(ans.measured(qp, [float(pad)], because, value=float(pad),
+                                details=[d for d in details if d.get("distance_bytes") == pad],
+                                estimator="measured line size, next power of two",
+                                evidence=[ans.point_key(c[1]) for c in checks]))
+        return out
+
+    def _core_to_core_answer(self, data, c2c, one_cpu):
+        q = self.declared("core_to_core")
+        if one_cpu:
+            return ans.not_measured(q, one_cpu)
+        if not c2c:
+            return ans.not_measured(q, "the core_to_core part was not measured")
+        details, good = [], []
+        for p in sorted(c2c, key=lambda p: (p["params"]["cpu_a"], p["params"]["cpu_b"])):
+            share = concurrent_share(samples_of(data, p))
+            ok = share >= CONCURRENT_SHARE_MIN
+            details.append({"label": f"CPU {p['params']['cpu_a']} <-> {p['params']['cpu_b']}",
+                            "cpu_a": p["params"]["cpu_a"], "cpu_b": p["params"]["cpu_b"],
+                            "value": p["median"], "unit": "ns", "ci_low": p["ci_low"],
+                            "ci_high": p["ci_high"], "concurrent_share": share,
+                            "verdict": "measured" if ok else "inconclusive",
+                            "point": ans.point_key(p)})
+            if ok:
+                good.append(p)
+        if not good:
+            return ans.Answer(q.id, "inconclusive", "threads did not overlap: inconclusive "
+                              "(the two threads were switched out or did not run at the same "
+                              "time in most samples)", details=details)
+        if len(good) == 1:
+            p = good[0]
+            a = ans.measured(q, p["values"], "", evidence=[ans.point_key(p)], details=details)
+            a.value = p["median"]
+            a.ci_low, a.ci_high = p["ci_low"], p["ci_high"]
+            a.because = (f"a line takes {p['median']:.0f} ns from CPU {p['params']['cpu_a']} to "
+                         f"CPU {p['params']['cpu_b']} (one way, ping-pong on one flag)")
+            a.estimator = f"the point's median ({p.get('method', 'per-sample')})"
+            return a
+        meds = [p["median"] for p in good]
+        lo, hi = min(good, key=lambda p: p["median"]), max(good, key=lambda p: p["median"])
+        a = ans.measured(q, meds, "", evidence=ans.evidence_keys(good), details=details,
+                         estimator="median over CPU pairs of each pair's median")
+        a.because = (f"median {a.value:.0f} ns one way over {len(good)} CPU pairs: from "
+                     f"{lo['median']:.0f} ns (CPUs {lo['params']['cpu_a']}, "
+                     f"{lo['params']['cpu_b']}) to {hi['median']:.0f} ns (CPUs "
+                     f"{hi['params']['cpu_a']}, {hi['params']['cpu_b']})")
+        return a
+
+
+def _one_sided(e):
+    """Penalty verdict of a ratio answer: detected when its CI is surely
+    above 1 + PENALTY_MIN, not_detected when surely below, else
+    inconclusive (also without a CI)."""
+    if e.ci_low is None or e.ci_high is None:
+        return INCONCLUSIVE
+    if e.ci_low > 1 + PENALTY_MIN:
+        return DETECTED
+    if e.ci_high < 1 + PENALTY_MIN:
+        return NOT_DETECTED
+    return INCONCLUSIVE
