@@ -139,7 +139,21 @@ def test_plot_draws(tmp_path):
     doc = {"experiment": "aliasing", "run_id": "t", "machine": {}, "params": {},
            "points": data.points, "findings": [x.as_dict() for x in EXP.analyze(data)]}
     plot_document(doc, str(tmp_path / "a.png"))
-    assert (tmp_path / "a.png").stat().st_size > 10000
+    assert (tmp_path / "a.png").read_bytes().startswith(b"\x89PNG")
+    from memfx.plots import figure_for
+    from plot_checks import figure_summary
+    (ax,) = figure_summary(figure_for(doc))
+    arms = sorted({p["arm"] for p in data.points})
+    # one median curve per arm and control arm, every sample a dot
+    assert len(ax["curves"]) == len(arms) == 4
+    assert sorted(ax["curve_labels"]) == sorted(
+        a.replace(":control", " control (same misalignment)") for a in arms)
+    assert all(len(c.get_xdata()) == len(data.points) // len(arms) for c in ax["curves"])
+    assert ax["scatter_points"] == sum(len(p["values"]) for p in data.points)
+    assert ax["xlabel"].startswith("(dst - src) mod 4096") and ax["yscale"] == "log"
+    # one red span per penalty band found
+    bands = [b for f in doc["findings"] for b in f["evidence"].get("bands", [])]
+    assert len(ax["bands"]) == len(bands) >= 1
 
 
 def test_tiny_end_to_end_run(tmp_path):

@@ -269,7 +269,10 @@ def test_best_ranges_forgive_one_isolated_size_and_skip_partial_sizes():
     # a strategy measured only from some size on does not veto smaller sizes
     c = curve(lambda s: 1.0, range(40, 65))
     del c[50]
-    assert comparable_sizes({"x": a, "nt": c}) == [s for s in range(1, 65) if s != 50]
+    assert comparable_sizes({"x": a, "y": b, "nt": c}) == [s for s in range(1, 65) if s != 50]
+    # a size only one strategy reached compares nothing
+    assert comparable_sizes({"x": a, "nt": c}) == [s for s in range(40, 65) if s != 50]
+    assert comparable_sizes({"x": a}) == sizes
 
 
 # ---------------------------------------------------------------- the step
@@ -299,55 +302,141 @@ def test_no_step_on_flat_or_ramp_curves():
     assert find_step(step_values(step_at=300), 256) is None
 
 
-# ---------------------------------------------------------------- analysis document
+# ---------------------------------------------------------------- answers
 
-def synthetic_run(mode="throughput"):
-    rng = np.random.default_rng(3)
-    sizes = list(range(1, 17)) + list(range(24, 257, 8)) + [512, 1024, 2048, 4096, 8192]
-    model = {
-        "rep_movsb": lambda s: (4.0 if s <= 128 else 13.0) + s / 200,
-        "gpr_unrolled": lambda s: 2.0 + s / 12,
-        "avx512": lambda s: 3.0 + s / 150,
-        "libc": lambda s: 3.5 + s / 160,
-    }
+from memfx.experiments import copy as C  # noqa: E402
+
+QIDS = [q.id for q in EXP.questions]
+
+
+def _points(model, sizes, op="copy", mode="throughput", seed=3, spread=0.01):
+    rng = np.random.default_rng(seed)
     points = []
     for arm, fn in model.items():
         for s in sizes:
-            vals = fn(s) * (1 + 0.01 * rng.standard_normal(5))
-            points.append({"arm": arm, "params": {"op": "copy", "size_bytes": s, "mode": mode},
+            vals = fn(s) * (1 + spread * rng.standard_normal(5))
+            points.append({"arm": arm, "params": {"op": op, "size_bytes": s, "mode": mode},
                            "median": float(np.median(vals)), "ci_low": float(vals.min()),
                            "ci_high": float(vals.max()), "values": vals.tolist(), "n": 5,
                            "rejected": 0, "metric": "ns_per_call", "unit": "ns"})
-    return RunData("copy", {"small_max": 256}, MACHINE, points)
+    return points
 
 
-def test_analyze_emits_the_contract_findings():
-    data = synthetic_run()
-    f = {x.id: x for x in EXP.analyze(data)}
-    flags = f["string_op_flags"]
-    assert flags.evidence["flags"] == {"erms": True, "fsrm": True, "fzrm": False, "fsrs": True,
-                                       "fsrc": False}
-    best = f["best_copy_throughput"]
-    ranges = best.evidence["ranges"]
-    assert ranges[0]["min_size"] == 1 and ranges[-1]["max_size"] == 8192
-    assert all(set(r) == {"strategy", "min_size", "max_size"} for r in ranges)
-    c = f["crossover_copy_rep_movsb_vs_gpr_unrolled"]
-    assert c.verdict == "detected" and c.ci_low <= c.value <= c.ci_high
-    assert {"op", "mode", "faster_below", "faster_above", "flags"} <= set(c.evidence)
-    assert c.evidence["faster_below"] == "gpr_unrolled" and c.evidence["mode"] == "throughput"
-    step = f["rep_movsb_step"]
+SYN_SIZES = list(range(1, 17)) + list(range(24, 257, 8)) + [512, 1024, 2048, 4096, 8192, 16384,
+                                                            32768, 65536]
+SYN_MODEL = {
+    "rep_movsb": lambda s: (4.0 if s <= 128 else 13.0) + s / 200,
+    "gpr_unrolled": lambda s: 2.0 + s / 12,
+    "avx512": lambda s: 3.0 + s / 150,
+    "libc": lambda s: 3.5 + s / 160,
+}
+
+
+def synthetic_run(mode="throughput"):
+    return RunData("copy", {"small_max": 256}, MACHINE, _points(SYN_MODEL, SYN_SIZES, mode=mode))
+
+
+def by_id(answers):
+    return {a.question: a for a in answers}
+
+
+def test_questions_are_declared_once_with_stable_ids():
+    assert len(QIDS) == len(set(QIDS)) == 12
+    for qid in ("copy.rep_movsb_step", "copy.rep_stosb_step", "copy.best_strategy",
+                "copy.rep_movsb_crossover", "copy.nt_crossover", "copy.peak_copy_bandwidth",
+                "copy.peak_set_bandwidth", "copy.libc_vs_best"):
+        assert qid in QIDS
+    assert EXP.declared("peak_set_bandwidth").better == "higher"
+    assert EXP.declared("libc_vs_best").better == "lower"
+
+
+def test_analyze_answers_each_question_of_the_op_once():
+    a = by_id(EXP.analyze(synthetic_run()))
+    assert sorted(a) == sorted(q for q in QIDS if q in {
+        "copy.rep_movsb_step", "copy.best_strategy", "copy.rep_movsb_crossover",
+        "copy.nt_crossover", "copy.peak_copy_bandwidth", "copy.libc_vs_best"})
+    step = a["copy.rep_movsb_step"]
     assert step.verdict == "detected" and step.value == 136 and step.ci_low == 129
-    assert "peak_gbps_copy" in f
-    # every crossover finding carries the flags
-    assert all(x.evidence["flags"] == flags.evidence["flags"]
-               for k, x in f.items() if k.startswith("crossover_"))
+    assert "FSRM yes" in step.because and step.evidence == [
+        "rep_movsb|mode=throughput|op=copy|size_bytes=128",
+        "rep_movsb|mode=throughput|op=copy|size_bytes=136"]
+    # rep movsb (13 + s/200) overtakes the best loop (avx512, 3 + s/150) at 6000 B
+    rx = a["copy.rep_movsb_crossover"]
+    assert rx.verdict == "detected" and rx.ci_low == 4096 and rx.ci_high == 16384
+    assert abs(math.log2(rx.value / 6000)) < 0.3
+    assert "avx512 wins at 4KB" in rx.because
+    # no NT measured: not_measured with the reason, nothing concluded
+    assert a["copy.nt_crossover"].verdict == "not_measured"
+    assert "nt" in a["copy.nt_crossover"].because
+    best = a["copy.best_strategy"]
+    (ranges,) = [d for d in best.details if d.get("kind") == "ranges"]
+    assert ranges["ranges"] == C.strategy_ranges(synthetic_run().points, "copy", "throughput")
+    assert best.value == len(ranges["ranges"]) and ranges["ranges"][0]["min_size"] == 1
+    for d in (d for x in a.values() for d in x.details):
+        assert {"label", "value", "unit", "ci_low", "ci_high"} <= set(d)
 
 
-def test_other_modes_get_a_suffix_and_refine_fills_brackets():
+def test_a_pair_crossing_back_and_forth_is_one_detail_not_three_answers():
+    """Round 1 gave crossover_copy_a_vs_b, _2, _3 (37 lines on a real run);
+    now each pair is one detail, under the answer it belongs to, with all
+    its crossings, and there is one answer per declared question."""
+    sizes = list(range(1, 400, 3))
+    model = {"rep_movsq": lambda s: 5.0 if s <= 40 or 100 < s <= 200 else 20.0,
+             "gpr_unrolled": lambda s: 10.0,
+             "rep_movsb": lambda s: 30.0, "libc": lambda s: 40.0}
+    answers = C.analyze_points(_points(model, sizes), MACHINE, {"small_max": 256},
+                               traffic=lambda op, arm: (lambda n: (n, n)))
+    assert len(answers) == 6 and len({x.question for x in answers}) == 6
+    pairs = [d for x in answers for d in x.details
+             if d.get("kind") == "crossover" and {d["a"], d["b"]} == {"rep_movsq", "gpr_unrolled"}]
+    assert len(pairs) == 1
+    assert [(c["low"], c["high"]) for c in pairs[0]["crossings"]] == [(40, 43), (100, 103),
+                                                                        (199, 202)]
+    owner = next(x for x in answers if pairs[0] in x.details)
+    assert owner.question == "copy.best_strategy"
+    # rep movsb vs the loops belongs to the rep movsb answer, libc pairs to libc's
+    rep = by_id(answers)["copy.rep_movsb_crossover"]
+    assert all("rep_movsb" in (d["a"], d["b"]) for d in rep.details if d.get("kind") == "crossover")
+
+
+def test_peak_bandwidth_traffic_comes_from_the_kernel_row():
+    """A set only writes: its GB/s is bytes written / time, and the answer
+    says so (round 1 said "read+write traffic" for memset)."""
+    sizes = [4096, 65536]
+    pts = _points({"rep_stosb": lambda s: s / 10.0, "gpr_unrolled": lambda s: s / 5.0}, sizes,
+                  op="set", spread=0.0) + \
+        _points({"rep_movsb": lambda s: s / 10.0}, sizes, op="copy", spread=0.0)
+    a = by_id(C.analyze_points(pts, MACHINE, {}))           # the real kernel rows
+    st = a["copy.peak_set_bandwidth"]
+    assert st.value == pytest.approx(10.0) and "read" not in st.because
+    assert "1 written" in st.because and st.evidence[0].startswith("rep_stosb|")
+    cp = a["copy.peak_copy_bandwidth"]
+    assert cp.value == pytest.approx(20.0) and "1 read + 1 written" in cp.because
+    # a row that declared other traffic would change the figure: no special case by op
+    a = by_id(C.analyze_points(pts, MACHINE, {}, traffic=lambda op, arm: (lambda n: (2 * n, n))))
+    assert a["copy.peak_set_bandwidth"].value == pytest.approx(30.0)
+    a = by_id(C.analyze_points(pts, MACHINE, {}, traffic=lambda op, arm: None))
+    assert a["copy.peak_set_bandwidth"].verdict == "not_measured"
+
+
+def test_rep_never_beating_the_loops_is_not_detected_and_libc_ratio():
+    model = {"rep_movsb": lambda s: 50.0 + s / 10, "gpr_unrolled": lambda s: 2.0 + s / 12,
+             "libc": lambda s: 2.0 * (2.0 + s / 12)}
+    a = by_id(C.analyze_points(_points(model, SYN_SIZES), MACHINE, {"small_max": 256},
+                               traffic=lambda op, arm: (lambda n: (n, n))))
+    assert a["copy.rep_movsb_crossover"].verdict == "not_detected"
+    assert a["copy.rep_movsb_crossover"].value is None
+    assert a["copy.libc_vs_best"].value == pytest.approx(2.0, rel=0.05)
+    assert a["copy.rep_movsb_step"].verdict == "not_detected"
+
+
+def test_other_modes_answer_when_throughput_is_missing_and_refine_fills_brackets():
     data = synthetic_run("chained")
-    ids = {x.id for x in EXP.analyze(data)}
-    assert "best_copy_chained" in ids and "rep_movsb_step_chained" in ids
-    assert "crossover_copy_rep_movsb_vs_gpr_unrolled_chained" in ids
+    a = by_id(EXP.analyze(data))
+    assert a["copy.rep_movsb_step"].verdict == "detected"
+    assert "(chained)" in a["copy.rep_movsb_step"].because
+    assert [d["mode"] for d in a["copy.best_strategy"].details if d.get("kind") == "ranges"] \
+        == ["chained"]
     params = EXP.resolve("quick", {"modes": "chained", "ops": "copy"})
     extra = EXP.refine(data, params, MACHINE)
     have = {(p["arm"], p["params"]["size_bytes"]) for p in data.points}
@@ -361,9 +450,29 @@ def test_plot_draws(tmp_path):
     from memfx.plots import plot_document
     data = synthetic_run()
     doc = {"experiment": "copy", "run_id": "t", "machine": MACHINE, "params": {},
-           "points": data.points, "findings": [x.as_dict() for x in EXP.analyze(data)]}
+           "points": data.points,
+           "answers": [x.as_dict() for x in EXP.analyze(data)], "findings": []}
     out = plot_document(doc, str(tmp_path / "c.png"))
-    assert (tmp_path / "c.png").stat().st_size > 10000 and out
+    assert out == str(tmp_path / "c.png") and (tmp_path / "c.png").read_bytes().startswith(b"\x89PNG")
+    from memfx.plots import figure_for
+    from plot_checks import figure_summary
+    full, zoom = figure_summary(figure_for(doc))
+    arms = {p["arm"] for p in data.points}
+    for ax in (full, zoom):
+        assert sorted(ax["curve_labels"]) == sorted(arms)      # one line per strategy
+        assert ax["legend"] == ax["curve_labels"]
+    # the full view shows every sample and one band per data/unified cache
+    assert full["scatter_points"] == sum(len(p["values"]) for p in data.points)
+    assert all(len(c.get_xdata()) == len(data.points) // len(arms) for c in full["curves"])
+    assert full["xscale"] == "log" and full["xlabel"] == "copy size (bytes)"
+    caches = [c for c in MACHINE["caches"] if c["type"] in ("Data", "Unified")]
+    assert len(full["bands"]) == len(caches)
+    assert [t for t in full["texts"] if t.endswith("(sysfs)")] == ["L1d 48KB (sysfs)", "L2 2MB (sysfs)"]
+    # the zoom is linear and stops at the fine part of the sweep
+    assert zoom["xscale"] == "linear" and zoom["scatter_points"] < full["scatter_points"]
+    from memfx.plots import _copy_envelope_crossings, _copy_steps
+    assert [d["value"] for d in _copy_steps(doc, "copy", "throughput")] == [136]
+    assert len(_copy_envelope_crossings(doc, "copy", "throughput")) == 1
 
 
 def test_tiny_end_to_end_run(tmp_path):
@@ -375,8 +484,13 @@ def test_tiny_end_to_end_run(tmp_path):
     assert doc["status"] == "complete"
     assert {p["params"]["mode"] for p in doc["points"]} == {"throughput", "latency"}
     assert all(p["metric"] == "ns_per_call" for p in doc["points"])
-    ids = {f["id"] for f in doc["findings"]}
-    assert {"string_op_flags", "best_copy_throughput", "best_copy_latency"} <= ids
+    assert [a["question"] for a in doc["answers"]] == QIDS
+    a = {x["question"]: x for x in doc["answers"]}
+    assert [d["mode"] for d in a["copy.best_strategy"]["details"] if d.get("kind") == "ranges"] \
+        == ["throughput", "latency"]
+    assert a["copy.peak_set_bandwidth"]["verdict"] == "not_measured"     # ops=copy only
+    assert a["copy.nt_crossover"]["verdict"] == "not_measured"
+    assert [f["id"] for f in doc["findings"]] == QIDS
 
 
 def test_fill_pattern_is_nonzero_and_periodic():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from memfx import _core
-from memfx._lab import SOFTWARE_EVENTS, Lab, PerfCounters, kernel_table
+from memfx._lab import HUGE_PAGE, SOFTWARE_EVENTS, Lab, PerfCounters, kernel_table
 from memfx.experiments.base import Region, Trial
 from memfx.experiments.latency import chain_links
 
@@ -82,7 +82,7 @@ def test_page_faults_counted_exactly():
         for n in (1, 17, 256):
             m = mmap.mmap(-1, n * mmap.PAGESIZE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
             if hasattr(mmap, "MADV_NOHUGEPAGE"):
-                m.madvise(mmap.MADV_NOHUGEPAGE)   # one fault per 4 KiB page, THP or not
+                m.madvise(mmap.MADV_NOHUGEPAGE)   # one fault per base page, THP or not
             before = _core.perf_read(leader)
             _core.touch(m, 0, n * mmap.PAGESIZE, mmap.PAGESIZE)
             after = _core.perf_read(leader)
@@ -108,7 +108,44 @@ def test_run_returns_counter_deltas_for_page_faults():
         assert rec["metric"] == "ns_per_load" and rec["unit"] == "ns"
         assert rec["value"] > 0 and rec["length"] == 1000
         assert rec["counters"]["page_faults"] == 0
-        assert rec["rejected"] in (False, True)
+        # rejected exactly when there is a reason, and the reason follows the
+        # software events read around the sample (rdtscp's CPU id can also
+        # catch a migration the counter missed)
+        c = rec["counters"]
+        assert rec["rejected"] == (rec["reason"] is not None)
+        if c.get("cpu_migrations"):
+            assert rec["reason"] == "migrated"
+        elif c.get("context_switches"):
+            assert rec["reason"] in ("context_switch", "migrated")
+        else:
+            assert rec["reason"] in (None, "migrated")
+    finally:
+        lab.perf.close()
+
+
+@pytest.mark.parametrize("events, reject_page_faults, reason", [
+    ({}, True, None),
+    ({"context_switches": 1}, True, "context_switch"),
+    ({"cpu_migrations": 1}, True, "migrated"),
+    ({"cpu_migrations": 2, "context_switches": 3}, True, "migrated"),
+    ({"page_faults": 5}, True, "page_fault"),
+    ({"page_faults": 5}, False, None),   # trials that fault by design (first touch) keep them
+])
+def test_samples_hit_by_software_events_are_rejected(events, reject_page_faults, reason,
+                                                     monkeypatch):
+    lab = Lab(cpu=-1, min_sample_ms=0.05)
+    try:
+        real_decode = lab.perf.decode
+        monkeypatch.setattr(lab.perf, "decode", lambda deltas: {
+            **real_decode(deltas), "context_switches": 0, "cpu_migrations": 0,
+            "page_faults": 0, **events})
+        buf, base, _ = _chain(64)
+        trial = Trial("chase_ptr", src=Region(buf, 0, len(buf), base), metric="time",
+                      reject_page_faults=reject_page_faults)
+        rec = lab.sample(trial, 1000, 1.0)
+        if rec["reason"] == "migrated" and reason is None:
+            pytest.skip("the scheduler really migrated the pinned thread (rdtscp CPU id changed)")
+        assert rec["reason"] == reason and rec["rejected"] == (reason is not None)
     finally:
         lab.perf.close()
 
@@ -123,6 +160,19 @@ def test_hardware_counters_fall_back_cleanly():
         perf.close()
 
 
+def _thp_size():
+    """This kernel's transparent huge page size, or None where THP is off."""
+    thp = "/sys/kernel/mm/transparent_hugepage/"
+    try:
+        with open(thp + "enabled") as f:
+            if "[never]" in f.read():
+                return None
+        with open(thp + "hpage_pmd_size") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
 def test_lab_buffer_alignment_and_offset():
     lab = Lab(cpu=-1)
     try:
@@ -130,9 +180,18 @@ def test_lab_buffer_alignment_and_offset():
         assert r.address % 4096 == 13
         assert r.address == _core.address(r.buffer) + r.offset
         r2 = lab.buffer(4 << 20, hugepages=True)
-        assert r2.address % (2 << 20) == 0
+        assert r2.address % HUGE_PAGE == 0
+        thp = _thp_size()
+        if thp is not None:
+            # the alignment memfx uses must be the huge page size of this kernel
+            assert HUGE_PAGE % thp == 0
         share = lab.huge_page_share(r2)
-        assert share is None or 0.0 <= share <= 1.0
+        if not os.access("/proc/self/smaps", os.R_OK):
+            assert share is None
+        else:
+            assert isinstance(share, float) and 0.0 <= share <= 1.0
+            if thp is None:
+                assert share == 0.0          # THP off: nothing can be huge-page backed
     finally:
         lab.release()
         lab.perf.close()

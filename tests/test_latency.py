@@ -113,6 +113,34 @@ def test_analysis_finds_levels_and_matches_sysfs():
     assert f["prefetch_benefit"].value == pytest.approx(1 / 0.3, rel=0.1)
 
 
+def test_plot_shows_every_sample_the_cache_bands_and_the_knees():
+    from plot_checks import band_span, figure_summary
+
+    from memfx.plots import figure_for
+    exp = get_experiment("latency")
+    levels = [(48 << 10, 1.5), (2 << 20, 5.0), (32 << 20, 20.0), (1 << 40, 90.0)]
+    params = exp.resolve("full")
+    params["pages"] = ["4k"]
+    pts = _synthetic_points(levels, size_grid(1024, 256 << 20, 4))
+    found = exp.analyze(RunData("latency", params, MACHINE, pts))
+    doc = {"experiment": "latency", "run_id": "x", "machine": MACHINE, "params": params,
+           "points": pts, "findings": [f.as_dict() for f in found]}
+    (ax,) = figure_summary(figure_for(doc))
+    assert sorted(ax["curve_labels"]) == ["random", "sequential"]
+    assert all(len(c.get_xdata()) == len(pts) // 2 for c in ax["curves"])
+    assert ax["scatter_points"] == sum(len(p["values"]) for p in pts)
+    assert (ax["xscale"], ax["yscale"]) == ("log", "log")
+    assert ax["xlabel"] == "working set (bytes)"
+    # the data and unified caches sysfs reports, each a shaded band up to its size
+    assert [t for t in ax["texts"] if t.endswith("(sysfs)")] == [
+        "L1d 48KB (sysfs)", "L2 2MB (sysfs)", "L3 32MB (sysfs)"]
+    assert len(ax["bands"]) == 3
+    assert [band_span(b)[1] for b in ax["bands"]] == [48 << 10, 2 << 20, 32 << 20]
+    assert band_span(ax["bands"][0])[0] == 1024                  # the first from the smallest size
+    knees = [f for f in doc["findings"] if f["id"].startswith("knee") and f["verdict"] == "detected"]
+    assert len([t for t in ax["texts"] if t.startswith(" knee")]) == len(knees) == 3
+
+
 def test_analysis_says_when_a_reported_cache_shows_no_step():
     exp = get_experiment("latency")
     # an L3 that the OS reports but that behaves like memory (as in some VMs)

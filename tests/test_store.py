@@ -20,7 +20,9 @@ from memfx.store import (APPLICATION_ID, SCHEMA_VERSION, Store, default_db_path,
                          utcnow_iso)
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
-MACHINE = {"cpu": {"vendor": "GenuineIntel", "model": 85}, "caches": [32768, 1048576]}
+MACHINE = {"cpu": {"vendor": "GenuineIntel", "model": 85},
+           "caches": [{"level": 1, "type": "Data", "size_bytes": 32768},
+                      {"level": 2, "type": "Unified", "size_bytes": 1048576}]}
 
 
 def sample(i, arm="seq", **extra):

@@ -196,6 +196,16 @@ def test_two_store_kernel_matches_the_model():
                 sf.check_two_stores(KERNELS, d, o, 0x1234567890ABCDEF + d, count, buf)
 
 
+def test_two_store_check_catches_a_wrong_model(monkeypatch):
+    # the check above passes only because kernel and model agree: with the
+    # model's second store moved by one byte it must fail
+    real = sf.simulate_two_stores
+    monkeypatch.setattr(sf, "simulate_two_stores",
+                        lambda model, second, *rest: real(model, second + 1, *rest))
+    with pytest.raises(AssertionError, match="differs from the model"):
+        sf.check_two_stores(KERNELS, 8, 0, 0x1234567890ABCDEF, 1, mmap.mmap(-1, 4096))
+
+
 # ---- parameters and plan --------------------------------------------------
 
 MACHINE = {"flags": {"sse2": True, "avx": True, "avx512f": False}}
@@ -377,7 +387,13 @@ def test_small_run_end_to_end(tmp_path):
     assert all(p["median"] and p["median"] > 0 for p in doc["points"])
     from memfx.plots import plot_document
     plot_document(doc, str(tmp_path / "x.png"))
-    assert (tmp_path / "x.png").stat().st_size > 10000
+    assert (tmp_path / "x.png").read_bytes().startswith(b"\x89PNG")
+    from memfx.plots import figure_for
+    from plot_checks import figure_summary
+    entry, pair = figure_summary(figure_for(doc))[:2]
+    assert entry["curve_labels"] == ["copy"] and entry["xlabel"] == "entry size S (bytes)"
+    assert len(entry["curves"][0].get_xdata()) == 33 - 26 + 1          # every entry size
+    assert sorted(pair["curve_labels"]) == sorted(sf.PAIR_ARMS)
 
 
 @pytest.mark.parametrize("parts", [("entry", "matrix", "two_stores"), ("matrix",),
@@ -397,4 +413,30 @@ def test_plot_draws_any_subset_of_parts(tmp_path, parts):
            "points": pts, "findings": [f.as_dict() for f in found]}
     out = tmp_path / "p.png"
     plot_document(doc, str(out))
-    assert out.stat().st_size > 10000
+    assert out.read_bytes().startswith(b"\x89PNG")
+    from memfx.plots import figure_for
+    from plot_checks import figure_summary
+    axes = figure_summary(figure_for(doc))
+
+    def values(part):
+        return sum(len(p["values"]) for p in pts if p["params"]["part"] == part)
+    curves = [ax for ax in axes if ax["curves"]]
+    heatmaps = [ax for ax in axes if ax["images"]]
+    if "entry" in parts:
+        ax = next(ax for ax in curves if ax["xlabel"] == "entry size S (bytes)")
+        assert sorted(ax["curve_labels"]) == sorted({p["arm"] for p in pts
+                                                     if p["params"]["part"] == "entry"})
+        assert ax["scatter_points"] == values("entry")
+        assert ax["bands"], "sizes that fail to forward are shaded"
+    if "two_stores" in parts:
+        ax = next(ax for ax in curves if ax["xlabel"].startswith("second 16-byte store"))
+        assert sorted(ax["curve_labels"]) == sorted(sf.PAIR_ARMS)
+        assert all(len(c.get_xdata()) == len(sf.TWO_STORE_OFFSETS) for c in ax["curves"])
+        assert ax["scatter_points"] == values("two_stores")
+    if "matrix" in parts:
+        loads = sorted({p["params"]["load_bytes"] for p in pts if p["params"]["part"] == "matrix"})
+        assert [ax["title"] for ax in heatmaps] == [f"load {n} B" for n in loads]
+        assert all(len(ax["images"]) == 1 for ax in heatmaps)
+    else:
+        assert heatmaps == []
+    assert len(curves) == len({"entry", "two_stores"} & set(parts))

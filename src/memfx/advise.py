@@ -5,16 +5,18 @@ The seed's kernel thread chose the size below which plain stores beat
 `rep movsq/stosq` "semi-arbitrarily ... Someone should revisit this from time
 to time".  This module revisits it for the machine at hand:
 
-1. From the newest complete `copy` run (points: arm = strategy, params op,
-   size_bytes, mode; metric ns_per_call) it finds, per operation, the best
-   strategy per size, using medians and their confidence intervals.
-2. GCC: it maps strategies to GCC's string-op algorithms, merges the size
-   ranges to at most four and writes `-mmemcpy-strategy=` /
+1. From the newest complete `copy` run it reads the copy analysis's answers:
+   the best strategy per size range (copy.best_strategy and
+   copy.best_set_strategy, computed once, in experiments/copy.py, from the
+   points; never a second way here).
+2. GCC: it maps the ranges over the strategies GCC can emit to GCC's
+   string-op algorithms, merges them to at most four only when there are
+   more, and writes `-mmemcpy-strategy=` /
    `-mmemset-strategy=` strings.  Where gcc is installed it compiles a small
    test twice (with and without the strings), runs both in child processes,
    interleaved, and measures the gain per size.
-3. glibc: it proposes `GLIBC_TUNABLES` thresholds from the measured
-   crossovers, checks the value glibc really uses (`ld.so
+3. glibc: it proposes `GLIBC_TUNABLES` thresholds inside the brackets of
+   copy's crossovers (copy.find_crossovers) of the two paths, checks the value glibc really uses (`ld.so
    --list-diagnostics`, which shows clamping) and measures libc
    memcpy/memset in child processes with the current and the proposed
    tunables (tunables are read at process start).
@@ -43,6 +45,7 @@ import numpy as np
 from . import findings as fnd
 from . import stats
 from .errors import MemfxError
+from .experiments import copy as copy_analysis
 
 SCHEMA_VERSION = 1
 ADVICE_KIND = "memfx-advice"
@@ -159,51 +162,19 @@ def strategy_string(ranges):
 
 # ---- curves from a copy result document ------------------------------------
 
-def _stat(p):
-    med = float(p["median"])
-    lo = p.get("ci_low")
-    hi = p.get("ci_high")
-    lo = med if lo is None or not math.isfinite(lo) else float(lo)
-    hi = med if hi is None or not math.isfinite(hi) else float(hi)
-    return (med, min(lo, med), max(hi, med))
-
-
 def modes_of(points, op):
-    found = {(p.get("params") or {}).get("mode") for p in points
-             if (p.get("params") or {}).get("op") == op and p.get("metric") == METRIC}
-    found.discard(None)
-    return [m for m in MODE_PREFERENCE if m in found] + sorted(found - set(MODE_PREFERENCE))
+    """Timing modes of `op` in the copy points, the preferred one first."""
+    return copy_analysis.modes_of([p for p in points if p.get("metric") == METRIC], op)
 
 
 def point_curves(points, op, mode):
-    """{strategy: {size: (median, ci_low, ci_high)}} of one op and timing mode.
-    If a (strategy, size) appears more than once (extra swept parameters), the
-    fastest median stands for it."""
-    out = {}
-    for p in points:
-        prm = p.get("params") or {}
-        if prm.get("op") != op or prm.get("mode") != mode or p.get("metric") != METRIC:
-            continue
-        size = prm.get("size_bytes")
-        if p.get("median") is None or not isinstance(size, int) or size <= 0:
-            continue
-        if not math.isfinite(float(p["median"])) or float(p["median"]) <= 0:
-            continue
-        st = _stat(p)
-        cur = out.setdefault(p["arm"], {}).get(size)
-        if cur is None or st[0] < cur[0]:
-            out[p["arm"]][size] = st
-    return out
+    """{strategy: {size: (median, ci_low, ci_high)}}: the copy analysis's curves."""
+    return copy_analysis.point_curves(points, op, mode)
 
 
 def _fastest(candidates):
     """Name of the smallest median in {name: (median, lo, hi, ...)}."""
     return min(candidates, key=lambda k: candidates[k][0])
-
-
-def _tied(candidates, best):
-    """Names whose CI overlaps the fastest one's: statistically not slower."""
-    return sorted(k for k, v in candidates.items() if k != best and v[1] <= candidates[best][2])
 
 
 def complete_sizes(table):
@@ -219,41 +190,24 @@ def complete_sizes(table):
     return [s for s in sorted(table) if regular <= set(table[s])]
 
 
-def _runs(labels):
-    """[(size, label)] sorted by size -> [{"label", "sizes"}] of consecutive equal labels."""
+def shown_ranges(ranges, curves):
+    """Copy's best-strategy ranges (computed by the copy analysis, never
+    here) with what the advice shows beside them: the range's median ns at
+    its first and last size, and the strategies tied with it at every
+    compared size of the range (copy's tie rule)."""
     out = []
-    for size, label in labels:
-        if out and out[-1]["label"] == label:
-            out[-1]["sizes"].append(size)
-        else:
-            out.append({"label": label, "sizes": [size]})
-    return out
-
-
-def best_ranges(curves, strategies=None):
-    """Fastest strategy per size (by median), as ranges [{strategy, min_size,
-    max_size, n_sizes, median_ns_first, median_ns_last, tied}]; `tied` lists
-    the strategies whose CI overlapped the fastest one's at some size of the
-    range (the data cannot tell them apart there)."""
-    table = {}
-    for k, c in curves.items():
-        if strategies is None or k in strategies:
-            for size, st in c.items():
-                table.setdefault(size, {})[k] = st
-    labels, ties = [], {}
-    for size in complete_sizes(table):
-        cands = table[size]
-        best = _fastest(cands)
-        labels.append((size, best))
-        ties[size] = _tied(cands, best)
-    out = []
-    for r in _runs(labels):
-        s = r["label"]
-        out.append({"strategy": s, "min_size": r["sizes"][0], "max_size": r["sizes"][-1],
-                    "n_sizes": len(r["sizes"]),
-                    "median_ns_first": curves[s][r["sizes"][0]][0],
-                    "median_ns_last": curves[s][r["sizes"][-1]][0],
-                    "tied": sorted({t for z in r["sizes"] for t in ties[z]})})
+    sizes = copy_analysis.comparable_sizes(curves) if curves else []
+    for r in ranges:
+        k = r["strategy"]
+        inside = [z for z in sizes if r["min_size"] <= z <= r["max_size"]]
+        tied = None
+        for z in inside:
+            acc = copy_analysis.acceptable(curves, z, copy_analysis.CLEAR_WIN) - {k}
+            tied = acc if tied is None else tied & acc
+        c = curves.get(k) or {}
+        out.append(dict(r, median_ns_first=(c.get(r["min_size"]) or (None,))[0],
+                        median_ns_last=(c.get(r["max_size"]) or (None,))[0],
+                        tied=sorted(tied or ())))
     return out
 
 
@@ -307,6 +261,7 @@ def merge_ranges(ranges, table, max_ranges=MAX_RANGES):
     loss of gain is smallest (sum of log cost ratios over its sizes) to the
     neighbour's algorithm."""
     ranges = _collapse(ranges)
+    original = {tuple(r["sizes"]) for r in ranges}
     while len(ranges) > max_ranges:
         best = None
         for i, r in enumerate(ranges):
@@ -319,10 +274,13 @@ def merge_ranges(ranges, table, max_ranges=MAX_RANGES):
         ranges[i] = {"alg": ranges[j]["alg"], "sizes": ranges[i]["sizes"]}
         ranges = _collapse(ranges)
     # Merging is local: a range grown from alternating neighbours may end up
-    # with the algorithm that is not the best over all of it.  Refit each.
+    # with the algorithm that is not the best over all of it.  Refit each
+    # merged range; a range left as it came keeps its algorithm (chosen by
+    # the copy analysis, ties to the simplest).
     algs = sorted({a for row in table.values() for a in row})
     for r in ranges:
-        r["alg"] = min(algs, key=lambda a: (_loss(table, r["sizes"], a), a != r["alg"]))
+        if tuple(r["sizes"]) not in original:
+            r["alg"] = min(algs, key=lambda a: (_loss(table, r["sizes"], a), a != r["alg"]))
     return _collapse(ranges)
 
 
@@ -333,20 +291,48 @@ def _geo_ratio(table, sizes, alg_a, alg_b):
     return math.exp(sum(logs) / len(logs)) if logs else None
 
 
-def gcc_ranges(curves, vector_strategies=BASELINE_VECTOR, max_ranges=MAX_RANGES):
+def gcc_usable(curves, vector_strategies=BASELINE_VECTOR):
+    """The curves of the strategies GCC's algorithms stand for (no AVX loops
+    unless allowed: baseline GCC code has SSE2 registers only)."""
+    return {k: c for k, c in curves.items() if k in STRATEGY_ALG
+            and (STRATEGY_ALG[k] != "vector_loop" or k in vector_strategies)}
+
+
+def _op_of(curves):
+    return "set" if any(k in copy_analysis.STRATEGIES["set"][:2] for k in curves) else "copy"
+
+
+def gcc_ranges(curves, ranges=None, vector_strategies=BASELINE_VECTOR, max_ranges=MAX_RANGES,
+               op=None):
     """The GCC strategy for one op from its curves: {"string", "ranges": [...]}
-    or None when there is nothing to compare.  Each range says which sizes it
-    covers, which measured strategy stands for its algorithm, and how much
-    faster that is than the runner-up algorithm (geometric mean ratio)."""
+    or None when there is nothing to compare.
+
+    The ranges are the copy analysis's best-strategy ranges over the
+    strategies GCC can emit (`ranges`, e.g. the copy answer's
+    baseline_ranges; computed by copy's best_ranges when not given), mapped
+    to GCC algorithms; only when there are more than GCC's four does the
+    range whose loss is smallest go to its neighbour (merge_ranges).  Each
+    range says which sizes it covers, which measured strategy stands for its
+    algorithm, and how much faster that is than the runner-up algorithm
+    (geometric mean ratio)."""
     table = alg_table(curves, vector_strategies)
     if len(table) < 1 or all(len(t) < 2 for t in table.values()):
         return None
     table = {size: table[size] for size in complete_sizes(table)}
-    # Each size starts with its fastest algorithm; noise that makes neighbours
-    # alternate costs little, so the merge below absorbs it first.
-    labels = [(size, _fastest(algs)) for size, algs in table.items()]
-    ranges = merge_ranges([{"alg": r["label"], "sizes": r["sizes"]} for r in _runs(labels)],
-                          table, max_ranges)
+    if ranges is None:
+        op = op or _op_of(curves)
+        ranges = copy_analysis.best_ranges(gcc_usable(curves, vector_strategies),
+                                           copy_analysis.SIMPLICITY[op])
+    ranges = [r for r in ranges if r["strategy"] in STRATEGY_ALG]
+    if not ranges:
+        return None
+    # every compared size belongs to the copy range that covers it, or to
+    # the one before it (a size between two ranges, or one copy did not compare)
+    items = [{"alg": STRATEGY_ALG[r["strategy"]], "sizes": []} for r in ranges]
+    for size in table:
+        i = max([j for j, r in enumerate(ranges) if r["min_size"] <= size] or [0])
+        items[i]["sizes"].append(size)
+    ranges = merge_ranges([it for it in items if it["sizes"]], table, max_ranges)
     out = []
     for i, r in enumerate(ranges):
         sizes = r["sizes"]
@@ -415,26 +401,28 @@ def _as_stat(v):
     return float(v), float(v), float(v)
 
 
-def _significant_log_ratio(b, a):
-    """log(median b / median a) where the two CIs do not overlap, else 0."""
+def _clear_log_ratio(b, a):
+    """log(median b / median a) where the copy analysis calls one of them
+    clearly faster (disjoint CIs, more than CLEAR_WIN apart), else 0: the
+    same tie rule as copy's ranges and crossovers."""
     b, a = _as_stat(b), _as_stat(a)
-    if b[1] > a[2] or a[1] > b[2]:
-        return math.log(b[0] / a[0])
-    return 0.0
+    return math.log(b[0] / a[0]) if copy_analysis.clear_winner(b, a) else 0.0
 
 
-def best_threshold(sizes, below, above, prefer=None):
+def best_threshold(sizes, below, above, prefer=None, candidates=None):
     """The threshold T (sizes <= T take `below`, sizes > T take `above`) that
     minimises the summed log cost ratio to the faster path over the sizes
-    where the two differ beyond their CIs (ties cost nothing).  Among equally
+    where copy's tie rule calls one clearly faster (ties cost nothing).  Among equally
     good T the one nearest `prefer` (the current value) wins, so noise never
     moves a threshold.  below/above: {size: (median, lo, hi) or ns}.
+    `candidates` limits T to those sizes (plus both ends and `prefer`).
     Returns (T, loss); T = sizes[0] - 1 means "above everywhere"."""
     sizes = [s for s in sorted(sizes) if s in below and s in above]
     if not sizes:
         return None, None
-    d = {s: _significant_log_ratio(below[s], above[s]) for s in sizes}
-    cands = {sizes[0] - 1, *sizes}
+    d = {s: _clear_log_ratio(below[s], above[s]) for s in sizes}
+    cands = {sizes[0] - 1, sizes[-1]} | (set(sizes) if candidates is None else
+                                         {c for c in candidates if sizes[0] <= c <= sizes[-1]})
     if prefer is not None and sizes[0] - 1 <= prefer <= sizes[-1]:
         cands.add(prefer)
 
@@ -477,14 +465,42 @@ def propose_tunable(name, sizes, below, above, current, minimum=None, maximum=No
     if len(window) < 2:
         out["reason"] = "too few measured sizes in the range this tunable governs"
         return out
-    t, _ = best_threshold(window, below, above, prefer=current)
+    # The threshold sits where the copy analysis's rule (copy.clear_wins,
+    # copy.find_crossovers: disjoint CIs, more than CLEAR_WIN apart, runs of
+    # MIN_RUN sizes) says the faster path changes, over every size both were
+    # measured at: between the end of a run where `below` clearly wins and
+    # the start of the next run where `above` does (or the end of the
+    # window), or before the first `above` run; within such a bracket, where
+    # the summed cost is least.
+    both = [s for s in sorted(sizes) if s in below and s in above]
+    cb = {s: _as_stat(below[s]) for s in both}
+    ca = {s: _as_stat(above[s]) for s in both}
+    crossings = [c for c in copy_analysis.find_crossovers(cb, ca, below_name or "below",
+                                                          above_name or "above")
+                 if c.high >= window[0] and c.low <= window[-1]]
+    runs = copy_analysis.clear_wins(cb, ca)
+    clear = {s for s in window if copy_analysis.clear_winner(cb[s], ca[s]) == "a"}
+    cands = set()
+    for i, r in enumerate(runs):
+        nxt = runs[i + 1]["min_size"] if i + 1 < len(runs) else window[-1]
+        if r["faster"] == "a":
+            # from the last size of the run where `below` clearly wins (ties
+            # inside a run do not end it) to where `above` starts to win
+            wins = [s for s in clear if r["min_size"] <= s <= r["max_size"]]
+            start = max(wins) if wins else min(r["max_size"], window[0] - 1)
+            cands |= {s for s in window if start <= s <= nxt}
+            if start < window[0]:
+                cands.add(window[0] - 1)
+        elif i == 0:
+            cands |= {s for s in window if s <= r["min_size"]} | {window[0] - 1}
+    t, _ = best_threshold(window, below, above, prefer=current, candidates=cands)
     out["optimum"] = t
     if minimum is not None and (t <= minimum or t < window[0]):
         # "above everywhere measured": the lowest value glibc accepts
         t = minimum + 1            # glibc ignores values at or below its minimum
     if maximum is not None and t > maximum:
         t = maximum
-    out["crossovers"] = _crossovers(window, below, above)
+    out["crossovers"] = [copy_analysis.crossing_dict(c) for c in crossings]
     out["evidence"] = _threshold_evidence(window, below, above, current, t)
     if current is None:
         out.update(proposed=t, reason="current value unknown; proposing the measured optimum")
@@ -515,22 +531,6 @@ def _threshold_evidence(sizes, below, above, current, proposed, limit=8):
         b, a = _as_stat(below[s]), _as_stat(above[s])
         out.append({"size": s, "below_ns": b[0], "below_ci": [b[1], b[2]],
                     "above_ns": a[0], "above_ci": [a[1], a[2]]})
-    return out
-
-
-def _crossovers(sizes, below, above):
-    """Size brackets where the significantly faster path changes (sizes where
-    the CIs overlap are skipped)."""
-    out = []
-    prev = None
-    for s in sizes:
-        d = _significant_log_ratio(below[s], above[s])
-        if d == 0.0:
-            continue
-        side = "below" if d < 0 else "above"
-        if prev is not None and side != prev[1]:
-            out.append({"after": prev[0], "before": s, "faster_above": side})
-        prev = (s, side)
     return out
 
 
@@ -1175,10 +1175,14 @@ def build_advice(copy_doc, glibc, machine=None):
     curves = {}
     for op, fn in OPS.items():
         modes = modes_of(points, op)
-        out["best"][op] = {m: best_ranges(point_curves(points, op, m)) for m in modes}
+        # the ranges are the copy analysis's (its answer in the document),
+        # never computed a second way here
+        out["best"][op] = {m: shown_ranges(copy_analysis.ranges_from_document(copy_doc, op, m),
+                                           point_curves(points, op, m)) for m in modes}
         mode = modes[0] if modes else None
         curves[op] = point_curves(points, op, mode) if mode else {}
-        g = gcc_ranges(curves[op]) if curves[op] else None
+        g = gcc_ranges(curves[op], copy_analysis.ranges_from_document(copy_doc, op, mode, True),
+                       op=op) if curves[op] else None
         if g is None:
             out["gcc"][fn] = {"string": None, "mode": mode,
                               "reason": f"no {op} points to compare in run {copy_doc.get('run_id')}"}
@@ -1187,7 +1191,8 @@ def build_advice(copy_doc, glibc, machine=None):
             # thread disputes whether back-to-back or serialised timing is right).
             other = {}
             for m in modes[1:]:
-                alt = gcc_ranges(point_curves(points, op, m))
+                alt = gcc_ranges(point_curves(points, op, m),
+                                 copy_analysis.ranges_from_document(copy_doc, op, m, True), op=op)
                 if alt:
                     other[m] = alt["string"]
             out["gcc"][fn] = {**g, "mode": mode, "op": op, "other_modes": other}
@@ -1338,7 +1343,7 @@ def render(doc, console):
             continue
         mode = next(iter(modes))
         t = Table(title=f"Best {op} strategy per size ({mode} mode)", title_justify="left")
-        for c in ("sizes", "best", "ns/call at range start", "at range end", "tied (CIs overlap)"):
+        for c in ("sizes", "best", "ns/call at range start", "at range end", "tied throughout"):
             t.add_column(c)
         for r in modes[mode]:
             t.add_row(f"{_size(r['min_size'])} – {_size(r['max_size'])}", r["strategy"],

@@ -238,11 +238,18 @@ def cmd_export(args):
 
 
 def cmd_import(args):
+    from .schema import MAX_FILE_BYTES, SchemaError, load_export
+    # The whole document is read and checked before the database is opened:
+    # a refused import changes no file and creates none.
     try:
-        with open(args.file) as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as e:
-        raise MemfxError(f"cannot read {args.file}: {e}") from None
+        with open(args.file, "rb") as f:
+            text = f.read(MAX_FILE_BYTES + 1)
+    except OSError as e:
+        raise MemfxError(f"cannot read {args.file}: {e.strerror or e}") from None
+    try:
+        doc = load_export(text, what="the file")
+    except SchemaError as e:
+        raise MemfxError(f"cannot import {args.file}: {e}") from None
     store = _open_store(args)
     run_id = store.import_run(doc)
     print(run_id)

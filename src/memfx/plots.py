@@ -353,15 +353,44 @@ def plot_copy(doc, fig):
             ax.set_xlabel(f"{op} size (bytes)" + (", linear, up to 512 B" if zoom else ""))
             ax.set_title((_title(doc) + "\n" if r == 0 and c == 0 else "")
                          + f"{op}, {mode}" + (" (zoom)" if zoom else ""), fontsize=9)
-            suffix = "" if mode == "throughput" else f"_{mode}"
-            for f in doc.get("findings", []):
-                if f["id"].endswith("_step" + suffix) and f["verdict"] == "detected" \
-                        and f.get("evidence", {}).get("op") == op:
-                    ax.axvline(f["value"], color="red", lw=1, alpha=0.6)
-                    ax.text(f["value"], 0.02, f" {f['id'].split('_step')[0]} step "
-                            f"{f['evidence']['fast_up_to']}→{f['evidence']['slow_from']} B",
-                            color="red", fontsize=7, rotation=90, va="bottom",
-                            transform=ax.get_xaxis_transform())
+            for d in _copy_steps(doc, op, mode):
+                ax.axvline(d["value"], color="red", lw=1, alpha=0.6)
+                ax.text(d["value"], 0.02, f" {d['label'].split(' ')[0]} step "
+                        f"{d['fast_up_to']}→{d['slow_from']} B", color="red", fontsize=7,
+                        rotation=90, va="bottom", transform=ax.get_xaxis_transform())
+            if not zoom:
+                for d in _copy_envelope_crossings(doc, op, mode):
+                    ax.axvline(d["value"], color="purple", lw=1, ls="--", alpha=0.6)
+                    ax.text(d["value"], 0.5, f" {d['label'].split(' (')[0]}: "
+                            f"{format_size(d['value'])}B", color="purple", fontsize=7,
+                            rotation=90, va="center", transform=ax.get_xaxis_transform())
+
+
+def _copy_envelope_crossings(doc, op, mode):
+    """Where rep movsb/stosb starts to beat the best loop, and NT stores the
+    best of rep and libc (detected crossings of the copy answers)."""
+    out = []
+    for a in doc.get("answers") or []:
+        if not str(a.get("question", "")).startswith("copy.") \
+                or not str(a.get("question")).endswith("_crossover"):
+            continue
+        out += [d for d in a.get("details") or [] if d.get("kind") == "envelope"
+                and d.get("op") == op and d.get("mode") == mode
+                and d.get("verdict") == "detected" and d.get("value")]
+    return out
+
+
+def _copy_steps(doc, op, mode):
+    """The detected rep movsb/stosb steps of one op and mode, from the copy
+    answers (copy.rep_movsb_step / copy.rep_stosb_step, one detail per mode)."""
+    qid = "copy.rep_movsb_step" if op == "copy" else "copy.rep_stosb_step"
+    out = []
+    for a in doc.get("answers") or []:
+        if a.get("question") != qid:
+            continue
+        out += [d for d in a.get("details") or [] if d.get("mode") == mode
+                and d.get("verdict") == "detected" and d.get("value")]
+    return out
 
 
 @plotter("aliasing")

@@ -565,6 +565,10 @@ def verdicts_html(views) -> str:
         link = f'<a href="#{e(v.anchor)}">{e(v.run["experiment"])}</a>'
         partial = v.run.get("status") != "complete"
         findings = (v.doc or {}).get("findings") or []
+        if not (v.doc or {}).get("points"):
+            # a run that measured nothing answers every declared question
+            # not_measured: it has no verdict, and its row says why
+            findings = [f for f in findings if f.get("verdict") != "not_measured"]
         for f in findings:
             counts[f.get("verdict")] = counts.get(f.get("verdict"), 0) + 1
         for f, more in group_findings(findings):
@@ -639,7 +643,10 @@ def answers_html(views) -> str:
     """Headline cards (the seeds' questions), then every answer with its
     details folded under it; runs whose experiment declares no questions
     keep their round-1 verdict rows (verdicts_html)."""
-    answered = [(v, a) for v in views for a in ((v.doc or {}).get("answers") or [])]
+    answered = [(v, a) for v in views if (v.doc or {}).get("points")
+                for a in ((v.doc or {}).get("answers") or [])]
+    # A run that measured nothing has no answers worth a row each: one line says why.
+    silent = [v for v in views if (v.doc or {}).get("answers") and not (v.doc or {}).get("points")]
     cards = []
     for v, a in answered:
         if not a.get("headline"):
@@ -659,6 +666,11 @@ def answers_html(views) -> str:
                      f'<span class="num">{e(_answer_value(a))}</span>',
                      e(a.get("because")) + _details_html(a),
                      f'<a href="#{e(v.anchor)}">{e(v.run["experiment"])}</a>'])
+    for v in silent:
+        cls, label = status_label(v.run)
+        why = v.analysis_error or label
+        rows.append([f'<span class="dim">no verdict: {e(why)}</span>', "", "", "",
+                     f'<a href="#{e(v.anchor)}">{e(v.run["experiment"])}</a>'])
     out = ['<section id="answers">', "<h2>Answers</h2>"]
     if cards:
         out.append('<div class="cards">' + "".join(cards) + "</div>")
@@ -666,7 +678,7 @@ def answers_html(views) -> str:
         out.append(table(["question", "verdict", "value [95% CI]", "because", "run"], rows,
                          "answers"))
     out.append("</section>")
-    return "\n".join(out) if answered else ""
+    return "\n".join(out) if answered or silent else ""
 
 
 def _machine_rows(fp) -> list:

@@ -15,6 +15,7 @@ import contextlib
 import csv
 import hashlib
 import json
+import math
 import os
 import re
 import secrets
@@ -26,14 +27,12 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from memfx.errors import StoreError
+from memfx.schema import (COMPLETE, EXPORT_FORMAT, EXPORT_FORMAT_VERSION,  # noqa: F401 (re-exported)
+                          FAILED, INTERRUPTED, MACHINE, POINT, RUNNING, STATUSES,
+                          SchemaError, readable, readable_params, validate_export)
 
 SCHEMA_VERSION = 1
 APPLICATION_ID = 0x4D454D46  # "MEMF": marks the file as a memfx results DB
-EXPORT_FORMAT = "memfx-run"
-EXPORT_FORMAT_VERSION = 1
-
-RUNNING, COMPLETE, INTERRUPTED, FAILED = "running", "complete", "interrupted", "failed"
-STATUSES = (RUNNING, COMPLETE, INTERRUPTED, FAILED)
 FINAL_STATUSES = (COMPLETE, INTERRUPTED, FAILED)
 
 BUSY_TIMEOUT_MS = 30_000
@@ -117,8 +116,22 @@ def _dumps(obj, what: str) -> str:
         raise StoreError(f"{what} cannot be stored as JSON: {e}") from None
 
 
+_UNREADABLE = object()
+
+
 def _loads(text, empty=None):
-    return empty if text is None else json.loads(text)
+    """Stored JSON text -> value. Readers must cope with what older versions
+    (or a hand-edited file) stored: unparsable text, or a value of another
+    type than `empty` (a list where a dict belongs), reads as `empty`."""
+    if not isinstance(text, str):
+        return empty
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return empty
+    if isinstance(empty, (dict, list)) and not isinstance(value, type(empty)):
+        return empty
+    return value
 
 
 def _pid_alive(pid: int) -> bool:
@@ -426,7 +439,7 @@ class Store:
             run = _run_dict(conn.execute(_SELECT_RUNS + " WHERE r.id = ?", (run_id,)).fetchone())
             fingerprint = conn.execute("SELECT fingerprint FROM machines WHERE id = ?",
                                        (run["machine_id"],)).fetchone()
-        run["machine"] = _loads(fingerprint[0]) if fingerprint else None
+        run["machine"] = readable(MACHINE, _loads(fingerprint[0])) if fingerprint else None
         return run
 
     def samples(self, run_id: str) -> list[dict]:
@@ -448,8 +461,11 @@ class Store:
     def _mark_stale(self, conn: sqlite3.Connection, table: str) -> int:
         rows = conn.execute(f"SELECT id, pid FROM {table} WHERE status = ? AND host = ?",
                             (RUNNING, self._host)).fetchall()
+        # A pid that is not a positive integer (an older import stored
+        # anything) cannot be a live process here.
         stale = [(row["id"], row["pid"]) for row in rows
-                 if row["pid"] is None or not _pid_alive(row["pid"])]
+                 if not (isinstance(row["pid"], int) and 0 < row["pid"] < 2 ** 31)
+                 or not _pid_alive(row["pid"])]
         for item_id, pid in stale:
             if table == "runs":
                 conn.execute("UPDATE runs SET status = ?, error = ? WHERE id = ?",
@@ -473,7 +489,12 @@ class Store:
             self._require_run(conn, run_id)
             rows = conn.execute("SELECT name, data FROM artifacts WHERE run_id = ? ORDER BY name",
                                 (run_id,)).fetchall()
-        return {row["name"]: _loads(row["data"]) for row in rows}
+        out = {}
+        for row in rows:
+            data = _loads(row["data"], _UNREADABLE)
+            if data is not _UNREADABLE:     # an artifact that does not parse is left out
+                out[row["name"]] = data
+        return out
 
     # ---- export / import -----------------------------------------------
 
@@ -495,11 +516,12 @@ class Store:
         }
 
     def import_run(self, doc: dict) -> str:
+        """Store a raw-export document as a new run. The document is checked
+        whole against the schema (memfx.schema) before anything is written."""
         run = _check_export_doc(doc)
         run_id = run["id"]
-        samples = doc.get("samples") or []
-        rows = [(run_id, _seq_of(s), *_sample_row({k: v for k, v in s.items() if k != "seq"}))
-                for s in samples]
+        rows = [(run_id, s["seq"], *_sample_row({k: v for k, v in s.items() if k != "seq"}))
+                for s in doc.get("samples") or []]
         artifacts = {name: _dumps(data, f"artifact {name!r}")
                      for name, data in (doc.get("artifacts") or {}).items()}
         with self._write() as conn:
@@ -515,10 +537,7 @@ class Store:
             columns = ", ".join(values)
             conn.execute(f"INSERT INTO runs({columns}) VALUES ({', '.join('?' * len(values))})",
                          list(values.values()))
-            try:
-                conn.executemany(_INSERT_SAMPLE, rows)
-            except sqlite3.IntegrityError:
-                raise StoreError(f"run {run_id}: duplicate sample seq in import") from None
+            conn.executemany(_INSERT_SAMPLE, rows)
             conn.executemany("INSERT INTO artifacts(run_id, name, data) VALUES (?, ?, ?)",
                              [(run_id, name, data) for name, data in artifacts.items()])
         return run_id
@@ -633,22 +652,54 @@ def _sample_dict(row: sqlite3.Row) -> dict:
     sample = {"seq": row["seq"]}
     for key in SAMPLE_DEFAULTS:
         sample[key] = row[key]
-    sample["point"] = _loads(row["point"], {})
+    sample["point"] = readable(POINT, _loads(row["point"], {})) or {}
     sample["counters"] = _loads(row["counters"], {})
     sample["rejected"] = bool(row["rejected"])
+    for key in ("value", "ns", "cycles_est"):
+        if not _finite_number(sample[key]):
+            sample[key] = None          # SQLite turns NaN into NULL; text is unusable
+    garbled = []
+    for key in ("length", "ticks"):
+        if sample[key] is not None and not (isinstance(sample[key], int) and sample[key] >= 0):
+            sample[key] = None
+            garbled.append(key)
+    for key in ("arm", "metric", "unit", "reason"):
+        if sample[key] is not None and not isinstance(sample[key], str):
+            sample[key] = str(sample[key])
+    problem = None if sample["rejected"] else (
+        f"{', '.join(garbled)} not an integer" if garbled else _unusable(sample))
+    if problem:
+        # Analysis takes accepted samples at face value; one that older
+        # versions let in without a usable measurement is set aside.
+        sample.update(rejected=True, reason=f"unusable stored sample: {problem}")
     return sample
 
 
-def _seq_of(sample: dict) -> int:
-    seq = sample.get("seq") if isinstance(sample, dict) else None
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-        raise StoreError(f"imported sample has no valid seq: {seq!r}")
-    return seq
+def _finite_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _unusable(sample: dict) -> str | None:
+    if sample["metric"] is None:
+        return "no metric"
+    if sample["value"] is None or sample["value"] < 0:
+        return "no valid value"
+    if sample["length"] is not None and not (sample["ns"] and sample["value"] and sample["length"]):
+        return "value, ns and length must be positive"
+    return None
 
 
 def _run_dict(row: sqlite3.Row) -> dict:
     run = {c: row[c] for c in _RUN_COLUMNS}
-    run["params"] = _loads(row["params"], {})
+    for key in ("id", "survey_id", "experiment", "status", "started", "finished", "preset",
+                "memfx_version", "error", "host"):
+        if run[key] is not None and not isinstance(run[key], str):
+            run[key] = str(run[key])
+    if not _finite_number(run["duration_s"]):
+        run["duration_s"] = None
+    if not isinstance(run["pid"], int):
+        run["pid"] = None
+    run["params"] = readable_params(run["experiment"], _loads(row["params"], {}))
     run["n_samples"] = row["n_samples"]
     return run
 
@@ -656,6 +707,8 @@ def _run_dict(row: sqlite3.Row) -> dict:
 def _survey_dict(row: sqlite3.Row) -> dict:
     survey = {c: row[c] for c in _SURVEY_COLUMNS}
     survey["argv"] = _loads(row["argv"], [])
+    if not isinstance(survey["pid"], int):
+        survey["pid"] = None
     return survey
 
 
@@ -669,27 +722,11 @@ def _insert_survey(conn: sqlite3.Connection, survey: dict) -> None:
 
 
 def _check_export_doc(doc) -> dict:
-    """Validate an export document's envelope; returns its run dict."""
-    if not isinstance(doc, dict) or doc.get("format") != EXPORT_FORMAT:
-        raise StoreError(f"not a {EXPORT_FORMAT} document")
-    version = doc.get("format_version")
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise StoreError(f"{EXPORT_FORMAT} document has no valid format_version")
-    if version > EXPORT_FORMAT_VERSION:
-        raise StoreError(f"{EXPORT_FORMAT} document was written by a newer memfx "
-                         f"(format_version {version} > {EXPORT_FORMAT_VERSION})")
-    if version != EXPORT_FORMAT_VERSION:
-        raise StoreError(f"unknown {EXPORT_FORMAT} format_version {version}")
-    run = doc.get("run")
-    if not isinstance(run, dict):
-        raise StoreError(f"{EXPORT_FORMAT} document has no run")
-    for key in ("id", "experiment", "started"):
-        if not isinstance(run.get(key), str) or not run[key]:
-            raise StoreError(f"imported run lacks {key}")
-    _check_status(run.get("status"))
-    if not isinstance(doc.get("samples", []), list):
-        raise StoreError("imported samples must be a list")
-    return run
+    """Validate a whole export document (memfx.schema); returns its run dict."""
+    try:
+        return validate_export(doc)["run"]
+    except SchemaError as e:
+        raise StoreError(str(e)) from None
 
 
 def _csv_cell(value):

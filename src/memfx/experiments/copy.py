@@ -28,24 +28,34 @@ Timing modes (point param "mode"; the kernel's aux bits, see copy.c):
   chained     no fence; the next call's addresses depend on the last byte
               the previous call wrote (a latency chain through the store)
 
-Findings (ids that `memfx advise` reads):
-  crossover_<op>_<a>_vs_<b>[_<mode>][_<k>]  a crossover size between two
-      strategies (a before b in the arm order above; no mode suffix for
-      throughput; _2, _3 ... for further crossovers of the same pair; not
-      for pairs of vector loops):
-      value = size in bytes where the two curves cross (interpolated in
-      log size), ci_low/ci_high = the bracketing measured sizes, evidence
-      {op, mode, a, b, faster_below, faster_above, flags, ...}
-  best_<op>_<mode>  evidence {"ranges": [{strategy, min_size, max_size}]}:
-      the fastest strategy per size range; strategies whose CI overlaps the
-      fastest one (or within CLEAR_WIN of it) are ties and the simplest
-      (SIMPLICITY order) wins; ranges are as few as the ties allow
-  rep_movsb_step / rep_stosb_step [_<mode>]  a jump in the small-size curve
-      of rep movsb/stosb (value = first size on the higher level)
-  string_op_flags  the CPUID flags that change the answer (ERMS, FSRM,
-      FZRM, FSRS, FSRC), also copied into every crossover's evidence
-  peak_gbps_<op>  GB/s per strategy: the best size, the largest size, and
-      every size >= 256 B (read + write traffic of the kernel row)
+Questions (answers.Question, one answer each per run; `memfx advise` reads
+the ranges and crossovers computed here, never its own):
+  copy.rep_movsb_step / copy.rep_stosb_step  the small-size step of rep
+      movsb/stosb (value = first size on the higher level, CI = the bracket
+      of measured sizes); details: the step in every timing mode measured
+  copy.best_strategy / copy.best_set_strategy  the fastest strategy per size
+      range (value = number of ranges in throughput mode); details: the
+      ranges per timing mode (all strategies, and the baseline x86-64 ones a
+      compiler without -march can emit), plus the pairwise crossovers that
+      belong to no other question
+  copy.rep_movsb_crossover / copy.rep_stosb_crossover  the size from which
+      rep movsb/stosb beats the best loop (the lower envelope of the loops);
+      details: every crossing with the envelope and every pairwise crossover
+      of rep movsb/stosb (a pair that crosses back and forth is one detail
+      with all its crossings)
+  copy.nt_crossover / copy.nt_set_crossover  the size from which
+      non-temporal stores beat the best of rep movsb/stosb and libc
+  copy.peak_copy_bandwidth / copy.peak_set_bandwidth  GB/s of the fastest
+      (strategy, size) in throughput mode; the traffic of a call is the
+      kernel row's read and write declaration (a set only writes)
+  copy.libc_vs_best / copy.libc_set_vs_best  libc's time over the best
+      strategy's, geometric mean over the sizes measured (1.0 = libc is the
+      best everywhere); details: the ranges where libc is clearly slower
+Tie rule everywhere: one strategy beats another at a size when their CIs are
+disjoint and the medians are more than CLEAR_WIN apart; ties go to the
+simplest strategy (SIMPLICITY); a run of fewer than MIN_RUN clear wins is
+noise.  The CPUID flags that change these answers (ERMS, FSRM, FZRM, FSRS,
+FSRC) are named in the step and crossover answers.
 """
 from __future__ import annotations
 
@@ -56,7 +66,9 @@ import numpy as np
 
 from .. import stats
 from ..errors import MemfxError, ParamError
-from ..findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, Finding, threshold
+from .. import answers as ans
+from ..answers import Question
+from ..findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, threshold
 from ..units import format_size
 from .base import Experiment, Param, Point, Trial, register
 
@@ -202,6 +214,38 @@ def _runs(signs):
     return runs
 
 
+def _clear_runs(curve_a, curve_b, effect_min=None, min_run=MIN_RUN):
+    """(sizes measured for both, runs [sign, first index, last index, count])
+    of clear wins (+1: a faster), runs shorter than min_run dropped as noise."""
+    e = CLEAR_WIN if effect_min is None else effect_min
+    sizes = sorted(set(curve_a) & set(curve_b))
+    signs = [_sign(curve_a[s], curve_b[s], e) for s in sizes]
+    runs = _runs(signs)
+    while True:
+        short = [r for r in runs if r[3] < min_run]
+        if not short:
+            break
+        weakest = min(short, key=lambda r: r[3])
+        for i in range(weakest[1], weakest[2] + 1):
+            signs[i] = 0
+        runs = _runs(signs)
+    return sizes, runs
+
+
+def clear_winner(pa, pb, effect_min=None):
+    """"a", "b" or None (a tie) at one size: the rule of find_crossovers."""
+    sign = _sign(pa, pb, CLEAR_WIN if effect_min is None else effect_min)
+    return "a" if sign > 0 else ("b" if sign < 0 else None)
+
+
+def clear_wins(curve_a, curve_b, effect_min=None, min_run=MIN_RUN):
+    """The size runs where one curve clearly beats the other (the rule of
+    find_crossovers): [{"faster": "a" or "b", "min_size", "max_size", "sizes"}]."""
+    sizes, runs = _clear_runs(curve_a, curve_b, effect_min, min_run)
+    return [{"faster": "a" if r[0] > 0 else "b", "min_size": sizes[r[1]],
+             "max_size": sizes[r[2]], "sizes": r[3]} for r in runs]
+
+
 def find_crossovers(curve_a, curve_b, a, b, effect_min=None, min_run=MIN_RUN):
     """Sizes where strategy a and b swap places.
 
@@ -213,20 +257,9 @@ def find_crossovers(curve_a, curve_b, a, b, effect_min=None, min_run=MIN_RUN):
     crossover, bracketed by the last clear win before it and the first after
     it; the crossing itself is interpolated where log(median_b/median_a)
     changes sign, in log2(size)."""
-    e = CLEAR_WIN if effect_min is None else effect_min
-    sizes = sorted(set(curve_a) & set(curve_b))
+    sizes, runs = _clear_runs(curve_a, curve_b, effect_min, min_run)
     if len(sizes) < 2:
         return []
-    signs = [_sign(curve_a[s], curve_b[s], e) for s in sizes]
-    runs = _runs(signs)
-    while True:
-        short = [r for r in runs if r[3] < min_run]
-        if not short:
-            break
-        weakest = min(short, key=lambda r: r[3])
-        for i in range(weakest[1], weakest[2] + 1):
-            signs[i] = 0
-        runs = _runs(signs)
     out = []
     for prev, nxt in zip(runs[:-1], runs[1:]):
         lo_i, hi_i = prev[2], nxt[1]
@@ -253,12 +286,14 @@ def find_crossovers(curve_a, curve_b, a, b, effect_min=None, min_run=MIN_RUN):
 def comparable_sizes(curves):
     """Sizes measured for every strategy whose measured range covers them: a
     strategy planned only above some size (nt) does not veto the smaller
-    sizes, and a size refined for two strategies only is left out."""
+    sizes, a size refined for two strategies only is left out, and so is a
+    size only one strategy reached (it compares nothing)."""
     spans = {k: (min(c), max(c)) for k, c in curves.items() if c}
     out = []
     for s in sorted(set().union(*(set(c) for c in curves.values()))):
         covering = [k for k, (lo, hi) in spans.items() if lo <= s <= hi]
-        if covering and all(s in curves[k] for k in covering):
+        if covering and (len(covering) > 1 or len(spans) == 1) \
+                and all(s in curves[k] for k in covering):
             out.append(s)
     return out
 
@@ -381,27 +416,507 @@ def find_step(values, max_size, min_jump=STEP_MIN_JUMP, window=STEP_WINDOW, seed
                 ci_high=r["ci_high"], local_ratio=local)
 
 
-def _curves(data, op, mode):
-    """{arm: {size: (median, ci_low, ci_high)}} and {arm: {size: point}}."""
-    curves, points = {}, {}
-    for p in data.select(None, op=op, mode=mode):
-        # a non-positive time is not a measurement (an N/2N difference swamped by noise)
-        if p.get("median") is None or p["median"] <= 0:
+# ---------------------------------------------------------------------------
+# from points to curves, ranges and crossovers: pure functions of the point
+# dicts of a run (RunData.points or a result document's points); the copy
+# answers and `memfx advise` both read these, so there is one analysis.
+
+METRIC = "ns_per_call"
+# The loops whose lower envelope rep movsb/stosb is compared with.
+LOOPS = ("gpr_unrolled", "sse", "avx2", "avx512")
+# What code compiled for baseline x86-64 (no -march) can use: string
+# instructions, GPR and SSE2 loops, a library call, and SSE2 non-temporal
+# stores; the AVX loops need a target the caller may not have.
+BASELINE = ("rep_movsb", "rep_stosb", "rep_movsq", "rep_stosq", "gpr_unrolled", "sse", "libc",
+            "nt")
+# The first timing mode measured answers a question; the others are details.
+MODE_ORDER = ("throughput", "chained", "latency")
+
+
+def _stat(p):
+    """(median, ci_low, ci_high) of a point; a missing CI bound is the median
+    (no interval from fewer than min_ci_samples), and the CI always holds it."""
+    med = float(p["median"])
+    lo, hi = p.get("ci_low"), p.get("ci_high")
+    lo = med if lo is None or not math.isfinite(lo) else float(lo)
+    hi = med if hi is None or not math.isfinite(hi) else float(hi)
+    return (med, min(lo, med), max(hi, med))
+
+
+def _ns_points(points, op, mode):
+    for p in points:
+        prm = p.get("params") or {}
+        if prm.get("op") != op or prm.get("mode") != mode:
             continue
-        s = p["params"]["size_bytes"]
-        curves.setdefault(p["arm"], {})[s] = (p["median"], p["ci_low"], p["ci_high"])
-        points.setdefault(p["arm"], {})[s] = p
-    return curves, points
+        if p.get("metric", METRIC) != METRIC:
+            continue
+        size, med = prm.get("size_bytes"), p.get("median")
+        # a non-positive time is not a measurement (a difference swamped by noise)
+        if med is None or not isinstance(size, int) or size <= 0 \
+                or not math.isfinite(float(med)) or float(med) <= 0:
+            continue
+        yield p
 
 
-def _values(data, op, mode, arm):
-    """{size: per-sample values} of one strategy."""
-    return {p["params"]["size_bytes"]: p["values"] for p in data.select(arm, op=op, mode=mode)
-            if p.get("values")}
+def point_curves(points, op, mode):
+    """{strategy: {size: (median, ci_low, ci_high)}} of one op and timing mode.
+    Should a (strategy, size) appear twice (extra swept parameters), the
+    fastest median stands for it."""
+    out = {}
+    for p in _ns_points(points, op, mode):
+        st, size = _stat(p), p["params"]["size_bytes"]
+        cur = out.setdefault(p["arm"], {}).get(size)
+        if cur is None or st[0] < cur[0]:
+            out[p["arm"]][size] = st
+    return out
 
 
-def _mode_suffix(mode):
-    return "" if mode == "throughput" else f"_{mode}"
+def point_index(points, op, mode):
+    """{(strategy, size): point} of one op and timing mode."""
+    return {(p["arm"], p["params"]["size_bytes"]): p for p in _ns_points(points, op, mode)}
+
+
+def point_values(points, op, mode, arm):
+    """{size: per-sample values} of one strategy (points that kept them)."""
+    return {p["params"]["size_bytes"]: p["values"] for p in _ns_points(points, op, mode)
+            if p["arm"] == arm and p.get("values")}
+
+
+def modes_of(points, op):
+    """Timing modes measured for `op`, the one that answers first."""
+    found = {(p.get("params") or {}).get("mode") for p in points
+             if (p.get("params") or {}).get("op") == op}
+    found.discard(None)
+    return [m for m in MODE_ORDER if m in found] + sorted(found - set(MODE_ORDER))
+
+
+def strategy_ranges(points, op, mode, strategies=None):
+    """The fastest strategy per size range of one op and mode (best_ranges on
+    the points' curves); `strategies` restricts the candidates (e.g. BASELINE)."""
+    curves = point_curves(points, op, mode)
+    if strategies is not None:
+        curves = {k: c for k, c in curves.items() if k in strategies}
+    return best_ranges(curves, SIMPLICITY[op])
+
+
+def envelope(curves, arms):
+    """The lower envelope of `arms`: ({size: (median, lo, hi)}, {size: arm}),
+    at the sizes every arm whose span covers them was measured."""
+    sub = {k: c for k, c in curves.items() if k in arms and c}
+    env, who = {}, {}
+    if not sub:
+        return env, who
+    for s in comparable_sizes(sub):
+        here = {k: c[s] for k, c in sub.items() if s in c}
+        k = min(here, key=lambda a: here[a][0])
+        env[s], who[s] = here[k], k
+    return env, who
+
+
+def crossing_dict(c):
+    return {"size": c.size, "low": c.low, "high": c.high, "faster_below": c.faster_below,
+            "faster_above": c.faster_above, "ratio_low": c.ratio_low,
+            "ratio_high": c.ratio_high}
+
+
+def pair_crossovers(curves, op):
+    """Every pair of strategies (not two vector loops) that changes places:
+    [{a, b, crossings: [...]}], one entry per pair however often it crosses;
+    for rep movsb/stosb vs the GPR loop (the seed's question) also when it
+    does not cross, with the winner."""
+    out = []
+    order = [a for a in STRATEGIES[op] if a in curves]
+    for i, a in enumerate(order):
+        for b in order[i + 1:]:
+            if a in VECTOR_LOOPS and b in VECTOR_LOOPS:
+                continue
+            found = find_crossovers(curves[a], curves[b], a, b)
+            entry = {"a": a, "b": b, "crossings": [crossing_dict(c) for c in found]}
+            if found:
+                out.append(entry)
+            elif b == "gpr_unrolled" and a == STRATEGIES[op][0]:
+                common = sorted(set(curves[a]) & set(curves[b]))
+                wins = sum(curves[a][s][0] < curves[b][s][0] for s in common)
+                entry["winner"] = a if wins * 2 > len(common) else b
+                entry["sizes"] = len(common)
+                out.append(entry)
+    return out
+
+
+def _pair_owner(op, a, b):
+    """Which question a pairwise crossover belongs to."""
+    if "nt" in (a, b):
+        return "nt"
+    if "libc" in (a, b):
+        return "libc"
+    if STRATEGIES[op][0] in (a, b):
+        return "rep"
+    return "best"
+
+
+def _pair_detail(op, mode, pair):
+    cs = pair["crossings"]
+    first = cs[0] if cs else None
+    if cs:
+        text = "; ".join(f"{c['faster_below']} faster below ~{format_size(c['size'])}B, "
+                         f"{c['faster_above']} above ({format_size(c['low'])}–"
+                         f"{format_size(c['high'])}B)" for c in cs)
+    else:
+        text = f"no crossover: {pair['winner']} faster or tied at every size measured"
+    return {"label": f"{pair['a']} vs {pair['b']} ({op}, {mode})", "kind": "crossover",
+            "op": op, "mode": mode, "a": pair["a"], "b": pair["b"],
+            "value": float(first["size"]) if first else None, "unit": "bytes",
+            "ci_low": float(first["low"]) if first else None,
+            "ci_high": float(first["high"]) if first else None,
+            "verdict": DETECTED if cs else NOT_DETECTED, "text": text,
+            "crossings": cs, **({"winner": pair["winner"]} if "winner" in pair else {})}
+
+
+def _ranges_text(ranges):
+    return "; ".join(f"{r['strategy']} {format_size(r['min_size'])}–{format_size(r['max_size'])}B"
+                     for r in ranges)
+
+
+# ---------------------------------------------------------------------------
+# the questions
+
+_OP_NAMES = {"copy": "memcpy", "set": "memset"}
+
+
+def _questions():
+    out = []
+    for op, rep, step, best, repx, ntx, peak, libc in (
+            ("copy", "rep movsb", "rep_movsb_step", "best_strategy", "rep_movsb_crossover",
+             "nt_crossover", "peak_copy_bandwidth", "libc_vs_best"),
+            ("set", "rep stosb", "rep_stosb_step", "best_set_strategy", "rep_stosb_crossover",
+             "nt_set_crossover", "peak_set_bandwidth", "libc_set_vs_best")):
+        fn = _OP_NAMES[op]
+        out += [
+            Question(f"copy.{step}", f"Does {rep}'s time per call step up at a small size "
+                     f"(e.g. 128 -> 129 B)?", "bytes", "002",
+                     f"the best two-level split of the {rep} curve up to small_max, a step when "
+                     f"the level and the local ratio both rise by >= {STEP_MIN_JUMP:.0%}; "
+                     f"detected when the ratio's CI clears effect_min"),
+            Question(f"copy.{best}", f"Which {fn} strategy is fastest in each size range?",
+                     "ranges", "002",
+                     f"per size, the strategies tied with the fastest (CI overlap or within "
+                     f"{CLEAR_WIN:.0%}); ranges as few as the ties allow, the simplest wins"),
+            Question(f"copy.{repx}", f"From what size does {rep} beat the best loop "
+                     f"({fn})?", "bytes", "002",
+                     f"crossing of {rep} with the lower envelope of the loops "
+                     f"(gpr, sse, avx2, avx512): disjoint CIs and more than {CLEAR_WIN:.0%} apart "
+                     f"on at least {MIN_RUN} sizes each side"),
+            Question(f"copy.{ntx}", f"From what size do non-temporal stores beat {rep} and "
+                     f"libc ({fn})?", "bytes", "002",
+                     f"crossing of nt with the lower envelope of {rep} and libc (the same rule)"),
+            Question(f"copy.{peak}", f"What is the peak {fn} bandwidth?", "GB/s", "002",
+                     "bytes the kernel row declares (read + written) per call / the fastest "
+                     "point's time per call, throughput mode", better=ans.HIGHER),
+            Question(f"copy.{libc}", f"How much slower than the best strategy is libc {fn}?",
+                     "ratio", "002",
+                     "geometric mean over the sizes measured of libc / the fastest strategy "
+                     "(1.0 = libc is the best everywhere)", better=ans.LOWER),
+        ]
+    return tuple(out)
+
+
+QUESTIONS = _questions()
+# question name per op and role
+_QNAME = {
+    "copy": {"step": "rep_movsb_step", "best": "best_strategy", "rep": "rep_movsb_crossover",
+             "nt": "nt_crossover", "peak": "peak_copy_bandwidth", "libc": "libc_vs_best"},
+    "set": {"step": "rep_stosb_step", "best": "best_set_strategy", "rep": "rep_stosb_crossover",
+            "nt": "nt_set_crossover", "peak": "peak_set_bandwidth", "libc": "libc_set_vs_best"},
+}
+
+
+def _q(op, role):
+    qid = f"copy.{_QNAME[op][role]}"
+    return next(q for q in QUESTIONS if q.id == qid)
+
+
+def row_traffic(op, arm):
+    """Bytes per call of `size` bytes as the kernel row declares them: a
+    function size -> (read, written), or None without the row."""
+    from .._lab import kernel_table
+    row = kernel_table().get(kernel_name(op, arm))
+    if row is None:
+        return None
+    return lambda size: row.traffic(size, 1)
+
+
+def _keys(index, pairs):
+    return [ans.point_key(index[k]) for k in pairs if k in index]
+
+
+def answer_step(op, points, small_max, flags, seed=0):
+    q, arm = _q(op, "step"), STRATEGIES[op][0]
+    details, main = [], None
+    for mode in modes_of(points, op):
+        values = point_values(points, op, mode, arm)
+        small = [s for s in values if s <= small_max]
+        if len(small) < 2:
+            continue
+        st = find_step(values, small_max, seed=seed)
+        if st is None:
+            d = {"label": f"{arm} ({mode})", "mode": mode, "value": None, "unit": "bytes",
+                 "ci_low": None, "ci_high": None, "verdict": NOT_DETECTED,
+                 "sizes": len(small)}
+        else:
+            sure = st.ci_low > 1 + threshold("effect_min")
+            d = {"label": f"{arm} ({mode})", "mode": mode, "value": float(st.high),
+                 "unit": "bytes", "ci_low": float(st.low + 1), "ci_high": float(st.high),
+                 "verdict": DETECTED if sure else INCONCLUSIVE, "fast_up_to": st.low,
+                 "slow_from": st.high, "before_ns": st.before_ns, "after_ns": st.after_ns,
+                 "ratio": st.ratio, "ratio_ci": [st.ci_low, st.ci_high],
+                 "local_ratio": st.local_ratio}
+        details.append(d)
+        if main is None:
+            main = (mode, st, d)
+    if main is None:
+        return ans.not_measured(q, f"{arm} was not measured at two or more sizes up to "
+                                   f"{format_size(small_max)}B")
+    mode, st, d = main
+    index = point_index(points, op, mode)
+    if st is None:
+        return ans.Answer(q.id, NOT_DETECTED, (
+            f"No step in {arm} time per call up to {format_size(small_max)}B ({mode}: no jump "
+            f">= {STEP_MIN_JUMP:.0%} between two sizes); flags: {_flag_text(flags)}"),
+            details=details, estimator="two-level split of log median ns")
+    return ans.Answer(
+        q.id, d["verdict"],
+        (f"{arm} ({mode}) steps from {st.before_ns:.1f} to {st.after_ns:.1f} ns per call "
+         f"between {st.low} and {st.high} B (x{st.ratio:.2f}, CI {st.ci_low:.2f}-"
+         f"{st.ci_high:.2f}); flags: {_flag_text(flags)}"),
+        value=float(st.high), ci_low=float(st.low + 1), ci_high=float(st.high),
+        evidence=_keys(index, [(arm, st.low), (arm, st.high)]), details=details,
+        estimator="first size on the higher level; CI = the bracket of measured sizes")
+
+
+def answer_best(op, points, pair_details):
+    q = _q(op, "best")
+    details, main = [], None
+    for mode in modes_of(points, op):
+        curves = point_curves(points, op, mode)
+        ranges = best_ranges(curves, SIMPLICITY[op])
+        if not ranges:
+            continue
+        base = best_ranges({k: c for k, c in curves.items() if k in BASELINE}, SIMPLICITY[op])
+        details.append({"label": f"{op} ranges ({mode})", "kind": "ranges", "op": op,
+                        "mode": mode, "value": float(len(ranges)), "unit": "ranges",
+                        "ci_low": None, "ci_high": None, "ranges": ranges,
+                        "baseline_ranges": base, "text": _ranges_text(ranges),
+                        "strategies": sorted(curves)})
+        if main is None:
+            main = (mode, ranges)
+    if main is None:
+        return ans.not_measured(q, f"no {op} strategy was measured")
+    details += pair_details
+    mode, ranges = main
+    return ans.Answer(q.id, MEASURED, f"{op} ({mode}): {_ranges_text(ranges)}",
+                      value=float(len(ranges)), details=details,
+                      estimator=f"tie rule: CI overlap or within {CLEAR_WIN:.0%}; simplest wins")
+
+
+def _envelope_answer(q, op, points, challenger, others, other_name, pair_details, flags):
+    """The size from which `challenger` beats the lower envelope of `others`."""
+    details, main = [], None
+    for mode in modes_of(points, op):
+        curves = point_curves(points, op, mode)
+        if challenger not in curves:
+            continue
+        env, who = envelope(curves, others)
+        if len(set(env) & set(curves[challenger])) < 2:
+            continue
+        found = find_crossovers(curves[challenger], env, challenger, other_name)
+        into = [c for c in found if c.faster_above == challenger]
+        common = sorted(set(env) & set(curves[challenger]))
+        signs = [_sign(curves[challenger][s], env[s], CLEAR_WIN) for s in common]
+        d = {"label": f"{challenger} vs {other_name} ({op}, {mode})", "kind": "envelope",
+             "op": op, "mode": mode, "unit": "bytes",
+             "value": float(into[-1].size) if into else None,
+             "ci_low": float(into[-1].low) if into else None,
+             "ci_high": float(into[-1].high) if into else None,
+             "verdict": DETECTED if into else NOT_DETECTED,
+             "crossings": [dict(crossing_dict(c), envelope_below=who.get(c.low),
+                                envelope_above=who.get(c.high)) for c in found],
+             "challenger_wins_at": sum(s > 0 for s in signs),
+             "envelope_wins_at": sum(s < 0 for s in signs), "sizes": len(common),
+             "largest_size": common[-1]}
+        details.append(d)
+        if main is None:
+            main = (mode, curves, env, who, found, into, d)
+    if main is None:
+        return ans.not_measured(q, f"{challenger} and {other_name} were not both measured at "
+                                   f"two or more sizes")
+    details += pair_details
+    mode, curves, env, who, found, into, d = main
+    index = point_index(points, op, mode)
+    flag_note = f"; flags: {_flag_text(flags)}" if flags else ""
+    if not into:
+        if d["challenger_wins_at"] and not d["envelope_wins_at"]:
+            why = (f"{challenger} is faster than or tied with {other_name} at every size "
+                   f"measured ({mode})")
+        elif found:
+            why = (f"{challenger} never starts to beat {other_name}: it is faster below "
+                   f"~{format_size(found[0].size)}B and slower above ({mode})")
+        elif d["challenger_wins_at"]:
+            why = (f"{challenger} beats {other_name} clearly at only {d['challenger_wins_at']} "
+                   f"scattered size(s) of {d['sizes']} (fewer than {MIN_RUN} in a row: no "
+                   f"crossover; {mode})")
+        else:
+            why = (f"{challenger} never beats {other_name} clearly up to "
+                   f"{format_size(d['largest_size'])}B ({mode})")
+        return ans.Answer(q.id, NOT_DETECTED, why + flag_note, details=details,
+                          estimator="crossing of the medians (log size)")
+    c = into[-1]
+    tail = ""
+    if found and found[-1] is not c:
+        tail = f", until ~{format_size(found[-1].size)}B where {found[-1].faster_above} wins again"
+    because = (f"{challenger} beats {other_name} from ~{format_size(c.size)}B ({mode}; "
+               f"{who.get(c.low)} wins at {format_size(c.low)}B by x{c.ratio_low:.2f}, "
+               f"{challenger} at {format_size(c.high)}B by x{c.ratio_high:.2f}){tail}{flag_note}")
+    ev = _keys(index, [(challenger, c.low), (who.get(c.low), c.low), (challenger, c.high),
+                       (who.get(c.high), c.high)])
+    return ans.Answer(q.id, DETECTED, because, value=float(c.size), ci_low=float(c.low),
+                      ci_high=float(c.high), evidence=list(dict.fromkeys(ev)), details=details,
+                      estimator="crossing of the medians (log size); CI = the bracket of "
+                                "measured sizes")
+
+
+def answer_peak(op, points, traffic, seed=0):
+    """Peak GB/s from the kernel rows' declared traffic; `traffic(op, arm)` gives
+    a function size -> (read, written) bytes per call, or None."""
+    q = _q(op, "peak")
+    per, best = {}, None
+    missing = set()
+    for p in _ns_points(points, op, "throughput"):
+        arm, s = p["arm"], p["params"]["size_bytes"]
+        tr = traffic(op, arm)
+        if tr is None:
+            missing.add(arm)
+            continue
+        rd, wr = tr(s)
+        gbps = (rd + wr) / float(p["median"])
+        e = per.setdefault(arm, {"label": f"{arm} ({op})", "value": 0.0, "unit": "GB/s",
+                                 "ci_low": None, "ci_high": None, "at_size": None,
+                                 "read_bytes_per_byte": rd / s, "write_bytes_per_byte": wr / s,
+                                 "largest_size": 0, "largest_size_gbps": None,
+                                 "gbps_by_size": {}})
+        if s >= 256:          # GB/s per size where bandwidth means something
+            e["gbps_by_size"][str(s)] = round(gbps, 3)
+        if gbps > e["value"]:
+            e.update(value=gbps, at_size=s)
+            if best is None or gbps > best[0]:
+                best = (gbps, p, rd, wr)
+        if s > e["largest_size"]:
+            e.update(largest_size=s, largest_size_gbps=gbps)
+    if best is None:
+        why = (f"no kernel row declares the traffic of {', '.join(sorted(missing))}" if missing
+               else f"no {op} point in throughput mode")
+        return ans.not_measured(q, why)
+    gbps, p, rd, wr = best
+    s = p["params"]["size_bytes"]
+    samples = [(rd + wr) / v for v in (p.get("values") or []) if v and v > 0]
+    shown = float(np.median(samples)) if samples else gbps
+    what = " + ".join(x for x in (f"{rd / s:g} read" if rd else "",
+                                  f"{wr / s:g} written" if wr else "") if x)
+    because = (f"{shown:.1f} GB/s: {p['arm']} at {format_size(s)}B, throughput mode "
+               f"({what} byte(s) per byte {'copied' if op == 'copy' else 'set'}, as its kernel "
+               f"row declares)")
+    details = sorted(per.values(), key=lambda e: -e["value"])
+    return ans.measured(q, samples, because, value=gbps if not samples else None,
+                        evidence=[ans.point_key(p)], details=details, seed=seed,
+                        estimator="median GB/s of the fastest point's samples")
+
+
+def answer_libc(op, points, pair_details):
+    q = _q(op, "libc")
+    for mode in modes_of(points, op):
+        curves = point_curves(points, op, mode)
+        if "libc" not in curves or len(curves) < 2:
+            continue
+        sizes = [s for s in comparable_sizes(curves) if s in curves["libc"]]
+        if not sizes:
+            continue
+        logs, slow = [], []
+        for s in sizes:
+            here = {k: c[s] for k, c in curves.items() if s in c}
+            b = min(here, key=lambda k: here[k][0])
+            logs.append(math.log(curves["libc"][s][0] / here[b][0]))
+            if "libc" not in acceptable(curves, s, CLEAR_WIN):
+                slow.append((s, b, curves["libc"][s][0] / here[b][0]))
+        runs = []          # consecutive measured sizes where libc is clearly slower
+        pos = {s: i for i, s in enumerate(sizes)}
+        for s, b, r in slow:
+            if runs and pos[s] == pos[runs[-1]["max_size"]] + 1:
+                runs[-1]["max_size"] = s
+                runs[-1]["worst"] = max(runs[-1]["worst"], r)
+                runs[-1]["best"].add(b)
+            else:
+                runs.append({"min_size": s, "max_size": s, "worst": r, "best": {b}})
+        details = [{"label": f"libc slower {format_size(r['min_size'])}–"
+                             f"{format_size(r['max_size'])}B ({mode})", "kind": "range",
+                    "mode": mode, "value": r["worst"], "unit": "ratio", "ci_low": None,
+                    "ci_high": None, "min_size": r["min_size"], "max_size": r["max_size"],
+                    "faster": sorted(r["best"])} for r in runs]
+        g = math.exp(sum(logs) / len(logs))
+        if runs:
+            where = "; ".join(f"{format_size(r['min_size'])}–{format_size(r['max_size'])}B "
+                              f"(up to x{r['worst']:.2f}, {'/'.join(sorted(r['best']))} faster)"
+                              for r in runs[:4]) + (f"; {len(runs) - 4} more" if len(runs) > 4 else "")
+            because = (f"libc {_OP_NAMES[op]} takes x{g:.2f} the time of the fastest strategy "
+                       f"(geometric mean over {len(sizes)} sizes, {mode}); clearly slower at "
+                       f"{where}")
+        else:
+            because = (f"libc {_OP_NAMES[op]} is the fastest or tied with it at every one of "
+                       f"{len(sizes)} sizes ({mode}; x{g:.2f} the fastest's time on geometric "
+                       f"mean)")
+        return ans.Answer(q.id, MEASURED, because, value=g, details=details + pair_details,
+                          estimator="geometric mean of median ratios over the sizes measured")
+    return ans.not_measured(q, f"libc and another {op} strategy were not both measured")
+
+
+def analyze_points(points, machine, params, traffic=row_traffic, seed=0):
+    """The answers of one copy run, from its point dicts (pure but for the
+    kernel rows' traffic, looked up through `traffic`)."""
+    flags = string_flags(machine)
+    small_max = (params or {}).get("small_max", 256)
+    out = []
+    for op in OPS:
+        if not any((p.get("params") or {}).get("op") == op for p in points):
+            continue
+        owned = {"best": [], "rep": [], "nt": [], "libc": []}
+        for mode in modes_of(points, op):
+            for pair in pair_crossovers(point_curves(points, op, mode), op):
+                owned[_pair_owner(op, pair["a"], pair["b"])].append(
+                    dict(_pair_detail(op, mode, pair), flags=flags))
+        rep = STRATEGIES[op][0]
+        out.append(answer_step(op, points, small_max, flags, seed=seed))
+        out.append(answer_best(op, points, owned["best"]))
+        out.append(_envelope_answer(_q(op, "rep"), op, points, rep, LOOPS, "the best loop",
+                                    owned["rep"], flags))
+        out.append(_envelope_answer(_q(op, "nt"), op, points, "nt", (rep, "libc"),
+                                    f"{rep} and libc", owned["nt"], {}))
+        out.append(answer_peak(op, points, traffic, seed=seed))
+        out.append(answer_libc(op, points, owned["libc"]))
+    return out
+
+
+def ranges_from_document(doc, op, mode, baseline=False):
+    """The best-strategy ranges of one op and mode as the copy analysis gave
+    them in a result document (its answer's details), computed by the same
+    function from the points when the document has no answers (schema 1)."""
+    qid = f"copy.{_QNAME[op]['best']}"
+    for a in doc.get("answers") or []:
+        if a.get("question") != qid:
+            continue
+        for d in a.get("details") or []:
+            if d.get("kind") == "ranges" and d.get("mode") == mode:
+                return [dict(r) for r in d["baseline_ranges" if baseline else "ranges"]]
+        return []
+    return strategy_ranges(doc.get("points") or [], op, mode,
+                           BASELINE if baseline else None)
 
 
 def string_flags(machine):
@@ -421,6 +936,7 @@ class Copy(Experiment):
     question = ("Where does rep movsb/stosb beat store loops, vector loops, libc and "
                 "non-temporal stores on this CPU, in throughput and in latency?")
     seeds = ("002",)
+    questions = QUESTIONS
     arms = tuple(dict.fromkeys(STRATEGIES["copy"] + STRATEGIES["set"]))
     params = [
         Param("ops", "list:str", ["copy", "set"], "operations to measure: copy (memcpy) and/or set "
@@ -605,12 +1121,13 @@ class Copy(Experiment):
                 wanted.setdefault((op, mode, s), set()).update(arms)
         for op in params["ops"]:
             for mode in params["modes"]:
-                curves, _ = _curves(data, op, mode)
+                curves = point_curves(data.points, op, mode)
                 if not curves:
                     continue
                 step_arm = STRATEGIES[op][0]
                 if step_arm in curves:
-                    st = find_step(_values(data, op, mode, step_arm), params["small_max"])
+                    st = find_step(point_values(data.points, op, mode, step_arm),
+                                   params["small_max"])
                     if st:   # one arm only: every size of the bracket is cheap
                         for s in fill_sizes(st.low, st.high, 32):
                             wanted.setdefault((op, mode, s), set()).add(step_arm)
@@ -637,130 +1154,7 @@ class Copy(Experiment):
 
     # -- analysis --
     def analyze(self, data):
-        findings = []
-        flags = string_flags(data.machine)
-        ops = [op for op in OPS if data.select(None, op=op)]
-        modes = [m for m in MODES if data.select(None, mode=m)]
-        small_max = data.params.get("small_max", 256)
-        findings.append(Finding(
-            id="string_op_flags",
-            claim="CPU flags that change where rep movs/stos wins: " + _flag_text(flags),
-            verdict=MEASURED, value=None, unit="",
-            evidence={"flags": flags, "meaning": STRING_FLAGS,
-                      "cpu": (data.machine.get("cpu") or {}).get("model_name")},
-            seed="002", experiment=self.name))
-        for op in ops:
-            for mode in modes:
-                curves, points = _curves(data, op, mode)
-                if not curves:
-                    continue
-                findings += self._best(op, mode, curves, flags)
-                findings += self._crossovers(op, mode, curves, flags)
-                step_arm = STRATEGIES[op][0]
-                if step_arm in curves:
-                    findings.append(self._step(op, mode, step_arm,
-                                               _values(data, op, mode, step_arm), small_max, flags))
-            findings += self._bandwidth(data, op)
-        return findings
-
-    def _best(self, op, mode, curves, flags):
-        ranges = best_ranges(curves, SIMPLICITY[op])
-        if not ranges:
-            return []
-        text = "; ".join(f"{r['strategy']} {format_size(r['min_size'])}–{format_size(r['max_size'])}B"
-                         for r in ranges)
-        return [Finding(
-            id=f"best_{op}_{mode}", claim=f"Fastest {op} strategy per size range ({mode}): {text}",
-            verdict=MEASURED, value=float(len(ranges)), unit="ranges",
-            evidence={"op": op, "mode": mode, "ranges": ranges, "flags": flags,
-                      "tie_rule": "CI overlap with the fastest or median within "
-                                  f"{CLEAR_WIN:.0%} of it; simplest wins",
-                      "simplicity": list(SIMPLICITY[op]), "strategies": sorted(curves)},
-            seed="002", experiment=self.name)]
-
-    def _crossovers(self, op, mode, curves, flags):
-        out = []
-        order = [a for a in STRATEGIES[op] if a in curves]
-        for i, a in enumerate(order):
-            for b in order[i + 1:]:
-                if a in VECTOR_LOOPS and b in VECTOR_LOOPS:
-                    continue
-                found = find_crossovers(curves[a], curves[b], a, b)
-                base = f"crossover_{op}_{a}_vs_{b}{_mode_suffix(mode)}"
-                for k, c in enumerate(found):
-                    out.append(Finding(
-                        id=base + (f"_{k + 1}" if k else ""),
-                        claim=(f"{op} {mode}: {c.faster_below} is faster below "
-                               f"~{format_size(c.size)}B, {c.faster_above} above "
-                               f"(bracket {format_size(c.low)}–{format_size(c.high)}B)"),
-                        verdict=DETECTED, value=float(c.size), unit="bytes",
-                        ci_low=float(c.low), ci_high=float(c.high),
-                        evidence={"op": op, "mode": mode, "a": a, "b": b,
-                                  "faster_below": c.faster_below, "faster_above": c.faster_above,
-                                  "ratio_at_low": c.ratio_low, "ratio_at_high": c.ratio_high,
-                                  "ns_at_low": {a: curves[a][c.low][0], b: curves[b][c.low][0]},
-                                  "ns_at_high": {a: curves[a][c.high][0], b: curves[b][c.high][0]},
-                                  "index": k + 1, "of": len(found), "flags": flags},
-                        seed="002", experiment=self.name))
-                # The thread's own question gets an answer even when there is no crossing.
-                if not found and b == "gpr_unrolled" and a in STRATEGIES[op][:2]:
-                    common = sorted(set(curves[a]) & set(curves[b]))
-                    wins = sum(curves[a][s][0] < curves[b][s][0] for s in common)
-                    winner = a if wins * 2 > len(common) else b
-                    out.append(Finding(
-                        id=base, verdict=NOT_DETECTED, value=None, unit="bytes",
-                        claim=(f"{op} {mode}: no crossover between {a} and {b} "
-                               f"({winner} faster or tied at every size measured)"),
-                        evidence={"op": op, "mode": mode, "a": a, "b": b, "winner": winner,
-                                  "sizes": len(common), "a_faster_at": wins, "flags": flags},
-                        seed="002", experiment=self.name))
-        return out
-
-    def _step(self, op, mode, arm, values, small_max, flags):
-        fid = f"{arm}_step{_mode_suffix(mode)}"
-        st = find_step(values, small_max)
-        if st is None:
-            return Finding(id=fid, verdict=NOT_DETECTED, unit="bytes",
-                           claim=f"No step in {arm} time per call up to {format_size(small_max)}B "
-                                 f"({mode}; a jump >= {STEP_MIN_JUMP:.0%} between two sizes)",
-                           evidence={"op": op, "mode": mode, "flags": flags,
-                                     "min_jump": STEP_MIN_JUMP}, seed="002", experiment=self.name)
-        sure = st.ci_low > 1 + threshold("effect_min")
-        return Finding(
-            id=fid, verdict=DETECTED if sure else INCONCLUSIVE, value=float(st.high), unit="bytes",
-            ci_low=float(st.low + 1), ci_high=float(st.high),
-            claim=(f"{arm} ({mode}) steps from {st.before_ns:.1f} to {st.after_ns:.1f} ns per call "
-                   f"between {st.low} and {st.high} bytes (x{st.ratio:.2f}, "
-                   f"CI {st.ci_low:.2f}-{st.ci_high:.2f})"),
-            evidence={"op": op, "mode": mode, "fast_up_to": st.low, "slow_from": st.high,
-                      "before_ns": st.before_ns, "after_ns": st.after_ns, "ratio": st.ratio,
-                      "ratio_ci": [st.ci_low, st.ci_high], "local_ratio": st.local_ratio,
-                      "window": STEP_WINDOW, "min_jump": STEP_MIN_JUMP, "flags": flags},
-            seed="002", experiment=self.name)
-
-    def _bandwidth(self, data, op):
-        per = {}
-        for p in data.select(None, op=op, mode="throughput"):
-            if not p.get("median") or p["median"] <= 0:
-                continue
-            s = p["params"]["size_bytes"]
-            gbps = s * (2 if op == "copy" else 1) / p["median"]
-            e = per.setdefault(p["arm"], {"peak_gbps": 0.0, "at_size": None, "largest_size": 0,
-                                          "largest_size_gbps": None, "gbps_by_size": {}})
-            if s >= 256:      # GB/s per size where bandwidth means something
-                e["gbps_by_size"][str(s)] = round(gbps, 3)
-            if gbps > e["peak_gbps"]:
-                e.update(peak_gbps=gbps, at_size=s)
-            if s > e["largest_size"]:
-                e.update(largest_size=s, largest_size_gbps=gbps)
-        if not per:
-            return []
-        top = max(per, key=lambda k: per[k]["peak_gbps"])
-        return [Finding(
-            id=f"peak_gbps_{op}", verdict=MEASURED, value=per[top]["peak_gbps"], unit="GB/s",
-            claim=(f"Peak {op} bandwidth: {per[top]['peak_gbps']:.1f} GB/s ({top} at "
-                   f"{format_size(per[top]['at_size'])}B; read+write traffic, throughput mode)"),
-            evidence={"per_strategy": per}, seed="002", experiment=self.name)]
+        return analyze_points(data.points, data.machine, data.params)
 
 
 def json_key(params):
