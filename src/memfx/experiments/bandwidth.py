@@ -209,7 +209,7 @@ def _rotating_offsets(n, per_size, span=64):
     return sorted({(n * 11 + j * (span // per_size) + j * 5) % span for j in range(per_size)})
 
 
-def check_read_kernel(index, max_size=4096, per_size=4, count=2, size_skew=0, seed=1):
+def check_read_kernel(index, max_size=4096, per_size=2, count=2, size_skew=0, seed=1):
     """The read row's checksum over `count` passes, for every size 0..max_size
     at rotating misalignments, equals numpy's.  size_skew (tests only) tells
     the kernel a wrong size.  None, or the first mismatch as a message."""
@@ -358,7 +358,8 @@ class Bandwidth(Experiment):
               minimum=1, maximum=16),
     ]
     presets = {
-        "quick": {"samples": 5, "min_sample_ms": 1.0, "per_octave": 2},
+        "quick": {"samples": 5, "min_sample_ms": 1.0, "per_octave": 1,
+                  "kinds": ",".join(k for k in KINDS if k != "nt_copy")},
         "full": {"samples": 11, "min_sample_ms": 2.0, "per_octave": 4,
                  "widths": "scalar,sse2,avx2,avx512,rep", "pages": "4k,thp"},
     }
@@ -520,7 +521,8 @@ class Bandwidth(Experiment):
                 for lid, (ps, how) in plateaus.items():
                     found.setdefault(lid, []).append((kernel, pages, ps, how))
             for lid in LEVELS:
-                out.append(self._level_answer(kind, lid, found.get(lid), caches, curves, bpc))
+                out.append(self._level_answer(kind, lid, found.get(lid), caches, curves, bpc,
+                                              data.points))
         out.append(self._knee_answer(read_levels, caches))
         out.append(self._random_answer(curves, caches))
         out.append(self._nt_crossover_answer(curves))
@@ -529,7 +531,7 @@ class Bandwidth(Experiment):
         out.append(ans.not_measured(self.declared("loaded_latency"), THREADED_REASON))
         return out
 
-    def _level_answer(self, kind, lid, candidates, caches, curves, bpc):
+    def _level_answer(self, kind, lid, candidates, caches, curves, bpc, planned):
         q = self.declared(f"{kind}_{lid}")
         label = LEVEL_LABEL[lid]
         if not caches:
@@ -540,12 +542,7 @@ class Bandwidth(Experiment):
         if not any(k == kind for k, _, _ in curves):
             return ans.not_measured(q, f"the {kind} kind was not measured")
         if not candidates:
-            lo, hi = level_windows(caches)[lid]
-            sizes = sorted({p["params"]["size_bytes"] for (k, _, _), ps in curves.items()
-                            if k == kind for p in ps})
-            return ans.not_measured(q, f"the sweep ({format_size(sizes[0])}B..{format_size(sizes[-1])}B) "
-                                       f"has no point inside {label} ({format_size(lo)}B.."
-                                       f"{'' if math.isinf(hi) else format_size(hi)}B)")
+            return ans.not_measured(q, _unreached(kind, lid, caches, curves, planned))
         details = []
         for kernel, pages, ps, how in candidates:
             values = ans.pooled_values(ps)
@@ -613,8 +610,11 @@ class Bandwidth(Experiment):
         names = ", ".join(f"{d['cache']} at {format_size(d['value'])}B" for d in details
                           if d.get("verdict") == "detected")
         missing = [d["cache"] for d in details if d.get("value") is None]
+        unmatched = [format_size(d["value"]) + "B" for d in details
+                     if d.get("value") is not None and not d.get("cache")]
         because = (f"read curve ({kernel}, {pages}): knees {names or 'none matched'}"
-                   + (f"; no step at {', '.join(missing)}" if missing else ""))
+                   + (f"; no step at {', '.join(missing)}" if missing else "")
+                   + (f"; knees at no reported size: {', '.join(unmatched)}" if unmatched else ""))
         return ans.Answer(q.id, "measured", because, value=float(len(matched & set(reached))),
                           evidence=ans.evidence_keys(pts), details=details,
                           estimator=f"stats.find_levels on 1/GB/s; a knee within "
@@ -764,6 +764,25 @@ def _curves(points):
     return out
 
 
+def _unreached(kind, lid, caches, curves, planned):
+    """Why a level of a kind has no points: the sweep stopped short, or every
+    sample there was rejected."""
+    lo, hi = level_windows(caches)[lid]
+    window = f"{format_size(lo)}B.." + ("" if math.isinf(hi) else f"{format_size(hi)}B")
+    if lid == "dram":
+        window = f"from {format_size(lo + 1)}B (2x the LLC)"
+    empty = sorted({p["params"]["size_bytes"] for p in planned if p["arm"] == kind and not p.get("n")
+                    and lo < p["params"]["size_bytes"] <= hi})
+    if empty:
+        return (f"every sample at {', '.join(format_size(s) + 'B' for s in empty)} was rejected "
+                f"(context switches or migrations: a busy machine); nothing is concluded "
+                f"about {LEVEL_LABEL[lid]}")
+    sizes = sorted({p["params"]["size_bytes"] for (k, _, _), ps in curves.items()
+                    if k == kind for p in ps})
+    return (f"the sweep ({format_size(sizes[0])}B..{format_size(sizes[-1])}B) has no point inside "
+            f"{LEVEL_LABEL[lid]} ({window}); raise max_size to reach it")
+
+
 def _bytes_per_cycle(samples):
     """{point key: [bytes per estimated cycle per sample]}."""
     out = {}
@@ -779,27 +798,24 @@ def plateaus_by_level(pts, caches):
     """(levels, {level id: (plateau points, how)}) of one curve.
 
     stats.find_levels runs on the time per byte (1 / GB/s: a curve that
-    rises at every boundary, like a latency); each plateau goes to the level
-    its geometric middle lies in, keeping only its points well inside that
-    level.  A level with points inside it but no plateau there gets those
-    points ("window")."""
+    rises at every boundary, like a latency).  A level's plateau is the one
+    with the most points well inside the level (its window), restricted to
+    those points; one plateau serves two levels when there is no step
+    between them.  A level with points inside it on no plateau (all on
+    ramps) gets those points ("window")."""
     sizes = [p["params"]["size_bytes"] for p in pts]
     levels = stats.find_levels(sizes, [1.0 / p["median"] for p in pts]) if len(pts) >= 3 else []
-    windows = level_windows(caches)
     out = {}
-    for lv in levels:
-        mid = math.sqrt(lv.first_size * lv.last_size)
-        lid = level_at(mid, caches)
-        lo, hi = windows.get(lid, (0, math.inf))
-        on = [p for p in pts if lv.first_size <= p["params"]["size_bytes"] <= lv.last_size
-              and lo < p["params"]["size_bytes"] <= hi]
-        if on and (lid not in out or len(on) > len(out[lid][0])):
-            out[lid] = (on, "find_levels")
-    for lid, (lo, hi) in windows.items():
-        if lid not in out:
-            inside = [p for p in pts if lo < p["params"]["size_bytes"] <= hi]
-            if inside:
-                out[lid] = (inside, "window")
+    for lid, (lo, hi) in level_windows(caches).items():
+        inside = [p for p in pts if lo < p["params"]["size_bytes"] <= hi]
+        if not inside:
+            continue
+        best = []
+        for lv in levels:
+            on = [p for p in inside if lv.first_size <= p["params"]["size_bytes"] <= lv.last_size]
+            if len(on) > len(best):
+                best = on
+        out[lid] = (best, "find_levels") if best else (inside, "window")
     return levels, out
 
 
