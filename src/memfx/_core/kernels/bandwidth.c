@@ -226,8 +226,8 @@ static uint64_t bw_random_scalar(const struct mfx_args *a)
             "add 32(%[s],%[i]), %[s0]\n\tadd 40(%[s],%[i]), %[s1]\n\t"
             "add 48(%[s],%[i]), %[s2]\n\tadd 56(%[s],%[i]), %[s3]\n\t"
             RANDOM_LOOP_TAIL
-            : [o] "+&r"(o), [k] "+&r"(k), [i] "=&r"(i), [s0] "+r"(s0), [s1] "+r"(s1),
-              [s2] "+r"(s2), [s3] "+r"(s3)
+            : [o] "+&r"(o), [k] "+&r"(k), [i] "=&r"(i), [s0] "+&r"(s0), [s1] "+&r"(s1),
+              [s2] "+&r"(s2), [s3] "+&r"(s3)
             : RANDOM_INPUTS
             : "memory", "cc");
     }
