@@ -358,7 +358,7 @@ class Bandwidth(Experiment):
               minimum=1, maximum=16),
     ]
     presets = {
-        "quick": {"samples": 5, "min_sample_ms": 1.0, "per_octave": 1,
+        "quick": {"samples": 5, "min_sample_ms": 0.5, "per_octave": 1,
                   "kinds": ",".join(k for k in KINDS if k != "nt_copy")},
         "full": {"samples": 11, "min_sample_ms": 2.0, "per_octave": 4,
                  "widths": "scalar,sse2,avx2,avx512,rep", "pages": "4k,thp"},
