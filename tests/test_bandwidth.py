@@ -157,6 +157,9 @@ def test_sizes_straddle_every_cache():
     for cap in (32 << 10, 1 << 20, 32 << 20):
         assert any(s < cap for s in sizes) and any(s > cap for s in sizes)
     assert sizes == sorted(set(sizes))
+    assert min(sizes) >= 4096 and max(sizes) <= 128 << 20
+    # min_size = max_size measures exactly that size (issue 16)
+    assert sizes_for(1 << 30, 1 << 30, 4, [("l3", 32 << 20)]) == [1 << 30]
 
 
 # ---- analysis on synthetic points -------------------------------------------------

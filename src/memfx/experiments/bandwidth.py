@@ -184,8 +184,8 @@ def level_at(size, caches):
 def sizes_for(lo, hi, per_octave, caches):
     """The working sets: geometric, plus both sides of each cache size,
     rounded to whole 128-byte blocks (a copy's halves stay line multiples)."""
-    grid = size_grid(lo, hi, per_octave, [c for _, c in caches])
-    return sorted({max(128, s // 128 * 128) for s in grid})
+    grid = [s for s in size_grid(lo, hi, per_octave, [c for _, c in caches]) if lo <= s <= hi]
+    return sorted({max(128, s // 128 * 128) for s in grid or [lo]})
 
 
 def kernel_for(kind, width):
