@@ -712,7 +712,9 @@ class Bandwidth(Experiment):
                           f"{w['median']:.1f} GB/s, {w['params']['kernel']}){below}",
                           value=float(s), ci_low=float(rows[cross - 1][0]) if cross > 0 else None,
                           ci_high=float(s), details=details,
-                          evidence=ans.evidence_keys([p, w]), estimator=q.decides)
+                          evidence=ans.evidence_keys([p, w]),
+                          estimator=q.decides + "; the interval is the bracket: the last size "
+                                                "measured below the crossover .. the crossover")
 
     def _readback_answer(self, curves, caches):
         q = self.declared("nt_readback")
