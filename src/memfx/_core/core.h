@@ -92,6 +92,7 @@ extern const struct mfx_kernel mfx_kernels_storefwd[];
 extern const struct mfx_kernel mfx_kernels_copy[];
 extern const struct mfx_kernel mfx_kernels_prefetch[];
 extern const struct mfx_kernel mfx_kernels_sharing[];
+extern const struct mfx_kernel mfx_kernels_bandwidth[];
 
 int mfx_isa_supported(const char *isa);
 

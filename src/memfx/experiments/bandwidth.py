@@ -1,0 +1,830 @@
+"""Memory bandwidth per cache level and DRAM: read, write, copy, increment,
+non-temporal stores, random line order.
+
+Seed 004 (Drepper, "What every programmer should know about memory", 3.5.1:
+"Sequential Read and Write", "Sequential Increment", "Random Addnextlast";
+6.1 non-temporal stores): the bytes per cycle a single thread moves, as a
+function of the working set, step down at each cache boundary; writes and
+read-modify-writes pay for write-allocation and write-back; random order
+defeats the prefetchers; non-temporal stores skip the caches, which pays only
+when the data would not have stayed in them anyway.
+
+Protocol (one cell per point, so no other kernel's data sits between two
+samples of a point -- issue 16)
+  1. map the working set (4 KiB pages or transparent huge pages, a
+     parameter), fault it in, fill copy sources with a non-zero byte;
+  2. verify every planned kernel before anything is timed: kernels that
+     write are checked byte-exact against a reference for every size 0..4096
+     at rotating misalignments with guard bytes (fill rows with fill's
+     checker, copy rows with copy's, this experiment's own rows here);
+     reading kernels return a checksum compared with numpy's;
+  3. one untimed warm-up pass; then samples of whole passes, one kernel call
+     per pass over the whole working set (as a program sweeps its data),
+     each sample at least min_sample_ms and never less than one pass, so
+     the start-up of a sample (the first lines' misses, one TLB refill) is
+     well under 1 % of it;
+  4. GB/s = the kernel row's declared traffic / time (write-allocate reads
+     are not counted, as in STREAM and likwid-bench); bytes per estimated
+     core cycle from the dependent-add calibration run beside every cell.
+
+Kinds (the arms)
+  read               sum of every 64-bit word (bw_read_*)
+  write              fill with a non-zero byte (fill.c's fill_* rows; rep stosb as width "rep")
+  copy               src -> dst, each half the working set (copy.c's copy_* rows; rep movsb)
+  rmw                add 1 to every 64-bit word in place (bw_rmw_*)
+  nt_write           movntdq stores (fill_nt_sse)
+  nt_copy            movntdq copy (copy_nt)
+  random             the working set's 64-byte lines summed in a shuffled order (bw_random_*)
+  write_readback     a normal fill, then a read pass over the same bytes
+  nt_write_readback  a non-temporal fill, then a read pass
+
+The working set is what a pass touches: a copy of working set W moves W/2
+bytes from one W/2 buffer to another (as likwid-bench's -w counts all
+streams).
+
+Thread scaling and loaded latency (issue 11, questions 2 and 4) need the
+threaded runner of issue 12; they are declared and answered not_measured
+until it exists.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import answers as ans
+from .. import stats
+from ..answers import HIGHER, Question
+from ..errors import MemfxError, ParamError
+from ..plotspec import PlotSpec
+from ..units import format_size
+from .base import Experiment, Param, Point, Trial, register
+from .latency import size_grid
+
+LINE = 64
+# The byte the write kinds store: not zero (seed 000: zeros may be
+# eliminated), not a pattern a fill of 0xff could share.
+FILL_BYTE = 0x5A
+RMW_INCREMENT = 1
+WIDTHS = ("scalar", "sse2", "avx2", "avx512", "rep")
+VECTOR_WIDTHS = ("scalar", "sse2", "avx2", "avx512")
+# The ISA each width needs (the fingerprint's flag names).
+WIDTH_ISA = {"scalar": "", "sse2": "sse2", "avx2": "avx2", "avx512": "avx512f", "rep": ""}
+
+# kind -> width -> kernel row.  Writes and copies are the fill and copy
+# tables' own rows (one implementation per strategy in the core).
+KERNELS = {
+    "read": {w: f"bw_read_{w}" for w in VECTOR_WIDTHS},
+    "write": {"scalar": "fill_scalar8", "sse2": "fill_sse", "avx2": "fill_avx2",
+              "avx512": "fill_avx512", "rep": "fill_rep_stosb"},
+    "copy": {"scalar": "copy_gpr_unrolled", "sse2": "copy_sse", "avx2": "copy_avx2",
+             "avx512": "copy_avx512", "rep": "copy_rep_movsb"},
+    "rmw": {w: f"bw_rmw_{w}" for w in VECTOR_WIDTHS},
+    "nt_write": {"sse2": "fill_nt_sse"},
+    "nt_copy": {"sse2": "copy_nt"},
+    "random": {w: f"bw_random_{w}" for w in VECTOR_WIDTHS},
+    "write_readback": {w: f"bw_write_read_{w}" for w in ("sse2", "avx2", "avx512")},
+    "nt_write_readback": {w: f"bw_ntwrite_read_{w}" for w in ("sse2", "avx2", "avx512")},
+}
+KINDS = tuple(KERNELS)
+# The kinds whose plateau per level is a declared question.
+LEVEL_KINDS = ("read", "write", "copy", "rmw", "nt_write")
+LEVELS = ("l1d", "l2", "l3", "dram")
+LEVEL_LABEL = {"l1d": "L1d", "l2": "L2", "l3": "L3", "dram": "DRAM"}
+KIND_WORDS = {"read": "sequential read (sum)", "write": "sequential write (fill)",
+              "copy": "copy", "rmw": "read-modify-write (increment in place)",
+              "nt_write": "non-temporal write"}
+
+# A level's points lie well inside it: above 1.5x the cache below, at most
+# 0.75x its own capacity (sets are not filled evenly and the code, the page
+# tables and the other arrays share the cache); DRAM from 2x the LLC.
+INSIDE_BELOW, INSIDE_ABOVE, DRAM_FROM = 1.5, 0.75, 2.0
+# A knee within this factor of a reported cache size is that cache's.
+KNEE_MATCH_FACTOR = 2.0
+# The pooled samples of a plateau spread more than this (CV): a contended
+# (shared) cache or a noisy host, flagged in the details.
+CONTENDED_CV = 0.10
+# The best sustained figure: this quantile of the samples (high: GB/s).
+BEST_QUANTILE = 0.9
+THREADED_REASON = "needs the threaded runner (issue 12)"
+
+
+def _questions():
+    qs = []
+    for kind in LEVEL_KINDS:
+        for level in LEVELS:
+            qs.append(Question(
+                f"bandwidth.{kind}_{level}",
+                f"{KIND_WORDS[kind].capitalize()} bandwidth of one thread with the working set "
+                f"in {LEVEL_LABEL[level]}?", "GB/s", "004",
+                f"median GB/s of the samples on the plateau stats.find_levels finds inside "
+                f"{LEVEL_LABEL[level]} (best kernel measured, named; bytes per estimated cycle and "
+                f"the best sustained p{BEST_QUANTILE * 100:.0f} in details)", better=HIGHER))
+    qs += [
+        Question("bandwidth.knees", "Where does the read bandwidth step down, against the cache "
+                 "sizes the OS reports?", "levels", "004",
+                 "knees of the read curve (stats.find_levels), each matched to a reported cache "
+                 f"within {KNEE_MATCH_FACTOR:g}x; value = reported caches matched by a knee"),
+        Question("bandwidth.random_vs_sequential", "How much faster is a sequential read than "
+                 "reading the same lines in random order (what the prefetchers give)?", "ratio",
+                 "004", "ratio of medians sequential / random GB/s, same width, pooled over each "
+                 "level's points; value = DRAM (else the largest level measured)", headline=True),
+        Question("bandwidth.nt_write_crossover", "From which working set does a non-temporal "
+                 "write beat a normal one?", "bytes", "004",
+                 "smallest size from which nt_write's median GB/s exceeds the best normal write "
+                 "(ratio CI above 1) at every larger size measured"),
+        Question("bandwidth.nt_readback", "What does reading back data written with "
+                 "non-temporal stores cost, against data written normally?", "ratio", "004",
+                 "ratio of medians nt_write_readback / write_readback GB/s per level; value = "
+                 "the last cache level measured (the data would still be cached)"),
+        Question("bandwidth.thread_scaling", "How does the aggregate bandwidth scale from 1 to all "
+                 "CPUs, per level?", "ratio", "004", "speed-up N threads / 1 thread",
+                 better=HIGHER),
+        Question("bandwidth.loaded_latency", "How much longer is a random load while the other "
+                 "CPUs stream reads?", "ratio", "004", "loaded / idle random-chase latency"),
+    ]
+    return tuple(qs)
+
+
+# ---- sizes and levels ----------------------------------------------------------
+
+def data_caches(machine):
+    """[(level id, size_bytes)] of the data/unified caches, L1 first."""
+    by = {}
+    for c in machine.get("caches", []) or []:
+        if c.get("type") in ("Data", "Unified") and c.get("size_bytes") and c.get("level"):
+            by.setdefault(int(c["level"]), int(c["size_bytes"]))
+    return [(("l1d" if lv == 1 else f"l{lv}"), by[lv]) for lv in sorted(by)]
+
+
+def llc_bytes(machine):
+    caches = data_caches(machine)
+    return caches[-1][1] if caches else 32 << 20
+
+
+def level_windows(caches):
+    """{level id: (lo, hi)}: sizes well inside each level (lo exclusive)."""
+    out, prev = {}, 0
+    for lid, cap in caches:
+        out[lid] = (prev * INSIDE_BELOW, cap * INSIDE_ABOVE)
+        prev = cap
+    if caches:
+        out["dram"] = (caches[-1][1] * DRAM_FROM - 1, math.inf)
+    return out
+
+
+def level_at(size, caches):
+    """The level a working set of `size` bytes lives in (smallest cache that holds it)."""
+    for lid, cap in caches:
+        if size <= cap:
+            return lid
+    return "dram"
+
+
+def sizes_for(lo, hi, per_octave, caches):
+    """The working sets: geometric, plus both sides of each cache size,
+    rounded to whole 128-byte blocks (a copy's halves stay line multiples)."""
+    grid = [s for s in size_grid(lo, hi, per_octave, [c for _, c in caches]) if lo <= s <= hi]
+    return sorted({max(128, s // 128 * 128) for s in grid or [lo]})
+
+
+def kernel_for(kind, width):
+    """The row that measures `kind` at `width`, or None."""
+    return KERNELS[kind].get(width)
+
+
+# ---- verification (before any timing) -------------------------------------------
+
+def _reference_sums(data, offset, n):
+    """The kernels' checksum of data[offset:offset + n] (see bandwidth.c)."""
+    q = n // 8 * 8
+    words = np.frombuffer(data, dtype="<u8", count=q // 8, offset=offset) if q else np.zeros(0, np.uint64)
+    tail = np.frombuffer(data, dtype=np.uint8, count=n - q, offset=offset + q)
+    return (int(words.sum(dtype=np.uint64)) + int(tail.sum(dtype=np.uint64))) % (1 << 64)
+
+
+def _rotating_offsets(n, per_size, span=64):
+    """Misalignments for size n: per_size of 0..span-1, rotating with n so
+    that every misalignment is met across sizes."""
+    return sorted({(n * 11 + j * (span // per_size) + j * 5) % span for j in range(per_size)})
+
+
+def check_read_kernel(index, max_size=4096, per_size=2, count=2, size_skew=0, seed=1):
+    """The read row's checksum over `count` passes, for every size 0..max_size
+    at rotating misalignments, equals numpy's.  size_skew (tests only) tells
+    the kernel a wrong size.  None, or the first mismatch as a message."""
+    from .. import _core
+    rng = np.random.default_rng(seed)
+    data = rng.integers(0, 256, max_size + 64 + 64, dtype=np.uint8).tobytes()
+    buf = bytearray(data)
+    for n in range(max_size + 1):
+        for off in _rotating_offsets(n, per_size):
+            got = _core.run(index, None, 0, buf, off, max(0, n + size_skew), 0, count, 0)[3]
+            want = _reference_sums(data, off, n) * count % (1 << 64)
+            if got != want:
+                return f"checksum {got:#x} != {want:#x} (size {n}, misalignment {off})"
+    return None
+
+
+def check_random_kernel(index, max_lines=64, count=2, seed=1):
+    """A random-order row sums each line once per pass for a permutation
+    order (any start misalignment), and stays on line 0 for indices out of
+    range.  None, or the first mismatch as a message."""
+    from .. import _core
+    rng = np.random.default_rng(seed)
+    data = rng.integers(0, 256, max_lines * LINE + 64 + 64, dtype=np.uint8).tobytes()
+    buf = bytearray(data)
+    for lines in range(max_lines + 1):
+        for off in _rotating_offsets(lines, 2):
+            order = rng.permutation(lines).astype(np.uint32)
+            tail = int(rng.integers(0, LINE))     # bytes past the last line: not read
+            got = _core.run(index, order, 0, buf, off, lines * LINE + tail, 0, count, 0)[3]
+            want = _reference_sums(data, off, lines * LINE) * count % (1 << 64)
+            if got != want:
+                return f"checksum {got:#x} != {want:#x} ({lines} lines, misalignment {off})"
+    order = np.full(8, 1 << 30, dtype=np.uint32)
+    got = _core.run(index, order, 0, buf, 0, 8 * LINE, 0, 1, 0)[3]
+    if got != _reference_sums(data, 0, LINE) * 8 % (1 << 64):
+        return "an index past the last line was not replaced by line 0"
+    return None
+
+
+GUARD = 64
+
+
+def _guarded_check(index, max_size, per_size, count, value, expect, size_skew, seed, what):
+    """Run a writing row on [guard | region | guard] for every size and
+    rotating misalignment; `expect(orig_region, n)` gives the region's bytes
+    after `count` passes and the checksum the row returns (None = not
+    checked).  The guards must be untouched."""
+    from .. import _core
+    rng = np.random.default_rng(seed)
+    span = GUARD + 64 + max_size + GUARD
+    pattern = rng.integers(0, 256, span, dtype=np.uint8)
+    buf = bytearray(span)
+    for n in range(max_size + 1):
+        for off in _rotating_offsets(n, per_size):
+            buf[:] = pattern.tobytes()
+            start = GUARD + off
+            orig = bytes(buf[start:start + n])
+            got = _core.run(index, buf, start, None, 0, max(0, n + size_skew), value, count, 0)[3]
+            want_bytes, want_sum = expect(orig, n)
+            if bytes(buf[start:start + n]) != want_bytes:
+                region = np.frombuffer(bytes(buf[start:start + n]), np.uint8)
+                at = int(np.argmax(region != np.frombuffer(want_bytes, np.uint8)))
+                return f"{what}: wrong byte {at} (size {n}, misalignment {off})"
+            if bytes(buf[:start]) != pattern[:start].tobytes() or \
+                    bytes(buf[start + n:]) != pattern[start + n:].tobytes():
+                return f"{what}: wrote outside the region (size {n}, misalignment {off})"
+            if want_sum is not None and got != want_sum:
+                return f"{what}: checksum {got:#x} != {want_sum:#x} (size {n}, misalignment {off})"
+    return None
+
+
+def rmw_reference(orig, n, value, count):
+    """Bytes after `count` increments: every word += value, each trailing byte
+    += value & 0xff (bandwidth.c's definition)."""
+    q = n // 8 * 8
+    words = np.frombuffer(orig[:q], dtype="<u8") + np.uint64(value * count % (1 << 64))
+    tail = (np.frombuffer(orig[q:], np.uint8).astype(np.int64) + (value & 0xFF) * count) % 256
+    return words.astype("<u8").tobytes() + tail.astype(np.uint8).tobytes()
+
+
+def check_rmw_kernel(index, max_size=4096, per_size=2, count=2, value=0x0102030405060708,
+                     size_skew=0, seed=1):
+    """Byte-exact check of an increment row (see rmw_reference)."""
+    return _guarded_check(index, max_size, per_size, count, value,
+                          lambda orig, n: (rmw_reference(orig, n, value, count), None),
+                          size_skew, seed, "increment")
+
+
+def check_write_read_kernel(index, max_size=4096, per_size=2, count=2, byte=FILL_BYTE,
+                            size_skew=0, seed=1):
+    """Byte-exact check of a write-then-read row: the region holds the fill
+    byte, nothing else changed, and the checksum is the read of it per pass."""
+    def expect(orig, n):
+        filled = bytes([byte]) * n
+        return filled, _reference_sums(filled, 0, n) * count % (1 << 64)
+    return _guarded_check(index, max_size, per_size, count, byte, expect, size_skew, seed,
+                          "write then read")
+
+
+def verify_kernel(row):
+    """Check one kernel row as timed here; None or a message."""
+    from .. import _core
+    from .fill import check_kernel as check_fill_kernel
+    name = row.name
+    if row.group == "fill":
+        bad = check_fill_kernel(row.index, FILL_BYTE, 0, 0, 1, 4096)
+        return None if bad is None else (f"size {bad[0]}, dst offset {bad[1]}, byte {bad[2]}: "
+                                         f"expected {bad[3]:#04x}, got {bad[4]:#04x}")
+    if row.group == "copy":
+        return _core.verify_copy(row.index, 4096, 64, False, 0, 1)
+    if name.startswith("bw_read_"):
+        return check_read_kernel(row.index)
+    if name.startswith("bw_random_"):
+        return check_random_kernel(row.index)
+    if name.startswith("bw_rmw_"):
+        return check_rmw_kernel(row.index)
+    if name.startswith(("bw_write_read_", "bw_ntwrite_read_")):
+        return check_write_read_kernel(row.index)
+    raise MemfxError(f"no verifier for kernel {name}")
+
+
+# ---- the experiment ---------------------------------------------------------------
+
+@register
+class Bandwidth(Experiment):
+    name = "bandwidth"
+    order = 15
+    title = "Bandwidth per cache level: read, write, copy, increment, non-temporal, random"
+    question = ("How many GB/s does one thread read, write, copy and update in each cache level "
+                "and in DRAM, what do the prefetchers give, and when do non-temporal stores pay?")
+    seeds = ("004",)
+    arms = KINDS
+    params = [
+        Param("kinds", "list:str", list(KINDS), "what to measure: " + ", ".join(KINDS),
+              "read,write", choices=KINDS),
+        Param("widths", "list:str", ["auto"], "kernel widths for read/write/copy/rmw/random: "
+              "scalar, sse2, avx2, avx512, rep (rep stosb / rep movsb: write and copy), auto = "
+              "the widest vector width this CPU has; the nt kinds use movntdq",
+              "avx2,rep", choices=WIDTHS + ("auto",)),
+        Param("pages", "list:str", ["4k"], "page sizes: 4k and/or thp (MADV_HUGEPAGE)",
+              "4k,thp", choices=("4k", "thp")),
+        Param("min_size", "size", 4096, "smallest working set, bytes", "16K", minimum=256),
+        Param("max_size", "size", "auto", "largest working set, bytes; auto = 4x the last-level "
+              "cache (at least 64 MiB, bounded by free memory)", "1G"),
+        Param("per_octave", "int", 3, "working sets per doubling (geometric steps)", "4",
+              minimum=1, maximum=16),
+    ]
+    presets = {
+        "quick": {"samples": 5, "min_sample_ms": 0.5, "per_octave": 1,
+                  "kinds": ",".join(k for k in KINDS if k != "nt_copy")},
+        "full": {"samples": 11, "min_sample_ms": 2.0, "per_octave": 4,
+                 "widths": "scalar,sse2,avx2,avx512,rep", "pages": "4k,thp"},
+    }
+    questions = _questions()
+
+    plots = (
+        PlotSpec("kinds", "GB/s vs working set, one line per kind", kind="curve",
+                 x="size_bytes", series=("arm", "kernel", "pages"), size_x=True,
+                 arms=("read", "write", "copy", "rmw", "nt_write", "nt_copy"),
+                 ylabel="GB/s", xlabel="working set (bytes)"),
+        PlotSpec("random", "sequential vs random line order (what the prefetchers give)",
+                 kind="curve", x="size_bytes", series=("arm", "kernel", "pages"), size_x=True,
+                 arms=("read", "random"), log_y=True, ylabel="GB/s (log)",
+                 xlabel="working set (bytes)"),
+        PlotSpec("nt", "non-temporal vs normal stores, and reading the data back", kind="curve",
+                 x="size_bytes", series=("arm", "kernel", "pages"), size_x=True,
+                 arms=("write", "nt_write", "write_readback", "nt_write_readback"),
+                 ylabel="GB/s", xlabel="working set (bytes)"),
+    )
+
+    # -- plan --
+    def max_bytes(self, params, machine):
+        if params["max_size"] != "auto":
+            return params["max_size"]
+        avail = (machine.get("memory") or {}).get("available_bytes") or (4 << 30)
+        return int(min(max(4 * llc_bytes(machine), 64 << 20), avail / 4))
+
+    @staticmethod
+    def supported(width, machine):
+        isa = WIDTH_ISA[width]
+        if not isa:
+            return True
+        flags = machine.get("flags") or {}
+        if flags:
+            return bool(flags.get(isa))
+        from .. import _core
+        return bool(_core.isa_supported(isa))
+
+    def widths(self, params, machine):
+        """The planned widths (auto = the widest vector width supported)."""
+        out = []
+        for w in params["widths"]:
+            if w == "auto":
+                w = next(x for x in reversed(VECTOR_WIDTHS) if self.supported(x, machine))
+            if w not in out and self.supported(w, machine):
+                out.append(w)
+        return out
+
+    def kernels(self, params, machine):
+        """[(kind, kernel)] to measure."""
+        widths = self.widths(params, machine)
+        widest = next((w for w in reversed(VECTOR_WIDTHS) if w in widths and w != "scalar"),
+                      None) or next(w for w in ("avx512", "avx2", "sse2")
+                                    if self.supported(w, machine))
+        out = []
+        for kind in params["kinds"]:
+            if kind in ("nt_write", "nt_copy"):
+                out.append((kind, KERNELS[kind]["sse2"]))
+            elif kind in ("write_readback", "nt_write_readback"):
+                out.append((kind, KERNELS[kind][widest]))
+            else:
+                out += [(kind, KERNELS[kind][w]) for w in widths if w in KERNELS[kind]]
+        return out
+
+    def plan(self, params, machine):
+        lo, hi = params["min_size"], self.max_bytes(params, machine)
+        if hi < lo:
+            raise ParamError(f"max_size ({format_size(hi)}) is below min_size ({format_size(lo)})")
+        if not self.widths(params, machine):
+            raise ParamError(f"widths: this CPU supports none of {', '.join(params['widths'])}")
+        pairs = self.kernels(params, machine)
+        if not pairs:
+            raise ParamError("the kinds and widths given select no kernel (rep applies to write "
+                             "and copy only)")
+        avail = (machine.get("memory") or {}).get("available_bytes")
+        peak = hi + hi // 16 + (2 << 20)      # working set + a random order + alignment
+        if avail and peak > avail * 0.8:
+            raise ParamError(f"max_size {format_size(hi)} does not fit: {format_size(avail)} "
+                             f"of memory is available")
+        sizes = sizes_for(lo, hi, params["per_octave"], data_caches(machine))
+        # sizes outermost: the kinds of one size run back to back
+        return [Point(kind, {"size_bytes": s, "pages": pg, "kernel": k})
+                for pg in params["pages"] for s in sizes for kind, k in pairs]
+
+    def estimate_seconds(self, params, machine):
+        pts = self.plan(params, machine)
+        per_cell = params["samples"] * params["min_sample_ms"] / 1000 + 0.01
+        big = sum(p.params["size_bytes"] for p in pts) / 5e9 * (params["samples"] + 3)
+        return 2 + len(pts) * per_cell + big
+
+    # -- one trial --
+    def prepare(self, point, params, lab):
+        kind, p = point.arm, point.params
+        size, kernel, thp = p["size_bytes"], p["kernel"], p["pages"] == "thp"
+        extra = {}
+        common = dict(metric="bandwidth", difference=False, warmup=1, extra=extra)
+        if kind in ("copy", "nt_copy"):
+            half = size // 2
+            src = lab.buffer(half, hugepages=thp)
+            dst = lab.buffer(half, hugepages=thp)
+            view = np.frombuffer(src.buffer, np.uint8, count=half, offset=src.offset)
+            view[:] = FILL_BYTE
+            del view
+            region, trial = dst, Trial(kernel, size=half, src=src, dst=dst, **common)
+        elif kind == "random":
+            region = lab.buffer(size, hugepages=thp)
+            lines = size // LINE
+            order_region = lab.buffer(4 * lines)
+            view = np.frombuffer(order_region.buffer, np.uint32, count=lines,
+                                 offset=order_region.offset)
+            order = np.arange(lines, dtype=np.uint32)
+            np.random.default_rng([params["seed"], size]).shuffle(order)
+            view[:] = order
+            del view, order
+            trial = Trial(kernel, size=size, src=region, dst=order_region, **common)
+        elif kind == "read":
+            region = lab.buffer(size, hugepages=thp)
+            trial = Trial(kernel, size=size, src=region, **common)
+        elif kind == "rmw":
+            region = lab.buffer(size, hugepages=thp)
+            trial = Trial(kernel, size=size, dst=region, value=RMW_INCREMENT, **common)
+        else:   # write, nt_write and the readbacks: the fill byte's value semantic
+            region = lab.buffer(size, hugepages=thp)
+            trial = Trial(kernel, size=size, dst=region, value=FILL_BYTE, **common)
+        if thp:
+            share = lab.huge_page_share(region)
+            if share is not None:
+                extra["huge_page_share"] = round(share, 3)
+        return trial
+
+    def verify(self, lab, params):
+        """Every planned kernel, before anything is timed (see the checkers above)."""
+        machine = {"flags": {}}
+        for _, kernel in self.kernels(params, machine):
+            row = lab.kernels.get(kernel)
+            if row is None:
+                raise MemfxError(f"no kernel {kernel!r} in the core")
+            if not row.supported:
+                continue
+            bad = verify_kernel(row)
+            if bad:
+                raise MemfxError(f"kernel {kernel} failed verification: {bad}")
+
+    # -- analysis --
+    def analyze(self, data):
+        caches = data_caches(data.machine)
+        bpc = _bytes_per_cycle(data.samples)
+        curves = _curves(data.points)
+        out = []
+        read_levels = None
+        for kind in LEVEL_KINDS:
+            found = {}
+            for (k, kernel, pages), pts in curves.items():
+                if k != kind:
+                    continue
+                levels, plateaus = plateaus_by_level(pts, caches)
+                if kind == "read" and (read_levels is None or pages == "4k"):
+                    read_levels = (pts, levels, kernel, pages)
+                for lid, (ps, how) in plateaus.items():
+                    found.setdefault(lid, []).append((kernel, pages, ps, how))
+            for lid in LEVELS:
+                out.append(self._level_answer(kind, lid, found.get(lid), caches, curves, bpc,
+                                              data.points))
+        out.append(self._knee_answer(read_levels, caches))
+        out.append(self._random_answer(curves, caches))
+        out.append(self._nt_crossover_answer(curves))
+        out.append(self._readback_answer(curves, caches))
+        out.append(ans.not_measured(self.declared("thread_scaling"), THREADED_REASON))
+        out.append(ans.not_measured(self.declared("loaded_latency"), THREADED_REASON))
+        return out
+
+    def _level_answer(self, kind, lid, candidates, caches, curves, bpc, planned):
+        q = self.declared(f"{kind}_{lid}")
+        label = LEVEL_LABEL[lid]
+        if not caches:
+            return ans.not_measured(q, "the machine reports no cache sizes, so no level can be "
+                                       "told apart")
+        if lid != "dram" and lid not in dict(caches):
+            return ans.not_measured(q, f"this machine reports no {label}")
+        if not any(k == kind for k, _, _ in curves):
+            return ans.not_measured(q, f"the {kind} kind was not measured")
+        if not candidates:
+            return ans.not_measured(q, _unreached(kind, lid, caches, curves, planned))
+        details = []
+        for kernel, pages, ps, how in candidates:
+            values = ans.pooled_values(ps)
+            cyc = [c for p in ps for c in bpc.get(ans.point_key(p), [])]
+            lo_ci, hi_ci = stats.bootstrap_ci(values) if values.size >= 3 else (None, None)
+            cv = stats.cv_of(values) if values.size else None
+            details.append({
+                "label": f"{kernel} ({pages})", "kernel": kernel, "pages": pages,
+                "value": float(np.median(values)), "unit": "GB/s", "ci_low": lo_ci,
+                "ci_high": hi_ci, "bytes_per_cycle": float(np.median(cyc)) if cyc else None,
+                "best_sustained_gb_per_s": float(np.quantile(values, BEST_QUANTILE)),
+                "first_size": ps[0]["params"]["size_bytes"], "last_size": ps[-1]["params"]["size_bytes"],
+                "points": len(ps), "plateau": how, "cv": cv,
+                "contended": bool(cv is not None and cv > CONTENDED_CV),
+                "evidence": ans.evidence_keys(ps)})
+        best = max(range(len(details)), key=lambda i: details[i]["value"])
+        d = details[best]
+        ps = candidates[best][2]
+        a = ans.measured(q, ans.pooled_values(ps), "", evidence=ans.evidence_keys(ps),
+                         details=details, estimator="median of the plateau's samples (pooled), "
+                                                    "best kernel")
+        per_cycle = f", {d['bytes_per_cycle']:.1f} B/cycle (est.)" if d["bytes_per_cycle"] else ""
+        how = "" if d["plateau"] == "find_levels" else \
+            " (no plateau found there: the points inside the level)"
+        flag = "; the samples spread widely (contended or noisy), take it with care" \
+            if d["contended"] else ""
+        a.because = (f"{a.value:.1f} GB/s{per_cycle} with {d['kernel']} ({d['pages']} pages), "
+                     f"{d['points']} working sets {format_size(d['first_size'])}B.."
+                     f"{format_size(d['last_size'])}B{how}{flag}")
+        return a
+
+    def _knee_answer(self, read_levels, caches):
+        q = self.declared("knees")
+        if read_levels is None:
+            return ans.not_measured(q, "the read kind was not measured")
+        pts, levels, kernel, pages = read_levels
+        if len(pts) < 4:
+            return ans.not_measured(q, "fewer than 4 working sets: no curve to find knees on")
+        details, matched = [], set()
+        for lv in levels[:-1]:
+            if not lv.knee_size:
+                continue
+            cache = _nearest_cache(caches, lv.knee_size)
+            d = {"label": f"knee {format_size(lv.knee_size)}B", "value": float(lv.knee_size),
+                 "unit": "bytes", "ci_low": lv.knee_low, "ci_high": lv.knee_high,
+                 "gb_per_s_before": 1.0 / lv.latency_ns if lv.latency_ns else None}
+            if cache:
+                matched.add(cache[0])
+                d.update(cache=LEVEL_LABEL.get(cache[0], cache[0]), reported_bytes=cache[1],
+                         verdict="detected")
+            else:
+                d.update(cache=None, verdict="not_detected")
+            details.append(d)
+        reached = [lid for lid, cap in caches if cap * DRAM_FROM <= pts[-1]["params"]["size_bytes"]
+                   and cap * INSIDE_ABOVE >= pts[0]["params"]["size_bytes"]]
+        for lid in reached:
+            if lid not in matched:
+                cap = dict(caches)[lid]
+                details.append({"label": f"{LEVEL_LABEL.get(lid, lid)} {format_size(cap)}B",
+                                "value": None, "unit": "bytes", "cache": LEVEL_LABEL.get(lid, lid),
+                                "reported_bytes": cap, "verdict": "not_detected"})
+        if not reached:
+            return ans.not_measured(q, "the sweep does not span any reported cache size "
+                                       "(from inside it to twice it)")
+        names = ", ".join(f"{d['cache']} at {format_size(d['value'])}B" for d in details
+                          if d.get("verdict") == "detected")
+        missing = [d["cache"] for d in details if d.get("value") is None]
+        unmatched = [format_size(d["value"]) + "B" for d in details
+                     if d.get("value") is not None and not d.get("cache")]
+        because = (f"read curve ({kernel}, {pages}): knees {names or 'none matched'}"
+                   + (f"; no step at {', '.join(missing)}" if missing else "")
+                   + (f"; knees at no reported size: {', '.join(unmatched)}" if unmatched else ""))
+        return ans.Answer(q.id, "measured", because, value=float(len(matched & set(reached))),
+                          evidence=ans.evidence_keys(pts), details=details,
+                          estimator=f"stats.find_levels on 1/GB/s; a knee within "
+                                    f"{KNEE_MATCH_FACTOR:g}x of a reported size matches it")
+
+    def _random_answer(self, curves, caches):
+        q = self.declared("random_vs_sequential")
+        pairs = []
+        for (kind, kernel, pages), rnd in curves.items():
+            if kind != "random":
+                continue
+            width = kernel[len("bw_random_"):]
+            seq = curves.get(("read", KERNELS["read"][width], pages))
+            if seq:
+                pairs.append((width, pages, seq, rnd))
+        if not pairs:
+            return ans.not_measured(q, "needs the read and random kinds at one width")
+        width, pages, seq, rnd = sorted(pairs, key=lambda x: (x[1] != "4k", x[0]))[0]
+        details = []
+        for lid, (lo, hi) in level_windows(caches).items():
+            s = [p for p in seq if lo < p["params"]["size_bytes"] <= hi]
+            r = [p for p in rnd if lo < p["params"]["size_bytes"] <= hi]
+            common = {p["params"]["size_bytes"] for p in s} & {p["params"]["size_bytes"] for p in r}
+            s = [p for p in s if p["params"]["size_bytes"] in common]
+            r = [p for p in r if p["params"]["size_bytes"] in common]
+            if not common:
+                continue
+            e = ans.effect(q, ans.pooled_values(s), ans.pooled_values(r), "")
+            details.append({"label": LEVEL_LABEL.get(lid, lid), "level": lid, "value": e.value,
+                            "unit": "ratio", "ci_low": e.ci_low, "ci_high": e.ci_high,
+                            "verdict": e.verdict,
+                            "sequential_gb_per_s": float(np.median(ans.pooled_values(s))),
+                            "random_gb_per_s": float(np.median(ans.pooled_values(r))),
+                            "evidence": ans.evidence_keys(s + r), "_e": e})
+        if not details:
+            return ans.not_measured(q, "no working set inside a cache level or DRAM has both "
+                                       "the read and the random kind")
+        head = next((d for d in details if d["level"] == "dram"), details[-1])
+        a = head.pop("_e")
+        for d in details:
+            d.pop("_e", None)
+        a.details, a.evidence = details, head["evidence"]
+        a.because = (f"sequential / random line order = {a.value:.2f}x in {head['label']} "
+                     f"({head['sequential_gb_per_s']:.1f} vs {head['random_gb_per_s']:.1f} GB/s, "
+                     f"{width}, {pages} pages); "
+                     + ", ".join(f"{d['label']} {d['value']:.2f}x" for d in details))
+        return a
+
+    def _nt_crossover_answer(self, curves):
+        q = self.declared("nt_write_crossover")
+        nt = next((ps for (k, _, _pg), ps in curves.items() if k == "nt_write" and _pg == "4k"),
+                  None) or next((ps for (k, _, _), ps in curves.items() if k == "nt_write"), None)
+        if not nt:
+            return ans.not_measured(q, "the nt_write kind was not measured")
+        pages = nt[0]["params"]["pages"]
+        normal = {}
+        for (k, kernel, pg), ps in curves.items():
+            if k == "write" and pg == pages:
+                for p in ps:
+                    s = p["params"]["size_bytes"]
+                    if s not in normal or p["median"] > normal[s]["median"]:
+                        normal[s] = p
+        rows = []
+        for p in nt:
+            s = p["params"]["size_bytes"]
+            if s in normal:
+                e = ans.effect(q, p["values"], normal[s]["values"], "")
+                rows.append((s, e, p, normal[s]))
+        if not rows:
+            return ans.not_measured(q, "needs nt_write and a normal write at the same sizes")
+        details = [{"label": f"{format_size(s)}B", "size_bytes": s, "value": e.value,
+                    "unit": "ratio", "ci_low": e.ci_low, "ci_high": e.ci_high,
+                    "verdict": e.verdict, "nt_gb_per_s": p["median"],
+                    "normal_gb_per_s": w["median"], "normal_kernel": w["params"]["kernel"]}
+                   for s, e, p, w in rows]
+        wins = [e.verdict == "detected" and e.value > 1 for _, e, _, _ in rows]
+        cross = None
+        for i in range(len(rows)):
+            if all(wins[i:]):
+                cross = i
+                break
+        top = format_size(rows[-1][0])
+        if cross is None:
+            return ans.Answer(q.id, "not_detected",
+                              f"a non-temporal write never beats a normal one from some size up "
+                              f"to {top}B (largest measured: {rows[-1][1].value:.2f}x)",
+                              details=details, evidence=ans.evidence_keys([rows[-1][2]]),
+                              estimator=q.decides)
+        s, e, p, w = rows[cross]
+        below = f"; below it {rows[cross - 1][1].value:.2f}x at {format_size(rows[cross - 1][0])}B" \
+            if cross > 0 else "; it wins at every size measured"
+        return ans.Answer(q.id, "detected",
+                          f"from {format_size(s)}B up to {top}B non-temporal stores win: "
+                          f"{e.value:.2f}x at {format_size(s)}B ({p['median']:.1f} vs "
+                          f"{w['median']:.1f} GB/s, {w['params']['kernel']}){below}",
+                          value=float(s), ci_low=float(rows[cross - 1][0]) if cross > 0 else None,
+                          ci_high=float(s), details=details,
+                          evidence=ans.evidence_keys([p, w]),
+                          estimator=q.decides + "; the interval is the bracket: the last size "
+                                                "measured below the crossover .. the crossover")
+
+    def _readback_answer(self, curves, caches):
+        q = self.declared("nt_readback")
+        nt = next((ps for (k, _, _), ps in curves.items() if k == "nt_write_readback"), None)
+        normal = next((ps for (k, _, _), ps in curves.items() if k == "write_readback"), None)
+        if not (nt and normal):
+            return ans.not_measured(q, "needs both write_readback and nt_write_readback")
+        details = []
+        for lid, (lo, hi) in level_windows(caches).items():
+            a_pts = [p for p in nt if lo < p["params"]["size_bytes"] <= hi]
+            b_pts = [p for p in normal if lo < p["params"]["size_bytes"] <= hi]
+            if not (a_pts and b_pts):
+                continue
+            e = ans.effect(q, ans.pooled_values(a_pts), ans.pooled_values(b_pts), "")
+            details.append({"label": LEVEL_LABEL.get(lid, lid), "level": lid, "value": e.value,
+                            "unit": "ratio", "ci_low": e.ci_low, "ci_high": e.ci_high,
+                            "verdict": e.verdict,
+                            "nt_gb_per_s": float(np.median(ans.pooled_values(a_pts))),
+                            "normal_gb_per_s": float(np.median(ans.pooled_values(b_pts))),
+                            "evidence": ans.evidence_keys(a_pts + b_pts), "_e": e})
+        if not details:
+            return ans.not_measured(q, "no working set inside a level has both readback kinds")
+        cached = [d for d in details if d["level"] != "dram"]
+        head = cached[-1] if cached else details[-1]
+        a = head.pop("_e")
+        for d in details:
+            d.pop("_e", None)
+        a.details, a.evidence = details, head["evidence"]
+        a.because = (f"write + read back with non-temporal stores runs at {a.value:.2f}x the "
+                     f"normal stores' GB/s in {head['label']} ({head['nt_gb_per_s']:.1f} vs "
+                     f"{head['normal_gb_per_s']:.1f}): the data is read back from "
+                     f"{'memory' if a.value < 1 else 'where it was written'}; "
+                     + ", ".join(f"{d['label']} {d['value']:.2f}x" for d in details))
+        return a
+
+
+# ---- analysis helpers (pure) ----------------------------------------------------
+
+def _curves(points):
+    """{(kind, kernel, pages): points sorted by size} of the bandwidth points."""
+    out = {}
+    for p in points:
+        if p.get("metric") != "gb_per_s" or not p.get("values") or not p.get("median"):
+            continue
+        pr = p["params"]
+        out.setdefault((p["arm"], pr.get("kernel"), pr.get("pages", "4k")), []).append(p)
+    for ps in out.values():
+        ps.sort(key=lambda p: p["params"]["size_bytes"])
+    return out
+
+
+def _unreached(kind, lid, caches, curves, planned):
+    """Why a level of a kind has no points: the sweep stopped short, or every
+    sample there was rejected."""
+    lo, hi = level_windows(caches)[lid]
+    window = f"{format_size(lo)}B.." + ("" if math.isinf(hi) else f"{format_size(hi)}B")
+    if lid == "dram":
+        window = f"from {format_size(lo + 1)}B (2x the LLC)"
+    empty = sorted({p["params"]["size_bytes"] for p in planned if p["arm"] == kind and not p.get("n")
+                    and lo < p["params"]["size_bytes"] <= hi})
+    if empty:
+        return (f"every sample at {', '.join(format_size(s) + 'B' for s in empty)} was rejected "
+                f"(context switches or migrations: a busy machine); nothing is concluded "
+                f"about {LEVEL_LABEL[lid]}")
+    sizes = sorted({p["params"]["size_bytes"] for (k, _, _), ps in curves.items()
+                    if k == kind for p in ps})
+    return (f"the sweep ({format_size(sizes[0])}B..{format_size(sizes[-1])}B) has no point inside "
+            f"{LEVEL_LABEL[lid]} ({window}); raise max_size to reach it")
+
+
+def _bytes_per_cycle(samples):
+    """{point key: [bytes per estimated cycle per sample]}."""
+    out = {}
+    for s in samples:
+        if s.get("metric") != "gb_per_s" or not s.get("cycles_est") or not s.get("ns"):
+            continue
+        key = ans.point_key({"arm": s["arm"], "params": s["point"]})
+        out.setdefault(key, []).append(s["value"] * s["ns"] / s["cycles_est"])
+    return out
+
+
+def plateaus_by_level(pts, caches):
+    """(levels, {level id: (plateau points, how)}) of one curve.
+
+    stats.find_levels runs on the time per byte (1 / GB/s: a curve that
+    rises at every boundary, like a latency).  A level's plateau is the one
+    with the most points well inside the level (its window), restricted to
+    those points; one plateau serves two levels when there is no step
+    between them.  A level with points inside it on no plateau (all on
+    ramps) gets those points ("window")."""
+    sizes = [p["params"]["size_bytes"] for p in pts]
+    levels = stats.find_levels(sizes, [1.0 / p["median"] for p in pts]) if len(pts) >= 3 else []
+    out = {}
+    for lid, (lo, hi) in level_windows(caches).items():
+        inside = [p for p in pts if lo < p["params"]["size_bytes"] <= hi]
+        if not inside:
+            continue
+        best = []
+        for lv in levels:
+            on = [p for p in inside if lv.first_size <= p["params"]["size_bytes"] <= lv.last_size]
+            if len(on) > len(best):
+                best = on
+        out[lid] = (best, "find_levels") if best else (inside, "window")
+    return levels, out
+
+
+def _nearest_cache(caches, size):
+    best = None
+    for lid, cap in caches:
+        r = abs(math.log2(size / cap))
+        if r <= math.log2(KNEE_MATCH_FACTOR) and (best is None or r < best[0]):
+            best = (r, (lid, cap))
+    return best[1] if best else None
