@@ -91,6 +91,7 @@ extern const struct mfx_kernel mfx_kernels_fill[];
 extern const struct mfx_kernel mfx_kernels_storefwd[];
 extern const struct mfx_kernel mfx_kernels_copy[];
 extern const struct mfx_kernel mfx_kernels_prefetch[];
+extern const struct mfx_kernel mfx_kernels_layout[];
 
 int mfx_isa_supported(const char *isa);
 

@@ -8,6 +8,7 @@ const struct mfx_kernel *const mfx_kernel_tables[] = {
     mfx_kernels_storefwd,
     mfx_kernels_copy,
     mfx_kernels_prefetch,
+    mfx_kernels_layout,
     NULL,
 };
 

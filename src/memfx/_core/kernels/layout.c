@@ -1,0 +1,232 @@
+/* Layout kernels (seed 004, Drepper "What every programmer should know about
+ * memory"): where data sits decides what an access costs.
+ *
+ *   mis_*      loads and stores of 4/8/16/32/64 bytes at a byte offset aux
+ *              from dst/src, which may split a cache line or a 4 KiB page
+ *              (section 6.2, "Overhead of Unaligned Accesses")
+ *   col_sum    summing the columns of a row-major double matrix whose leading
+ *              dimension is value elements (section 3.3.4, "Cache
+ *              Associativity Effects": a power-of-two leading dimension
+ *              maps a column onto few sets)
+ *
+ * The 64-byte rows are two 32-byte AVX accesses covering 64 contiguous bytes
+ * (the build exposes no AVX-512 on the machines we target; a zmm row would
+ * be one more MIS_* line with isa "avx512f"). */
+#include <stdint.h>
+#include <string.h>
+#include "../core.h"
+
+#define TARGET_AVX __attribute__((target("avx")))
+
+/* ---- misaligned: throughput of independent accesses to one address ---- */
+
+/* count iterations of 8 loads of width w at src + aux, each independent of
+ * the others (the same address: the load ports, not the caches, limit). */
+#define MIS_LOAD(NAME, ATTR, INSN, TAIL)                                          \
+    static ATTR uint64_t NAME(const struct mfx_args *a)                           \
+    {                                                                             \
+        const char *p = (const char *)a->src + a->aux;                            \
+        for (uint64_t n = a->count; n; n--)                                       \
+            __asm__ __volatile__(INSN INSN INSN INSN INSN INSN INSN INSN           \
+                                 ::"r"(p) : "rax", "xmm0", "xmm1", "memory");     \
+        TAIL;                                                                     \
+        return (uint64_t)(uintptr_t)p;                                            \
+    }
+
+MIS_LOAD(mis_load_4, , "movl (%0), %%eax\n\t", )
+MIS_LOAD(mis_load_8, , "movq (%0), %%rax\n\t", )
+MIS_LOAD(mis_load_16, , "movdqu (%0), %%xmm0\n\t", )
+MIS_LOAD(mis_load_32, TARGET_AVX, "vmovdqu (%0), %%ymm0\n\t", __asm__ __volatile__("vzeroupper"))
+MIS_LOAD(mis_load_64, TARGET_AVX, "vmovdqu (%0), %%ymm0\n\tvmovdqu 32(%0), %%ymm1\n\t",
+         __asm__ __volatile__("vzeroupper"))
+
+/* count iterations of 8 stores of width w at dst + aux, of the byte pattern
+ * value (its 8 bytes repeated): the store buffer's commit rate, which a store
+ * splitting a line or a page halves or worse. */
+static uint64_t mis_store_4(const struct mfx_args *a)
+{
+    char *p = (char *)a->dst + a->aux;
+    uint32_t v = (uint32_t)a->value;
+    for (uint64_t n = a->count; n; n--)
+        __asm__ __volatile__("movl %1, (%0)\n\tmovl %1, (%0)\n\tmovl %1, (%0)\n\tmovl %1, (%0)\n\t"
+                             "movl %1, (%0)\n\tmovl %1, (%0)\n\tmovl %1, (%0)\n\tmovl %1, (%0)"
+                             ::"r"(p), "r"(v) : "memory");
+    return a->count;
+}
+
+static uint64_t mis_store_8(const struct mfx_args *a)
+{
+    char *p = (char *)a->dst + a->aux;
+    uint64_t v = a->value;
+    for (uint64_t n = a->count; n; n--)
+        __asm__ __volatile__("movq %1, (%0)\n\tmovq %1, (%0)\n\tmovq %1, (%0)\n\tmovq %1, (%0)\n\t"
+                             "movq %1, (%0)\n\tmovq %1, (%0)\n\tmovq %1, (%0)\n\tmovq %1, (%0)"
+                             ::"r"(p), "r"(v) : "memory");
+    return a->count;
+}
+
+static uint64_t mis_store_16(const struct mfx_args *a)
+{
+    char *p = (char *)a->dst + a->aux;
+    uint64_t v[2] = {a->value, a->value};
+    __asm__ __volatile__("movdqu (%0), %%xmm0" ::"r"(v) : "xmm0", "memory");
+    for (uint64_t n = a->count; n; n--)
+        __asm__ __volatile__("movdqu %%xmm0, (%0)\n\tmovdqu %%xmm0, (%0)\n\t"
+                             "movdqu %%xmm0, (%0)\n\tmovdqu %%xmm0, (%0)\n\t"
+                             "movdqu %%xmm0, (%0)\n\tmovdqu %%xmm0, (%0)\n\t"
+                             "movdqu %%xmm0, (%0)\n\tmovdqu %%xmm0, (%0)"
+                             ::"r"(p) : "xmm0", "memory");
+    return a->count;
+}
+
+/* The AVX stores load their pattern in the same asm block: no ymm register
+ * is assumed to survive between two statements. */
+#define MIS_STORE_AVX(NAME, INSN)                                                 \
+    static TARGET_AVX uint64_t NAME(const struct mfx_args *a)                     \
+    {                                                                             \
+        char *p = (char *)a->dst + a->aux;                                        \
+        uint64_t v[4] = {a->value, a->value, a->value, a->value};                 \
+        uint64_t n = a->count;                                                    \
+        if (n)                                                                    \
+            __asm__ __volatile__("vmovdqu (%2), %%ymm0\n"                         \
+                                 "1:\n\t" INSN INSN INSN INSN INSN INSN INSN INSN  \
+                                 "dec %1\n\tjnz 1b\n\tvzeroupper"                 \
+                                 : "+r"(p), "+r"(n)                               \
+                                 : "r"(v)                                         \
+                                 : "xmm0", "memory", "cc");                       \
+        return a->count;                                                          \
+    }
+
+MIS_STORE_AVX(mis_store_32, "vmovdqu %%ymm0, (%0)\n\t")
+MIS_STORE_AVX(mis_store_64, "vmovdqu %%ymm0, (%0)\n\tvmovdqu %%ymm0, 32(%0)\n\t")
+
+/* ---- misaligned: load-to-use latency ----------------------------------- */
+
+/* A chain of one element: the kernel writes the 32-bit index aux at dst +
+ * aux (the other w - 4 bytes of the access zero), then count times loads w
+ * bytes at dst + idx and takes the next idx from the loaded low 32 bits --
+ * each load waits for the previous one, so the time per step is the
+ * load-to-use latency of a w-byte access at that offset (plus the same
+ * register moves at every offset).  Returns the final index (= aux). */
+#define MIS_LAT(NAME, ATTR, W, INSN, TAIL)                                        \
+    static ATTR uint64_t NAME(const struct mfx_args *a)                           \
+    {                                                                             \
+        char *base = (char *)a->dst;                                              \
+        uint64_t idx = a->aux;                                                    \
+        uint32_t self = (uint32_t)a->aux;                                         \
+        memset(base + a->aux, 0, W);                                              \
+        memcpy(base + a->aux, &self, 4);                                          \
+        for (uint64_t n = a->count; n; n--)                                       \
+            __asm__ __volatile__(INSN : "+r"(idx) : "r"(base) : "xmm0", "xmm1", "memory"); \
+        TAIL;                                                                     \
+        return idx;                                                               \
+    }
+
+MIS_LAT(mis_lat_4, , 4, "movl (%1,%0), %k0", )
+MIS_LAT(mis_lat_8, , 8, "movq (%1,%0), %0", )
+MIS_LAT(mis_lat_16, , 16, "movdqu (%1,%0), %%xmm0\n\tmovd %%xmm0, %k0", )
+MIS_LAT(mis_lat_32, TARGET_AVX, 32, "vmovdqu (%1,%0), %%ymm0\n\tvmovd %%xmm0, %k0",
+        __asm__ __volatile__("vzeroupper"))
+MIS_LAT(mis_lat_64, TARGET_AVX, 64,
+        "vmovdqu (%1,%0), %%ymm0\n\tvmovdqu 32(%1,%0), %%ymm1\n\t"
+        "vpor %%xmm1, %%xmm0, %%xmm0\n\tvmovd %%xmm0, %k0",
+        __asm__ __volatile__("vzeroupper"))
+
+#define MIS_FOOT(NAME, W, FIELD)                                                  \
+    static void NAME(const struct mfx_args *a, struct mfx_footprint *f)           \
+    {                                                                             \
+        f->FIELD = mfx_sat_add(mfx_sat_u64(a->aux), W);                           \
+    }
+MIS_FOOT(foot_load_4, 4, src_bytes)
+MIS_FOOT(foot_load_8, 8, src_bytes)
+MIS_FOOT(foot_load_16, 16, src_bytes)
+MIS_FOOT(foot_load_32, 32, src_bytes)
+MIS_FOOT(foot_load_64, 64, src_bytes)
+MIS_FOOT(foot_dst_4, 4, dst_bytes)
+MIS_FOOT(foot_dst_8, 8, dst_bytes)
+MIS_FOOT(foot_dst_16, 16, dst_bytes)
+MIS_FOOT(foot_dst_32, 32, dst_bytes)
+MIS_FOOT(foot_dst_64, 64, dst_bytes)
+
+/* ---- column sums of a row-major double matrix ------------------------- */
+
+/* src: a rows x ld matrix of doubles (size = rows * 8 bytes: one column),
+ * value = ld (elements per row), aux = columns (<= ld).  count = columns
+ * summed, cycling over the columns from column 0: column c's rows are ld
+ * elements apart, so with ld a power of two a column's lines share few
+ * cache sets.  dst: 8 bytes, the double total of every element summed
+ * (rows in order within a column, columns in order).  Returns the column
+ * index it stopped at. */
+static uint64_t col_sum(const struct mfx_args *a)
+{
+    const double *m = (const double *)a->src;
+    size_t rows = a->size / 8, ld = (size_t)a->value, cols = (size_t)a->aux;
+    double total = 0.0;
+    size_t c = 0;
+    if (cols == 0 || cols > ld)
+        return 0;
+    for (uint64_t k = 0; k < a->count; k++) {
+        double s = 0.0;
+        const double *p = m + c;
+        for (size_t r = 0; r < rows; r++, p += ld)
+            s += *p;
+        total += s;
+        if (++c == cols)
+            c = 0;
+    }
+    memcpy(a->dst, &total, 8);
+    return c;
+}
+
+static void col_sum_footprint(const struct mfx_args *a, struct mfx_footprint *f)
+{
+    size_t rows = a->size / 8, ld = (size_t)a->value, cols = (size_t)a->aux;
+    f->dst_bytes = 8;
+    if (rows == 0 || cols == 0 || cols > ld)
+        return;
+    /* (rows - 1) * ld + cols elements, saturating */
+    size_t last_row = rows - 1;
+    size_t elems = ld && last_row > SIZE_MAX / ld ? SIZE_MAX : last_row * ld;
+    elems = mfx_sat_add(elems, cols);
+    f->src_bytes = elems > SIZE_MAX / 8 ? SIZE_MAX : elems * 8;
+}
+
+#define LOAD_ROW(W, ISA)                                                          \
+    {                                                                             \
+        .name = "mis_load_" #W, .group = "layout", .isa = ISA, .fn = mis_load_##W, \
+        .footprint = foot_load_##W,                                               \
+        .read_per_byte = 0, .write_per_byte = 0, .read_fixed = 8 * W,             \
+        .write_fixed = 0, .ops_per_iter = 8, .op = "load",                        \
+        .doc = "8 independent " #W "-byte loads at src + aux per iteration",      \
+    }
+#define STORE_ROW(W, ISA)                                                         \
+    {                                                                             \
+        .name = "mis_store_" #W, .group = "layout", .isa = ISA, .fn = mis_store_##W, \
+        .footprint = foot_dst_##W,                                                \
+        .read_per_byte = 0, .write_per_byte = 0, .read_fixed = 0,                 \
+        .write_fixed = 8 * W, .ops_per_iter = 8, .op = "store",                   \
+        .doc = "8 " #W "-byte stores of the pattern value at dst + aux per iteration", \
+    }
+#define LAT_ROW(W, ISA)                                                           \
+    {                                                                             \
+        .name = "mis_lat_" #W, .group = "layout", .isa = ISA, .fn = mis_lat_##W,  \
+        .footprint = foot_dst_##W,                                                \
+        .read_per_byte = 0, .write_per_byte = 0, .read_fixed = W,                 \
+        .write_fixed = 0, .ops_per_iter = 1, .op = "step",                        \
+        .doc = "dependent " #W "-byte loads at dst + aux (a one-element chain it writes)", \
+    }
+
+const struct mfx_kernel mfx_kernels_layout[] = {
+    LOAD_ROW(4, ""), LOAD_ROW(8, ""), LOAD_ROW(16, ""), LOAD_ROW(32, "avx"), LOAD_ROW(64, "avx"),
+    STORE_ROW(4, ""), STORE_ROW(8, ""), STORE_ROW(16, ""), STORE_ROW(32, "avx"),
+    STORE_ROW(64, "avx"),
+    LAT_ROW(4, ""), LAT_ROW(8, ""), LAT_ROW(16, ""), LAT_ROW(32, "avx"), LAT_ROW(64, "avx"),
+    {
+        .name = "col_sum", .group = "layout", .isa = "", .fn = col_sum,
+        .footprint = col_sum_footprint,
+        .read_per_byte = 1, .write_per_byte = 0, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "column",
+        .doc = "sum one column of a row-major double matrix (leading dimension value) per iteration",
+    },
+    {0},
+};
