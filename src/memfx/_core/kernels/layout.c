@@ -4,6 +4,10 @@
  *   mis_*      loads and stores of 4/8/16/32/64 bytes at a byte offset aux
  *              from dst/src, which may split a cache line or a 4 KiB page
  *              (section 6.2, "Overhead of Unaligned Accesses")
+ *   mm_*       Drepper's matrix multiplication table (section 6.2.1, "Optimizing
+ *              Level 1 Data Cache Access"): naive, with the second matrix
+ *              transposed first, blocked in SM x SM tiles (SM = line / 8
+ *              doubles), and blocked with SSE2
  *   col_sum    summing the columns of a row-major double matrix whose leading
  *              dimension is value elements (section 3.3.4, "Cache
  *              Associativity Effects": a power-of-two leading dimension
@@ -12,6 +16,7 @@
  * The 64-byte rows are two 32-byte AVX accesses covering 64 contiguous bytes
  * (the build exposes no AVX-512 on the machines we target; a zmm row would
  * be one more MIS_* line with isa "avx512f"). */
+#include <emmintrin.h>
 #include <stdint.h>
 #include <string.h>
 #include "../core.h"
@@ -191,6 +196,141 @@ static void col_sum_footprint(const struct mfx_args *a, struct mfx_footprint *f)
     f->src_bytes = elems > SIZE_MAX / 8 ? SIZE_MAX : elems * 8;
 }
 
+/* ---- matrix multiplication (Drepper 6.2.1) --------------------------- */
+
+/* size = n (a multiple of MM_SM, else the kernels return 0 untouched); src:
+ * mul1 then mul2, each n x n row-major doubles; dst: res (n x n), a scratch
+ * n x n (mul2 transposed, for mm_transposed) and an 8-byte cursor.  One
+ * iteration computes the next MM_SM rows of res = mul1 x mul2 (zeroed
+ * first), cycling from the cursor, which is written back: samples stay a
+ * few milliseconds long at any n, and n / MM_SM iterations from cursor 0
+ * are one whole product.  mm_transposed transposes mul2 whenever it starts
+ * over at row 0 (Drepper counts the transposition; it is n^2 of n^3 work).
+ * Returns the cursor. */
+#define MM_SM 8            /* 64-byte line / sizeof(double) */
+
+typedef void (*mm_rows_fn)(size_t n, size_t i0, const double *m1, const double *m2,
+                           const double *t, double *res);
+
+static void mm_rows_naive(size_t n, size_t i0, const double *m1, const double *m2,
+                          const double *t, double *res)
+{
+    (void)t;
+    for (size_t i = i0; i < i0 + MM_SM; i++)
+        for (size_t j = 0; j < n; j++) {
+            double acc = res[i * n + j];
+            for (size_t k = 0; k < n; k++)
+                acc += m1[i * n + k] * m2[k * n + j];       /* m2 walked down a column */
+            res[i * n + j] = acc;
+        }
+}
+
+static void mm_rows_transposed(size_t n, size_t i0, const double *m1, const double *m2,
+                               const double *t, double *res)
+{
+    (void)m2;
+    for (size_t i = i0; i < i0 + MM_SM; i++)
+        for (size_t j = 0; j < n; j++) {
+            double acc = res[i * n + j];
+            for (size_t k = 0; k < n; k++)
+                acc += m1[i * n + k] * t[j * n + k];        /* both walked along rows */
+            res[i * n + j] = acc;
+        }
+}
+
+/* Tiles of MM_SM x MM_SM: a tile of mul2 (MM_SM lines) stays in L1d while
+ * the MM_SM rows of mul1 and res pass over it. */
+static void mm_rows_blocked(size_t n, size_t i0, const double *m1, const double *m2,
+                            const double *t, double *res)
+{
+    (void)t;
+    for (size_t j0 = 0; j0 < n; j0 += MM_SM)
+        for (size_t k0 = 0; k0 < n; k0 += MM_SM)
+            for (size_t i = i0; i < i0 + MM_SM; i++) {
+                double *r = res + i * n + j0;
+                const double *row1 = m1 + i * n + k0;
+                for (size_t k = 0; k < MM_SM; k++) {
+                    const double *row2 = m2 + (k0 + k) * n + j0;
+                    double f = row1[k];
+                    for (size_t j = 0; j < MM_SM; j++)
+                        r[j] += f * row2[j];
+                }
+            }
+}
+
+/* The same tiles, two doubles at a time with SSE2 (baseline x86-64): the
+ * mul1 element broadcast, a pair of mul2 multiplied and added to a pair of
+ * res; a non-temporal prefetch of mul1's next row.  Unaligned loads: the
+ * rows need not be 16-byte aligned. */
+static void mm_rows_blocked_simd(size_t n, size_t i0, const double *m1, const double *m2,
+                                 const double *t, double *res)
+{
+    (void)t;
+    for (size_t j0 = 0; j0 < n; j0 += MM_SM)
+        for (size_t k0 = 0; k0 < n; k0 += MM_SM)
+            for (size_t i = i0; i < i0 + MM_SM; i++) {
+                double *r = res + i * n + j0;
+                const double *row1 = m1 + i * n + k0;
+                _mm_prefetch((const char *)(row1 + n), _MM_HINT_NTA);
+                for (size_t k = 0; k < MM_SM; k++) {
+                    const double *row2 = m2 + (k0 + k) * n + j0;
+                    __m128d f = _mm_set1_pd(row1[k]);
+                    for (size_t j = 0; j < MM_SM; j += 2)
+                        _mm_storeu_pd(r + j, _mm_add_pd(_mm_loadu_pd(r + j),
+                                                        _mm_mul_pd(f, _mm_loadu_pd(row2 + j))));
+                }
+            }
+}
+
+static uint64_t mm_run(const struct mfx_args *a, mm_rows_fn rows, int transpose)
+{
+    size_t n = a->size;
+    const double *m1 = (const double *)a->src, *m2 = m1 + n * n;
+    double *res = (double *)a->dst, *t = res + n * n;
+    uint64_t *cursor = (uint64_t *)(t + n * n);
+    if (n == 0 || n % MM_SM)
+        return 0;
+    size_t blocks = n / MM_SM, b = (size_t)(*cursor % blocks);
+    for (uint64_t c = 0; c < a->count; c++) {
+        if (b == 0 && transpose)
+            for (size_t i = 0; i < n; i++)
+                for (size_t j = 0; j < n; j++)
+                    t[i * n + j] = m2[j * n + i];
+        memset(res + b * MM_SM * n, 0, MM_SM * n * sizeof(double));
+        rows(n, b * MM_SM, m1, m2, t, res);
+        if (++b == blocks)
+            b = 0;
+    }
+    *cursor = b;
+    return b;
+}
+
+static uint64_t mm_naive(const struct mfx_args *a) { return mm_run(a, mm_rows_naive, 0); }
+static uint64_t mm_transposed(const struct mfx_args *a) { return mm_run(a, mm_rows_transposed, 1); }
+static uint64_t mm_blocked(const struct mfx_args *a) { return mm_run(a, mm_rows_blocked, 0); }
+static uint64_t mm_blocked_simd(const struct mfx_args *a)
+{
+    return mm_run(a, mm_rows_blocked_simd, 0);
+}
+
+/* src: two n x n matrices; dst: two and the cursor. */
+static void mm_footprint(const struct mfx_args *a, struct mfx_footprint *f)
+{
+    size_t n = a->size, two = SIZE_MAX;
+    if (n <= 0x10000000)                     /* 2 * n * n * 8 fits in 64 bits */
+        two = 2 * n * n * 8;
+    f->src_bytes = two;
+    f->dst_bytes = mfx_sat_add(two, 8);
+}
+
+#define MM_ROW(NAME, DOC)                                                         \
+    {                                                                             \
+        .name = #NAME, .group = "layout", .isa = "", .fn = NAME,                  \
+        .footprint = mm_footprint,                                                \
+        .read_per_byte = 0, .write_per_byte = 0, .read_fixed = 0, .write_fixed = 0, \
+        .ops_per_iter = 1, .op = "row_block", .doc = DOC,                         \
+    }
+
 #define LOAD_ROW(W, ISA)                                                          \
     {                                                                             \
         .name = "mis_load_" #W, .group = "layout", .isa = ISA, .fn = mis_load_##W, \
@@ -228,5 +368,9 @@ const struct mfx_kernel mfx_kernels_layout[] = {
         .ops_per_iter = 1, .op = "column",
         .doc = "sum one column of a row-major double matrix (leading dimension value) per iteration",
     },
+    MM_ROW(mm_naive, "8 rows of res = mul1 x mul2 (n = size), i-j-k loops: mul2 read down columns"),
+    MM_ROW(mm_transposed, "8 rows of res = mul1 x transpose(mul2), transposed at row 0"),
+    MM_ROW(mm_blocked, "8 rows of res = mul1 x mul2 in 8 x 8 tiles (one line of doubles)"),
+    MM_ROW(mm_blocked_simd, "8 rows in 8 x 8 tiles, SSE2 pairs, prefetchnta of mul1's next row"),
     {0},
 };
