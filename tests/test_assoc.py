@@ -133,3 +133,22 @@ def test_small_run_finds_the_l1_ways(tmp_path):
     a = {x["question"]: x for x in json.loads(p.stdout)["answers"]}
     assert a["assoc.l1_ways"]["verdict"] in (MEASURED, NOT_MEASURED)
     assert a["assoc.leading_dimension"]["verdict"] == NOT_MEASURED
+
+
+def test_declared_plots_draw_the_stride_curves_and_the_matrix_bars(tmp_path):
+    import matplotlib
+    from memfx.plots import figure_for
+    s = synthetic([4096, 8192], [1, 8, 9, 16])
+    s += [{"arm": arm, "point": {"part": "matrix", "n": 1024, "ld": ld}, "metric": "ns_per_column",
+           "unit": "ns", "value": ns, "length": 10, "ns": ns * 10, "cycles_est": None,
+           "counters": {}, "rejected": False} for arm, ld, ns in
+          (("ld_pow2", 1024, 4000.0), ("ld_padded", 1032, 1000.0)) for _ in range(3)]
+    run = {"id": "r", "experiment": "assoc", "status": "complete", "params": {},
+           "machine": MACHINE}
+    fig = figure_for(document(run, s, include_values=True))
+    axes = {ax.get_title(): ax for ax in fig.get_axes()}
+    stride = next(ax for t, ax in axes.items() if "spaced" in t)
+    assert sorted(len(line.get_xdata()) for line in stride.get_lines())[-2:] == [4, 4]
+    matrix = next(ax for t, ax in axes.items() if "leading dimension" in t)
+    assert len(matrix.patches) == 2
+    matplotlib.pyplot.close(fig)

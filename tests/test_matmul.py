@@ -99,3 +99,14 @@ def test_small_run_answers_every_question(tmp_path):
     assert [x["question"] for x in doc["answers"]] == [q.id for q in
                                                        get_experiment("matmul").questions]
     assert {pt["arm"] for pt in doc["points"]} == set(FORMS)
+
+
+def test_declared_plot_draws_one_bar_per_form(tmp_path):
+    import matplotlib
+    from memfx.plots import figure_for
+    s = sum((_samples(f, 360, 1e5 * DREPPER[f]) for f in FORMS), [])
+    run = {"id": "r", "experiment": "matmul", "status": "complete", "params": {}, "machine": {}}
+    fig = figure_for(document(run, s, include_values=True))
+    ax = fig.get_axes()[0]
+    assert "by form" in ax.get_title() and len(ax.patches) == len(FORMS)
+    matplotlib.pyplot.close(fig)

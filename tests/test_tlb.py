@@ -132,8 +132,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
 def test_small_run_answers_every_question(tmp_path):
     import json
     db = str(tmp_path / "r.db")
-    p = run_cli("run", "tlb", "--quick", "--json", "--set", "max_pages=256", "--set",
-                "samples=3", "--set", "min_sample_ms=0.1", "--set", "pages=4k", db=db)
+    p = run_cli("run", "tlb", "--quick", "--json", "--set", "max_pages=256",
+                "--set", "min_pages=8", "--set", "samples=3", "--set", "min_sample_ms=0.1",
+                "--set", "pages=4k", db=db)
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert [a["question"] for a in doc["answers"]] == [q.id for q in

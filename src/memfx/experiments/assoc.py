@@ -106,8 +106,8 @@ class Assoc(Experiment):
     ]
     presets = {
         "quick": {"samples": 5, "min_sample_ms": 0.3,
-                  "strides": "2K,4K,8K,64K,128K,256K",
-                  "lines": "1,2,3,4,6,7,8,9,10,12,14,16,17,20,24,32,48,64"},
+                  "strides": "2K,4K,8K,128K,256K",
+                  "lines": "1,2,4,6,7,8,9,10,12,16,17,24,32,48,64"},
         "full": {"samples": 11},
     }
     questions = (
