@@ -8,6 +8,10 @@
  *              Level 1 Data Cache Access"): naive, with the second matrix
  *              transposed first, blocked in SM x SM tiles (SM = line / 8
  *              doubles), and blocked with SSE2
+ *   fault_*    first touch of fresh anonymous memory with transparent huge
+ *              pages, and MAP_POPULATE instead of touching (rows of the
+ *              fill_alloc experiment, group "fill_alloc", next to its mmap
+ *              first-touch row in fill.c)
  *   col_sum    summing the columns of a row-major double matrix whose leading
  *              dimension is value elements (section 3.3.4, "Cache
  *              Associativity Effects": a power-of-two leading dimension
@@ -19,6 +23,7 @@
 #include <emmintrin.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "../core.h"
 
 #define TARGET_AVX __attribute__((target("avx")))
@@ -331,6 +336,46 @@ static void mm_footprint(const struct mfx_args *a, struct mfx_footprint *f)
         .ops_per_iter = 1, .op = "row_block", .doc = DOC,                         \
     }
 
+/* ---- page faults: fresh anonymous memory (fill_alloc rows) ----------- */
+
+#define FAULT_CHECK 2u          /* aux bit (fill_alloc's ALLOC_CHECK): return non-zero bytes seen */
+#define FAULT_HUGE (2u << 20)   /* x86-64 PMD page (Intel SDM Vol. 3A 4.5) */
+
+/* count times: map size bytes, obtain them (a write per 4 KiB page, or
+ * MAP_POPULATE), unmap.  mfx_fault_thp aligns the mapping to 2 MiB and asks
+ * for transparent huge pages first, so each 2 MiB takes one fault (where
+ * THP is enabled; madvise(2) MADV_HUGEPAGE).  Returns the non-zero bytes
+ * seen with FAULT_CHECK (fresh memory must be zero), UINT64_MAX when a
+ * mapping fails. */
+static uint64_t fault_kernel(const struct mfx_args *a, int huge, int populate)
+{
+    size_t n = a->size ? a->size : 1;
+    size_t len = huge ? n + FAULT_HUGE : n;
+    uint64_t bad = 0;
+    for (uint64_t c = 0; c < a->count; c++) {
+        char *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | (populate ? MAP_POPULATE : 0), -1, 0);
+        if (m == MAP_FAILED)
+            return UINT64_MAX;
+        char *p = m;
+        if (huge) {
+            p = (char *)(((uintptr_t)m + FAULT_HUGE - 1) & ~(uintptr_t)(FAULT_HUGE - 1));
+            madvise(p, n, MADV_HUGEPAGE);
+        }
+        if (a->aux & FAULT_CHECK)
+            for (size_t i = 0; i < n; i++)
+                bad += p[i] != 0;
+        for (size_t i = 0; i < n; i += 4096)
+            ((volatile char *)p)[i] = 1;
+        ((volatile char *)p)[n - 1] = 1;
+        munmap(m, len);
+    }
+    return bad;
+}
+
+static uint64_t fault_mmap_thp(const struct mfx_args *a) { return fault_kernel(a, 1, 0); }
+static uint64_t fault_map_populate(const struct mfx_args *a) { return fault_kernel(a, 0, 1); }
+
 #define LOAD_ROW(W, ISA)                                                          \
     {                                                                             \
         .name = "mis_load_" #W, .group = "layout", .isa = ISA, .fn = mis_load_##W, \
@@ -367,6 +412,20 @@ const struct mfx_kernel mfx_kernels_layout[] = {
         .read_per_byte = 1, .write_per_byte = 0, .read_fixed = 0, .write_fixed = 0,
         .ops_per_iter = 1, .op = "column",
         .doc = "sum one column of a row-major double matrix (leading dimension value) per iteration",
+    },
+    {
+        .name = "fault_mmap_thp", .group = "fill_alloc", .isa = "", .fn = fault_mmap_thp,
+        .footprint = mfx_footprint_none,
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "call",
+        .doc = "mmap size (2 MiB aligned, MADV_HUGEPAGE), write one byte per 4 KiB page, munmap",
+    },
+    {
+        .name = "fault_map_populate", .group = "fill_alloc", .isa = "", .fn = fault_map_populate,
+        .footprint = mfx_footprint_none,
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "call",
+        .doc = "mmap size with MAP_POPULATE, write one byte per 4 KiB page, munmap",
     },
     MM_ROW(mm_naive, "8 rows of res = mul1 x mul2 (n = size), i-j-k loops: mul2 read down columns"),
     MM_ROW(mm_transposed, "8 rows of res = mul1 x transpose(mul2), transposed at row 0"),
