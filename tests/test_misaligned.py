@@ -151,3 +151,11 @@ def test_declared_plots_draw_one_panel_per_mode(tmp_path):
     ax = next(ax for ax in fig.get_axes() if "store throughput" in ax.get_title())
     assert any(len(line.get_xdata()) == 3 for line in ax.get_lines())
     matplotlib.pyplot.close(fig)
+
+
+def test_plan_leaves_out_the_avx_widths_where_the_cpu_lacks_avx():
+    exp = get_experiment("misaligned")
+    params = exp.resolve("quick")
+    widths = {p.params["width"] for p in exp.plan(params, {"flags": {"avx": False}})}
+    assert widths == {4, 8, 16}
+    assert {p.params["width"] for p in exp.plan(params, {"flags": {"avx": True}})} == set(WIDTHS)
