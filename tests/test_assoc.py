@@ -30,15 +30,19 @@ def _lab():
 def test_col_sum_sums_the_columns_exactly_and_returns_where_it_stopped(n, ld, count):
     m = np.random.default_rng(n).integers(-50, 50, size=(n, ld)).astype(np.float64)
     out = np.zeros(1)
-    got = _core.run(KERNELS["col_sum"], out, 0, m, 0, n * 8, ld, count, n, [], None)[3]
+    got = _core.run(KERNELS["col_sum"], out, 0, m, 0, n * 8, 0, count, ld, [], None)[3]
     assert got == count % n
     assert out[0] == sum(m[:, k % n].sum() for k in range(count))
 
 
-def test_col_sum_footprint_refuses_a_matrix_too_small():
+def test_col_sum_footprint_refuses_a_matrix_too_small_and_skips_a_short_leading_dimension():
     m = np.zeros((4, 8))
     with pytest.raises(ValueError):
-        _core.run(KERNELS["col_sum"], np.zeros(1), 0, m, 0, 5 * 8, 8, 1, 8, [], None)
+        _core.run(KERNELS["col_sum"], np.zeros(1), 0, m, 0, 5 * 8, 0, 1, 8, [], None)
+    out = np.full(1, 3.0)
+    assert _core.run(KERNELS["col_sum"], out, 0, m, 0, 4 * 8, 0, 1, 3, [], None)[3] == 0
+    assert out[0] == 3.0                                  # ld < n: nothing touched
+    assert _core.footprint(KERNELS["col_sum"], 4 * 8, 1, 8) == (8, (3 * 8 + 4) * 8, 0)
 
 
 def test_capacity_needs_two_points_above_the_threshold():

@@ -170,7 +170,7 @@ class Assoc(Experiment):
             view[:] = np.arange(n * ld) % 7
             del view
             out = lab.buffer(8)
-            return Trial("col_sum", src=m, dst=out, size=n * 8, value=ld, aux=n,
+            return Trial("col_sum", src=m, dst=out, size=n * 8, aux=ld,
                          warmup=n, extra={"elements_per_column": n})
         if p["part"] == "ref":
             elem = LINE
@@ -190,6 +190,7 @@ class Assoc(Experiment):
         summed (small integers, so any order sums exactly) for several leading
         dimensions and column counts."""
         for n, ld, count in ((3, 3, 3), (5, 8, 7), (16, 24, 40), (64, 64, 64)):
+            # an n x n matrix in rows of ld elements
             m = lab.buffer(n * ld * 8)
             view = np.frombuffer(m.buffer, dtype=np.float64, count=n * ld, offset=m.offset)
             view[:] = np.arange(n * ld) % 7
@@ -197,7 +198,7 @@ class Assoc(Experiment):
             want = float(sum(view.reshape(n, ld)[:, c].sum() for c in cols))
             del view
             out = lab.buffer(8)
-            stop = lab.call(Trial("col_sum", src=m, dst=out, size=n * 8, value=ld, aux=n), count)
+            stop = lab.call(Trial("col_sum", src=m, dst=out, size=n * 8, aux=ld), count)
             got = np.frombuffer(out.buffer, dtype=np.float64, count=1, offset=out.offset)[0]
             if got != want or stop != count % n:
                 raise AssertionError(f"col_sum n={n} ld={ld}: {got} != {want}")

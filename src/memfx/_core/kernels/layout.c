@@ -13,7 +13,7 @@
  *              fill_alloc experiment, group "fill_alloc", next to its mmap
  *              first-touch row in fill.c)
  *   col_sum    summing the columns of a row-major double matrix whose leading
- *              dimension is value elements (section 3.3.4, "Cache
+ *              dimension is aux elements (section 3.3.4, "Cache
  *              Associativity Effects": a power-of-two leading dimension
  *              maps a column onto few sets)
  *
@@ -160,44 +160,46 @@ MIS_FOOT(foot_dst_64, 64, dst_bytes)
 
 /* ---- column sums of a row-major double matrix ------------------------- */
 
-/* src: a rows x ld matrix of doubles (size = rows * 8 bytes: one column),
- * value = ld (elements per row), aux = columns (<= ld).  count = columns
- * summed, cycling over the columns from column 0: column c's rows are ld
- * elements apart, so with ld a power of two a column's lines share few
- * cache sets.  dst: 8 bytes, the double total of every element summed
- * (rows in order within a column, columns in order).  Returns the column
- * index it stopped at. */
+/* src: an n x n matrix of doubles in rows of ld elements (size = n * 8
+ * bytes: one column; aux = ld, at least n).  count = columns summed,
+ * cycling over the n columns from column 0: column c's elements are ld
+ * apart, so with ld a power of two a column's lines share few cache sets.
+ * dst: 8 bytes, the double total of every element summed (rows in order
+ * within a column, columns in order).  Returns the column it stopped at;
+ * n = 0 or ld < n: returns 0 and touches nothing. */
 static uint64_t col_sum(const struct mfx_args *a)
 {
     const double *m = (const double *)a->src;
-    size_t rows = a->size / 8, ld = (size_t)a->value, cols = (size_t)a->aux;
+    size_t n = a->size / 8;
+    uint64_t ld = a->aux;
     double total = 0.0;
     size_t c = 0;
-    if (cols == 0 || cols > ld)
+    if (n == 0 || ld < n)
         return 0;
     for (uint64_t k = 0; k < a->count; k++) {
         double s = 0.0;
         const double *p = m + c;
-        for (size_t r = 0; r < rows; r++, p += ld)
+        for (size_t r = 0; r < n; r++, p += ld)
             s += *p;
         total += s;
-        if (++c == cols)
+        if (++c == n)
             c = 0;
     }
     memcpy(a->dst, &total, 8);
     return c;
 }
 
+/* (n - 1) * ld + n doubles of src, saturating; 8 bytes of dst. */
 static void col_sum_footprint(const struct mfx_args *a, struct mfx_footprint *f)
 {
-    size_t rows = a->size / 8, ld = (size_t)a->value, cols = (size_t)a->aux;
-    f->dst_bytes = 8;
-    if (rows == 0 || cols == 0 || cols > ld)
+    size_t n = a->size / 8;
+    uint64_t ld = a->aux;
+    if (n == 0 || ld < n)
         return;
-    /* (rows - 1) * ld + cols elements, saturating */
-    size_t last_row = rows - 1;
-    size_t elems = ld && last_row > SIZE_MAX / ld ? SIZE_MAX : last_row * ld;
-    elems = mfx_sat_add(elems, cols);
+    f->dst_bytes = 8;
+    size_t ldz = mfx_sat_u64(ld), rows = n - 1;
+    size_t elems = ldz && rows > SIZE_MAX / ldz ? SIZE_MAX : rows * ldz;
+    elems = mfx_sat_add(elems, n);
     f->src_bytes = elems > SIZE_MAX / 8 ? SIZE_MAX : elems * 8;
 }
 
@@ -318,10 +320,13 @@ static uint64_t mm_blocked_simd(const struct mfx_args *a)
     return mm_run(a, mm_rows_blocked_simd, 0);
 }
 
-/* src: two n x n matrices; dst: two and the cursor. */
+/* src: two n x n matrices; dst: two and the cursor.  Nothing where n is
+ * not a positive multiple of MM_SM (the kernels return 0 untouched). */
 static void mm_footprint(const struct mfx_args *a, struct mfx_footprint *f)
 {
     size_t n = a->size, two = SIZE_MAX;
+    if (n == 0 || n % MM_SM)
+        return;
     if (n <= 0x10000000)                     /* 2 * n * n * 8 fits in 64 bits */
         two = 2 * n * n * 8;
     f->src_bytes = two;
@@ -411,7 +416,7 @@ const struct mfx_kernel mfx_kernels_layout[] = {
         .footprint = col_sum_footprint,
         .read_per_byte = 1, .write_per_byte = 0, .read_fixed = 0, .write_fixed = 0,
         .ops_per_iter = 1, .op = "column",
-        .doc = "sum one column of a row-major double matrix (leading dimension value) per iteration",
+        .doc = "sum one column of an n x n double matrix (n = size / 8, leading dimension aux) per iteration",
     },
     {
         .name = "fault_mmap_thp", .group = "fill_alloc", .isa = "", .fn = fault_mmap_thp,
