@@ -159,3 +159,12 @@ def test_plan_leaves_out_the_avx_widths_where_the_cpu_lacks_avx():
     widths = {p.params["width"] for p in exp.plan(params, {"flags": {"avx": False}})}
     assert widths == {4, 8, 16}
     assert {p.params["width"] for p in exp.plan(params, {"flags": {"avx": True}})} == set(WIDTHS)
+
+
+def test_the_reference_pools_every_aligned_offset():
+    s = _samples("load", 8, "line", 0, 0.1, k=1) + _samples("load", 8, "line", 8, 0.1) \
+        + _samples("load", 8, "line", 16, 0.1) + _samples("load", 8, "line", 60, 0.3)
+    a = _answers(s)["misaligned.line_split_load"]
+    assert a["value"] == pytest.approx(3.0, rel=0.01) and a["ci_low"] is not None
+    d = next(x for x in a["details"] if x.get("width") == 8 and x["unit"] == "ratio")
+    assert d["offsets"] == [60]
