@@ -360,6 +360,120 @@ def llc_bytes(fp, source="sysfs"):
     return max(sizes) if sizes else None
 
 
+# AMD APM Vol. 3, CPUID Fn8000_0006: the 4-bit associativity code of the
+# L2 TLB fields (and of the L2/L3 cache fields) -> ways; 0xF = fully associative.
+_AMD_L2_ASSOC = {1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 8, 8: 16, 0xA: 32, 0xB: 48, 0xC: 64,
+                 0xD: 96, 0xE: 128, 0xF: "full"}
+
+# Intel SDM Vol. 2A, CPUID leaf 02H, Table 3-12: the data/shared TLB
+# descriptors we decode (entries, ways, page sizes, level).  0xFE = "see leaf
+# 18H".  Instruction-TLB descriptors are left out: memfx measures loads.
+_INTEL_LEAF2_TLB = {
+    0x03: (64, 4, "4K", 1), 0x04: (8, 4, "4M", 1), 0x05: (32, 4, "4M", 1),
+    0x5A: (32, 4, "2M/4M", 1), 0x5B: (64, "full", "4K/4M", 1), 0x5C: (128, "full", "4K/4M", 1),
+    0x5D: (256, "full", "4K/4M", 1), 0xB3: (128, 4, "4K", 1), 0xB4: (256, 4, "4K", 1),
+    0xBA: (64, 4, "4K", 1), 0xC0: (8, 4, "4K/4M", 1), 0xC1: (1024, 8, "4K/2M", 2),
+    0xC3: (1536, 6, "4K/2M", 2), 0xCA: (512, 4, "4K", 2),
+}
+
+
+def _amd_tlb(cpuid):
+    """AMD APM Vol. 3, CPUID Fn8000_0005 (L1) and Fn8000_0006 (L2) TLB fields.
+    Fn8000_0005 EAX = 2M/4M pages, EBX = 4K pages: [31:24] data assoc (0xFF =
+    full), [23:16] data entries, [15:8] instruction assoc, [7:0] instruction
+    entries.  Fn8000_0006 EAX = 2M/4M, EBX = 4K: [31:28] data assoc code,
+    [27:16] data entries, [15:12]/[11:0] instruction.  Fn8000_0019 EAX/EBX:
+    1 GiB pages, L1 and L2 data in the same places as Fn8000_0006."""
+    top = _max_leaf(cpuid, 0x80000000)
+    out = []
+    if top is None or top < 0x80000005:
+        return out
+    l5 = _regs(cpuid, 0x80000005, 0)
+    if l5:
+        for reg, page in ((l5[1], "4K"), (l5[0], "2M")):
+            entries, assoc = (reg >> 16) & 0xFF, (reg >> 24) & 0xFF
+            if entries:
+                out.append({"level": 1, "type": "Data", "page": page, "entries": entries,
+                            "ways": "full" if assoc == 0xFF else assoc})
+    for leaf, pages in ((0x80000006, ((1, "4K"), (0, "2M"))),
+                        (0x80000019, ((1, "1G"),))):
+        if top < leaf:
+            continue
+        r = _regs(cpuid, leaf, 0)
+        if not r:
+            continue
+        for reg_index, page in pages:
+            reg = r[reg_index]
+            entries, code = (reg >> 16) & 0xFFF, (reg >> 28) & 0xF
+            if entries and code:
+                out.append({"level": 2, "type": "Data", "page": page, "entries": entries,
+                            "ways": _AMD_L2_ASSOC.get(code)})
+    return out
+
+
+def _intel_tlb(cpuid):
+    """Intel SDM Vol. 2A, CPUID leaf 18H (deterministic address translation
+    parameters), else the leaf 02H descriptors above.  Leaf 18H sub-leaf n:
+    EBX[0..3] 4K/2M/4M/1G pages, EBX[31:16] ways; ECX sets; EDX[4:0] type
+    (1 data, 2 instruction, 3 unified, 4 load-only, 5 store-only), EDX[7:5]
+    level, EDX[8] fully associative; sub-leaf 0 EAX = the last sub-leaf."""
+    maxleaf = _max_leaf(cpuid)
+    out = []
+    if maxleaf is None:
+        return out
+    if maxleaf >= 0x18:
+        r0 = _regs(cpuid, 0x18, 0)
+        last = min(r0[0], 32) if r0 else -1
+        names = {1: "Data", 3: "Unified", 4: "Load"}
+        for sub in range(last + 1):
+            r = _regs(cpuid, 0x18, sub)
+            if not r or (r[3] & 0x1F) not in names:
+                continue
+            _eax, ebx, ecx, edx = r
+            ways = (ebx >> 16) & 0xFFFF
+            pages = "/".join(p for bit, p in enumerate(("4K", "2M", "4M", "1G")) if _bit(ebx, bit))
+            out.append({"level": (edx >> 5) & 7, "type": names[edx & 0x1F], "page": pages,
+                        "entries": ways * ecx, "ways": "full" if _bit(edx, 8) else ways})
+        if out:
+            return out
+    if maxleaf >= 2:
+        r = _regs(cpuid, 2, 0)
+        if r:
+            for i, reg in enumerate(r):
+                if reg >> 31:          # bit 31 set: the register holds no descriptors
+                    continue
+                for byte in range(1 if i == 0 else 0, 4):   # AL is a count, not a descriptor
+                    d = (reg >> (8 * byte)) & 0xFF
+                    if d in _INTEL_LEAF2_TLB:
+                        entries, ways, page, level = _INTEL_LEAF2_TLB[d]
+                        out.append({"level": level, "type": "Data" if level == 1 else "Unified",
+                                    "page": page, "entries": entries, "ways": ways})
+    return out
+
+
+def cpuid_tlb(cpuid, vendor):
+    """The data TLBs CPUID reports, as a list of {level, type, page, entries,
+    ways}, or [] when it reports none (or there is no cpuid)."""
+    if cpuid is None:
+        return []
+    try:
+        if vendor in ("AuthenticAMD", "HygonGenuine"):
+            return _amd_tlb(cpuid)
+        return _intel_tlb(cpuid)
+    except Exception:
+        return []
+
+
+def tlb_entries(fp, level, page="4K"):
+    """Entries of the level-`level` data (or unified) TLB for `page` pages
+    that the fingerprint's CPUID section reports, or None."""
+    for t in (fp or {}).get("tlb") or []:
+        if isinstance(t, dict) and t.get("level") == level and page in str(t.get("page", "")).split("/") \
+                and t.get("type") in ("Data", "Unified", "Load"):
+            return t.get("entries")
+    return None
+
+
 # --------------------------------------------------------------------------
 # sections of the fingerprint
 
@@ -957,6 +1071,7 @@ def fingerprint(core=None, sysroot="/"):
         "caches_source": caches_source,
         "cache_sizes": cache_sizes,
         "line_bytes": line,
+        "tlb": cpuid_tlb(cpuid, cpu["vendor"]),
         "memory": _memory_section(sysroot),
         "tsc": _tsc_section(sysroot, cpuid, tsc_hz, flags, cpuinfo_flags),
         "hypervisor": _hypervisor_section(sysroot, flags, cpuid),

@@ -93,6 +93,7 @@ extern const struct mfx_kernel mfx_kernels_copy[];
 extern const struct mfx_kernel mfx_kernels_prefetch[];
 extern const struct mfx_kernel mfx_kernels_sharing[];
 extern const struct mfx_kernel mfx_kernels_bandwidth[];
+extern const struct mfx_kernel mfx_kernels_layout[];
 
 int mfx_isa_supported(const char *isa);
 

@@ -10,6 +10,7 @@ const struct mfx_kernel *const mfx_kernel_tables[] = {
     mfx_kernels_prefetch,
     mfx_kernels_sharing,
     mfx_kernels_bandwidth,
+    mfx_kernels_layout,
     NULL,
 };
 

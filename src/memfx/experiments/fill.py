@@ -792,7 +792,9 @@ class Fill(Experiment):
 
 # ---- calloc vs malloc+memset vs mmap first touch ---------------------------------------
 
-ALLOC_ARMS = {"calloc": "alloc_calloc", "malloc_memset": "alloc_malloc_memset", "mmap": "alloc_mmap"}
+ALLOC_ARMS = {"calloc": "alloc_calloc", "malloc_memset": "alloc_malloc_memset", "mmap": "alloc_mmap",
+              # page faults (seed 004, issue 13): first touch with THP, MAP_POPULATE (layout.c)
+              "mmap_thp": "fault_mmap_thp", "mmap_populate": "fault_map_populate"}
 ALLOC_RECYCLED = 1
 ALLOC_CHECK = 2
 
@@ -829,7 +831,7 @@ class FillAlloc(Experiment):
                 for mem in dict.fromkeys(params["memory"])
                 for s in sorted(set(params["sizes"]))
                 for arm in ALLOC_ARMS
-                if not (arm == "mmap" and mem == "recycled")]   # mmap memory is always fresh
+                if not (arm.startswith("mmap") and mem == "recycled")]   # mmap memory is always fresh
 
     def prepare(self, point, params, lab):
         aux = ALLOC_RECYCLED if point.params["memory"] == "recycled" else 0
@@ -858,7 +860,11 @@ class FillAlloc(Experiment):
                     ("malloc_memset", "calloc", f"calloc_vs_malloc_memset_{mem}",
                      f"calloc is faster than malloc+memset on {mem} memory (time malloc+memset / calloc)"),
                     ("calloc", "mmap", f"mmap_vs_calloc_{mem}",
-                     f"mmap first touch vs calloc on {mem} memory (time calloc / mmap)")):
+                     f"mmap first touch vs calloc on {mem} memory (time calloc / mmap)"),
+                    ("mmap", "mmap_populate", f"populate_vs_touch_{mem}",
+                     f"MAP_POPULATE vs first touch on {mem} memory (time touch / populate)"),
+                    ("mmap", "mmap_thp", f"thp_vs_4k_first_touch_{mem}",
+                     f"first touch with huge pages vs 4 KiB pages, {mem} memory (time 4k / thp)")):
                 pairs = [(vals[(slow, mem, s)], vals[(fast, mem, s)]) for s in sizes
                          if (slow, mem, s) in vals and (fast, mem, s) in vals]
                 r = level_ratio(pairs, min_samples=threshold("min_samples"))
@@ -878,6 +884,15 @@ class FillAlloc(Experiment):
                 continue
             key = (s["arm"], s["point"]["memory"])
             faults.setdefault(key, []).append(pf / s["length"] / (s["point"]["size_bytes"] / page))
+        for arm in ("mmap", "mmap_thp", "mmap_populate"):      # cost per 4 KiB page obtained
+            big = max((s for a, m, s in vals if a == arm and m == "fresh"), default=None)
+            if big:
+                per = np.asarray(vals[(arm, "fresh", big)], float) / (big / page)
+                findings.append(Finding(
+                    id=f"ns_per_page_{arm}", claim=f"Time per 4 KiB page obtained (map, obtain, "
+                    f"unmap), {arm}, {format_size(big)}B", verdict=MEASURED,
+                    value=float(np.median(per)), unit="ns", evidence={"size_bytes": big},
+                    seed=SEED, experiment=self.name))
         for (arm, mem), fs in sorted(faults.items()):
             findings.append(Finding(
                 id=f"page_faults_{arm}_{mem}",

@@ -1,0 +1,440 @@
+/* Layout kernels (seed 004, Drepper "What every programmer should know about
+ * memory"): where data sits decides what an access costs.
+ *
+ *   mis_*      loads and stores of 4/8/16/32/64 bytes at a byte offset aux
+ *              from dst/src, which may split a cache line or a 4 KiB page
+ *              (section 6.2, "Overhead of Unaligned Accesses")
+ *   mm_*       Drepper's matrix multiplication table (section 6.2.1, "Optimizing
+ *              Level 1 Data Cache Access"): naive, with the second matrix
+ *              transposed first, blocked in SM x SM tiles (SM = line / 8
+ *              doubles), and blocked with SSE2
+ *   fault_*    first touch of fresh anonymous memory with transparent huge
+ *              pages, and MAP_POPULATE instead of touching (rows of the
+ *              fill_alloc experiment, group "fill_alloc", next to its mmap
+ *              first-touch row in fill.c)
+ *   col_sum    summing the columns of a row-major double matrix whose leading
+ *              dimension is aux elements (section 3.3.4, "Cache
+ *              Associativity Effects": a power-of-two leading dimension
+ *              maps a column onto few sets)
+ *
+ * The 64-byte rows are two 32-byte AVX accesses covering 64 contiguous bytes
+ * (the build exposes no AVX-512 on the machines we target; a zmm row would
+ * be one more MIS_* line with isa "avx512f"). */
+#include <emmintrin.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include "../core.h"
+
+#define TARGET_AVX __attribute__((target("avx")))
+
+/* ---- misaligned: throughput of independent accesses to one address ---- */
+
+/* count iterations of 8 loads of width w at src + aux, each independent of
+ * the others (the same address: the load ports, not the caches, limit). */
+#define MIS_LOAD(NAME, ATTR, INSN, TAIL)                                          \
+    static ATTR uint64_t NAME(const struct mfx_args *a)                           \
+    {                                                                             \
+        const char *p = (const char *)a->src + a->aux;                            \
+        for (uint64_t n = a->count; n; n--)                                       \
+            __asm__ __volatile__(INSN INSN INSN INSN INSN INSN INSN INSN           \
+                                 ::"r"(p) : "rax", "xmm0", "xmm1", "memory");     \
+        TAIL;                                                                     \
+        return (uint64_t)(uintptr_t)p;                                            \
+    }
+
+MIS_LOAD(mis_load_4, , "movl (%0), %%eax\n\t", )
+MIS_LOAD(mis_load_8, , "movq (%0), %%rax\n\t", )
+MIS_LOAD(mis_load_16, , "movdqu (%0), %%xmm0\n\t", )
+MIS_LOAD(mis_load_32, TARGET_AVX, "vmovdqu (%0), %%ymm0\n\t", __asm__ __volatile__("vzeroupper"))
+MIS_LOAD(mis_load_64, TARGET_AVX, "vmovdqu (%0), %%ymm0\n\tvmovdqu 32(%0), %%ymm1\n\t",
+         __asm__ __volatile__("vzeroupper"))
+
+/* count iterations of 8 stores of width w at dst + aux, of the byte pattern
+ * value (its 8 bytes repeated): the store buffer's commit rate, which a store
+ * splitting a line or a page halves or worse. */
+static uint64_t mis_store_4(const struct mfx_args *a)
+{
+    char *p = (char *)a->dst + a->aux;
+    uint32_t v = (uint32_t)a->value;
+    for (uint64_t n = a->count; n; n--)
+        __asm__ __volatile__("movl %1, (%0)\n\tmovl %1, (%0)\n\tmovl %1, (%0)\n\tmovl %1, (%0)\n\t"
+                             "movl %1, (%0)\n\tmovl %1, (%0)\n\tmovl %1, (%0)\n\tmovl %1, (%0)"
+                             ::"r"(p), "r"(v) : "memory");
+    return a->count;
+}
+
+static uint64_t mis_store_8(const struct mfx_args *a)
+{
+    char *p = (char *)a->dst + a->aux;
+    uint64_t v = a->value;
+    for (uint64_t n = a->count; n; n--)
+        __asm__ __volatile__("movq %1, (%0)\n\tmovq %1, (%0)\n\tmovq %1, (%0)\n\tmovq %1, (%0)\n\t"
+                             "movq %1, (%0)\n\tmovq %1, (%0)\n\tmovq %1, (%0)\n\tmovq %1, (%0)"
+                             ::"r"(p), "r"(v) : "memory");
+    return a->count;
+}
+
+static uint64_t mis_store_16(const struct mfx_args *a)
+{
+    char *p = (char *)a->dst + a->aux;
+    uint64_t v[2] = {a->value, a->value};
+    __asm__ __volatile__("movdqu (%0), %%xmm0" ::"r"(v) : "xmm0", "memory");
+    for (uint64_t n = a->count; n; n--)
+        __asm__ __volatile__("movdqu %%xmm0, (%0)\n\tmovdqu %%xmm0, (%0)\n\t"
+                             "movdqu %%xmm0, (%0)\n\tmovdqu %%xmm0, (%0)\n\t"
+                             "movdqu %%xmm0, (%0)\n\tmovdqu %%xmm0, (%0)\n\t"
+                             "movdqu %%xmm0, (%0)\n\tmovdqu %%xmm0, (%0)"
+                             ::"r"(p) : "xmm0", "memory");
+    return a->count;
+}
+
+/* The AVX stores load their pattern in the same asm block: no ymm register
+ * is assumed to survive between two statements. */
+#define MIS_STORE_AVX(NAME, INSN)                                                 \
+    static TARGET_AVX uint64_t NAME(const struct mfx_args *a)                     \
+    {                                                                             \
+        char *p = (char *)a->dst + a->aux;                                        \
+        uint64_t v[4] = {a->value, a->value, a->value, a->value};                 \
+        uint64_t n = a->count;                                                    \
+        if (n)                                                                    \
+            __asm__ __volatile__("vmovdqu (%2), %%ymm0\n"                         \
+                                 "1:\n\t" INSN INSN INSN INSN INSN INSN INSN INSN  \
+                                 "dec %1\n\tjnz 1b\n\tvzeroupper"                 \
+                                 : "+r"(p), "+r"(n)                               \
+                                 : "r"(v)                                         \
+                                 : "xmm0", "memory", "cc");                       \
+        return a->count;                                                          \
+    }
+
+MIS_STORE_AVX(mis_store_32, "vmovdqu %%ymm0, (%0)\n\t")
+MIS_STORE_AVX(mis_store_64, "vmovdqu %%ymm0, (%0)\n\tvmovdqu %%ymm0, 32(%0)\n\t")
+
+/* ---- misaligned: load-to-use latency ----------------------------------- */
+
+/* A chain of one element: the kernel writes the 32-bit index aux at dst +
+ * aux (the other w - 4 bytes of the access zero), then count times loads w
+ * bytes at dst + idx and takes the next idx from the loaded low 32 bits --
+ * each load waits for the previous one, so the time per step is the
+ * load-to-use latency of a w-byte access at that offset (plus the same
+ * register moves at every offset).  Returns the final index (= aux). */
+#define MIS_LAT(NAME, ATTR, W, INSN, TAIL)                                        \
+    static ATTR uint64_t NAME(const struct mfx_args *a)                           \
+    {                                                                             \
+        char *base = (char *)a->dst;                                              \
+        uint64_t idx = a->aux;                                                    \
+        uint32_t self = (uint32_t)a->aux;                                         \
+        memset(base + a->aux, 0, W);                                              \
+        memcpy(base + a->aux, &self, 4);                                          \
+        for (uint64_t n = a->count; n; n--)                                       \
+            __asm__ __volatile__(INSN : "+r"(idx) : "r"(base) : "xmm0", "xmm1", "memory"); \
+        TAIL;                                                                     \
+        return idx;                                                               \
+    }
+
+MIS_LAT(mis_lat_4, , 4, "movl (%1,%0), %k0", )
+MIS_LAT(mis_lat_8, , 8, "movq (%1,%0), %0", )
+MIS_LAT(mis_lat_16, , 16, "movdqu (%1,%0), %%xmm0\n\tmovd %%xmm0, %k0", )
+MIS_LAT(mis_lat_32, TARGET_AVX, 32, "vmovdqu (%1,%0), %%ymm0\n\tvmovd %%xmm0, %k0",
+        __asm__ __volatile__("vzeroupper"))
+MIS_LAT(mis_lat_64, TARGET_AVX, 64,
+        "vmovdqu (%1,%0), %%ymm0\n\tvmovdqu 32(%1,%0), %%ymm1\n\t"
+        "vpor %%xmm1, %%xmm0, %%xmm0\n\tvmovd %%xmm0, %k0",
+        __asm__ __volatile__("vzeroupper"))
+
+#define MIS_FOOT(NAME, W, FIELD)                                                  \
+    static void NAME(const struct mfx_args *a, struct mfx_footprint *f)           \
+    {                                                                             \
+        f->FIELD = mfx_sat_add(mfx_sat_u64(a->aux), W);                           \
+    }
+MIS_FOOT(foot_load_4, 4, src_bytes)
+MIS_FOOT(foot_load_8, 8, src_bytes)
+MIS_FOOT(foot_load_16, 16, src_bytes)
+MIS_FOOT(foot_load_32, 32, src_bytes)
+MIS_FOOT(foot_load_64, 64, src_bytes)
+MIS_FOOT(foot_dst_4, 4, dst_bytes)
+MIS_FOOT(foot_dst_8, 8, dst_bytes)
+MIS_FOOT(foot_dst_16, 16, dst_bytes)
+MIS_FOOT(foot_dst_32, 32, dst_bytes)
+MIS_FOOT(foot_dst_64, 64, dst_bytes)
+
+/* ---- column sums of a row-major double matrix ------------------------- */
+
+/* src: an n x n matrix of doubles in rows of ld elements (size = n * 8
+ * bytes: one column; aux = ld, at least n).  count = columns summed,
+ * cycling over the n columns from column 0: column c's elements are ld
+ * apart, so with ld a power of two a column's lines share few cache sets.
+ * dst: 8 bytes, the double total of every element summed (rows in order
+ * within a column, columns in order).  Returns the column it stopped at;
+ * n = 0 or ld < n: returns 0 and touches nothing. */
+static uint64_t col_sum(const struct mfx_args *a)
+{
+    const double *m = (const double *)a->src;
+    size_t n = a->size / 8;
+    uint64_t ld = a->aux;
+    double total = 0.0;
+    size_t c = 0;
+    if (n == 0 || ld < n)
+        return 0;
+    for (uint64_t k = 0; k < a->count; k++) {
+        double s = 0.0;
+        const double *p = m + c;
+        for (size_t r = 0; r < n; r++, p += ld)
+            s += *p;
+        total += s;
+        if (++c == n)
+            c = 0;
+    }
+    memcpy(a->dst, &total, 8);
+    return c;
+}
+
+/* (n - 1) * ld + n doubles of src, saturating; 8 bytes of dst. */
+static void col_sum_footprint(const struct mfx_args *a, struct mfx_footprint *f)
+{
+    size_t n = a->size / 8;
+    uint64_t ld = a->aux;
+    if (n == 0 || ld < n)
+        return;
+    f->dst_bytes = 8;
+    size_t ldz = mfx_sat_u64(ld), rows = n - 1;
+    size_t elems = ldz && rows > SIZE_MAX / ldz ? SIZE_MAX : rows * ldz;
+    elems = mfx_sat_add(elems, n);
+    f->src_bytes = elems > SIZE_MAX / 8 ? SIZE_MAX : elems * 8;
+}
+
+/* ---- matrix multiplication (Drepper 6.2.1) --------------------------- */
+
+/* size = n (a multiple of MM_SM, else the kernels return 0 untouched); src:
+ * mul1 then mul2, each n x n row-major doubles; dst: res (n x n), a scratch
+ * n x n (mul2 transposed, for mm_transposed) and an 8-byte cursor.  One
+ * iteration computes the next MM_SM rows of res = mul1 x mul2 (zeroed
+ * first), cycling from the cursor, which is written back: samples stay a
+ * few milliseconds long at any n, and n / MM_SM iterations from cursor 0
+ * are one whole product.  mm_transposed transposes mul2 whenever it starts
+ * over at row 0 (Drepper counts the transposition; it is n^2 of n^3 work).
+ * Returns the cursor. */
+#define MM_SM 8            /* 64-byte line / sizeof(double) */
+
+typedef void (*mm_rows_fn)(size_t n, size_t i0, const double *m1, const double *m2,
+                           const double *t, double *res);
+
+static void mm_rows_naive(size_t n, size_t i0, const double *m1, const double *m2,
+                          const double *t, double *res)
+{
+    (void)t;
+    for (size_t i = i0; i < i0 + MM_SM; i++)
+        for (size_t j = 0; j < n; j++) {
+            double acc = res[i * n + j];
+            for (size_t k = 0; k < n; k++)
+                acc += m1[i * n + k] * m2[k * n + j];       /* m2 walked down a column */
+            res[i * n + j] = acc;
+        }
+}
+
+static void mm_rows_transposed(size_t n, size_t i0, const double *m1, const double *m2,
+                               const double *t, double *res)
+{
+    (void)m2;
+    for (size_t i = i0; i < i0 + MM_SM; i++)
+        for (size_t j = 0; j < n; j++) {
+            double acc = res[i * n + j];
+            for (size_t k = 0; k < n; k++)
+                acc += m1[i * n + k] * t[j * n + k];        /* both walked along rows */
+            res[i * n + j] = acc;
+        }
+}
+
+/* Tiles of MM_SM x MM_SM: a tile of mul2 (MM_SM lines) stays in L1d while
+ * the MM_SM rows of mul1 and res pass over it. */
+static void mm_rows_blocked(size_t n, size_t i0, const double *m1, const double *m2,
+                            const double *t, double *res)
+{
+    (void)t;
+    for (size_t j0 = 0; j0 < n; j0 += MM_SM)
+        for (size_t k0 = 0; k0 < n; k0 += MM_SM)
+            for (size_t i = i0; i < i0 + MM_SM; i++) {
+                double *r = res + i * n + j0;
+                const double *row1 = m1 + i * n + k0;
+                for (size_t k = 0; k < MM_SM; k++) {
+                    const double *row2 = m2 + (k0 + k) * n + j0;
+                    double f = row1[k];
+                    for (size_t j = 0; j < MM_SM; j++)
+                        r[j] += f * row2[j];
+                }
+            }
+}
+
+/* The same tiles, two doubles at a time with SSE2 (baseline x86-64): the
+ * mul1 element broadcast, a pair of mul2 multiplied and added to a pair of
+ * res; a non-temporal prefetch of mul1's next row.  Unaligned loads: the
+ * rows need not be 16-byte aligned. */
+static void mm_rows_blocked_simd(size_t n, size_t i0, const double *m1, const double *m2,
+                                 const double *t, double *res)
+{
+    (void)t;
+    for (size_t j0 = 0; j0 < n; j0 += MM_SM)
+        for (size_t k0 = 0; k0 < n; k0 += MM_SM)
+            for (size_t i = i0; i < i0 + MM_SM; i++) {
+                double *r = res + i * n + j0;
+                const double *row1 = m1 + i * n + k0;
+                _mm_prefetch((const char *)(row1 + n), _MM_HINT_NTA);
+                for (size_t k = 0; k < MM_SM; k++) {
+                    const double *row2 = m2 + (k0 + k) * n + j0;
+                    __m128d f = _mm_set1_pd(row1[k]);
+                    for (size_t j = 0; j < MM_SM; j += 2)
+                        _mm_storeu_pd(r + j, _mm_add_pd(_mm_loadu_pd(r + j),
+                                                        _mm_mul_pd(f, _mm_loadu_pd(row2 + j))));
+                }
+            }
+}
+
+static uint64_t mm_run(const struct mfx_args *a, mm_rows_fn rows, int transpose)
+{
+    size_t n = a->size;
+    const double *m1 = (const double *)a->src, *m2 = m1 + n * n;
+    double *res = (double *)a->dst, *t = res + n * n;
+    uint64_t *cursor = (uint64_t *)(t + n * n);
+    if (n == 0 || n % MM_SM)
+        return 0;
+    size_t blocks = n / MM_SM, b = (size_t)(*cursor % blocks);
+    for (uint64_t c = 0; c < a->count; c++) {
+        if (b == 0 && transpose)
+            for (size_t i = 0; i < n; i++)
+                for (size_t j = 0; j < n; j++)
+                    t[i * n + j] = m2[j * n + i];
+        memset(res + b * MM_SM * n, 0, MM_SM * n * sizeof(double));
+        rows(n, b * MM_SM, m1, m2, t, res);
+        if (++b == blocks)
+            b = 0;
+    }
+    *cursor = b;
+    return b;
+}
+
+static uint64_t mm_naive(const struct mfx_args *a) { return mm_run(a, mm_rows_naive, 0); }
+static uint64_t mm_transposed(const struct mfx_args *a) { return mm_run(a, mm_rows_transposed, 1); }
+static uint64_t mm_blocked(const struct mfx_args *a) { return mm_run(a, mm_rows_blocked, 0); }
+static uint64_t mm_blocked_simd(const struct mfx_args *a)
+{
+    return mm_run(a, mm_rows_blocked_simd, 0);
+}
+
+/* src: two n x n matrices; dst: two and the cursor.  Nothing where n is
+ * not a positive multiple of MM_SM (the kernels return 0 untouched). */
+static void mm_footprint(const struct mfx_args *a, struct mfx_footprint *f)
+{
+    size_t n = a->size, two = SIZE_MAX;
+    if (n == 0 || n % MM_SM)
+        return;
+    if (n <= 0x10000000)                     /* 2 * n * n * 8 fits in 64 bits */
+        two = 2 * n * n * 8;
+    f->src_bytes = two;
+    f->dst_bytes = mfx_sat_add(two, 8);
+}
+
+#define MM_ROW(NAME, DOC)                                                         \
+    {                                                                             \
+        .name = #NAME, .group = "layout", .isa = "", .fn = NAME,                  \
+        .footprint = mm_footprint,                                                \
+        .read_per_byte = 0, .write_per_byte = 0, .read_fixed = 0, .write_fixed = 0, \
+        .ops_per_iter = 1, .op = "row_block", .doc = DOC,                         \
+    }
+
+/* ---- page faults: fresh anonymous memory (fill_alloc rows) ----------- */
+
+#define FAULT_CHECK 2u          /* aux bit (fill_alloc's ALLOC_CHECK): return non-zero bytes seen */
+#define FAULT_HUGE (2u << 20)   /* x86-64 PMD page (Intel SDM Vol. 3A 4.5) */
+
+/* count times: map size bytes, obtain them (a write per 4 KiB page, or
+ * MAP_POPULATE), unmap.  mfx_fault_thp aligns the mapping to 2 MiB and asks
+ * for transparent huge pages first, so each 2 MiB takes one fault (where
+ * THP is enabled; madvise(2) MADV_HUGEPAGE).  Returns the non-zero bytes
+ * seen with FAULT_CHECK (fresh memory must be zero), UINT64_MAX when a
+ * mapping fails. */
+static uint64_t fault_kernel(const struct mfx_args *a, int huge, int populate)
+{
+    size_t n = a->size ? a->size : 1;
+    size_t len = huge ? n + FAULT_HUGE : n;
+    uint64_t bad = 0;
+    for (uint64_t c = 0; c < a->count; c++) {
+        char *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | (populate ? MAP_POPULATE : 0), -1, 0);
+        if (m == MAP_FAILED)
+            return UINT64_MAX;
+        char *p = m;
+        if (huge) {
+            p = (char *)(((uintptr_t)m + FAULT_HUGE - 1) & ~(uintptr_t)(FAULT_HUGE - 1));
+            madvise(p, n, MADV_HUGEPAGE);
+        }
+        if (a->aux & FAULT_CHECK)
+            for (size_t i = 0; i < n; i++)
+                bad += p[i] != 0;
+        for (size_t i = 0; i < n; i += 4096)
+            ((volatile char *)p)[i] = 1;
+        ((volatile char *)p)[n - 1] = 1;
+        munmap(m, len);
+    }
+    return bad;
+}
+
+static uint64_t fault_mmap_thp(const struct mfx_args *a) { return fault_kernel(a, 1, 0); }
+static uint64_t fault_map_populate(const struct mfx_args *a) { return fault_kernel(a, 0, 1); }
+
+#define LOAD_ROW(W, ISA)                                                          \
+    {                                                                             \
+        .name = "mis_load_" #W, .group = "layout", .isa = ISA, .fn = mis_load_##W, \
+        .footprint = foot_load_##W,                                               \
+        .read_per_byte = 0, .write_per_byte = 0, .read_fixed = 8 * W,             \
+        .write_fixed = 0, .ops_per_iter = 8, .op = "load",                        \
+        .doc = "8 independent " #W "-byte loads at src + aux per iteration",      \
+    }
+#define STORE_ROW(W, ISA)                                                         \
+    {                                                                             \
+        .name = "mis_store_" #W, .group = "layout", .isa = ISA, .fn = mis_store_##W, \
+        .footprint = foot_dst_##W,                                                \
+        .read_per_byte = 0, .write_per_byte = 0, .read_fixed = 0,                 \
+        .write_fixed = 8 * W, .ops_per_iter = 8, .op = "store",                   \
+        .doc = "8 " #W "-byte stores of the pattern value at dst + aux per iteration", \
+    }
+#define LAT_ROW(W, ISA)                                                           \
+    {                                                                             \
+        .name = "mis_lat_" #W, .group = "layout", .isa = ISA, .fn = mis_lat_##W,  \
+        .footprint = foot_dst_##W,                                                \
+        .read_per_byte = 0, .write_per_byte = 0, .read_fixed = W,                 \
+        .write_fixed = 0, .ops_per_iter = 1, .op = "step",                        \
+        .doc = "dependent " #W "-byte loads at dst + aux (a one-element chain it writes)", \
+    }
+
+const struct mfx_kernel mfx_kernels_layout[] = {
+    LOAD_ROW(4, ""), LOAD_ROW(8, ""), LOAD_ROW(16, ""), LOAD_ROW(32, "avx"), LOAD_ROW(64, "avx"),
+    STORE_ROW(4, ""), STORE_ROW(8, ""), STORE_ROW(16, ""), STORE_ROW(32, "avx"),
+    STORE_ROW(64, "avx"),
+    LAT_ROW(4, ""), LAT_ROW(8, ""), LAT_ROW(16, ""), LAT_ROW(32, "avx"), LAT_ROW(64, "avx"),
+    {
+        .name = "col_sum", .group = "layout", .isa = "", .fn = col_sum,
+        .footprint = col_sum_footprint,
+        .read_per_byte = 1, .write_per_byte = 0, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "column",
+        .doc = "sum one column of an n x n double matrix (n = size / 8, leading dimension aux) per iteration",
+    },
+    {
+        .name = "fault_mmap_thp", .group = "fill_alloc", .isa = "", .fn = fault_mmap_thp,
+        .footprint = mfx_footprint_none,
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "call",
+        .doc = "mmap size (2 MiB aligned, MADV_HUGEPAGE), write one byte per 4 KiB page, munmap",
+    },
+    {
+        .name = "fault_map_populate", .group = "fill_alloc", .isa = "", .fn = fault_map_populate,
+        .footprint = mfx_footprint_none,
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0,
+        .ops_per_iter = 1, .op = "call",
+        .doc = "mmap size with MAP_POPULATE, write one byte per 4 KiB page, munmap",
+    },
+    MM_ROW(mm_naive, "8 rows of res = mul1 x mul2 (n = size), i-j-k loops: mul2 read down columns"),
+    MM_ROW(mm_transposed, "8 rows of res = mul1 x transpose(mul2), transposed at row 0"),
+    MM_ROW(mm_blocked, "8 rows of res = mul1 x mul2 in 8 x 8 tiles (one line of doubles)"),
+    MM_ROW(mm_blocked_simd, "8 rows in 8 x 8 tiles, SSE2 pairs, prefetchnta of mul1's next row"),
+    {0},
+};

@@ -1,0 +1,316 @@
+"""Cache associativity: how many lines one set holds, how many sets there are,
+and what a power-of-two leading dimension costs.
+
+Seed 004 (Drepper, "What every programmer should know about memory", 3.3.1
+"Size vs Associativity" and 3.3.4 "Cache Associativity Effects"): M lines
+spaced `stride` bytes apart share the sets whose index bits the stride
+leaves alone.  Once the stride reaches a cache's way size (sets x line) all
+M lines fall into one set, and a random chase through them stays fast only
+while M <= ways.  Below the way size the lines spread over way_size/stride
+sets and the capacity is ways x way_size / stride.  So, per stride, the
+largest M still served by a level gives: ways = the smallest such capacity,
+way size = the smallest stride that reaches it, sets = way size / line.
+
+A level "serves" a chase when its time per load stays below the geometric
+mean of that level's latency and the next one's (from reference chases:
+a chain of one line for L1, random chains of half the L2 and of 4x the L2
+for L2 and the next level).  Lines <= 64 keep every chain inside a 72-entry
+L1 TLB's reach at strides up to 4 KiB... and inside a page walk's cheap
+range above it, so TLB steps do not pass for set overflows.  Buffers ask for
+transparent huge pages so that the physical index bits of the L2 follow the
+virtual ones (true on bare metal; a VM's host may still map guest huge
+pages with 4 KiB pages, which the answer then cannot see through).
+
+The practical answer: summing the columns of a 1024x1024 row-major double
+matrix (leading dimension 1024: a column's 1024 lines fall into few sets)
+vs the same matrix with the leading dimension padded to 1032.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import answers as ans
+from ..answers import Question
+from ..errors import ParamError
+from ..plotspec import PlotSpec
+from ..units import format_size
+from .base import Experiment, Param, Point, Trial, register
+
+LINE = 64
+PARTS = ("stride", "matrix")
+REF_LEVELS = ("l2", "beyond_l2")
+
+
+def _cache(machine, level):
+    for c in machine.get("caches", []) or []:
+        if c.get("level") == level and c.get("type") in ("Data", "Unified"):
+            return c
+    return None
+
+
+def capacity(lines, ns, threshold):
+    """The largest line count served below `threshold` ns: the point before
+    the first of two consecutive points above it (one stray sample does not
+    end a plateau); the largest count measured when none is.  Returns
+    (capacity, saturated): saturated = False when no point crossed."""
+    order = np.argsort(lines)
+    m = np.asarray(lines)[order]
+    y = np.asarray(ns, float)[order]
+    for i in range(len(m)):
+        if y[i] > threshold and (i + 1 == len(m) or y[i + 1] > threshold):
+            return (int(m[i - 1]) if i else 0), True
+    return int(m[-1]), False
+
+
+def ways_and_sets(curves, threshold, line=LINE):
+    """From {stride: (lines, ns)}: (ways, way size in bytes, sets, per-stride
+    capacities).  ways = the smallest capacity over the strides that
+    crossed; the way size = the smallest stride reaching it.  None where the
+    curves do not say."""
+    caps = {s: capacity(x, y, threshold) for s, (x, y) in sorted(curves.items()) if len(x) >= 2}
+    crossed = {s: c for s, (c, sat) in caps.items() if sat and c > 0}
+    if not crossed:
+        return None, None, None, caps
+    ways = min(crossed.values())
+    way_size = min(s for s, c in crossed.items() if c == ways)
+    # the way size is only pinned when a stride below it shows a larger capacity
+    smaller = [s for s in caps if s < way_size]
+    sets = way_size // line if smaller else None
+    return ways, way_size, sets, caps
+
+
+@register
+class Assoc(Experiment):
+    name = "assoc"
+    order = 72
+    title = "Cache associativity and power-of-two strides"
+    question = ("How many ways and sets do L1d and L2 have, and what does a power-of-two "
+                "leading dimension cost?")
+    seeds = ("004",)
+    arms = ("chase", "ld_pow2", "ld_padded")
+    params = [
+        Param("parts", "list:str", list(PARTS), "stride (ways and sets) and/or matrix "
+              "(column sums with a power-of-two vs padded leading dimension)", "stride",
+              choices=PARTS),
+        Param("strides", "list:size", [1 << k for k in range(10, 20)],
+              "distances between the chased lines, bytes (powers of two)", "4K,128K",
+              minimum=LINE, maximum=1 << 24),
+        Param("lines", "list:int", list(range(1, 21)) + [24, 28, 32, 40, 48, 56, 64],
+              "lines chased per stride", "4,8,9,16", minimum=1, maximum=64),
+        Param("matrix_n", "int", 1024, "matrix part: rows and columns of the double matrix",
+              "512", minimum=16, maximum=8192),
+        Param("pad", "int", 8, "matrix part: elements added to the leading dimension of the "
+              "padded arm", "16", minimum=1, maximum=1024),
+    ]
+    presets = {
+        "quick": {"samples": 5, "min_sample_ms": 0.3,
+                  "strides": "2K,4K,8K,128K,256K",
+                  "lines": "1,2,4,6,7,8,9,10,12,16,17,24,32,48,64"},
+        "full": {"samples": 11},
+    }
+    questions = (
+        Question("assoc.l1_ways", "How many lines does one L1d set hold (associativity)?",
+                 "ways", "004", "the fewest lines at any stride that a chase keeps below the "
+                 "L1/L2 latency midpoint; compared with sysfs ways_of_associativity",
+                 headline=True),
+        Question("assoc.l1_sets", "How many sets does the L1d have?", "sets", "004",
+                 "smallest stride at which the L1 capacity falls to its ways, / line size; "
+                 "compared with sysfs number_of_sets"),
+        Question("assoc.l2_ways", "How many lines does one L2 set hold?", "ways", "004",
+                 "as l1_ways, at the L2/next-level latency midpoint"),
+        Question("assoc.l2_sets", "How many sets does the L2 have?", "sets", "004",
+                 "as l1_sets, for the L2"),
+        Question("assoc.leading_dimension", "How much slower is summing a column of a "
+                 "1024x1024 double matrix than of the same matrix with a padded leading "
+                 "dimension (1032)?", "ratio", "004",
+                 "ratio of medians ns per element, ld = n vs ld = n + pad"),
+    )
+    plots = (
+        PlotSpec("stride", "random chase of M lines spaced `stride` apart", kind="curve",
+                 x="lines", series=("stride_bytes",), select={"part": "stride"}, log_y=True,
+                 xlabel="lines chased", ylabel="ns per load"),
+        PlotSpec("matrix", "column sums: power-of-two vs padded leading dimension",
+                 kind="bars", x="arm", series=("n",), select={"part": "matrix"},
+                 xlabel="leading dimension", ylabel="ns per column"),
+    )
+
+    # -- plan --
+    def plan(self, params, machine):
+        pts = []
+        if "stride" in params["parts"]:
+            for s in params["strides"]:
+                if s & (s - 1):
+                    raise ParamError(f"strides: {format_size(s)}B is not a power of two")
+            l2 = (_cache(machine, 2) or {}).get("size_bytes") or (1 << 20)
+            pts += [Point("chase", {"part": "ref", "level": lv,
+                                    "size_bytes": l2 // 2 if lv == "l2" else 4 * l2})
+                    for lv in REF_LEVELS]
+            pts += [Point("chase", {"part": "stride", "stride_bytes": s, "lines": m})
+                    for s in sorted(set(params["strides"])) for m in sorted(set(params["lines"]))]
+        if "matrix" in params["parts"]:
+            n = params["matrix_n"]
+            pts += [Point(arm, {"part": "matrix", "n": n, "ld": n + (arm == "ld_padded")
+                                * params["pad"]}) for arm in ("ld_pow2", "ld_padded")]
+        return pts
+
+    def estimate_seconds(self, params, machine):
+        return 2 + len(self.plan(params, machine)) * (params["samples"] * 3
+                                                      * params["min_sample_ms"] / 1000 + 0.01)
+
+    # -- one trial --
+    def prepare(self, point, params, lab):
+        p = point.params
+        rng = np.random.default_rng([params["seed"], p.get("lines", 0), p.get("stride_bytes", 0)])
+        if p["part"] == "matrix":
+            n, ld = p["n"], p["ld"]
+            m = lab.buffer(n * ld * 8)
+            view = np.frombuffer(m.buffer, dtype=np.float64, count=n * ld, offset=m.offset)
+            view[:] = np.arange(n * ld) % 7
+            del view
+            out = lab.buffer(8)
+            return Trial("col_sum", src=m, dst=out, size=n * 8, aux=ld,
+                         warmup=n, extra={"elements_per_column": n})
+        if p["part"] == "ref":
+            elem = LINE
+            n = p["size_bytes"] // elem
+        else:
+            elem, n = p["stride_bytes"], p["lines"]
+        region = lab.buffer(n * elem, hugepages=True)
+        chain = lab.link_chain(region, elem, n, rng.permutation(n).astype(np.int32))
+        extra = {}
+        share = lab.huge_page_share(region)
+        if share is not None:
+            extra["huge_page_share"] = round(share, 3)
+        return Trial("chase_ptr", src=chain, resume=True, warmup=max(4 * n, 64), extra=extra)
+
+    def verify(self, lab, params):
+        """col_sum returns the exact total of every element of the columns it
+        summed (small integers, so any order sums exactly) for several leading
+        dimensions and column counts."""
+        for n, ld, count in ((3, 3, 3), (5, 8, 7), (16, 24, 40), (64, 64, 64)):
+            # an n x n matrix in rows of ld elements
+            m = lab.buffer(n * ld * 8)
+            view = np.frombuffer(m.buffer, dtype=np.float64, count=n * ld, offset=m.offset)
+            view[:] = np.arange(n * ld) % 7
+            cols = [k % n for k in range(count)]
+            want = float(sum(view.reshape(n, ld)[:, c].sum() for c in cols))
+            del view
+            out = lab.buffer(8)
+            stop = lab.call(Trial("col_sum", src=m, dst=out, size=n * 8, aux=ld), count)
+            got = np.frombuffer(out.buffer, dtype=np.float64, count=1, offset=out.offset)[0]
+            if got != want or stop != count % n:
+                raise AssertionError(f"col_sum n={n} ld={ld}: {got} != {want}")
+        lab.release()
+
+    # -- analysis --
+    def analyze(self, data):
+        out = self._stride_answers(data)
+        out.append(self._matrix_answer(data))
+        return out
+
+    def _stride_answers(self, data):
+        qs = [self.declared(n) for n in ("l1_ways", "l1_sets", "l2_ways", "l2_sets")]
+        pts = [p for p in data.points if p["params"].get("part") == "stride" and p["n"]
+               and p["median"]]
+        refs = {p["params"]["level"]: p for p in data.points
+                if p["params"].get("part") == "ref" and p["n"] and p["median"]}
+        one = [p["median"] for p in pts if p["params"]["lines"] == 1]
+        if not pts or not one:
+            return [ans.not_measured(q, "the stride part was not measured (or not at 1 line)")
+                    for q in qs]
+        lat = {"l1": float(np.median(one))}
+        lat.update({k: v["median"] for k, v in refs.items()})
+        curves = {}
+        for p in pts:
+            c = curves.setdefault(p["params"]["stride_bytes"], ([], []))
+            c[0].append(p["params"]["lines"])
+            c[1].append(p["median"])
+        line = data.machine.get("line_bytes") or LINE
+        shares = [p["counters"].get("huge_page_share") for p in pts
+                  if (p.get("counters") or {}).get("huge_page_share") is not None]
+        out = []
+        for level, (qw, qs_), lo, hi in ((1, qs[:2], "l1", "l2"), (2, qs[2:], "l2", "beyond_l2")):
+            if lo not in lat or hi not in lat:
+                reason = f"needs the {hi} reference chase"
+                out += [ans.not_measured(qw, reason), ans.not_measured(qs_, reason)]
+                continue
+            threshold = math.sqrt(lat[lo] * lat[hi])
+            ways, way_size, sets, caps = ways_and_sets(curves, threshold, line)
+            sysfs = _cache(data.machine, level) or {}
+            details = [{"label": f"stride {format_size(s)}B", "stride_bytes": s,
+                        "value": c, "unit": "lines", "ci_low": None, "ci_high": None,
+                        "crossed": sat} for s, (c, sat) in caps.items()]
+            details.append({"label": "threshold", "value": threshold, "unit": "ns",
+                            "ci_low": None, "ci_high": None, f"{lo}_ns": lat[lo],
+                            f"{hi}_ns": lat[hi]})
+            name = "L1d" if level == 1 else "L2"
+            if ways is None:
+                reason = (f"no stride's chase of up to {max(max(c[0]) for c in curves.values())} "
+                          f"lines left the {name} (threshold {threshold:.2f} ns)")
+                if level == 2:
+                    reason += ("; lines a way-size apart still spread over many L2 sets, so the "
+                               "physical index bits above the page offset do not follow the "
+                               "virtual ones (no huge pages, or a VM host that maps guest huge "
+                               "pages with 4 KiB pages)")
+                    if shares:
+                        reason += f"; huge-page share {min(shares):.0%}..{max(shares):.0%}"
+                out += [ans.not_measured(qw, reason), ans.not_measured(qs_, reason)]
+                continue
+            hp = (f"; huge-page share {min(shares):.0%}..{max(shares):.0%}"
+                  if level == 2 and shares else "")
+            rep_w = sysfs.get("ways")
+            out.append(ans.Answer(
+                qw.id, ans.MEASURED,
+                f"at strides of {format_size(way_size)}B and more, {ways} lines stay in the "
+                f"{name} and {ways + 1} do not (time per load crosses {threshold:.2f} ns, between "
+                f"the {name}'s {lat[lo]:.2f} ns and the next level's {lat[hi]:.2f} ns); sysfs "
+                f"says {rep_w if rep_w else 'nothing'}" + hp,
+                value=float(ways), evidence=ans.evidence_keys(
+                    [p for p in pts if p["params"]["stride_bytes"] == way_size]),
+                details=details + [{"label": "sysfs ways_of_associativity", "value": rep_w,
+                                    "unit": "ways", "ci_low": None, "ci_high": None}],
+                estimator="capacity at the way-size stride: the line count before two "
+                          "consecutive points above the latency midpoint"))
+            rep_s = sysfs.get("sets")
+            if sets is None:
+                out.append(ans.not_measured(qs_, f"the smallest stride measured "
+                                                  f"({format_size(min(curves))}B) already holds "
+                                                  f"only {ways} lines: the way size is at most "
+                                                  f"that; measure smaller strides"))
+                continue
+            out.append(ans.Answer(
+                qs_.id, ans.MEASURED,
+                f"the {name} capacity falls to {ways} lines from a stride of "
+                f"{format_size(way_size)}B on, so a way spans {format_size(way_size)}B: "
+                f"{sets} sets of {line} B lines; sysfs says {rep_s if rep_s else 'nothing'}" + hp,
+                value=float(sets), evidence=ans.evidence_keys(
+                    [p for p in pts if p["params"]["stride_bytes"] in (way_size, way_size // 2)]),
+                details=details + [{"label": "sysfs number_of_sets", "value": rep_s,
+                                    "unit": "sets", "ci_low": None, "ci_high": None}],
+                estimator="way size (smallest stride whose capacity equals the ways) / line"))
+        return out
+
+    def _matrix_answer(self, data):
+        q = self.declared("leading_dimension")
+        by = {p["arm"]: p for p in data.points if p["params"].get("part") == "matrix"
+              and p["n"] and p["median"]}
+        if "ld_pow2" not in by or "ld_padded" not in by:
+            return ans.not_measured(q, "needs both leading dimensions of the matrix part")
+        a, b = by["ld_pow2"], by["ld_padded"]
+        n = a["params"]["n"]
+        e = ans.effect(q, a["values"], b["values"], "",
+                       evidence=[ans.point_key(a), ans.point_key(b)])
+        per = lambda p: p["median"] / n
+        e.details = [{"label": f"ld = {p['params']['ld']}", "ld": p["params"]["ld"],
+                      "value": per(p), "unit": "ns per element", "ci_low": p["ci_low"] / n,
+                      "ci_high": p["ci_high"] / n} for p in (a, b)]
+        verdict = ("a power-of-two leading dimension is slower: pad the rows"
+                   if e.verdict == "detected" and e.value > 1 else
+                   "no slowdown to speak of here" if e.verdict != "detected" else
+                   "the padded matrix is the slower one here")
+        e.because = (f"summing columns of a {n}x{n} double matrix takes {per(a):.2f} ns per "
+                     f"element with ld = {a['params']['ld']} and {per(b):.2f} ns with ld = "
+                     f"{b['params']['ld']} ({e.value:.2f}x); {verdict}")
+        return e

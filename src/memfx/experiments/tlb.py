@@ -1,0 +1,294 @@
+"""TLB reach and page-walk cost: one load per page over N pages.
+
+Seed 004 (Drepper, "What every programmer should know about memory", 3.3.2
+"TLB Influence for Sequential Read" and "Page-Wise Randomization"): a chain
+that visits N pages in random order, one line in each, so every load needs a
+translation and the lines themselves stay few.  The time per load steps up
+when N passes the L1 data TLB's entries (an L2 TLB hit is added) and again
+past the L2 TLB's (a page walk is added).  Knees near a cache's capacity in
+lines (one line per page; sysfs) are cache steps; the others are TLB reach.
+The same chain on transparent huge pages is the control: on bare metal its
+curve shows the cache steps alone; in a VM whose host maps guest memory with
+4 KiB pages it takes the TLB steps too (the TLB caches the combined
+translation at the host's page size), which the answer then says.
+
+Layout: element e of the chain starts at e * (4096 + 64) bytes, so each
+element's pointer sits in a page of its own and the line offset inside the
+page moves on by one line per element (64 offsets in turn): the lines spread
+over every set of a 4 KiB-indexed L1d instead of piling into one.
+
+Arms: 4k (base pages) and thp (madvise(MADV_HUGEPAGE)), interleaved per N.
+Compared with CPUID's TLB fields (machine.cpuid_tlb) where it reports them.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import answers as ans
+from .. import stats
+from ..answers import LOWER, Question
+from ..errors import ParamError
+from ..plotspec import PlotSpec
+from ..units import format_size
+from .base import Experiment, Param, Point, Trial, register
+
+PAGE = 4096          # x86-64 base page (Intel SDM Vol. 3A 4.5; AMD APM Vol. 2 5.3)
+LINE = 64
+ELEMENT = PAGE + LINE
+# A knee of the 4 KiB curve within this factor of a knee of the huge-page
+# curve (or of a cache's capacity in lines) is a cache step, not a TLB's.
+CACHE_KNEE_FACTOR = 2.0
+
+
+def element_offsets(n):
+    """(page index, line offset in the page) of each of n elements' pointers."""
+    starts = np.arange(n, dtype=np.int64) * ELEMENT
+    return starts // PAGE, starts % PAGE
+
+
+def page_grid(lo, hi, per_octave, anchors=()):
+    """Geometric page counts from lo to hi, plus 0.75x and 1.5x each anchor."""
+    n = max(1, int(round(math.log2(hi / lo) * per_octave)))
+    out = {int(round(lo * 2 ** (i / per_octave))) for i in range(n + 1)} | {int(hi)}
+    for a in anchors:
+        for f in (0.75, 1.5):
+            if lo <= int(a * f) <= hi:
+                out.add(int(a * f))
+    return sorted(out)
+
+
+def _cache_lines(machine):
+    """Capacity in lines of each data/unified cache sysfs reports."""
+    out = []
+    for c in machine.get("caches", []) or []:
+        if c.get("type") in ("Data", "Unified") and c.get("size_bytes"):
+            out.append(c["size_bytes"] // (c.get("line_bytes") or LINE))
+    return out
+
+
+def _near(x, ys, factor=CACHE_KNEE_FACTOR):
+    return any(y and abs(math.log2(x / y)) < math.log2(factor) for y in ys)
+
+
+def tlb_knees(curve4k, cache_lines=()):
+    """The knees (page counts) of the 4 KiB curve that are TLB reach.
+
+    curve4k: (page counts, ns per load).  Knees come from stats.find_levels;
+    a knee within CACHE_KNEE_FACTOR of a cache's capacity in lines (one line
+    per page) is a cache step and left out.  Returns (tlb, levels): tlb =
+    [(index into levels, level)] whose knee is a TLB's, in order."""
+    levels = stats.find_levels(*curve4k)
+    tlb = [(i, lv) for i, lv in enumerate(levels[:-1])
+           if lv.knee_size and not _near(lv.knee_size, cache_lines)]
+    return tlb, levels
+
+
+def shared_knee(knee, curve_huge):
+    """Whether the huge-page curve steps within CACHE_KNEE_FACTOR of knee
+    (in a VM whose host backs guest memory with 4 KiB pages, guest huge
+    pages do not enlarge the TLB's reach: both curves step alike)."""
+    if curve_huge is None or len(curve_huge[0]) < 3:
+        return None
+    huge = [lv.knee_size for lv in stats.find_levels(*curve_huge)[:-1] if lv.knee_size]
+    return _near(knee, huge)
+
+
+@register
+class Tlb(Experiment):
+    name = "tlb"
+    order = 70
+    title = "TLB reach and page-walk cost"
+    question = ("How many pages do the L1 and L2 data TLBs cover, and what does a page walk "
+                "add to a load?")
+    seeds = ("004",)
+    arms = ("4k", "thp")
+    params = [
+        Param("min_pages", "int", 8, "fewest pages visited", "16", minimum=2, maximum=1 << 20),
+        Param("max_pages", "int", 65536, "most pages visited (64 Ki pages = 260 MiB of chain)",
+              "32768", minimum=4, maximum=1 << 20),
+        Param("per_octave", "int", 4, "page counts per doubling (geometric steps)", "6",
+              minimum=1, maximum=16),
+        Param("pages", "list:str", ["4k", "thp"], "page sizes: 4k and/or thp (transparent huge "
+              "pages, the control without TLB misses)", "4k", choices=("4k", "thp")),
+    ]
+    presets = {
+        # 16 Ki pages: 5x past a 3 Ki-entry L2 TLB, 65 MiB of chain per arm
+        "quick": {"samples": 5, "min_sample_ms": 0.3, "per_octave": 3, "min_pages": 16,
+                  "max_pages": 16384},
+        "full": {"samples": 11, "per_octave": 6},
+    }
+    questions = (
+        Question("tlb.l1_entries", "How many 4 KiB translations does the L1 data TLB hold?",
+                 "entries", "004", "first knee of the 4 KiB curve (pages visited, "
+                 "stats.find_levels) away from every cache's capacity in lines; CI = the "
+                 "bracketing page counts", headline=True),
+        Question("tlb.l2_entries", "How many 4 KiB translations does the L2 TLB hold?",
+                 "entries", "004", "second such knee; CI = the bracketing page counts"),
+        Question("tlb.walk_ns", "What does a page walk add to a load, over an L2 TLB hit?",
+                 "ns", "004", "the step of the 4 KiB curve at the L2 TLB's knee: median of the "
+                 "first two page counts after it minus the plateau before (bootstrap CI of the "
+                 "difference)",
+                 better=LOWER),
+    )
+    plots = (
+        PlotSpec("reach", "one load per page, pages in random order: 4 KiB vs huge pages",
+                 kind="curve", x="page_count", series=("arm",), log_x=True, log_y=True,
+                 xlabel="pages visited (one line each)", ylabel="ns per load"),
+    )
+
+    # -- plan --
+    def plan(self, params, machine):
+        lo, hi = params["min_pages"], params["max_pages"]
+        if lo >= hi:
+            raise ParamError(f"min_pages ({lo}) must be below max_pages ({hi})")
+        region = hi * ELEMENT
+        avail = (machine.get("memory") or {}).get("available_bytes")
+        arms = [a for a in self.arms if a in params["pages"]]
+        if avail and len(arms) * region > avail * 0.8:
+            raise ParamError(f"max_pages {hi} does not fit: {len(arms)} arms need "
+                             f"{format_size(len(arms) * region)} and {format_size(avail)} is "
+                             f"available")
+        from .. import machine as mach
+        anchors = [e for e in (mach.tlb_entries(machine, 1), mach.tlb_entries(machine, 2)) if e]
+        return [Point(arm, {"page_count": n}) for n in page_grid(lo, hi, params["per_octave"],
+                                                                 anchors)
+                for arm in arms]
+
+    def estimate_seconds(self, params, machine):
+        pts = self.plan(params, machine)
+        return 2 + len(pts) * (params["samples"] * 3 * params["min_sample_ms"] / 1000 + 0.05)
+
+    # -- one trial --
+    def prepare(self, point, params, lab):
+        n = point.params["page_count"]
+        huge = point.arm == "thp"
+        region = lab.buffer(n * ELEMENT, align=PAGE, hugepages=huge)
+        order = np.random.default_rng([params["seed"], n]).permutation(n).astype(np.int32)
+        chain = lab.link_chain(region, ELEMENT, n, order)
+        extra = {"elements": n}
+        if huge:
+            share = lab.huge_page_share(region)
+            if share is not None:
+                extra["huge_page_share"] = round(share, 3)
+        return Trial("chase_ptr", src=chain, metric="time", difference=True, resume=True,
+                     warmup=min(2 * n, 1 << 20), extra=extra)
+
+    def verify(self, lab, params):
+        """Each element's pointer sits in a page of its own, and the line
+        offsets go round all 64 lines of a page."""
+        pages, offsets = element_offsets(4096)
+        if len(set(pages.tolist())) != 4096 or set(offsets.tolist()) != set(range(0, PAGE, LINE)):
+            raise AssertionError("tlb chain layout: elements share pages or miss line offsets")
+
+    # -- analysis --
+    def analyze(self, data):
+        q1, q2, qw = (self.declared(n) for n in ("l1_entries", "l2_entries", "walk_ns"))
+        curves = {}
+        for arm in self.arms:
+            pts = sorted((p for p in data.points if p["arm"] == arm and p["n"] and p["median"]),
+                         key=lambda p: p["params"]["page_count"])
+            if len(pts) >= 3:
+                curves[arm] = pts
+        if "4k" not in curves:
+            reason = "needs the 4k arm at three page counts or more"
+            return [ans.not_measured(q, reason) for q in (q1, q2, qw)]
+        pts4 = curves["4k"]
+        huge = curves.get("thp")
+        xy = lambda pts: ([p["params"]["page_count"] for p in pts], [p["median"] for p in pts])
+        tlb, levels = tlb_knees(xy(pts4), _cache_lines(data.machine))
+        from .. import machine as mach
+        reported = {1: mach.tlb_entries(data.machine, 1), 2: mach.tlb_entries(data.machine, 2)}
+        huge_by_n = {p["params"]["page_count"]: p for p in huge or []}
+        # chains of two huge pages or more (a smaller mapping cannot get one)
+        share = [p["counters"].get("huge_page_share") for p in huge or []
+                 if p.get("counters", {}).get("huge_page_share") is not None
+                 and p["params"]["page_count"] * ELEMENT >= 4 << 20]
+        details = [{"label": f"level {i + 1}", "value": lv.latency_ns, "unit": "ns",
+                    "first_pages": lv.first_size, "last_pages": lv.last_size,
+                    "knee_pages": lv.knee_size, "tlb_knee": any(j == i for j, _ in tlb),
+                    "ci_low": None, "ci_high": None} for i, lv in enumerate(levels)]
+        out = []
+        for k, q in ((0, q1), (1, q2)):
+            if len(tlb) <= k:
+                out.append(ans.not_measured(q, f"the 4 KiB curve shows {len(tlb)} knee(s) that "
+                                               f"are not cache steps; level {k + 1} needs "
+                                               f"{k + 1}: its reach may lie outside "
+                                               f"{pts4[0]['params']['page_count']}.."
+                                               f"{pts4[-1]['params']['page_count']} pages"))
+                continue
+            i, lv = tlb[k]
+            after = levels[i + 1]
+            rep = reported[k + 1]
+            cmp = (f"; CPUID reports {rep} entries ({lv.knee_size / rep:.2f}x)" if rep
+                   else "; CPUID reports no figure for it")
+            shared = shared_knee(lv.knee_size, xy(huge) if huge else None)
+            control = ("" if shared is None else
+                       "; the huge-page curve takes the same step (guest huge pages that the "
+                       "host maps with 4 KiB pages keep 4 KiB TLB entries)" if shared else
+                       "; the huge-page curve does not take it")
+            a = ans.Answer(q.id, ans.MEASURED,
+                           f"the time per load steps from {lv.latency_ns:.2f} to "
+                           f"{after.latency_ns:.2f} ns at about {lv.knee_size} pages (between "
+                           f"{lv.knee_low} and {lv.knee_high}), away from every cache's "
+                           f"capacity in lines{control}{cmp}",
+                           value=float(lv.knee_size), ci_low=lv.knee_low, ci_high=lv.knee_high,
+                           evidence=ans.evidence_keys(
+                               [p for p in pts4 if lv.knee_low <= p["params"]["page_count"]
+                                <= lv.knee_high]),
+                           details=details + [{"label": "CPUID", "value": rep,
+                                               "unit": "entries", "ci_low": None,
+                                               "ci_high": None}],
+                           estimator="knee of stats.find_levels (midpoint crossing in "
+                                     "log2 pages); CI = last page count on the plateau before "
+                                     "and first on the one after")
+            out.append(a)
+        out.append(self._walk_answer(qw, tlb, levels, pts4, huge_by_n, share))
+        return out
+
+    def _walk_answer(self, q, tlb, levels, pts4, huge_by_n, share):
+        if len(tlb) < 2:
+            return ans.not_measured(q, "needs the L2 TLB's knee (two TLB knees on the 4 KiB "
+                                       "curve)")
+        i, before = tlb[1]
+        after = levels[i + 1]
+        on = lambda lv: [p for p in pts4
+                         if lv.first_size <= p["params"]["page_count"] <= lv.last_size]
+        # just past the knee: the page tables themselves still sit in the
+        # caches (further out their lines leave too and the walk grows)
+        pb, pa = on(before), on(after)[:2]
+        vb, va = ans.pooled_values(pb), ans.pooled_values(pa)
+        if vb.size == 0 or va.size == 0:
+            return ans.not_measured(q, "no samples on the plateaus around the L2 TLB's knee")
+        d = stats.per_op_difference(vb, va, 0, 1)
+        ratio = [p["cycles_est"] / p["median"] for p in pa if p.get("cycles_est") and p["median"]]
+        cyc = float(np.median(ratio)) * d["value"] if ratio else None
+        enough = min(vb.size, va.size) >= 3
+        thp = [{"label": f"{p['params']['page_count']} pages, 4k - thp",
+                "page_count": p["params"]["page_count"],
+                "value": p["median"] - huge_by_n[p["params"]["page_count"]]["median"],
+                "unit": "ns", "ci_low": None, "ci_high": None, "ns_4k": p["median"],
+                "ns_thp": huge_by_n[p["params"]["page_count"]]["median"]}
+               for p in pa if p["params"]["page_count"] in huge_by_n]
+        hs = (f"; the thp arm got huge pages for {min(share):.0%}..{max(share):.0%} of its "
+              f"chain" if share else "")
+        return ans.Answer(
+            q.id, ans.MEASURED,
+            f"just past {before.knee_size} pages ({', '.join(str(p['params']['page_count']) for p in pa)}) "
+            f"a load takes {float(np.median(va)):.2f} ns instead of {float(np.median(vb)):.2f}: "
+            f"a page walk adds {d['value']:.2f} ns over an L2 TLB hit"
+            + (f" (~{cyc:.0f} cycles, est.)" if cyc else "") + hs,
+            value=d["value"], ci_low=d["ci_low"] if enough else None,
+            ci_high=d["ci_high"] if enough else None,
+            evidence=ans.evidence_keys(pb + pa),
+            details=[{"label": "before the L2 TLB knee", "value": before.latency_ns, "unit": "ns",
+                      "ci_low": None, "ci_high": None, "first_pages": before.first_size,
+                      "last_pages": before.last_size},
+                     {"label": "after the L2 TLB knee", "value": after.latency_ns, "unit": "ns",
+                      "ci_low": None, "ci_high": None, "first_pages": after.first_size,
+                      "last_pages": after.last_size},
+                     {"label": "cycles (est.)", "value": cyc, "unit": "cycles", "ci_low": None,
+                      "ci_high": None}] + thp,
+            estimator="median of the first two points after the L2 TLB knee minus the plateau "
+                      "before it (pooled samples, stats.per_op_difference bootstrap)")
