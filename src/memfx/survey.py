@@ -10,15 +10,12 @@ import time
 
 from .errors import MemfxError
 
-# Experiments run in this order when present (the foundation first); any
-# other registered experiment follows in registration order.
-PREFERRED_ORDER = ["latency", "fill", "copy", "aliasing", "store-forward"]
-
 
 def select(only=None, skip=None):
-    from .experiments import REGISTRY
-    names = [n for n in PREFERRED_ORDER if n in REGISTRY] + \
-            [n for n in REGISTRY if n not in PREFERRED_ORDER]
+    """Experiment names in survey order: each experiment's declared `order`
+    (the foundation first), or the user's order given to --only."""
+    from .experiments import REGISTRY, all_experiments
+    names = [e.name for e in all_experiments()]
     for opt, given in (("--only", only), ("--skip", skip)):
         for n in given or []:
             if n not in REGISTRY:

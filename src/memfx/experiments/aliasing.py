@@ -134,6 +134,7 @@ def find_bands(ratios, penalty_min=PENALTY_MIN, effect_min=None, max_hole=3, max
 @register
 class Aliasing(Experiment):
     name = "aliasing"
+    order = 40
     title = "4K aliasing: copy time vs (dst - src) mod 4096"
     question = ("How much slower are copies and a[i] += b[i] when the destination is just "
                 "past the source modulo 4096, and for which offsets?")
@@ -146,7 +147,7 @@ class Aliasing(Experiment):
                  "per kernel, size and mode, each offset vs its control (same strategy and "
                  "misalignment, dst at 2048 + offset mod 64, interleaved in one cell); offsets "
                  ">= 1.1x with the CI above 1 + effect_min form bands; value: the largest "
-                 "median band slowdown", better=LOWER),
+                 "median band slowdown", better=LOWER, headline=True),
         Question("aliasing.misaligned_dst",
                  "How much slower is a copy whose destination is misaligned within its cache "
                  "line than an aligned one, far from 4K aliasing?", "x", "002",

@@ -60,7 +60,7 @@ FSRC) are named in the step and crossover answers.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -623,6 +623,10 @@ def _questions():
 
 
 QUESTIONS = _questions()
+
+# The seed's own questions: the report opens with a card for each.
+QUESTIONS = tuple(replace(q, headline=True) if q.id in ("copy.rep_movsb_step", "copy.best_strategy")
+                  else q for q in QUESTIONS)
 # question name per op and role
 _QNAME = {
     "copy": {"step": "rep_movsb_step", "best": "best_strategy", "rep": "rep_movsb_crossover",
@@ -934,6 +938,7 @@ def _flag_text(flags):
 @register
 class Copy(Experiment):
     name = "copy"
+    order = 30
     title = "Copy and set strategies vs size"
     question = ("Where does rep movsb/stosb beat store loops, vector loops, libc and "
                 "non-temporal stores on this CPU, in throughput and in latency?")

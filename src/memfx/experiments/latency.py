@@ -23,6 +23,7 @@ its effective capacity, next to the size sysfs reports.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -99,6 +100,9 @@ QUESTIONS = (
               f"ratio of medians random/sequential at the largest working set, >= "
               f"{MEMORY_FROM:g}x the largest cache; verdict by effect_min", NEITHER),
 )
+# The seed's own questions: the report opens with a card for each.
+QUESTIONS = tuple(replace(q, headline=True) if q.id in ("latency.memory", "latency.l3_capacity")
+                  else q for q in QUESTIONS)
 
 
 def chain_links(order):
@@ -171,6 +175,7 @@ def size_grid(lo, hi, per_octave, anchors=()):
 @register
 class Latency(Experiment):
     name = "latency"
+    order = 10
     title = "Load latency vs working-set size"
     question = "How long does a load take in each level of the memory hierarchy, and where does each level end?"
     seeds = ("004",)

@@ -553,6 +553,7 @@ def _isa_ok(isa, machine):
 @register
 class StoreForward(Experiment):
     name = "store-forward"
+    order = 50
     title = "Store-to-load forwarding: entry copies, the forwarding matrix, two stores"
     question = ("When does a load get its bytes from an older store in flight, and what does "
                 "it cost when it cannot (e.g. a 28-byte entry copied with overlapping moves)?")
@@ -564,7 +565,7 @@ class StoreForward(Experiment):
                  "32-byte one, as in the seed?", "x", SEED,
                  "ratio of medians of ns per entry, 28 vs 32 bytes, moves of up to 16 bytes, in "
                  "the seed's append loop (the dependent copy loop when append was not run)",
-                 better=LOWER),
+                 better=LOWER, headline=True),
         Question("store_forward.failing_entry_sizes",
                  "Which entry sizes fail to forward when copied the way compilers do, and what "
                  "does a failure cost?", "x", SEED,

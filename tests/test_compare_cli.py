@@ -1,0 +1,56 @@
+"""memfx compare end to end: two runs on one machine share a machine id and
+compare unchanged; a copy whose latency samples are 1.5x slower regresses."""
+import json
+
+from conftest import run_cli
+
+TINY = ["--set", "max_size=64K", "--set", "samples=5", "--set", "min_sample_ms=0.05",
+        "--set", "per_octave=2", "--set", "refine=false"]
+
+
+def _run(db):
+    p = run_cli("run", "latency", *TINY, "--json", db=db)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def test_compare_runs_machine_id_and_a_regression(tmp_path):
+    db = str(tmp_path / "c.db")
+    a, b = _run(db), _run(db)
+    assert a["machine_id"] == b["machine_id"] and a["machine_id"].startswith("m-")
+    p = run_cli("compare", a["run_id"], b["run_id"], "--threshold", "60%", "--json", db=db)
+    assert p.returncode == 0, p.stdout + p.stderr
+    doc = json.loads(p.stdout)
+    assert {r["question"] for r in doc["rows"]} >= {"latency.l1d", "latency.memory"}
+    assert not doc["regressed"]
+
+    # a copy of run A with every sample 1.5x slower, imported as another run
+    raw = tmp_path / "a.json"
+    assert run_cli("export", a["run_id"], "--format", "raw", "-o", str(raw), db=db).returncode == 0
+    slow = json.loads(raw.read_text())
+    slow["run"]["id"] = a["run_id"] + "-slow"
+    for s in slow["samples"]:
+        for key in ("value", "ns", "ticks", "cycles_est"):
+            if isinstance(s.get(key), (int, float)):
+                s[key] = round(s[key] * 1.5) if isinstance(s[key], int) else s[key] * 1.5
+    path = tmp_path / "slow.json"
+    path.write_text(json.dumps(slow))
+    assert run_cli("import", str(path), db=db).returncode == 0
+    p = run_cli("compare", a["run_id"], slow["run"]["id"], "--threshold", "20%", db=db)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "regressed" in p.stderr and "latency.l1d" in p.stderr
+    md = run_cli("compare", a["run_id"], slow["run"]["id"], "--format", "markdown", db=db)
+    assert md.returncode == 1 and "| `latency.l1d` |" in md.stdout
+    row = next(r for r in json.loads(run_cli("compare", a["run_id"], slow["run"]["id"],
+                                              "--json", db=db).stdout)["rows"]
+               if r["question"] == "latency.l1d")
+    assert abs(row["ratio"] - 1.5) < 0.01 and row["verdict"] == "regressed"
+
+
+def test_compare_bad_input_is_one_line(tmp_path):
+    db = str(tmp_path / "c.db")
+    _run(db)
+    for args in (["compare", "latest", "nope"], ["compare", "latest", "latest", "--threshold", "x"],
+                 ["compare", "m-0000000000000000", "latest"]):
+        p = run_cli(*args, db=db)
+        assert p.returncode == 2 and p.stderr.count("\n") == 1, (args, p.stderr)
