@@ -25,6 +25,9 @@
 #include <string.h>
 #include "../core.h"
 
+/* The line order sits where the caller put it: any alignment is valid. */
+typedef uint32_t __attribute__((aligned(1))) bw_u32;
+
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 #define TARGET_AVX2 __attribute__((target("avx2")))
 #define TARGET_AVX512 __attribute__((target("avx512f")))
@@ -207,7 +210,7 @@ TARGET_AVX512 static uint64_t bw_read_avx512(const struct mfx_args *a)
 #define RANDOM_INPUTS [s] "r"(s), [lines] "r"(lines), [zero] "r"(zero)
 #define RANDOM_SETUP                                                            \
     const char *s = a->src;                                                     \
-    const uint32_t *order = (const uint32_t *)a->dst;                           \
+    const bw_u32 *order = (const bw_u32 *)a->dst;                           \
     uint64_t lines = a->size / LINE, zero = 0
 #define RANDOM_PASS_LOCALS                                                      \
     const uint32_t *o = order;                                                  \

@@ -26,6 +26,11 @@
 #include <sys/mman.h>
 #include "../core.h"
 
+/* Matrices and columns sit where the caller put them: any alignment is valid
+ * for these loads (movsd / movupd), and UBSan agrees with this type. */
+typedef double __attribute__((aligned(1))) udouble;
+typedef uint64_t __attribute__((aligned(1))) uu64;
+
 #define TARGET_AVX __attribute__((target("avx")))
 
 /* ---- misaligned: throughput of independent accesses to one address ---- */
@@ -169,7 +174,7 @@ MIS_FOOT(foot_dst_64, 64, dst_bytes)
  * n = 0 or ld < n: returns 0 and touches nothing. */
 static uint64_t col_sum(const struct mfx_args *a)
 {
-    const double *m = (const double *)a->src;
+    const udouble *m = (const udouble *)a->src;
     size_t n = a->size / 8;
     uint64_t ld = a->aux;
     double total = 0.0;
@@ -178,7 +183,7 @@ static uint64_t col_sum(const struct mfx_args *a)
         return 0;
     for (uint64_t k = 0; k < a->count; k++) {
         double s = 0.0;
-        const double *p = m + c;
+        const udouble *p = m + c;
         for (size_t r = 0; r < n; r++, p += ld)
             s += *p;
         total += s;
@@ -216,11 +221,11 @@ static void col_sum_footprint(const struct mfx_args *a, struct mfx_footprint *f)
  * Returns the cursor. */
 #define MM_SM 8            /* 64-byte line / sizeof(double) */
 
-typedef void (*mm_rows_fn)(size_t n, size_t i0, const double *m1, const double *m2,
-                           const double *t, double *res);
+typedef void (*mm_rows_fn)(size_t n, size_t i0, const udouble *m1, const udouble *m2,
+                           const udouble *t, udouble *res);
 
-static void mm_rows_naive(size_t n, size_t i0, const double *m1, const double *m2,
-                          const double *t, double *res)
+static void mm_rows_naive(size_t n, size_t i0, const udouble *m1, const udouble *m2,
+                          const udouble *t, udouble *res)
 {
     (void)t;
     for (size_t i = i0; i < i0 + MM_SM; i++)
@@ -232,8 +237,8 @@ static void mm_rows_naive(size_t n, size_t i0, const double *m1, const double *m
         }
 }
 
-static void mm_rows_transposed(size_t n, size_t i0, const double *m1, const double *m2,
-                               const double *t, double *res)
+static void mm_rows_transposed(size_t n, size_t i0, const udouble *m1, const udouble *m2,
+                               const udouble *t, udouble *res)
 {
     (void)m2;
     for (size_t i = i0; i < i0 + MM_SM; i++)
@@ -247,17 +252,17 @@ static void mm_rows_transposed(size_t n, size_t i0, const double *m1, const doub
 
 /* Tiles of MM_SM x MM_SM: a tile of mul2 (MM_SM lines) stays in L1d while
  * the MM_SM rows of mul1 and res pass over it. */
-static void mm_rows_blocked(size_t n, size_t i0, const double *m1, const double *m2,
-                            const double *t, double *res)
+static void mm_rows_blocked(size_t n, size_t i0, const udouble *m1, const udouble *m2,
+                            const udouble *t, udouble *res)
 {
     (void)t;
     for (size_t j0 = 0; j0 < n; j0 += MM_SM)
         for (size_t k0 = 0; k0 < n; k0 += MM_SM)
             for (size_t i = i0; i < i0 + MM_SM; i++) {
-                double *r = res + i * n + j0;
-                const double *row1 = m1 + i * n + k0;
+                udouble *r = res + i * n + j0;
+                const udouble *row1 = m1 + i * n + k0;
                 for (size_t k = 0; k < MM_SM; k++) {
-                    const double *row2 = m2 + (k0 + k) * n + j0;
+                    const udouble *row2 = m2 + (k0 + k) * n + j0;
                     double f = row1[k];
                     for (size_t j = 0; j < MM_SM; j++)
                         r[j] += f * row2[j];
@@ -269,18 +274,18 @@ static void mm_rows_blocked(size_t n, size_t i0, const double *m1, const double 
  * mul1 element broadcast, a pair of mul2 multiplied and added to a pair of
  * res; a non-temporal prefetch of mul1's next row.  Unaligned loads: the
  * rows need not be 16-byte aligned. */
-static void mm_rows_blocked_simd(size_t n, size_t i0, const double *m1, const double *m2,
-                                 const double *t, double *res)
+static void mm_rows_blocked_simd(size_t n, size_t i0, const udouble *m1, const udouble *m2,
+                                 const udouble *t, udouble *res)
 {
     (void)t;
     for (size_t j0 = 0; j0 < n; j0 += MM_SM)
         for (size_t k0 = 0; k0 < n; k0 += MM_SM)
             for (size_t i = i0; i < i0 + MM_SM; i++) {
-                double *r = res + i * n + j0;
-                const double *row1 = m1 + i * n + k0;
+                udouble *r = res + i * n + j0;
+                const udouble *row1 = m1 + i * n + k0;
                 _mm_prefetch((const char *)(row1 + n), _MM_HINT_NTA);
                 for (size_t k = 0; k < MM_SM; k++) {
-                    const double *row2 = m2 + (k0 + k) * n + j0;
+                    const udouble *row2 = m2 + (k0 + k) * n + j0;
                     __m128d f = _mm_set1_pd(row1[k]);
                     for (size_t j = 0; j < MM_SM; j += 2)
                         _mm_storeu_pd(r + j, _mm_add_pd(_mm_loadu_pd(r + j),
@@ -292,9 +297,9 @@ static void mm_rows_blocked_simd(size_t n, size_t i0, const double *m1, const do
 static uint64_t mm_run(const struct mfx_args *a, mm_rows_fn rows, int transpose)
 {
     size_t n = a->size;
-    const double *m1 = (const double *)a->src, *m2 = m1 + n * n;
-    double *res = (double *)a->dst, *t = res + n * n;
-    uint64_t *cursor = (uint64_t *)(t + n * n);
+    const udouble *m1 = (const udouble *)a->src, *m2 = m1 + n * n;
+    udouble *res = (udouble *)a->dst, *t = res + n * n;
+    uu64 *cursor = (uu64 *)(t + n * n);
     if (n == 0 || n % MM_SM)
         return 0;
     size_t blocks = n / MM_SM, b = (size_t)(*cursor % blocks);

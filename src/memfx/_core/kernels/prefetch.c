@@ -17,6 +17,10 @@
 #include <stdint.h>
 #include "../core.h"
 
+/* The target array and the cursor sit where the caller put them: any
+ * alignment is valid (an x86 load of them is, and UBSan agrees with this type). */
+typedef uint64_t __attribute__((aligned(1))) pf_u64;
+
 #define PF_T0(p) __asm__ __volatile__("prefetcht0 (%0)" ::"r"(p) : "memory")
 #define PF_T1(p) __asm__ __volatile__("prefetcht1 (%0)" ::"r"(p) : "memory")
 #define PF_T2(p) __asm__ __volatile__("prefetcht2 (%0)" ::"r"(p) : "memory")
@@ -35,7 +39,7 @@
 #define PF_TPUT(NAME, PF)                                                        \
     static uint64_t NAME(const struct mfx_args *a)                               \
     {                                                                            \
-        uint64_t *t = (uint64_t *)a->dst;                                        \
+        pf_u64 *t = (pf_u64 *)a->dst;                                        \
         size_t n = a->size / 8;                                                  \
         uint64_t left = a->count, sum = 0;                                       \
         if (n == 0)                                                              \
@@ -83,7 +87,7 @@ static void tput_footprint(const struct mfx_args *a, struct mfx_footprint *f)
     static uint64_t NAME(const struct mfx_args *a)                               \
     {                                                                            \
         void *const *p = (void *const *)a->src;                                  \
-        uint64_t *t = (uint64_t *)a->dst;                                        \
+        pf_u64 *t = (pf_u64 *)a->dst;                                        \
         size_t n = a->size / 8;                                                  \
         uint64_t sum = 0;                                                        \
         if (n == 0)                                                              \
@@ -137,8 +141,10 @@ static void lat_footprint(const struct mfx_args *a, struct mfx_footprint *f)
         void *const *head = (void *const *)a->src;                               \
         void *const *p = head;                                                   \
         for (uint64_t k = 0; k < a->count; k++) {                                \
-            void *const *next = (void *const *)*p;                               \
-            void *const *nn = (void *const *)*next;                              \
+            void *const *next, *const *nn;                                       \
+            /* asm loads: a chain may sit at any alignment the caller chose */   \
+            __asm__ __volatile__("mov (%1), %0" : "=r"(next) : "r"(p) : "memory"); \
+            __asm__ __volatile__("mov (%1), %0" : "=r"(nn) : "r"(next) : "memory"); \
             /* branch-free: the list "ends" where the cycle meets head */        \
             uintptr_t target = (next == head || nn == head) ? 0 : (uintptr_t)nn; \
             BODY;                                                                \
@@ -187,7 +193,7 @@ static void list_footprint(const struct mfx_args *a, struct mfx_footprint *f)
         d %= n;                                                                  \
         if (d < 0)                                                               \
             d += n;                                                              \
-        uint64_t *cursor = (uint64_t *)a->dst;                                   \
+        pf_u64 *cursor = (pf_u64 *)a->dst;                                   \
         int64_t i = (int64_t)(*cursor % (uint64_t)n), j = (i + d) % n;           \
         for (uint64_t k = 0; k < a->count; k++) {                                \
             PF(base + (size_t)j * stride);                                       \
