@@ -57,7 +57,7 @@ def test_bad_params_are_param_errors(override):
 
 def test_prepare_places_dst_at_the_offset_and_never_overlaps():
     lab = Lab.__new__(Lab)
-    lab.buffers = []
+    lab.buffers, lab.cache = [], {}
     params = EXP.resolve("quick", {"src_offset": 32, "sizes": "64,4K,16K"})
     try:
         for p in EXP.plan(params, {})[::5]:

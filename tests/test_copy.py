@@ -104,7 +104,7 @@ def test_check_no_overlap():
 
 def _bare_lab():
     lab = Lab.__new__(Lab)       # buffers only: no pinning, no perf counters
-    lab.buffers = []
+    lab.buffers, lab.cache = [], {}
     lab.kernels = ROWS
     return lab
 

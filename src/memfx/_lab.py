@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from . import _core
 from .errors import MemfxError, ParamError
-from .experiments.base import Region, Trial
+from .protocol import Region, Trial
 from .units import format_size
 
 PAGE = mmap.PAGESIZE
@@ -196,6 +196,11 @@ class Lab:
         self._holes = []          # (address, length) mapped by invalid_addresses()
         self.calibrations = []
         self._schedstat = _open_schedstat()
+        # Per-run scratch of the experiments (buffers shared by the arms of a
+        # cell, events attached once): kept on the lab, never on the
+        # registered experiment objects; emptied by close() at the end of the run.
+        self.cache = {}
+        self.run_buffers = []     # mappings that live until close(), not release()
 
     @staticmethod
     def _pin(cpu):
@@ -410,6 +415,44 @@ class Lab:
             "rejected": reason is not None, "reason": reason,
         }
 
+    # -- the core, for the experiments (they never import _core) --
+    def verify_copy(self, kernel, max_size, max_misalign=64, all_pairs=False, aux=0, count=1):
+        """Byte-exact check of a copy-like kernel row (by name) against the
+        core's reference; None, or the first mismatch as a message."""
+        return verify_copy(self.kernels[kernel].index, max_size, max_misalign, all_pairs,
+                           aux, count)
+
+    @staticmethod
+    def isa_supported(isa):
+        return isa_supported(isa)
+
+    @staticmethod
+    def address(region_or_buffer):
+        """The address of a Region's first byte, or of a buffer's."""
+        if isinstance(region_or_buffer, Region):
+            return region_or_buffer.address
+        return address_of(region_or_buffer)
+
+    def run_buffer(self, size, **kwargs):
+        """lab.buffer() whose mapping lives until the end of the run (close()),
+        not only until the end of the cell (release())."""
+        region = self.buffer(size, **kwargs)
+        self.run_buffers.append(self.buffers.pop())
+        return region
+
+    def close(self):
+        """End of the run: drop the experiments' cache, unmap every buffer,
+        close the counters."""
+        self.cache.clear()
+        self.release()
+        for m in self.run_buffers:
+            try:
+                m.close()
+            except BufferError:
+                pass  # a numpy view still exists; the GC will unmap it
+        self.run_buffers = []
+        self.perf.close()
+
 
 def _libc():
     """libc's mmap/munmap, for the holes of invalid_addresses() (Python's mmap
@@ -466,3 +509,37 @@ def available_memory():
 
 def now():
     return time.monotonic()
+
+
+# ---- the core for the experiments' planning and verification ----------------
+# (module level: plan() runs in the parent, where there is no Lab; verifiers
+# and tests work on plain buffers)
+
+def isa_supported(isa):
+    """True when this CPU (and the OS) runs instructions of `isa` (e.g. "avx2")."""
+    return bool(_core.isa_supported(isa))
+
+
+def call_kernel(index, dst, dst_offset, src, src_offset, size, value=0, count=1, aux=0):
+    """One untimed call of kernel row `index` on plain buffers; its result word."""
+    return _core.run(index, dst, dst_offset, src, src_offset, size,
+                     value & 0xFFFFFFFFFFFFFFFF, count, aux)[3]
+
+
+def verify_copy(index, max_size, max_misalign=64, all_pairs=False, aux=0, count=1):
+    """The core's byte-exact check of a copy-like row; None or a message."""
+    return _core.verify_copy(index, max_size, max_misalign, all_pairs, aux, count)
+
+
+def link_chain_at(buffer, offset, element, n, order=None):
+    """Link a cyclic pointer chain in a plain buffer (see Lab.link_chain)."""
+    return _core.link_chain(buffer, offset, element, n, order)
+
+
+def address_of(buffer):
+    return _core.address(buffer)
+
+
+def cpuid(leaf, subleaf=0):
+    """(eax, ebx, ecx, edx) of CPUID leaf/subleaf."""
+    return _core.cpuid(leaf, subleaf)

@@ -231,7 +231,7 @@ def measure(job, emit):
             if extra:
                 cells.extend(extra)
                 emit({"type": "plan", "cells": len(cells)})
-    lab.perf.close()
+    lab.close()
 
 
 def main():

@@ -222,9 +222,9 @@ class Aliasing(Experiment):
         if point.arm.endswith(CONTROL_SUFFIX):
             off = control_of(off)
         key = (size, off, params["src_offset"])
-        cache = getattr(self, "_cache", {})
+        cache = lab.cache.setdefault("aliasing", {})
         cached = cache.get(key)
-        if cached and cached[2] is lab and not cached[0].buffer.closed:
+        if cached and not cached[0].buffer.closed:
             src, dst = cached[0], cached[1]
         else:
             gap = -(-size // PAGE) * PAGE
@@ -235,21 +235,21 @@ class Aliasing(Experiment):
             assert (dst.address - src.address) % PAGE == off
             fill_pattern(region.buffer, src.offset, size)
             # the arms of one cell share their two placements; older cells' are unmapped
-            self._cache = {k: v for k, v in cache.items() if not v[0].buffer.closed}
-            self._cache[key] = (src, dst, lab)
+            for k in [k for k, v in cache.items() if v[0].buffer.closed]:
+                del cache[k]
+            cache[key] = (src, dst)
         # per-sample values, as in the copy experiment (thousands of calls per sample)
         return Trial(kernel_for(point.arm), size=size, dst=dst, src=src, aux=MODES[mode],
                      metric="time", difference=False, warmup=2)
 
     def verify(self, lab, params):
         """Every kernel swept, byte-exact (sizes 0..4096 x 64 misalignments), in each mode."""
-        from .. import _core
         for arm in self.strategies(params):
-            row = lab.kernels[kernel_for(arm)]
-            err = _core.verify_copy(row.index, 4096, 64, False, 0, 1)
+            kernel = kernel_for(arm)
+            err = lab.verify_copy(kernel, 4096, 64, False, 0, 1)
             for mode in params["modes"]:
                 if err is None and MODES[mode]:
-                    err = _core.verify_copy(row.index, 300, 64, False, MODES[mode], 3)
+                    err = lab.verify_copy(kernel, 300, 64, False, MODES[mode], 3)
             if err is not None:
                 raise MemfxError(f"kernel verification failed: {err}")
 

@@ -213,13 +213,13 @@ def check_read_kernel(index, max_size=4096, per_size=2, count=2, size_skew=0, se
     """The read row's checksum over `count` passes, for every size 0..max_size
     at rotating misalignments, equals numpy's.  size_skew (tests only) tells
     the kernel a wrong size.  None, or the first mismatch as a message."""
-    from .. import _core
+    from .._lab import call_kernel
     rng = np.random.default_rng(seed)
     data = rng.integers(0, 256, max_size + 64 + 64, dtype=np.uint8).tobytes()
     buf = bytearray(data)
     for n in range(max_size + 1):
         for off in _rotating_offsets(n, per_size):
-            got = _core.run(index, None, 0, buf, off, max(0, n + size_skew), 0, count, 0)[3]
+            got = call_kernel(index, None, 0, buf, off, max(0, n + size_skew), 0, count, 0)
             want = _reference_sums(data, off, n) * count % (1 << 64)
             if got != want:
                 return f"checksum {got:#x} != {want:#x} (size {n}, misalignment {off})"
@@ -230,7 +230,7 @@ def check_random_kernel(index, max_lines=64, count=2, seed=1):
     """A random-order row sums each line once per pass for a permutation
     order (any start misalignment), and stays on line 0 for indices out of
     range.  None, or the first mismatch as a message."""
-    from .. import _core
+    from .._lab import call_kernel
     rng = np.random.default_rng(seed)
     data = rng.integers(0, 256, max_lines * LINE + 64 + 64, dtype=np.uint8).tobytes()
     buf = bytearray(data)
@@ -238,12 +238,12 @@ def check_random_kernel(index, max_lines=64, count=2, seed=1):
         for off in _rotating_offsets(lines, 2):
             order = rng.permutation(lines).astype(np.uint32)
             tail = int(rng.integers(0, LINE))     # bytes past the last line: not read
-            got = _core.run(index, order, 0, buf, off, lines * LINE + tail, 0, count, 0)[3]
+            got = call_kernel(index, order, 0, buf, off, lines * LINE + tail, 0, count, 0)
             want = _reference_sums(data, off, lines * LINE) * count % (1 << 64)
             if got != want:
                 return f"checksum {got:#x} != {want:#x} ({lines} lines, misalignment {off})"
     order = np.full(8, 1 << 30, dtype=np.uint32)
-    got = _core.run(index, order, 0, buf, 0, 8 * LINE, 0, 1, 0)[3]
+    got = call_kernel(index, order, 0, buf, 0, 8 * LINE, 0, 1, 0)
     if got != _reference_sums(data, 0, LINE) * 8 % (1 << 64):
         return "an index past the last line was not replaced by line 0"
     return None
@@ -257,7 +257,7 @@ def _guarded_check(index, max_size, per_size, count, value, expect, size_skew, s
     rotating misalignment; `expect(orig_region, n)` gives the region's bytes
     after `count` passes and the checksum the row returns (None = not
     checked).  The guards must be untouched."""
-    from .. import _core
+    from .._lab import call_kernel
     rng = np.random.default_rng(seed)
     span = GUARD + 64 + max_size + GUARD
     pattern = rng.integers(0, 256, span, dtype=np.uint8)
@@ -267,7 +267,7 @@ def _guarded_check(index, max_size, per_size, count, value, expect, size_skew, s
             buf[:] = pattern.tobytes()
             start = GUARD + off
             orig = bytes(buf[start:start + n])
-            got = _core.run(index, buf, start, None, 0, max(0, n + size_skew), value, count, 0)[3]
+            got = call_kernel(index, buf, start, None, 0, max(0, n + size_skew), value, count, 0)
             want_bytes, want_sum = expect(orig, n)
             if bytes(buf[start:start + n]) != want_bytes:
                 region = np.frombuffer(bytes(buf[start:start + n]), np.uint8)
@@ -311,7 +311,7 @@ def check_write_read_kernel(index, max_size=4096, per_size=2, count=2, byte=FILL
 
 def verify_kernel(row):
     """Check one kernel row as timed here; None or a message."""
-    from .. import _core
+    from .._lab import verify_copy
     from .fill import check_kernel as check_fill_kernel
     name = row.name
     if row.group == "fill":
@@ -319,7 +319,7 @@ def verify_kernel(row):
         return None if bad is None else (f"size {bad[0]}, dst offset {bad[1]}, byte {bad[2]}: "
                                          f"expected {bad[3]:#04x}, got {bad[4]:#04x}")
     if row.group == "copy":
-        return _core.verify_copy(row.index, 4096, 64, False, 0, 1)
+        return verify_copy(row.index, 4096, 64, False, 0, 1)
     if name.startswith("bw_read_"):
         return check_read_kernel(row.index)
     if name.startswith("bw_random_"):
@@ -395,8 +395,8 @@ class Bandwidth(Experiment):
         flags = machine.get("flags") or {}
         if flags:
             return bool(flags.get(isa))
-        from .. import _core
-        return bool(_core.isa_supported(isa))
+        from .._lab import isa_supported
+        return isa_supported(isa)
 
     def widths(self, params, machine):
         """The planned widths (auto = the widest vector width supported)."""

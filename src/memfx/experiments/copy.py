@@ -1072,16 +1072,16 @@ class Copy(Experiment):
         """Source and destination of `size` bytes, shared by the arms of a cell
         (the same pages for every strategy), src filled with non-zero bytes."""
         key = (size, params["src_offset"], params["dst_offset"])
-        cached = getattr(self, "_cache", None)
+        cached = lab.cache.get("copy")
         if cached and cached[0] == key and not cached[1].buffer.closed \
-                and not cached[2].buffer.closed and cached[3] is lab:
+                and not cached[2].buffer.closed:
             return cached[1], cached[2]
         n = max(size, 1)
         src = lab.buffer(n, align=4096, offset=params["src_offset"])
         dst = lab.buffer(n, align=4096, offset=params["dst_offset"])
         check_no_overlap(src.address, dst.address, size)
         fill_pattern(src.buffer, src.offset, n)
-        self._cache = (key, src, dst, lab)
+        lab.cache["copy"] = (key, src, dst)
         return src, dst
 
     def prepare(self, point, params, lab):
@@ -1104,15 +1104,14 @@ class Copy(Experiment):
         """Every planned kernel, byte-exact against a reference, before timing:
         all sizes 0..verify_max_size with 64 src x rotating dst misalignments
         (all 64 x 64 pairs are met across sizes), in each planned timing mode."""
-        from .. import _core
         for op in params["ops"]:
             for arm in self.strategies(params, {}, op):
-                row = lab.kernels[kernel_name(op, arm)]
-                err = _core.verify_copy(row.index, params["verify_max_size"], 64, False, 0, 1)
+                kernel = kernel_name(op, arm)
+                err = lab.verify_copy(kernel, params["verify_max_size"], 64, False, 0, 1)
                 for mode in params["modes"]:
                     if err is None and MODES[mode]:
-                        err = _core.verify_copy(row.index, min(params["verify_max_size"], 300),
-                                                64, False, MODES[mode], 3)
+                        err = lab.verify_copy(kernel, min(params["verify_max_size"], 300),
+                                              64, False, MODES[mode], 3)
                 if err is not None:
                     raise MemfxError(f"kernel verification failed: {err}")
 

@@ -33,7 +33,7 @@ from ..answers import (LOWER, NEITHER, NOT_MEASURED, Answer, Question, effect, e
 from ..errors import ParamError
 from ..findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED
 from ..units import format_size
-from .base import Experiment, Param, Point, Region, Trial, register
+from .base import Experiment, Param, Point, Trial, register
 
 # A knee is a cache's capacity only within +-25 % of the size the OS reports
 # (issue 9: a factor of 2 let a 539K TLB knee "match" a 1M L2).
@@ -114,12 +114,12 @@ def chain_links(order):
 
 def linked_successors(order, elem):
     """next_index[e] as read back from a chain the core linked in `order`."""
-    from .. import _core
+    from .._lab import address_of, link_chain_at
     n = len(order)
     buf = bytearray(n * elem)
-    _core.link_chain(buf, 0, elem, n, order)
+    link_chain_at(buf, 0, elem, n, order)
     words = np.frombuffer(buf, dtype=np.uint64)[::elem // 8]
-    return ((words - np.uint64(_core.address(buf))) // np.uint64(elem)).astype(np.int64)
+    return ((words - np.uint64(address_of(buf))) // np.uint64(elem)).astype(np.int64)
 
 
 def index_itemsize(n):
@@ -270,16 +270,14 @@ class Latency(Experiment):
 
     # -- one trial --
     def prepare(self, point, params, lab):
-        from .. import _core
         size, npad = point.params["size_bytes"], point.params["npad"]
         elem = 8 * (npad + 1)
         n = size // elem
         region = lab.buffer(n * elem, align=4096, hugepages=point.params["pages"] == "thp")
         order = shuffled_order(n, [params["seed"], size, npad]) if point.arm == "random" else None
         # the core writes the next-pointers itself (element order[i] -> order[i + 1])
-        chain = _core.link_chain(region.buffer, region.offset, elem, n, order)
+        region = lab.link_chain(region, elem, n, order)
         del order
-        region = Region(chain, region.offset, region.size, region.address)
         extra = {"elements": n}
         if point.params["pages"] == "thp":
             share = lab.huge_page_share(region)

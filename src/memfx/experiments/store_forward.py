@@ -449,10 +449,10 @@ def store_forward_event(vendor, family, model):
 
 def cpu_identity():
     """(vendor, family, model) from CPUID leaves 0 and 1 (Intel SDM Vol. 2A, CPUID)."""
-    from .. import _core
-    _, ebx, ecx, edx = _core.cpuid(0)
+    from .._lab import cpuid
+    _, ebx, ecx, edx = cpuid(0)
     vendor = struct.pack("<III", ebx, edx, ecx).decode("ascii", "replace")
-    eax = _core.cpuid(1)[0]
+    eax = cpuid(1)[0]
     family = (eax >> 8) & 0xF
     model = (eax >> 4) & 0xF
     if family == 0xF:
@@ -475,9 +475,8 @@ def attach_store_forward_counter(lab):
 
 def run_kernel(kernels, name, buf, dst_off, src, size, value, count, aux):
     """One call of a kernel row (kernels = memfx._lab.kernel_table())."""
-    from .. import _core
-    return _core.run(kernels[name].index, buf, dst_off, src, 0, size,
-                     value & 0xFFFFFFFFFFFFFFFF, count, aux)[3]
+    from .._lab import call_kernel
+    return call_kernel(kernels[name].index, buf, dst_off, src, 0, size, value, count, aux)
 
 
 def check_entry(kernels, arm, size, widest, align, count, buf=None):
@@ -546,8 +545,8 @@ def _isa_ok(isa, machine):
     flags = (machine or {}).get("flags") or {}
     if isa in flags:
         return bool(flags[isa])
-    from .. import _core
-    return bool(_core.isa_supported(isa))
+    from .._lab import isa_supported
+    return isa_supported(isa)
 
 
 @register

@@ -1,0 +1,149 @@
+"""What passes between an experiment, the worker and the lab: parameters
+(Param, their parsers, the parameters every experiment has), the points
+measured, the regions of buffers and the trials timed.  Both sides import
+this module; the lab imports no experiment (data flow one way: experiment
+spec -> runner/_worker -> _lab/_core)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from .errors import ParamError
+from .units import format_size, parse_size
+
+
+# ---- parameters ----------------------------------------------------------
+
+def _parse_bool(text, name):
+    if isinstance(text, bool):
+        return text
+    t = str(text).strip().lower()
+    if t in ("1", "true", "yes", "on"):
+        return True
+    if t in ("0", "false", "no", "off"):
+        return False
+    raise ParamError(f"{name}: expected true or false, got {text!r}")
+
+
+def _parse_int(text, name):
+    if isinstance(text, bool):
+        raise ParamError(f"{name}: expected an integer, got {text!r}")
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        raise ParamError(f"{name}: expected an integer, got {text!r}") from None
+
+
+def _parse_float(text, name):
+    try:
+        v = float(text)
+    except (TypeError, ValueError):
+        raise ParamError(f"{name}: expected a number, got {text!r}") from None
+    if math.isnan(v):
+        raise ParamError(f"{name}: expected a number, got {text!r}")
+    return v
+
+
+PARSERS: dict[str, Callable[[Any, str], Any]] = {
+    "int": _parse_int,
+    "float": _parse_float,
+    "size": parse_size,
+    "bool": _parse_bool,
+    "str": lambda t, n: str(t),
+}
+
+
+@dataclass
+class Param:
+    """One tunable: one name, one default, one line of meaning with its unit."""
+    name: str
+    kind: str                 # int | float | size | bool | str, or list:<kind>
+    default: Any
+    help: str                 # one line: meaning and unit
+    example: str = ""         # shown in --help as --set name=example
+    choices: tuple = ()
+    minimum: Optional[float] = None
+    maximum: Optional[float] = None
+
+    def parse(self, value):
+        if self.kind.startswith("list:"):
+            inner = self.kind[5:]
+            items = value if isinstance(value, (list, tuple)) else [
+                s for s in str(value).split(",") if s.strip()]
+            if not items:
+                raise ParamError(f"{self.name}: expected a comma-separated list, got {value!r}")
+            return [self._check(PARSERS[inner](v, self.name)) for v in items]
+        if isinstance(value, str) and self.kind != "str" and value.strip().lower() == "auto" \
+                and self.default == "auto":
+            return "auto"
+        return self._check(PARSERS[self.kind](value, self.name))
+
+    def _check(self, v):
+        if self.choices and v not in self.choices:
+            raise ParamError(f"{self.name}: must be one of {', '.join(map(str, self.choices))}; got {v!r}")
+        if self.minimum is not None and v < self.minimum:
+            raise ParamError(f"{self.name}: must be >= {self.minimum}, got {v}")
+        if self.maximum is not None and v > self.maximum:
+            raise ParamError(f"{self.name}: must be <= {self.maximum}, got {v}")
+        return v
+
+    def describe(self):
+        d = self.default
+        if self.kind == "size" and isinstance(d, int):
+            d = format_size(d)
+        ex = f"  (e.g. --set {self.name}={self.example})" if self.example else ""
+        return f"{self.name} [{self.kind}, default {d}]: {self.help}{ex}"
+
+
+# Parameters every experiment has: how each data point is sampled.
+COMMON_PARAMS = [
+    Param("samples", "int", 11, "timed samples per point and run length (more = tighter CIs)",
+          "21", minimum=3, maximum=10000),
+    Param("min_sample_ms", "float", 1.0, "minimum duration of one timed sample, in ms", "2",
+          minimum=0.05, maximum=1000),
+    Param("cpu", "int", -1, "CPU to pin the measuring thread to; -1 = the last allowed CPU", "0",
+          minimum=-1),
+    Param("seed", "int", 1, "seed of the random orders (chains, arm shuffles)", "7", minimum=0),
+    Param("arms", "list:str", ["all"], "arms (variants) to measure, comma-separated; all = every "
+          "arm of the experiment (see its description)", "random"),
+]
+
+
+@dataclass
+class Point:
+    """One measured configuration: an arm plus the values of swept parameters."""
+    arm: str
+    params: dict
+
+
+@dataclass
+class Region:
+    """A place in a buffer: the buffer object (mmap) and a byte offset."""
+    buffer: Any
+    offset: int = 0
+    size: int = 0
+    address: int = 0
+
+
+@dataclass
+class Trial:
+    """What to time for one point: a kernel row and its arguments.
+
+    metric "time" reports ns per kernel operation (the row's `op`), from two
+    run lengths N and 2N when difference=True; metric "bandwidth" reports GB/s
+    of declared read+write traffic."""
+    kernel: str
+    size: int = 0
+    dst: Optional[Region] = None
+    src: Optional[Region] = None
+    value: int = 0
+    aux: int = 0
+    metric: str = "time"
+    difference: bool = True
+    count: Optional[int] = None          # fixed iterations; None = calibrate to min_sample_ms
+    reject_page_faults: bool = True
+    warmup: int = 0                      # iterations run once, untimed, before sampling
+    resume: bool = False                 # chase: the next call starts where the last one ended
+    cpu_times: bool = False              # record user/system CPU time (getrusage) per sample
+    extra: dict = field(default_factory=dict)   # recorded with each sample's counters
