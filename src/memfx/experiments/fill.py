@@ -982,9 +982,13 @@ class FillAlloc(Experiment):
                                        f"memory at a common size")
         pairs = [(by[(slow, mem, s)]["values"], by[(fast, mem, s)]["values"]) for s in sizes]
         r = level_ratio(pairs, min_samples=threshold("min_samples"))
+        if r is None:
+            return ans.not_measured(q, f"no size has positive times for both {slow} and {fast}")
         details = []
         for s, (a, b) in zip(sizes, pairs):
             rs = level_ratio([(a, b)])
+            if rs is None:
+                continue
             details.append({"label": f"{format_size(s)}B", "size_bytes": s, "value": rs["ratio"],
                             "unit": "ratio", "ci_low": rs["ci_low"], "ci_high": rs["ci_high"],
                             f"ns_{slow}": float(np.median(a)), f"ns_{fast}": float(np.median(b)),
