@@ -664,6 +664,11 @@ def test_fill_alloc_answers_from_synthetic_points():
     assert len(a["calloc_vs_memset_fresh"].details) == 2
     assert a["calloc_vs_memset_recycled"].verdict == NOT_DETECTED
     assert a["thp_first_touch"].value == pytest.approx(10, rel=0.01)
+    # 1 MiB regions cannot be backed by a 2 MiB page: in details, not in the value
+    out += add("mmap", 256 << 10, 100.0 * 64) + add("mmap_thp", 256 << 10, 200.0 * 64)
+    a = _answers(RunData("fill_alloc", params, MACHINE, build_points(out), out), "fill_alloc")
+    assert a["thp_first_touch"].value == pytest.approx(10, rel=0.01)
+    assert [d["in_value"] for d in a["thp_first_touch"].details] == [False, False, True]
     assert a["populate_vs_touch"].verdict == "not_measured"
     assert a["ns_per_page"].value == pytest.approx(100, rel=0.01)
     assert "mmap_thp 10 ns" in a["ns_per_page"].because
