@@ -241,7 +241,7 @@ def test_plan_sizes_bracket_every_cache_size(preset):
     assert all(sorted(a) == sorted(params["values"]) for a in cells.values())
     if preset == "quick":
         # the quick preset stays small: its points plus the cache anchors
-        assert len(sizes) <= params["points"] + 8 and len({p.params["kernel"] for p in pts}) <= 4
+        assert len(sizes) <= params["points"] + 8 and len({p.params["kernel"] for p in pts}) <= 5
 
 
 def test_full_preset_has_every_kernel_and_value():
@@ -413,7 +413,9 @@ def test_analyze_detects_a_planted_effect_beyond_l2_only():
 def test_analyze_without_effect_is_not_detected():
     se = _answers(_samples(1.0))["zero_store_elimination"]
     assert se.verdict == NOT_DETECTED
-    assert all(d["verdict"] == NOT_DETECTED for d in se.details)
+    assert all(d["verdict"] == NOT_DETECTED for d in se.details if d["level"] is not None)
+    assert {d["kernel"] for d in se.details if d["verdict"] == "not_measured"} == \
+        set(F.KERNELS) - {"avx2", "memset"}
 
 
 def test_analyze_with_too_few_samples_is_inconclusive():
@@ -598,7 +600,8 @@ def test_zero_ratio_table_per_kernel_family_and_level():
     json.dumps(rows)
     se = _answers(data)["zero_store_elimination"]
     assert se.value == pytest.approx(2.5, rel=0.01) and se.verdict == DETECTED
-    assert [(d["kernel"], d["level"], d["value"], d["ci_low"], d["ci_high"]) for d in se.details] \
+    assert [(d["kernel"], d["level"], d["value"], d["ci_low"], d["ci_high"]) for d in se.details
+            if d["verdict"] != "not_measured"] \
         == [(r["kernel"], r["level"], r["ratio"], r["ci_low"], r["ci_high"]) for r in rows]
     assert "NT (nt_sse) in L3 2.50x" in se.because
 
@@ -639,6 +642,9 @@ def test_kernels_and_levels_not_reached_are_not_measured_with_the_reason():
     se = _answers(data)["zero_store_elimination"]
     missing = {(d["kernel"], d["level"]): d for d in se.details if d["verdict"] == "not_measured"}
     assert "avx512f" in missing[("avx512", None)]["reason"]
+    assert "not in this run's kernels" in missing[("nt_movnti", None)]["reason"]
+    families = {d["family"] for d in se.details}
+    assert families == {"scalar", "SSE", "AVX2", "AVX-512", "rep stosb", "memset", "NT"}
     assert "did not reach L3" in missing[("avx2", "L3")]["reason"]
     assert "did not reach DRAM" in missing[("avx2", "DRAM")]["reason"]
     assert se.verdict == NOT_DETECTED and "not measured" in se.because
