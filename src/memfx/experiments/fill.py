@@ -32,13 +32,17 @@ fills the whole region, as a program does (libc and rep stosb choose their
 strategy from the length of one call); the `chunk` parameter fills large
 regions in fixed-size calls instead, for comparison.
 
-Analysis: per cache level (each size is assigned to the smallest reported
-cache that holds it, DRAM beyond the last) the zero/one bandwidth ratio as a
-geometric mean over the level's sizes, with a bootstrap CI that resamples
+Answers (one per declared question, every run): fill.zero_store_elimination
+rests on zero_ratio_table -- per kernel and cache level (each size assigned to
+the smallest reported cache that holds it, DRAM beyond the last) the
+zero/non-zero bandwidth ratio, the median over the level's sizes of per-size
+ratios of medians, with a bootstrap CI that resamples sizes and then samples
 within each size, and a verdict by the named thresholds effect_min and
-min_samples.  Where a PMU exists and memfx knows the CPU model's encodings
-it also counts L2_LINES_OUT.SILENT / NON_SILENT per line written; elsewhere
-it says that the mechanism cannot be observed and the verdict is timing only.
+min_samples; the answer's value, verdict and sentence come from those rows
+and nothing else, and every kernel family or level not measured is listed
+with the reason.  Where a PMU exists and memfx knows the CPU model's
+encodings, fill.l2_evictions counts L2_LINES_OUT.SILENT / NON_SILENT per line
+written; elsewhere it is not_measured with the reason.
 
 A second experiment here, `fill_alloc`, times calloc vs malloc+memset vs mmap
 first touch on fresh and recycled memory with page faults counted (the
