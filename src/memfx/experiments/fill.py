@@ -756,9 +756,10 @@ class Fill(Experiment):
             more = f" and {len(cells) - 4} more cells" if len(cells) > 4 else ""
             quiet = sum(d["verdict"] == NOT_DETECTED for d in measured_rows)
             unsure = len(measured_rows) - len(cells) - quiet
-            because = (f"zeros are stored faster than {nz}: {shown}{more}; {quiet} other "
-                       f"kernel/level cells within ±{threshold('effect_min'):.0%}"
-                       + (f", {unsure} inconclusive" if unsure else ""))
+            others = ([f"{quiet} within ±{threshold('effect_min'):.0%}"] if quiet else []) \
+                + ([f"{unsure} inconclusive"] if unsure else [])
+            because = (f"zeros are stored faster than {nz}: {shown}{more}"
+                       + (f"; other kernel/level cells: {', '.join(others)}" if others else ""))
         else:
             lo = min(d["value"] for d in measured_rows)
             hi = max(d["value"] for d in measured_rows)
@@ -1015,6 +1016,8 @@ class FillAlloc(Experiment):
             if rs is None:
                 continue
             details.append({"label": f"{format_size(s)}B", "size_bytes": s, "value": rs["ratio"],
+                            "verdict": effect_verdict(rs["ratio"], rs["ci_low"], rs["ci_high"],
+                                                      rs["n_a"], rs["n_b"]),
                             "unit": "ratio", "ci_low": rs["ci_low"], "ci_high": rs["ci_high"],
                             f"ns_{slow}": float(np.median(a)), f"ns_{fast}": float(np.median(b)),
                             "in_value": s >= floor,
@@ -1025,6 +1028,10 @@ class FillAlloc(Experiment):
                 else f"{fast} is slower ({r['ratio']:.2f}x)",
                 NOT_DETECTED: f"no difference beyond ±{threshold('effect_min'):.0%}"}.get(
                     verdict, f"{r['ratio']:.2f}x, inconclusive")
+        few = min(r["n_a"], r["n_b"])
+        if verdict == INCONCLUSIVE and few < threshold("min_samples"):
+            word += f" (only {few} accepted samples at some size; min_samples = " \
+                    f"{threshold('min_samples')})"
         because = (f"{what}: {word} (time {slow} / {fast}, median over "
                    f"{format_size(sizes[0])}B..{format_size(sizes[-1])}B)")
         return ans.Answer(question=q.id, verdict=verdict, because=because, value=r["ratio"],
