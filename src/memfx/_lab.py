@@ -196,6 +196,11 @@ class Lab:
         self._holes = []          # (address, length) mapped by invalid_addresses()
         self.calibrations = []
         self._schedstat = _open_schedstat()
+        # Per-run scratch of the experiments (buffers shared by the arms of a
+        # cell, events attached once): kept on the lab, never on the
+        # registered experiment objects; emptied by close() at the end of the run.
+        self.cache = {}
+        self.run_buffers = []     # mappings that live until close(), not release()
 
     @staticmethod
     def _pin(cpu):
@@ -411,24 +416,14 @@ class Lab:
         }
 
 
-    # -- run-scoped state and core queries for experiments (issue 9, item 7:
-    # experiments reach the core only through the lab and keep no per-run
-    # state on their registered objects) --
-    @property
-    def cache(self):
-        """A dict that lives as long as this Lab (one run in one worker) and
-        survives release(): what an experiment reuses across cells (buffers
-        kept for the cells of one size, a counter set-up done once)."""
-        store = self.__dict__.get("_run_cache")
-        if store is None:
-            store = self.__dict__["_run_cache"] = {}
-        return store
-
+    # -- core queries for the fill experiment (issue 9, item 7: experiments
+    # reach the core only through the lab and keep per-run state in
+    # self.cache).  Merge note: main's lab_only branch adds isa_supported and
+    # address with the same signatures; keep one of each. --
     @staticmethod
-    def isa_supported(name):
-        """True when the running CPU (and OS) supports the ISA extension `name`
-        ("avx2", "avx512f", ...; "" = baseline x86-64)."""
-        return True if not name else bool(_core.isa_supported(name))
+    def isa_supported(isa):
+        """True when this CPU (and the OS) runs instructions of `isa` (e.g. "avx2")."""
+        return bool(_core.isa_supported(isa))
 
     @staticmethod
     def cpuid(leaf, subleaf=0):
@@ -436,9 +431,11 @@ class Lab:
         return _core.cpuid(leaf, subleaf)
 
     @staticmethod
-    def address(buffer):
-        """The address of a buffer (mmap or bytearray)."""
-        return _core.address(buffer)
+    def address(region_or_buffer):
+        """The address of a Region's first byte, or of a buffer's."""
+        if isinstance(region_or_buffer, Region):
+            return region_or_buffer.address
+        return _core.address(region_or_buffer)
 
     def fill_check(self, kernel, value, aux, count, src_word, expect, max_size, max_offset):
         """Byte-exact check of a fill kernel row in C (_core.fill_check):
@@ -448,7 +445,8 @@ class Lab:
 
     def kept_mapping(self, key, size, room=0, prefault=True):
         """A page-aligned anonymous mapping of `size` + `room` bytes kept in
-        self.cache under `key` until a request for another size: mappings of
+        self.cache (per run, survives release()) under `key` until a request
+        for another size: mappings of
         other sizes are unmapped first, so one size's buffers live at a time
         (cells sharing a size reuse them and keep their contents).  Returns
         the Region of its first `size` bytes."""

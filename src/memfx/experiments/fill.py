@@ -640,8 +640,9 @@ class Fill(Experiment):
         if "fill.pmu" not in lab.cache:            # once per run (per worker)
             lab.cache["fill.pmu"] = attach_l2_events(lab)
         size, kernel = point.params["size_bytes"], point.params["kernel"]
-        if not lab.isa_supported(KERNELS[kernel][1]):
-            raise MemfxError(f"kernel {kernel} needs {KERNELS[kernel][1]}, which this CPU lacks")
+        isa = KERNELS[kernel][1]
+        if isa and not lab.isa_supported(isa):
+            raise MemfxError(f"kernel {kernel} needs {isa}, which this CPU lacks")
         value, aux, src_word = arm_setup(point.arm, params["seed"])
         # buffers kept across the cells of one size (room for the rotation slot)
         dst = lab.kept_mapping(("fill.dst", point.arm), size, room=SLOT_BYTES)
