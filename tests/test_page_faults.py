@@ -78,8 +78,9 @@ def test_time_per_page_from_synthetic_points():
         + add("mmap_populate", size, 1500.0 * 1024) + add("calloc", size, 2000.0 * 1024)
     run = {"id": "r", "experiment": "fill_alloc", "status": "complete", "params": {},
            "machine": {}}
-    f = {x["id"]: x for x in document(run, s)["findings"]}
-    assert f["ns_per_page_mmap"]["value"] == pytest.approx(2000.0, rel=0.01)
-    assert f["ns_per_page_mmap_thp"]["value"] == pytest.approx(200.0, rel=0.01)
-    assert f["ns_per_page_mmap_thp"]["verdict"] == MEASURED
-    assert f["populate_vs_touch_fresh"]["value"] == pytest.approx(2000 / 1500, rel=0.01)
+    a = {x["question"]: x for x in document(run, s)["answers"]}
+    per_page = a["fill_alloc.ns_per_page"]
+    assert per_page["value"] == pytest.approx(2000.0, rel=0.01) and per_page["verdict"] == MEASURED
+    thp = next(d for d in per_page["details"] if d["arm"] == "mmap_thp")
+    assert thp["value"] == pytest.approx(200.0, rel=0.01)
+    assert a["fill_alloc.populate_vs_touch"]["value"] == pytest.approx(2000 / 1500, rel=0.01)

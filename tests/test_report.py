@@ -194,9 +194,12 @@ def check(html_text):
 
 def test_report_is_valid_html_with_every_section(written):
     c = check(written)
-    for section in ("verdicts", "machine", "advice", "experiments", "raw-data"):
+    # the answers lead; a round-1 verdicts section exists only while some
+    # run's experiment declares no questions (fill was the last in the fixture)
+    first = "verdicts" if "verdicts" in c.ids else "answers"
+    for section in (first, "machine", "advice", "experiments", "raw-data"):
         assert section in c.ids
-    assert c.ids.index("verdicts") < c.ids.index("machine") < c.ids.index("advice") \
+    assert c.ids.index(first) < c.ids.index("machine") < c.ids.index("advice") \
         < c.ids.index("experiments") < c.ids.index("raw-data")
     assert "script" not in c.tags and "link" not in c.tags and "iframe" not in c.tags
 
@@ -335,7 +338,7 @@ def test_without_a_survey_the_latest_run_of_each_experiment(tmp_path):
         chosen = {r["id"] for r in report.resolve(store, []).runs}
         assert chosen == {ids[1], ids[2]}
         c = check(report.build_report(store, []))
-        assert "no verdict" in c.text("verdicts")
+        assert "no verdict" in c.text("verdicts" if "verdicts" in c.ids else "answers")
     with Store(tmp_path / "empty.db") as store:
         with pytest.raises(StoreError):
             report.resolve(store, [])

@@ -454,6 +454,62 @@ class Lab:
         self.perf.close()
 
 
+    # -- core queries for the fill experiment (issue 9, item 7: experiments
+    # reach the core only through the lab and keep per-run state in
+    # self.cache).  Merge note: main's lab_only branch adds isa_supported and
+    # address with the same signatures; keep one of each. --
+    @staticmethod
+    def isa_supported(isa):
+        """True when this CPU (and the OS) runs instructions of `isa` (e.g. "avx2")."""
+        return bool(_core.isa_supported(isa))
+
+    @staticmethod
+    def cpuid(leaf, subleaf=0):
+        """(eax, ebx, ecx, edx) of CPUID leaf/subleaf on this CPU."""
+        return _core.cpuid(leaf, subleaf)
+
+    @staticmethod
+    def address(region_or_buffer):
+        """The address of a Region's first byte, or of a buffer's."""
+        if isinstance(region_or_buffer, Region):
+            return region_or_buffer.address
+        return _core.address(region_or_buffer)
+
+    def fill_check(self, kernel, value, aux, count, src_word, expect, max_size, max_offset):
+        """Byte-exact check of a fill kernel row in C (_core.fill_check):
+        None, or (size, dst offset, byte, expected, got) of the first wrong byte."""
+        return _core.fill_check(self.kernels[kernel].index, value, aux, count, src_word, expect,
+                                max_size, max_offset)
+
+    def kept_mapping(self, key, size, room=0, prefault=True):
+        """A page-aligned anonymous mapping of `size` + `room` bytes kept in
+        self.cache (per run, survives release()) under `key` until a request
+        for another size: mappings of
+        other sizes are unmapped first, so one size's buffers live at a time
+        (cells sharing a size reuse them and keep their contents).  Returns
+        the Region of its first `size` bytes."""
+        kept = self.cache.setdefault("_kept_mappings", {})
+        got = kept.get(key)
+        if got and got[0] == size:
+            return got[2]
+        for k in [k for k, v in kept.items() if v[0] != size]:
+            try:
+                kept.pop(k)[1].close()
+            except BufferError:
+                pass
+        check_fits(size + room)
+        length = (size + room + PAGE - 1) // PAGE * PAGE
+        try:
+            m = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        except OSError as e:
+            raise MemfxError(f"cannot map {format_size(length)}: {e.strerror}") from None
+        if prefault:
+            _core.touch(m, 0, length, PAGE)
+        region = Region(m, 0, size, _core.address(m))
+        kept[key] = (size, m, region)
+        return region
+
+
 def _libc():
     """libc's mmap/munmap, for the holes of invalid_addresses() (Python's mmap
     cannot unmap part of a mapping)."""

@@ -32,13 +32,17 @@ fills the whole region, as a program does (libc and rep stosb choose their
 strategy from the length of one call); the `chunk` parameter fills large
 regions in fixed-size calls instead, for comparison.
 
-Analysis: per cache level (each size is assigned to the smallest reported
-cache that holds it, DRAM beyond the last) the zero/one bandwidth ratio as a
-geometric mean over the level's sizes, with a bootstrap CI that resamples
+Answers (one per declared question, every run): fill.zero_store_elimination
+rests on zero_ratio_table -- per kernel and cache level (each size assigned to
+the smallest reported cache that holds it, DRAM beyond the last) the
+zero/non-zero bandwidth ratio, the median over the level's sizes of per-size
+ratios of medians, with a bootstrap CI that resamples sizes and then samples
 within each size, and a verdict by the named thresholds effect_min and
-min_samples.  Where a PMU exists and memfx knows the CPU model's encodings
-it also counts L2_LINES_OUT.SILENT / NON_SILENT per line written; elsewhere
-it says that the mechanism cannot be observed and the verdict is timing only.
+min_samples; the answer's value, verdict and sentence come from those rows
+and nothing else, and every kernel family or level not measured is listed
+with the reason.  Where a PMU exists and memfx knows the CPU model's
+encodings, fill.l2_evictions counts L2_LINES_OUT.SILENT / NON_SILENT per line
+written; elsewhere it is not_measured with the reason.
 
 A second experiment here, `fill_alloc`, times calloc vs malloc+memset vs mmap
 first touch on fresh and recycled memory with page faults counted (the
@@ -47,13 +51,14 @@ seed's footnote: calloc can skip zeroing memory it knows is fresh).
 from __future__ import annotations
 
 import math
-import mmap
 
 import numpy as np
 
+from .. import answers as ans
+from ..answers import HIGHER, LOWER, Question
 from ..errors import MemfxError, ParamError
-from ..findings import (DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, Finding,
-                        effect_verdict, threshold)
+from ..findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
+from ..plotspec import PlotSpec
 from ..units import format_size
 from .base import Experiment, Param, Point, Region, Trial, register
 
@@ -155,8 +160,7 @@ def attach_l2_events(lab, identity=None):
     """Add the L2 eviction events to the worker's hardware counter group
     (Lab.perf.add_raw_event) so every sample carries them.  Returns a status
     dict (never raises): counting, no_pmu, unknown_model or open_failed."""
-    from .. import _core
-    vendor, family, model = identity or cpu_identity(_core.cpuid)
+    vendor, family, model = identity or cpu_identity(lab.cpuid)
     events, note = l2_eviction_events(vendor, family, model)
     if events is None:
         return {"status": "unknown_model", "note": note}
@@ -202,15 +206,15 @@ def final_byte(value, aux, src_word, count):
     return value & 0xFF
 
 
-def check_rotating(row_index, value, aux, src_word, region, chunk, calls):
-    """Rotating mode through run(): `calls` chunks of `chunk` bytes over a
-    `region`-byte area (at offset 5 in a guarded buffer).  Returns None when
-    the bytes are what the value semantic says, else a message."""
-    from .. import _core
+def check_rotating(lab, kernel, value, aux, src_word, region, chunk, calls):
+    """Rotating mode through the lab: `calls` chunks of `chunk` bytes over a
+    `region`-byte area (at offset 5 in a guarded buffer) with kernel row
+    `kernel`.  Returns None when the bytes are what the value semantic says,
+    else a message."""
     off, guard = 5, 0xA5
     buf = bytearray(64 + max(region, chunk) + SLOT_BYTES + 64)
     buf[:] = bytes([guard]) * len(buf)
-    base = _core.address(buf)
+    base = lab.address(buf)
     slot = ((base + off + region + 63) & ~63) - base
     buf[slot:slot + 16] = bytes(16)
     rot = aux | FILL_ROTATE | (region << 16)
@@ -218,8 +222,10 @@ def check_rotating(row_index, value, aux, src_word, region, chunk, calls):
     if aux & FILL_VALUE_FROM_SRC:
         src = bytearray(max(8, chunk))
         src[:8] = int(src_word).to_bytes(8, "little")
+    trial = Trial(kernel, size=chunk, dst=Region(buf, off), src=Region(src, 0) if src else None,
+                  value=value, aux=rot)
     for _ in range(calls):
-        _core.run(row_index, buf, off, src, 0, chunk, value, 1, rot)
+        lab.call(trial, 1)
     done = calls * chunk
     sweeps, cur = divmod(done, region)
     # bytes [0, cur) were last written in sweep `sweeps`, [cur, region) in sweep - 1
@@ -236,7 +242,9 @@ def check_rotating(row_index, value, aux, src_word, region, chunk, calls):
 
 
 def check_kernel(row_index, value, aux, src_word, count=1, max_size=4096, max_offset=64):
-    """Byte-exact check in C (see _core.fill_check); None or a failure tuple."""
+    """Byte-exact check in C (see _core.fill_check); None or a failure tuple.
+    Kept for bandwidth.verify_kernel, which checks by row index; the fill
+    experiment checks through Lab.fill_check."""
     from .. import _core
     return _core.fill_check(row_index, value, aux, count, src_word,
                             final_byte(value, aux, src_word, count), max_size, max_offset)
@@ -352,9 +360,6 @@ def primary_kernel(kernels):
     return sorted(kernels)[0] if kernels else None
 
 
-def _fmt_ratio(r):
-    return f"{r['ratio']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
-
 
 # ---- the zero effect per kernel family and level -------------------------------------------
 
@@ -371,43 +376,121 @@ FAMILIES = {
 NONZERO_ORDER = ("one", "ones", "random")
 
 
-def zero_ratio_table(data):
-    """Zero / non-zero fill bandwidth per kernel and cache level, as plain data.
+RATIO_ESTIMATOR = ("median over the level's sizes of per-size ratios of medians; two-stage "
+                   "bootstrap CI (sizes, then samples within each size)")
 
-    A pure function of a RunData: for every measured kernel and level (each
-    size in the smallest reported cache that holds it, DRAM beyond the last;
-    `level_of`), the ratio of the `zero` arm's bandwidth to the first
-    measured of `one`, `ones`, `random` (level_ratio: median over the
-    level's sizes of per-size ratios of medians, two-stage bootstrap CI).
-    Returns [{kernel, family, level, ratio, ci_low, ci_high, n, sizes,
-    zero_arm, nonzero_arm}] in kernel order (KERNELS), then level order;
-    n = the smallest per-size sample count of either arm.  Kernels or levels
-    without both arms are left out."""
+
+def kernel_label(k):
+    """'AVX2 (avx2)', or just the name where the family is the kernel (memset)."""
+    fam = FAMILIES.get(k, k)
+    return k if fam.replace(" ", "_").lower() == k else f"{fam} ({k})"
+
+
+def _kernel_order(k):
+    return list(KERNELS).index(k) if k in KERNELS else len(KERNELS)
+
+
+def _points_by(pts):
+    """{(kernel, size, arm): point} of bandwidth points with samples."""
+    return {(p["params"]["kernel"], p["params"]["size_bytes"], p["arm"]): p for p in pts}
+
+
+def ratio_table(data, a_arm, b_arms, kernels=None):
+    """Bandwidth of arm `a_arm` over the first measured of `b_arms`, per
+    kernel and cache level, as plain data (a pure function of a RunData).
+
+    Every size goes to the smallest reported cache that holds it, DRAM
+    beyond the last (`level_of`); a level's ratio is level_ratio's median
+    over its sizes of per-size ratios of medians, with the two-stage
+    bootstrap CI.  Returns [{kernel, family, level, ratio, ci_low, ci_high,
+    n, sizes, a_arm, b_arm, gbps_a, gbps_b}] in kernel order (KERNELS), then
+    level order; n = the smallest per-size sample count of either arm;
+    gbps_* = the median over the level's sizes of each arm's point median.
+    Kernels or levels without both arms are left out."""
     caches = data_caches(data.machine)
     vals = {}
     for p in data.points:
         if p.get("metric") == "gb_per_s" and p.get("values"):
             vals[(p["params"]["kernel"], p["params"]["size_bytes"], p["arm"])] = p["values"]
     arms = {a for _, _, a in vals}
-    nonzero = next((a for a in NONZERO_ORDER if a in arms), None)
-    if "zero" not in arms or nonzero is None:
+    b_arm = next((a for a in b_arms if a in arms), None)
+    if a_arm not in arms or b_arm is None:
         return []
-    kernels = sorted({k for k, _, _ in vals},
-                     key=lambda k: list(KERNELS).index(k) if k in KERNELS else len(KERNELS))
+    kernels = sorted({k for k, _, _ in vals if kernels is None or k in kernels}, key=_kernel_order)
     sizes = sorted({s for _, s, _ in vals})
     rows = []
     for k in kernels:
         for lv in level_names(caches):
-            pairs = [(vals[(k, s, "zero")], vals[(k, s, nonzero)]) for s in sizes
-                     if level_of(s, caches) == lv and (k, s, "zero") in vals and (k, s, nonzero) in vals]
-            r = level_ratio(pairs, min_samples=threshold("min_samples"))
+            both = [s for s in sizes if level_of(s, caches) == lv
+                    and (k, s, a_arm) in vals and (k, s, b_arm) in vals]
+            r = level_ratio([(vals[(k, s, a_arm)], vals[(k, s, b_arm)]) for s in both],
+                            min_samples=threshold("min_samples"))
             if r is None:
                 continue
             rows.append({"kernel": k, "family": FAMILIES.get(k, k), "level": lv,
                          "ratio": r["ratio"], "ci_low": r["ci_low"], "ci_high": r["ci_high"],
                          "n": min(r["n_a"], r["n_b"]), "sizes": r["sizes"],
-                         "zero_arm": "zero", "nonzero_arm": nonzero})
+                         "a_arm": a_arm, "b_arm": b_arm,
+                         "gbps_a": float(np.median([np.median(vals[(k, s, a_arm)]) for s in both])),
+                         "gbps_b": float(np.median([np.median(vals[(k, s, b_arm)]) for s in both]))})
     return rows
+
+
+def zero_ratio_table(data):
+    """Zero / non-zero fill bandwidth per kernel and cache level (ratio_table
+    of the `zero` arm over the first measured of `one`, `ones`, `random`):
+    [{kernel, family, level, ratio, ci_low, ci_high, n, sizes, zero_arm,
+    nonzero_arm, gbps_zero, gbps_nonzero}].  The store-elimination answer is
+    computed from these rows and nothing else, so the table beside it cannot
+    contradict it."""
+    out = []
+    for r in ratio_table(data, "zero", NONZERO_ORDER):
+        r = dict(r)
+        r["zero_arm"], r["nonzero_arm"] = r.pop("a_arm"), r.pop("b_arm")
+        r["gbps_zero"], r["gbps_nonzero"] = r.pop("gbps_a"), r.pop("gbps_b")
+        out.append(r)
+    return out
+
+
+def _row_verdict(r):
+    """detected / not_detected / inconclusive of one table row (named
+    thresholds effect_min and min_samples)."""
+    return effect_verdict(r["ratio"], r["ci_low"], r["ci_high"], r["n"], r["n"])
+
+
+def _unreached(data, caches, table):
+    """not_measured detail rows: every kernel absent from the table (not in
+    this run's `kernels`, the CPU lacks its ISA, or no sample survived), so
+    the answer names every kernel family, and levels the sweep did not reach
+    for the kernels measured."""
+    out = []
+    done = {(r["kernel"], r["level"]) for r in table}
+    measured = list(dict.fromkeys(r["kernel"] for r in table))
+    asked = [k for k in (data.params or {}).get("kernels") or [] if k in KERNELS]
+    sizes = [p["params"]["size_bytes"] for p in data.points if "size_bytes" in (p.get("params") or {})]
+    largest = max(sizes) if sizes else 0
+    for k in KERNELS:
+        if k not in measured:
+            isa = KERNELS[k][1]
+            if k not in asked:
+                why = f"not in this run's kernels (--set kernels=...,{k})"
+            elif isa:
+                why = f"needs {isa}, or no zero/non-zero pair of samples survived"
+            else:
+                why = "no zero/non-zero pair of samples survived"
+            out.append({"label": kernel_label(k), "kernel": k, "family": FAMILIES[k],
+                        "level": None, "value": None, "unit": "ratio", "ci_low": None,
+                        "ci_high": None, "verdict": ans.NOT_MEASURED, "reason": why})
+    for k in measured:
+        for lv in level_names(caches):
+            if (k, lv) not in done:
+                out.append({"label": f"{kernel_label(k)} {lv}", "kernel": k,
+                            "family": FAMILIES.get(k, k), "level": lv, "value": None,
+                            "unit": "ratio", "ci_low": None, "ci_high": None,
+                            "verdict": ans.NOT_MEASURED,
+                            "reason": f"the sweep did not reach {lv} (largest region "
+                                      f"{format_size(largest)}B)" if largest else "no sizes"})
+    return out
 
 
 # ---- the experiment ----------------------------------------------------------------------
@@ -439,14 +522,57 @@ class Fill(Experiment):
               "0 = one call fills the whole region, as a program's memset does", "1M", minimum=0),
     ]
     presets = {
-        "quick": {"kernels": "avx2,rep_stosb,memset,scalar8", "values": "zero,one,zero_volatile",
+        # nt_sse: non-temporal fills are where zeros ran 2-3x faster on a
+        # Zen 5 guest (issue 16), so the quick answer covers them too
+        "quick": {"kernels": "avx2,rep_stosb,memset,scalar8,nt_sse",
+                  "values": "zero,one,zero_volatile",
                   "points": 12, "samples": 15, "min_sample_ms": 1.0},
         "full": {"points": 40, "samples": 11, "min_sample_ms": 1.0},
     }
 
-    def __init__(self):
-        self._buffers = {}     # arm -> (size, mmap, Region); lives in the worker
-        self._pmu = None
+    questions = (
+        Question("fill.zero_store_elimination", "Does this CPU store zeros faster than other "
+                 "values?", "ratio", SEED,
+                 "zero / non-zero fill bandwidth for every kernel family (scalar, SSE, AVX2, "
+                 "AVX-512, rep stosb, memset, NT) and cache level (zero_ratio_table); detected "
+                 "if any cell's CI lies above 1 + effect_min, not detected if every cell's CI "
+                 "lies within 1 ± effect_min; value = the cell with the largest ratio",
+                 headline=True),
+        Question("fill.zero_loaded_from_memory", "Does it matter whether the zero comes from a "
+                 "volatile load rather than the argument (no zeroing idiom)?", "ratio", SEED,
+                 "zero_volatile / zero bandwidth per level, primary kernel; detected if any "
+                 "level's CI lies outside 1 ± effect_min; value = the level furthest from 1"),
+        Question("fill.nonzero_values_alike", "Are all non-zero values (0x01, 0xff, a random "
+                 "byte) stored at the same speed?", "ratio", SEED,
+                 "ones / one and random / one bandwidth per level, primary kernel; detected if "
+                 "any differs beyond effect_min; value = the cell furthest from 1"),
+        Question("fill.alternating_passes", "Do passes alternating ones and zeros (zeros never "
+                 "written over zeros) fill at the speed of ones?", "ratio", SEED,
+                 "one_zero / one bandwidth per level, primary kernel; detected if any level "
+                 "differs beyond effect_min; value = the level furthest from 1"),
+        Question("fill.bandwidth", "What fill bandwidth does each kernel reach per cache level?",
+                 "GB/s", SEED, "median GB/s of the best kernel at the largest region measured "
+                 "(non-zero value); every kernel and level in details", better=HIGHER),
+        Question("fill.l2_evictions", "Which share of L2 evictions is silent when filling zeros "
+                 "beyond L2 (L2_LINES_OUT.SILENT / NON_SILENT)?", "ratio", SEED,
+                 "median over zero-arm samples beyond L2 of silent / (silent + non-silent) "
+                 "evictions; needs a PMU and known encodings for the CPU model"),
+    )
+    plots = (
+        PlotSpec("avx2", "AVX2 fill bandwidth by stored value", select={"kernel": "avx2"},
+                 series=("arm",), size_x=True, xlabel="region size (bytes)",
+                 ylabel="fill bandwidth (GB/s)"),
+        PlotSpec("string", "rep stosb and libc memset by stored value",
+                 select={"kernel": ("rep_stosb", "memset")}, series=("kernel", "arm"),
+                 size_x=True, xlabel="region size (bytes)", ylabel="fill bandwidth (GB/s)"),
+        PlotSpec("narrow", "scalar and SSE fills by stored value",
+                 select={"kernel": ("scalar4", "scalar8", "sse", "avx512")},
+                 series=("kernel", "arm"), size_x=True, xlabel="region size (bytes)",
+                 ylabel="fill bandwidth (GB/s)"),
+        PlotSpec("nt", "non-temporal fills by stored value",
+                 select={"kernel": ("nt_movnti", "nt_sse")}, series=("kernel", "arm"),
+                 size_x=True, xlabel="region size (bytes)", ylabel="fill bandwidth (GB/s)"),
+    )
 
     # -- plan --
     def max_bytes(self, params, machine):
@@ -472,8 +598,9 @@ class Fill(Experiment):
             elif flags:
                 ok = bool(flags.get(isa))
             else:
-                from .. import _core
-                ok = bool(_core.isa_supported(isa))
+                # no fingerprint flags: keep it; verify() and prepare() ask the
+                # lab (the running CPU) and say so if it lacks the ISA
+                ok = True
             (keep if ok else skip).append(k)
         return keep, skip
 
@@ -508,42 +635,22 @@ class Fill(Experiment):
             total += one * (params["samples"] + 3) + size / _EST_BANDWIDTH + 0.002
         return total
 
-    # -- buffers, kept across the cells of one size --
-    def _region(self, key, size, prefault=True):
-        from .. import _core
-        from .._lab import PAGE, check_fits
-        got = self._buffers.get(key)
-        if got and got[0] == size:
-            return got[2]
-        for k in [k for k, v in self._buffers.items() if v[0] != size]:
-            try:
-                self._buffers.pop(k)[1].close()
-            except BufferError:
-                pass
-        check_fits(size)
-        length = (size + SLOT_BYTES + PAGE - 1) // PAGE * PAGE   # room for the rotation slot
-        try:
-            m = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        except OSError as e:
-            raise MemfxError(f"cannot map {format_size(length)}: {e.strerror}") from None
-        if prefault:
-            _core.touch(m, 0, length, PAGE)
-        region = Region(m, 0, size, _core.address(m))   # page-aligned
-        self._buffers[key] = (size, m, region)
-        return region
-
     # -- one trial --
     def prepare(self, point, params, lab):
-        if self._pmu is None:
-            self._pmu = attach_l2_events(lab)
+        if "fill.pmu" not in lab.cache:            # once per run (per worker)
+            lab.cache["fill.pmu"] = attach_l2_events(lab)
         size, kernel = point.params["size_bytes"], point.params["kernel"]
+        isa = KERNELS[kernel][1]
+        if isa and not lab.isa_supported(isa):
+            raise MemfxError(f"kernel {kernel} needs {isa}, which this CPU lacks")
         value, aux, src_word = arm_setup(point.arm, params["seed"])
-        dst = self._region(("dst", point.arm), size)
+        # buffers kept across the cells of one size (room for the rotation slot)
+        dst = lab.kept_mapping(("fill.dst", point.arm), size, room=SLOT_BYTES)
         src = None
         if aux & FILL_VALUE_FROM_SRC:
             # the pattern word lives in its own mapping; the core checks src
             # spans `size` bytes, so map that much but fault in one page only
-            src = self._region(("src", point.arm), size, prefault=False)
+            src = lab.kept_mapping(("fill.src", point.arm), size, room=SLOT_BYTES, prefault=False)
             np.frombuffer(src.buffer, dtype=np.uint64, count=1, offset=0)[0] = src_word
         extra = {"fill_byte": final_byte(value, aux, src_word, 1)}
         per_call = size
@@ -582,11 +689,12 @@ class Fill(Experiment):
             for arm in params["values"]:
                 v, aux, word = arm_setup(arm, params["seed"])
                 for region, chunk, calls in ((4000, 1000, 9), (3001, 700, 10)):
-                    bad = check_rotating(row.index, v, aux, word, region, chunk, calls)
+                    bad = check_rotating(lab, row.name, v, aux, word, region, chunk, calls)
                     if bad:
                         raise MemfxError(f"kernel {row.name} in rotating mode, {arm}: {bad}")
             for v, aux, word, count, max_size in checks:
-                bad = check_kernel(row.index, v, aux, word, count, max_size)
+                bad = lab.fill_check(row.name, v, aux, count, word, final_byte(v, aux, word, count),
+                                     max_size, 64)
                 if bad:
                     n, off, i, want, got = bad
                     raise MemfxError(f"kernel {row.name} is not byte-exact (value {v:#x}, aux {aux:#x}, "
@@ -599,154 +707,151 @@ class Fill(Experiment):
         pts = [p for p in data.points if p.get("metric") == "gb_per_s" and p.get("values")]
         if not pts:
             return []
-        vals = {}
-        for p in pts:
-            vals[(p["params"]["kernel"], p["params"]["size_bytes"], p["arm"])] = p["values"]
-        kernels = sorted({k for k, _, _ in vals}, key=lambda k: list(KERNELS).index(k)
-                         if k in KERNELS else 99)
-        sizes = sorted({s for _, s, _ in vals})
+        kernels = sorted({p["params"]["kernel"] for p in pts}, key=_kernel_order)
         kp = primary_kernel(kernels)
-        levels = [lv for lv in level_names(caches) if any(level_of(s, caches) == lv for s in sizes)]
-        beyond_l2 = [lv for lv in levels if lv not in ("L1d", "L1", "L2")] or levels
+        return [self._store_elimination(data, caches, pts),
+                self._arm_answer("zero_loaded_from_memory", data, kp, "zero_volatile", ("zero",),
+                                 "zero re-read through a volatile pointer vs zero from the argument"),
+                self._arm_answer("nonzero_values_alike", data, kp, ("ones", "random"), ("one",),
+                                 "other non-zero bytes (0xff, a random byte) vs 0x01"),
+                self._arm_answer("alternating_passes", data, kp, "one_zero", ("one",),
+                                 "passes alternating 0x01 and 0x00 vs 0x01 only"),
+                self._bandwidth(data, caches, pts, kernels),
+                self._counters_answer(data, caches, kp)]
 
-        def ratio(kernel, a, b, lvls):
-            pairs = [(vals[(kernel, s, a)], vals[(kernel, s, b)]) for s in sizes
-                     if level_of(s, caches) in lvls and (kernel, s, a) in vals and (kernel, s, b) in vals]
-            return level_ratio(pairs, min_samples=threshold("min_samples"))
-
-        def in_levels(lvls):
-            return [s for s in sizes if level_of(s, caches) in lvls]
-
-        def med(kernel, arm, lvls):
-            m = [float(np.median(vals[(kernel, s, arm)])) for s in in_levels(lvls)
-                 if (kernel, s, arm) in vals]
-            return float(np.median(m)) if m else None
-
-        findings = []
-        have_pair = any(a == "zero" for _, _, a in vals) and any(a == "one" for _, _, a in vals)
-        per_level = {}
-        if have_pair:
-            for lv in levels:
-                r = ratio(kp, "zero", "one", [lv])
-                if r is None:
-                    continue
-                v = ratio_verdict(r)
-                per_level[lv] = (r, v)
-                lv_sizes = in_levels([lv])
-                per_size = {format_size(s_): round(float(np.median(vals[(kp, s_, "zero")]))
-                                                   / float(np.median(vals[(kp, s_, "one")])), 4)
-                            for s_ in lv_sizes if (kp, s_, "zero") in vals and (kp, s_, "one") in vals}
-                other_kernels = {}
-                for k in kernels:
-                    rk = ratio(k, "zero", "one", [lv])
-                    if rk:
-                        other_kernels[k] = {"ratio": rk["ratio"], "ci_low": rk["ci_low"],
-                                            "ci_high": rk["ci_high"], "verdict": ratio_verdict(rk)}
-                other_values = {}
-                for arm in ("ones", "random"):
-                    ra = ratio(kp, "zero", arm, [lv])
-                    if ra:
-                        other_values[f"zero/{arm}"] = {"ratio": ra["ratio"], "ci_low": ra["ci_low"],
-                                                       "ci_high": ra["ci_high"]}
-                findings.append(Finding(
-                    id=f"zero_vs_one_{lv.lower()}",
-                    claim=(f"Fill bandwidth zero/one, {kp} kernel, {lv} "
-                           f"({format_size(min(lv_sizes))}B..{format_size(max(lv_sizes))}B, "
-                           f"{len(lv_sizes)} sizes)"
-                           + (f": zeros {'faster' if r['ratio'] > 1 else 'slower'} by "
-                              f"{abs(r['ratio'] - 1):.1%}" if v == DETECTED else "")),
-                    verdict=v, value=r["ratio"], unit="ratio", ci_low=r["ci_low"], ci_high=r["ci_high"],
-                    evidence={"kernel": kp, "level": lv, "sizes": lv_sizes, "per_size_ratio": per_size, "sizes_used": r["sizes"],
-                              "sizes_dropped_few_samples": r["dropped"], "n_zero": r["n_a"],
-                              "n_one": r["n_b"], "gbps_zero": med(kp, "zero", [lv]),
-                              "gbps_one": med(kp, "one", [lv]), "kernels": other_kernels,
-                              "other_values": other_values, "effect_min": threshold("effect_min"),
-                              "min_samples": threshold("min_samples"),
-                              "level_rule": "smallest reported cache that holds the region; "
-                                            "DRAM beyond the last"},
-                    seed=SEED, experiment=self.name))
-            findings.insert(0, self._headline(kp, per_level, beyond_l2))
-            for k in kernels:
-                if k == kp:
-                    continue
-                r = ratio(k, "zero", "one", beyond_l2)
-                if r:
-                    findings.append(Finding(
-                        id=f"zero_vs_one_{k}", verdict=ratio_verdict(r), value=r["ratio"], unit="ratio",
-                        ci_low=r["ci_low"], ci_high=r["ci_high"],
-                        claim=f"Fill bandwidth zero/one, {k} kernel, {'+'.join(beyond_l2)}",
-                        evidence={"kernel": k, "levels": beyond_l2, "sizes": r["sizes"],
-                                  "n_zero": r["n_a"], "n_one": r["n_b"]},
-                        seed=SEED, experiment=self.name))
-        for a, b, fid, claim in (
-                ("zero_volatile", "zero", "volatile_zero_vs_zero",
-                 "Zero re-read through a volatile pointer vs zero from the argument (a zeroing idiom "
-                 "is not what matters if this is not detected)"),
-                ("ones", "one", "ones_vs_one", "Fill bandwidth 0xff/0x01: non-zero values alike"),
-                ("random", "one", "random_vs_one", "Fill bandwidth random byte/0x01: non-zero values alike"),
-                ("one_zero", "one", "alternating_vs_one",
-                 "Alternating passes of ones and zeros (zeros never written over zeros) vs ones")):
-            r = ratio(kp, a, b, beyond_l2)
-            if r:
-                findings.append(Finding(
-                    id=fid, verdict=ratio_verdict(r), value=r["ratio"], unit="ratio",
-                    ci_low=r["ci_low"], ci_high=r["ci_high"],
-                    claim=f"{claim}; {kp} kernel, {'+'.join(beyond_l2)}",
-                    evidence={"kernel": kp, "levels": beyond_l2, "arms": [a, b], "sizes": r["sizes"],
-                              "n_a": r["n_a"], "n_b": r["n_b"]},
-                    seed=SEED, experiment=self.name))
-        findings.append(self._counters_finding(data, caches, kp))
+    def _store_elimination(self, data, caches, pts):
+        q = self.declared("zero_store_elimination")
         table = zero_ratio_table(data)
-        if table:
-            top = max(table, key=lambda r: r["ratio"])
-            findings.append(Finding(
-                id="zero_ratio_by_kernel",
-                claim=(f"Fill bandwidth zero/{top['nonzero_arm']} per kernel and level (largest: "
-                       f"{top['kernel']} in {top['level']}, {top['ratio']:.2f}x)"),
-                verdict=MEASURED, value=top["ratio"], unit="ratio", ci_low=top["ci_low"],
-                ci_high=top["ci_high"], evidence={"table": table}, seed=SEED, experiment=self.name))
-        return findings
-
-    def _headline(self, kp, per_level, beyond_l2):
-        verdicts = {lv: v for lv, (r, v) in per_level.items()}
-        det = [lv for lv, v in verdicts.items() if v == DETECTED and per_level[lv][0]["ratio"] > 1]
-        if det:
+        if not table:
+            return ans.not_measured(q, "needs the zero arm and a non-zero arm (one, ones or random) "
+                                       "of the same kernel and size")
+        by = _points_by(pts)
+        details = []
+        for r in table:
+            keys = [ans.point_key(p) for (k, s, a), p in by.items()
+                    if k == r["kernel"] and a in (r["zero_arm"], r["nonzero_arm"])
+                    and level_of(s, caches) == r["level"]]
+            details.append({"label": f"{kernel_label(r['kernel'])} {r['level']}", "value": r["ratio"],
+                            "unit": "ratio", "ci_low": r["ci_low"], "ci_high": r["ci_high"],
+                            "verdict": _row_verdict(r), "kernel": r["kernel"], "family": r["family"],
+                            "level": r["level"], "n": r["n"], "sizes": r["sizes"],
+                            "gbps_zero": r["gbps_zero"], "gbps_nonzero": r["gbps_nonzero"],
+                            "nonzero_arm": r["nonzero_arm"], "points": keys})
+        details += _unreached(data, caches, table)
+        measured_rows = [d for d in details if d["verdict"] != ans.NOT_MEASURED]
+        faster = [d for d in measured_rows if d["verdict"] == DETECTED and d["value"] > 1]
+        if faster:
             verdict = DETECTED
-        elif verdicts and all(v == NOT_DETECTED for v in verdicts.values()):
+        elif all(d["verdict"] == NOT_DETECTED for d in measured_rows):
             verdict = NOT_DETECTED
         else:
             verdict = INCONCLUSIVE
-        focus = det or [lv for lv in beyond_l2 if lv in per_level] or list(per_level)
-        best = max(focus, key=lambda lv: abs(math.log(per_level[lv][0]["ratio"]))) if focus else None
-        r = per_level[best][0] if best else None
-        summary = ", ".join(f"{lv} {_fmt_ratio(per_level[lv][0])} {v}" for lv, v in verdicts.items())
-        outer = [per_level[lv][0] for lv in beyond_l2 if lv in per_level]
-        excluded = bool(outer) and all(r_["ci_high"] < SEED_EFFECT for r_ in outer)
-        return Finding(
-            id="store_elimination",
-            claim=(f"Zeros are stored faster than ones (hardware store elimination, seed 000), "
-                   f"{kp} kernel" + (f": detected in {', '.join(det)}" if det else "")
-                   + (f"; value shown for {best}" if best else "")
-                   + (f"; an effect as large as seed 000's ({SEED_EFFECT - 1:.0%}) is excluded "
-                      f"beyond L2" if excluded and not det else "")),
-            verdict=verdict, value=r["ratio"] if r else None, unit="ratio",
-            ci_low=r["ci_low"] if r else None, ci_high=r["ci_high"] if r else None,
-            evidence={"kernel": kp, "level_shown": best, "per_level": summary,
-                      "seed_effect": SEED_EFFECT, "seed_effect_excluded_beyond_l2": excluded,
-                      "rule": "detected if any level's zero/one CI lies above 1 + effect_min; "
-                              "not detected if every level's CI lies within 1 +- effect_min"},
-            seed=SEED, experiment=self.name)
+        top = max(faster or measured_rows, key=lambda d: d["value"])
+        nz = top["nonzero_arm"]
+        outer = [d for d in measured_rows if d["level"] not in ("L1d", "L1", "L2", "all")]
+        excluded = bool(outer) and all(d["ci_high"] < SEED_EFFECT for d in outer)
+        if faster:
+            cells = sorted(faster, key=lambda d: -d["value"])
+            shown = "; ".join(f"{kernel_label(d['kernel'])} in {d['level']} {d['value']:.2f}x "
+                              f"[{d['ci_low']:.2f}, {d['ci_high']:.2f}]" for d in cells[:4])
+            more = f" and {len(cells) - 4} more cells" if len(cells) > 4 else ""
+            quiet = sum(d["verdict"] == NOT_DETECTED for d in measured_rows)
+            unsure = len(measured_rows) - len(cells) - quiet
+            others = ([f"{quiet} within ±{threshold('effect_min'):.0%}"] if quiet else []) \
+                + ([f"{unsure} inconclusive"] if unsure else [])
+            because = (f"zeros are stored faster than {nz}: {shown}{more}"
+                       + (f"; other kernel/level cells: {', '.join(others)}" if others else ""))
+        else:
+            lo = min(d["value"] for d in measured_rows)
+            hi = max(d["value"] for d in measured_rows)
+            levels = [lv for lv in level_names(caches) if any(d["level"] == lv for d in measured_rows)]
+            fams = list(dict.fromkeys(d["family"] for d in measured_rows))
+            span = f"{lo:.2f}x" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}x"
+            because = (f"zero/{nz} fill bandwidth {span} in {levels[0]}..{levels[-1]}, "
+                       f"{', '.join(fams)}")
+            if verdict == INCONCLUSIVE:
+                because += (f"; largest {kernel_label(top['kernel'])} in {top['level']} "
+                            f"{top['value']:.2f}x [{top['ci_low']:.2f}, {top['ci_high']:.2f}], "
+                            f"not conclusive")
+            if excluded:
+                because += f"; seed 000's {SEED_EFFECT - 1:.0%} excluded beyond L2"
+        missing = [d for d in details if d["verdict"] == ans.NOT_MEASURED]
+        if missing:
+            kinds = sorted({d["kernel"] for d in missing if d["level"] is None}, key=_kernel_order)
+            cells = sum(d["level"] is not None for d in missing)
+            because += " (not measured: " + "; ".join(
+                ([f"kernels {', '.join(kinds)}"] if kinds else [])
+                + ([f"{cells} levels the sweep did not reach"] if cells else [])) + ")"
+        return ans.Answer(question=q.id, verdict=verdict, because=because, value=top["value"],
+                          ci_low=top["ci_low"], ci_high=top["ci_high"], evidence=top["points"],
+                          details=details, estimator=RATIO_ESTIMATOR)
 
-    def _counters_finding(self, data, caches, kp):
+    def _arm_answer(self, name, data, kernel, a_arms, b_arms, what):
+        """a/b bandwidth per level for one kernel: detected when any level differs."""
+        q = self.declared(name)
+        a_arms = (a_arms,) if isinstance(a_arms, str) else tuple(a_arms)
+        rows = [r for a in a_arms for r in ratio_table(data, a, b_arms, kernels=(kernel,))]
+        if not rows:
+            return ans.not_measured(q, f"needs the value arm {' or '.join(a_arms)} and "
+                                       f"{' or '.join(b_arms)} (--set values=...)")
+        details = [{"label": f"{r['a_arm']}/{r['b_arm']} {r['kernel']} {r['level']}",
+                    "value": r["ratio"], "unit": "ratio", "ci_low": r["ci_low"],
+                    "ci_high": r["ci_high"], "verdict": _row_verdict(r), "kernel": r["kernel"],
+                    "level": r["level"], "arms": [r["a_arm"], r["b_arm"]], "n": r["n"],
+                    "sizes": r["sizes"]} for r in rows]
+        differs = [d for d in details if d["verdict"] == DETECTED]
+        if differs:
+            verdict = DETECTED
+        elif all(d["verdict"] == NOT_DETECTED for d in details):
+            verdict = NOT_DETECTED
+        else:
+            verdict = INCONCLUSIVE
+        top = max(differs or details, key=lambda d: abs(math.log(d["value"])))
+        lo, hi = min(d["value"] for d in details), max(d["value"] for d in details)
+        span = f"{lo:.2f}x" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}x"
+        levels = list(dict.fromkeys(d["level"] for d in details))
+        because = f"{what}: {span} in {levels[0]}..{levels[-1]} ({kernel})"
+        if differs:
+            because += "; differs in " + ", ".join(f"{d['level']} {d['value']:.2f}x" for d in differs)
+        elif verdict == NOT_DETECTED:
+            because += f", within ±{threshold('effect_min'):.0%} everywhere"
+        return ans.Answer(question=q.id, verdict=verdict, because=because, value=top["value"],
+                          ci_low=top["ci_low"], ci_high=top["ci_high"], details=details,
+                          evidence=[f"kernel={kernel}", f"level={top['level']}"],
+                          estimator=RATIO_ESTIMATOR)
+
+    def _bandwidth(self, data, caches, pts, kernels):
+        """Median fill bandwidth of a non-zero value per kernel and level."""
+        q = self.declared("bandwidth")
+        arms = {p["arm"] for p in pts}
+        arm = next((a for a in NONZERO_ORDER if a in arms), None) or sorted(arms)[0]
+        mine = [p for p in pts if p["arm"] == arm]
+        details = []
+        for k in kernels:
+            for lv in level_names(caches):
+                ps = [p for p in mine if p["params"]["kernel"] == k
+                      and level_of(p["params"]["size_bytes"], caches) == lv]
+                if ps:
+                    details.append({"label": f"{k} {lv}", "kernel": k, "level": lv,
+                                    "value": float(np.median([p["median"] for p in ps])),
+                                    "unit": "GB/s", "sizes": len(ps), "arm": arm,
+                                    "points": ans.evidence_keys(ps)})
+        largest = max(p["params"]["size_bytes"] for p in mine)
+        at = [p for p in mine if p["params"]["size_bytes"] == largest]
+        best = max(at, key=lambda p: p["median"])
+        a = ans.measured(q, best["values"], "", evidence=[ans.point_key(best)], details=details,
+                         estimator="median of samples, largest region measured")
+        a.because = (f"{best['params']['kernel']} fills {format_size(largest)}B of {arm} at "
+                     f"{a.value:.1f} GB/s ({level_of(largest, caches)}); every kernel and level "
+                     f"in details")
+        return a
+
+    def _counters_answer(self, data, caches, kp):
         """L2 silent/non-silent evictions per line written, or why they cannot be read."""
+        q = self.declared("l2_evictions")
         cpu = data.machine.get("cpu") or {}
         pmu = data.machine.get("pmu") or {}
         events, note = l2_eviction_events(cpu.get("vendor"), cpu.get("family"), cpu.get("model"))
-        uncore = [s for s in pmu.get("event_sources") or [] if s.startswith("uncore")]
-        uncore_note = ("uncore memory-write counters (unc_arb_trk_requests.writes, uncore_imc "
-                       "data_writes) are system-wide events that memfx does not read; "
-                       + (f"uncore PMUs present: {', '.join(uncore)}" if uncore
-                          else "this machine exposes no uncore PMU"))
         line = data.machine.get("line_bytes") or 64
         per = {}
         for s in data.samples:
@@ -754,40 +859,32 @@ class Fill(Experiment):
             if "l2_lines_out_silent" not in c or s.get("point", {}).get("kernel") != kp:
                 continue
             size = s["point"]["size_bytes"]
-            lines = (s["counters"].get("chunk_bytes") or size) * s["length"] / line
-            key = (level_of(size, caches), s["arm"])
-            d = per.setdefault(key, {"silent": [], "non_silent": []})
+            lines = (c.get("chunk_bytes") or size) * s["length"] / line
+            d = per.setdefault((level_of(size, caches), s["arm"]), {"silent": [], "non_silent": []})
             d["silent"].append(c["l2_lines_out_silent"] / lines)
             d["non_silent"].append(c.get("l2_lines_out_non_silent", 0) / lines)
-        if per:
-            table = {f"{lv} {arm}": {"silent_per_line": float(np.median(d["silent"])),
-                                     "non_silent_per_line": float(np.median(d["non_silent"]))}
-                     for (lv, arm), d in sorted(per.items())}
-            beyond = [lv for lv in level_names(caches) if lv not in ("L1d", "L1", "L2")]
-            z = [x for (lv, arm), d in per.items() if arm == "zero" and lv in beyond for x in d["silent"]]
-            zt = [a + b for (lv, arm), d in per.items() if arm == "zero" and lv in beyond
-                  for a, b in zip(d["silent"], d["non_silent"])]
-            share = float(np.median(z) / np.median(zt)) if z and np.median(zt) > 0 else None
-            return Finding(
-                id="l2_silent_evictions",
-                claim=f"Share of L2 evictions that are silent when filling zeros beyond L2 ({kp})",
-                verdict=MEASURED, value=share, unit="ratio",
-                evidence={"per_level": table, "events": events, "source": note, "uncore": uncore_note},
-                seed=SEED, experiment=self.name)
-        if pmu.get("available") is False:
-            why = f"no hardware PMU ({pmu.get('reason')})"
-        elif events is None:
-            why = note
-        else:
-            why = "the L2_LINES_OUT events could not be opened"
-        return Finding(
-            id="l2_silent_evictions",
-            claim=("The mechanism (L2_LINES_OUT.SILENT / NON_SILENT evictions, uncore memory writes) "
-                   f"cannot be observed here: {why}; the verdicts above come from timing alone"),
-            verdict=INCONCLUSIVE, value=None, unit="",
-            evidence={"reason": why, "cpu": {k: cpu.get(k) for k in ("vendor", "family", "model")},
-                      "encodings": note, "uncore": uncore_note},
-            seed=SEED, experiment=self.name)
+        if not per:
+            if pmu.get("available") is False:
+                why = f"no hardware PMU ({pmu.get('reason')})"
+            elif events is None:
+                why = note
+            else:
+                why = "the L2_LINES_OUT events could not be opened"
+            return ans.not_measured(q, f"L2_LINES_OUT.SILENT / NON_SILENT cannot be counted here: "
+                                       f"{why}; the store-elimination verdict rests on timing alone")
+        details = [{"label": f"{lv} {arm}", "level": lv, "arm": arm,
+                    "value": float(np.median(d["silent"])), "unit": "silent evictions/line",
+                    "non_silent_per_line": float(np.median(d["non_silent"]))}
+                   for (lv, arm), d in sorted(per.items())]
+        beyond = [lv for lv in level_names(caches) if lv not in ("L1d", "L1", "L2")]
+        shares = [si / (si + ns) for (lv, arm), d in per.items() if arm == "zero" and lv in beyond
+                  for si, ns in zip(d["silent"], d["non_silent"]) if si + ns > 0]
+        if not shares:
+            return ans.not_measured(q, "no zero-arm sample beyond L2 carried the L2 eviction counts")
+        return ans.measured(q, shares, f"filling zeros beyond L2 ({kp}), "
+                            f"{float(np.median(shares)):.0%} of L2 evictions are silent "
+                            f"(events: {note})", details=details,
+                            estimator="median over samples of silent / (silent + non-silent)")
 
 
 # ---- calloc vs malloc+memset vs mmap first touch ---------------------------------------
@@ -796,6 +893,7 @@ ALLOC_ARMS = {"calloc": "alloc_calloc", "malloc_memset": "alloc_malloc_memset", 
               # page faults (seed 004, issue 13): first touch with THP, MAP_POPULATE (layout.c)
               "mmap_thp": "fault_mmap_thp", "mmap_populate": "fault_map_populate"}
 ALLOC_RECYCLED = 1
+THP_BYTES = 2 << 20      # x86-64 huge page (PMD) size, SDM Vol. 3A 4.5
 ALLOC_CHECK = 2
 
 
@@ -822,6 +920,35 @@ class FillAlloc(Experiment):
         "full": {"samples": 11, "min_sample_ms": 2.0},
     }
 
+    questions = (
+        Question("fill_alloc.calloc_vs_memset_fresh", "How much faster is calloc than "
+                 "malloc+memset on memory fresh from the OS?", "ratio", SEED,
+                 "time malloc+memset / calloc (alloc, zero, touch every page, free): median over "
+                 "sizes of per-size ratios of medians, two-stage bootstrap CI; detected beyond "
+                 "effect_min"),
+        Question("fill_alloc.calloc_vs_memset_recycled", "How much faster is calloc than "
+                 "malloc+memset on recycled heap memory?", "ratio", SEED,
+                 "time malloc+memset / calloc on reused heap memory, as for fresh memory"),
+        Question("fill_alloc.mmap_vs_calloc", "Is mmap + first touch faster than calloc on "
+                 "fresh memory?", "ratio", SEED,
+                 "time calloc / mmap first touch, fresh memory, over sizes"),
+        Question("fill_alloc.thp_first_touch", "How much cheaper is the first touch of memory "
+                 "backed by transparent huge pages than by 4 KiB pages?", "ratio", "004",
+                 "time 4 KiB first touch / THP first touch, fresh memory, over sizes"),
+        Question("fill_alloc.populate_vs_touch", "Is MAP_POPULATE cheaper than faulting pages in "
+                 "by touching them?", "ratio", "004",
+                 "time touch / MAP_POPULATE, fresh memory, over sizes"),
+        Question("fill_alloc.ns_per_page", "What does obtaining one 4 KiB page from the OS cost "
+                 "(map, first touch, unmap)?", "ns", "004",
+                 "median ns per 4 KiB page of mmap first touch at the largest size measured; THP "
+                 "and MAP_POPULATE and page faults per page in details", better=LOWER),
+    )
+    plots = (
+        PlotSpec("alloc", "zeroed memory: ns per call (alloc, zero, touch, free)",
+                 series=("arm", "memory"), size_x=True, log_y=True,
+                 xlabel="allocation size (bytes)", ylabel="ns per call (log)"),
+    )
+
     def plan(self, params, machine):
         avail = (machine.get("memory") or {}).get("available_bytes")
         big = max(params["sizes"])
@@ -840,64 +967,112 @@ class FillAlloc(Experiment):
 
     def verify(self, lab, params):
         """Every strategy must hand out zeroed memory, also after the heap was dirtied."""
-        from .. import _core
         for arm, kname in ALLOC_ARMS.items():
-            row = lab.kernels[kname]
             for mem in params["memory"]:
                 aux = ALLOC_CHECK | (ALLOC_RECYCLED if mem == "recycled" else 0)
                 for size in (4096, 100_000, min(params["sizes"])):
-                    bad = _core.run(row.index, None, 0, None, 0, size, 0, 2, aux)[3]
+                    bad = lab.call(Trial(kname, size=size, aux=aux), 2)
                     if bad:
                         raise MemfxError(f"{arm} ({mem}) returned {bad} non-zero bytes of {size}")
 
     def analyze(self, data):
         pts = [p for p in data.points if p.get("values")]
-        vals = {(p["arm"], p["params"]["memory"], p["params"]["size_bytes"]): p["values"] for p in pts}
-        sizes = sorted({s for _, _, s in vals})
-        findings = []
-        for mem in ("fresh", "recycled"):
-            for slow, fast, fid, claim in (
-                    ("malloc_memset", "calloc", f"calloc_vs_malloc_memset_{mem}",
-                     f"calloc is faster than malloc+memset on {mem} memory (time malloc+memset / calloc)"),
-                    ("calloc", "mmap", f"mmap_vs_calloc_{mem}",
-                     f"mmap first touch vs calloc on {mem} memory (time calloc / mmap)"),
-                    ("mmap", "mmap_populate", f"populate_vs_touch_{mem}",
-                     f"MAP_POPULATE vs first touch on {mem} memory (time touch / populate)"),
-                    ("mmap", "mmap_thp", f"thp_vs_4k_first_touch_{mem}",
-                     f"first touch with huge pages vs 4 KiB pages, {mem} memory (time 4k / thp)")):
-                pairs = [(vals[(slow, mem, s)], vals[(fast, mem, s)]) for s in sizes
-                         if (slow, mem, s) in vals and (fast, mem, s) in vals]
-                r = level_ratio(pairs, min_samples=threshold("min_samples"))
-                if r:
-                    findings.append(Finding(
-                        id=fid, claim=claim, verdict=ratio_verdict(r), value=r["ratio"], unit="ratio",
-                        ci_low=r["ci_low"], ci_high=r["ci_high"],
-                        evidence={"sizes": [s for s in sizes if (slow, mem, s) in vals],
-                                  "n_a": r["n_a"], "n_b": r["n_b"], "metric": "ns per call (alloc, zero, "
-                                  "touch every page, free)"},
-                        seed=SEED, experiment=self.name))
+        by = {(p["arm"], p["params"]["memory"], p["params"]["size_bytes"]): p for p in pts}
+        out = []
+        for name, slow, fast, mem, what in (
+                ("calloc_vs_memset_fresh", "malloc_memset", "calloc", "fresh",
+                 "calloc vs malloc+memset, fresh memory"),
+                ("calloc_vs_memset_recycled", "malloc_memset", "calloc", "recycled",
+                 "calloc vs malloc+memset, recycled heap memory"),
+                ("mmap_vs_calloc", "calloc", "mmap", "fresh", "mmap first touch vs calloc"),
+                ("thp_first_touch", "mmap", "mmap_thp", "fresh",
+                 "first touch with THP vs 4 KiB pages, regions of 2 MiB or more"),
+                ("populate_vs_touch", "mmap", "mmap_populate", "fresh",
+                 "MAP_POPULATE vs first touch")):
+            # a region smaller than a huge page cannot be backed by one (x86-64
+            # 2 MiB pages, SDM Vol. 3A 4.5): THP is judged from the sizes that can
+            floor = THP_BYTES if name == "thp_first_touch" else 0
+            out.append(self._speedup(name, by, slow, fast, mem, what, floor))
+        out.append(self._per_page(data, by))
+        return out
+
+    def _speedup(self, name, by, slow, fast, mem, what, floor=0):
+        """Time slow / time fast over the sizes measured of at least `floor`
+        bytes (> 1: `fast` is faster); every size in details."""
+        q = self.declared(name)
+        every = sorted(s for a, m, s in by if a == slow and m == mem and (fast, mem, s) in by)
+        sizes = [s for s in every if s >= floor]
+        if not sizes:
+            return ans.not_measured(q, f"the sweep did not measure {slow} and {fast} on {mem} "
+                                       f"memory at a common size"
+                                    + (f" of {format_size(floor)}B or more" if floor else ""))
+        pairs = [(by[(slow, mem, s)]["values"], by[(fast, mem, s)]["values"]) for s in sizes]
+        r = level_ratio(pairs, min_samples=threshold("min_samples"))
+        if r is None:
+            return ans.not_measured(q, f"no size has positive times for both {slow} and {fast}")
+        details = []
+        for s in every:
+            a, b = by[(slow, mem, s)]["values"], by[(fast, mem, s)]["values"]
+            rs = level_ratio([(a, b)])
+            if rs is None:
+                continue
+            details.append({"label": f"{format_size(s)}B", "size_bytes": s, "value": rs["ratio"],
+                            "verdict": effect_verdict(rs["ratio"], rs["ci_low"], rs["ci_high"],
+                                                      rs["n_a"], rs["n_b"]),
+                            "unit": "ratio", "ci_low": rs["ci_low"], "ci_high": rs["ci_high"],
+                            f"ns_{slow}": float(np.median(a)), f"ns_{fast}": float(np.median(b)),
+                            "in_value": s >= floor,
+                            "points": [ans.point_key(by[(slow, mem, s)]),
+                                       ans.point_key(by[(fast, mem, s)])]})
+        verdict = effect_verdict(r["ratio"], r["ci_low"], r["ci_high"], r["n_a"], r["n_b"])
+        word = {DETECTED: f"{fast} is {r['ratio']:.2f}x as fast" if r["ratio"] >= 1
+                else f"{fast} is slower ({r['ratio']:.2f}x)",
+                NOT_DETECTED: f"no difference beyond ±{threshold('effect_min'):.0%}"}.get(
+                    verdict, f"{r['ratio']:.2f}x, inconclusive")
+        few = min(r["n_a"], r["n_b"])
+        if verdict == INCONCLUSIVE and few < threshold("min_samples"):
+            word += f" (only {few} accepted samples at some size; min_samples = " \
+                    f"{threshold('min_samples')})"
+        because = (f"{what}: {word} (time {slow} / {fast}, median over "
+                   f"{format_size(sizes[0])}B..{format_size(sizes[-1])}B)")
+        return ans.Answer(question=q.id, verdict=verdict, because=because, value=r["ratio"],
+                          ci_low=r["ci_low"], ci_high=r["ci_high"], details=details,
+                          evidence=[k for d in details for k in d["points"]],
+                          estimator="median over sizes of per-size ratios of medians (time); "
+                                    "two-stage bootstrap CI")
+
+    def _per_page(self, data, by):
+        q = self.declared("ns_per_page")
         page = 4096
         faults = {}
         for s in data.samples:
             pf = (s.get("counters") or {}).get("page_faults")
-            if pf is None:
-                continue
-            key = (s["arm"], s["point"]["memory"])
-            faults.setdefault(key, []).append(pf / s["length"] / (s["point"]["size_bytes"] / page))
-        for arm in ("mmap", "mmap_thp", "mmap_populate"):      # cost per 4 KiB page obtained
-            big = max((s for a, m, s in vals if a == arm and m == "fresh"), default=None)
+            if pf is not None and not s.get("rejected"):
+                faults.setdefault((s["arm"], s["point"]["memory"]), []).append(
+                    pf / s["length"] / (s["point"]["size_bytes"] / page))
+        details = []
+        for arm in ("mmap", "mmap_thp", "mmap_populate"):
+            big = max((s for a, m, s in by if a == arm and m == "fresh"), default=None)
             if big:
-                per = np.asarray(vals[(arm, "fresh", big)], float) / (big / page)
-                findings.append(Finding(
-                    id=f"ns_per_page_{arm}", claim=f"Time per 4 KiB page obtained (map, obtain, "
-                    f"unmap), {arm}, {format_size(big)}B", verdict=MEASURED,
-                    value=float(np.median(per)), unit="ns", evidence={"size_bytes": big},
-                    seed=SEED, experiment=self.name))
+                per = np.asarray(by[(arm, "fresh", big)]["values"], float) / (big / page)
+                fs = faults.get((arm, "fresh"))
+                details.append({"label": f"{arm} {format_size(big)}B", "arm": arm,
+                                "size_bytes": big, "value": float(np.median(per)), "unit": "ns",
+                                "faults_per_page": float(np.median(fs)) if fs else None,
+                                "point": ans.point_key(by[(arm, "fresh", big)])})
         for (arm, mem), fs in sorted(faults.items()):
-            findings.append(Finding(
-                id=f"page_faults_{arm}_{mem}",
-                claim=f"Page faults per 4 KiB page obtained, {arm}, {mem} memory",
-                verdict=MEASURED, value=float(np.median(fs)), unit="faults/page",
-                evidence={"samples": len(fs), "min": float(np.min(fs)), "max": float(np.max(fs))},
-                seed=SEED, experiment=self.name))
-        return findings
+            if arm not in ("mmap", "mmap_thp", "mmap_populate"):
+                details.append({"label": f"{arm} {mem} page faults", "arm": arm, "memory": mem,
+                                "value": float(np.median(fs)), "unit": "faults/page",
+                                "min": float(np.min(fs)), "max": float(np.max(fs))})
+        big = max((s for a, m, s in by if a == "mmap" and m == "fresh"), default=None)
+        if big is None:
+            return ans.not_measured(q, "the sweep did not measure mmap first touch on fresh memory")
+        per = np.asarray(by[("mmap", "fresh", big)]["values"], float) / (big / page)
+        a = ans.measured(q, per, "", evidence=[ans.point_key(by[("mmap", "fresh", big)])],
+                         details=details, estimator="median of samples / pages, largest size")
+        others = "; ".join(f"{d['arm']} {d['value']:.0f} ns" for d in details
+                           if d.get("unit") == "ns" and d["arm"] != "mmap")
+        a.because = (f"mmap + first touch of {format_size(big)}B: {a.value:.0f} ns per 4 KiB page"
+                     + (f"; {others}" if others else ""))
+        return a
