@@ -443,6 +443,11 @@ class Lab:
     def close(self):
         """End of the run: drop the experiments' cache, unmap every buffer,
         close the counters."""
+        for _, mapping, _ in self.cache.get("_kept_mappings", {}).values():
+            try:
+                mapping.close()
+            except BufferError:
+                pass  # a numpy view still exists; the GC will unmap it
         self.cache.clear()
         self.release()
         for m in self.run_buffers:
@@ -453,33 +458,17 @@ class Lab:
         self.run_buffers = []
         self.perf.close()
 
-
-    # -- core queries for the fill experiment (issue 9, item 7: experiments
-    # reach the core only through the lab and keep per-run state in
-    # self.cache).  Merge note: main's lab_only branch adds isa_supported and
-    # address with the same signatures; keep one of each. --
-    @staticmethod
-    def isa_supported(isa):
-        """True when this CPU (and the OS) runs instructions of `isa` (e.g. "avx2")."""
-        return bool(_core.isa_supported(isa))
-
+    # -- core queries for the fill experiment --
     @staticmethod
     def cpuid(leaf, subleaf=0):
         """(eax, ebx, ecx, edx) of CPUID leaf/subleaf on this CPU."""
         return _core.cpuid(leaf, subleaf)
 
-    @staticmethod
-    def address(region_or_buffer):
-        """The address of a Region's first byte, or of a buffer's."""
-        if isinstance(region_or_buffer, Region):
-            return region_or_buffer.address
-        return _core.address(region_or_buffer)
-
     def fill_check(self, kernel, value, aux, count, src_word, expect, max_size, max_offset):
         """Byte-exact check of a fill kernel row in C (_core.fill_check):
         None, or (size, dst offset, byte, expected, got) of the first wrong byte."""
-        return _core.fill_check(self.kernels[kernel].index, value, aux, count, src_word, expect,
-                                max_size, max_offset)
+        return fill_check(self.kernels[kernel].index, value, aux, count, src_word, expect,
+                          max_size, max_offset)
 
     def kept_mapping(self, key, size, room=0, prefault=True):
         """A page-aligned anonymous mapping of `size` + `room` bytes kept in
@@ -585,6 +574,11 @@ def call_kernel(index, dst, dst_offset, src, src_offset, size, value=0, count=1,
 def verify_copy(index, max_size, max_misalign=64, all_pairs=False, aux=0, count=1):
     """The core's byte-exact check of a copy-like row; None or a message."""
     return _core.verify_copy(index, max_size, max_misalign, all_pairs, aux, count)
+
+
+def fill_check(index, value, aux, count, src_word, expect, max_size, max_offset):
+    """The core's byte-exact check of a fill row; None or the first wrong byte."""
+    return _core.fill_check(index, value, aux, count, src_word, expect, max_size, max_offset)
 
 
 def link_chain_at(buffer, offset, element, n, order=None):

@@ -242,12 +242,12 @@ def check_rotating(lab, kernel, value, aux, src_word, region, chunk, calls):
 
 
 def check_kernel(row_index, value, aux, src_word, count=1, max_size=4096, max_offset=64):
-    """Byte-exact check in C (see _core.fill_check); None or a failure tuple.
+    """Byte-exact check in C (see _lab.fill_check); None or a failure tuple.
     Kept for bandwidth.verify_kernel, which checks by row index; the fill
     experiment checks through Lab.fill_check."""
-    from .. import _core
-    return _core.fill_check(row_index, value, aux, count, src_word,
-                            final_byte(value, aux, src_word, count), max_size, max_offset)
+    from .._lab import fill_check
+    return fill_check(row_index, value, aux, count, src_word,
+                      final_byte(value, aux, src_word, count), max_size, max_offset)
 
 
 # ---- sizes and cache levels --------------------------------------------------------
@@ -498,6 +498,7 @@ def _unreached(data, caches, table):
 @register
 class Fill(Experiment):
     name = "fill"
+    order = 20
     title = "Fill bandwidth by stored value (hardware store elimination)"
     question = ("Does this CPU care about the value it stores: is filling memory with zeros "
                 "faster than with ones, and in which cache level?")
@@ -900,6 +901,7 @@ ALLOC_CHECK = 2
 @register
 class FillAlloc(Experiment):
     name = "fill_alloc"
+    order = 21
     title = "Zeroed memory: calloc vs malloc+memset vs mmap first touch"
     question = ("How much does calloc save over malloc+memset on fresh and on recycled memory, "
                 "and what do the page faults cost?")
