@@ -236,11 +236,7 @@ class Lab:
         return Region(m, start, size, base + start)
 
     def release(self):
-        for m in self.buffers:
-            try:
-                m.close()
-            except BufferError:
-                pass  # a numpy view still exists; the GC will unmap it
+        _unmap_all(self.buffers)
         self.buffers = []
         for addr, length in getattr(self, "_holes", ()):
             _libc().munmap(ctypes.c_void_p(addr), ctypes.c_size_t(length))
@@ -443,18 +439,10 @@ class Lab:
     def close(self):
         """End of the run: drop the experiments' cache, unmap every buffer,
         close the counters."""
-        for _, mapping, _ in self.cache.get("_kept_mappings", {}).values():
-            try:
-                mapping.close()
-            except BufferError:
-                pass  # a numpy view still exists; the GC will unmap it
+        _unmap_all(m for _, m, _ in self.cache.get("_kept_mappings", {}).values())
         self.cache.clear()
         self.release()
-        for m in self.run_buffers:
-            try:
-                m.close()
-            except BufferError:
-                pass  # a numpy view still exists; the GC will unmap it
+        _unmap_all(self.run_buffers)
         self.run_buffers = []
         self.perf.close()
 
@@ -497,6 +485,14 @@ class Lab:
         region = Region(m, 0, size, _core.address(m))
         kept[key] = (size, m, region)
         return region
+
+
+def _unmap_all(mappings):
+    for m in mappings:
+        try:
+            m.close()
+        except BufferError:
+            pass  # a numpy view still exists; the GC will unmap it
 
 
 def _libc():
