@@ -31,12 +31,16 @@ def size_axis(ax, sizes):
 
 
 def cache_bands(ax, machine, lo, hi):
-    """Shade each cache level's capacity range and label it with the sysfs size."""
-    caches = sorted((c for c in machine.get("caches", []) if c.get("type") in ("Data", "Unified")),
+    """Shade each cache level's capacity range and label it with the sysfs size
+    (entries without a size, as an old or damaged fingerprint may hold, are skipped)."""
+    caches = sorted((c for c in machine.get("caches") or [] if isinstance(c, dict)
+                     and c.get("type") in ("Data", "Unified")
+                     and isinstance(c.get("size_bytes"), int) and c["size_bytes"] > 0),
                     key=lambda c: c["size_bytes"])
     prev = lo
     for i, c in enumerate(caches):
-        label = f"L{c['level']}{'d' if c['type'] == 'Data' else ''} {format_size(c['size_bytes'])}B (sysfs)"
+        level = c.get("level") if c.get("level") is not None else "?"
+        label = f"L{level}{'d' if c['type'] == 'Data' else ''} {format_size(c['size_bytes'])}B (sysfs)"
         ax.axvspan(prev, c["size_bytes"], color=CACHE_COLOURS[i % len(CACHE_COLOURS)], zorder=0, lw=0)
         ax.axvline(c["size_bytes"], color="grey", ls=":", lw=1, zorder=1)
         ax.text(c["size_bytes"], 0.98, label, transform=ax.get_xaxis_transform(), rotation=90,
@@ -78,7 +82,7 @@ def curve_plot(doc, ax, x_key, series_key=None, log_y=False, size_x=True, ylabel
     pts = [p for p in doc["points"] if p.get("median") is not None and x_key in p["params"]]
     groups = {}
     for p in pts:
-        label = p["arm"] if not series_key else f"{p['arm']} {p['params'].get(series_key)}"
+        label = str(p["arm"]) if not series_key else f"{p['arm']} {p['params'].get(series_key)}"
         groups.setdefault(label, []).append(p)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, (label, ps) in enumerate(sorted(groups.items())):

@@ -88,8 +88,11 @@ def machine_table(fp, cautions, caps):
              if k in ("erms", "fsrm", "fzrm", "fsrs", "fsrc", "avx2", "avx512f",
                       "avx512bw", "clflushopt", "clwb", "movdir64b", "invariant_tsc")]
     row("Flags", Text(" ").join(text(k) if v else text(f"-{k}", "dim") for k, v in shown))
-    for c in fp.get("caches", []):
-        row(f"L{c['level']} {c['type']}", f"{format_size(c['size_bytes'])}B, {c.get('ways')}-way, "
+    for c in fp.get("caches") or []:
+        if not isinstance(c, dict) or not isinstance(c.get("size_bytes"), int):
+            continue
+        row(f"L{c.get('level', '?')} {c.get('type', '?')}",
+            f"{format_size(c['size_bytes'])}B, {c.get('ways')}-way, "
                                                f"{c.get('line_bytes')} B lines, shared by CPUs {c.get('shared_cpu_list')}")
     llc = fp.get("llc") or {}
     views = [(llc.get(k), label) for k, label in (
