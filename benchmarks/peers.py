@@ -522,7 +522,7 @@ def bw_mem_jobs(tool, path, plan, ctx):
 
 def zero_fill_bench_jobs(tool, path, plan, ctx):
     # zero-fill-bench fill0 / fill1: std::fill of 32-bit zeros / ones
-    # (vectorised to AVX2 by its -march=native build); --size is in bytes.
+    # (vectorised to AVX2 by its own Makefile, which targets the host CPU); --size is in bytes.
     if "zero_ratio" not in {m.key for m in plan.measures}:
         return []
 
