@@ -181,6 +181,10 @@ class PerfCounters:
         self.fds, self.groups = [], []
 
 
+# A kernel_ticks row returns UINT64_MAX (or - 1) when it could not run its part.
+KERNEL_TICKS_FAILED = (1 << 64) - 2
+
+
 class Lab:
     """Per-worker measuring context."""
 
@@ -370,6 +374,10 @@ class Lab:
             user0, sys0 = _cpu_times_ns()
         wait0 = self._run_queue_wait()
         ticks, cpu0, cpu1, _result, deltas = self._call(row, trial, count)
+        if trial.kernel_ticks:
+            if _result >= KERNEL_TICKS_FAILED:
+                raise MemfxError(f"{trial.kernel} could not time its part (mapping refused)")
+            ticks = _result
         wait1 = self._run_queue_wait()
         if trial.cpu_times:
             user1, sys1 = _cpu_times_ns()

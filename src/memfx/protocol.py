@@ -147,3 +147,6 @@ class Trial:
     resume: bool = False                 # chase: the next call starts where the last one ended
     cpu_times: bool = False              # record user/system CPU time (getrusage) per sample
     extra: dict = field(default_factory=dict)   # recorded with each sample's counters
+    # the kernel times its own part (fenced TSC reads) and returns those
+    # ticks: the sample's time is them, not the whole call's (munmap alone)
+    kernel_ticks: bool = False

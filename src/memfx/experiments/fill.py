@@ -892,10 +892,42 @@ class Fill(Experiment):
 
 ALLOC_ARMS = {"calloc": "alloc_calloc", "malloc_memset": "alloc_malloc_memset", "mmap": "alloc_mmap",
               # page faults (seed 004, issue 13): first touch with THP, MAP_POPULATE (layout.c)
-              "mmap_thp": "fault_mmap_thp", "mmap_populate": "fault_map_populate"}
+              "mmap_thp": "fault_mmap_thp", "mmap_populate": "fault_map_populate",
+              # madvise(MADV_POPULATE_WRITE) instead of touching, 4 KiB and THP;
+              # munmap of a touched region timed alone (layout.c, kernel_ticks)
+              "mmap_populate_write": "fault_populate_write",
+              "mmap_thp_populate_write": "fault_thp_populate_write",
+              "munmap": "fault_munmap", "munmap_thp": "fault_thp_munmap"}
 ALLOC_RECYCLED = 1
 THP_BYTES = 2 << 20      # x86-64 huge page (PMD) size, SDM Vol. 3A 4.5
 ALLOC_CHECK = 2
+# Arms that map memory themselves: it is always fresh from the OS.
+FRESH_ONLY = tuple(a for a in ALLOC_ARMS if a.startswith(("mmap", "munmap")))
+# Arms that ask for huge pages: planned only for regions that can hold one.
+THP_ONLY = ("mmap_thp_populate_write", "munmap_thp")
+POPULATE_WRITE_ARMS = ("mmap_populate_write", "mmap_thp_populate_write")
+MUNMAP_ARMS = ("munmap", "munmap_thp")
+# madvise(2) MADV_POPULATE_WRITE, Linux 5.14 (include/uapi/asm-generic/mman-common.h)
+MADV_POPULATE_WRITE = 23
+
+
+def populate_write_refusal():
+    """None where madvise(MADV_POPULATE_WRITE) works here, else why not (a
+    kernel before 5.14 answers EINVAL)."""
+    import errno
+    import mmap
+    m = mmap.mmap(-1, mmap.PAGESIZE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        m.madvise(MADV_POPULATE_WRITE)
+    except OSError as e:
+        why = "EINVAL: the kernel predates Linux 5.14" if e.errno == errno.EINVAL \
+            else errno.errorcode.get(e.errno, str(e.errno))
+        return f"madvise(MADV_POPULATE_WRITE) failed here ({why})"
+    except (AttributeError, ValueError) as e:
+        return f"madvise is not available to Python here ({e})"
+    finally:
+        m.close()
+    return None
 
 
 @register
@@ -944,11 +976,33 @@ class FillAlloc(Experiment):
                  "(map, first touch, unmap)?", "ns", "004",
                  "median ns per 4 KiB page of mmap first touch at the largest size measured; THP "
                  "and MAP_POPULATE and page faults per page in details", better=LOWER),
+        Question("fill_alloc.populate_write_vs_touch", "Is madvise(MADV_POPULATE_WRITE) "
+                 "cheaper than faulting 4 KiB pages in by touching them?", "ratio", "004",
+                 "time touch / MADV_POPULATE_WRITE (map, obtain, touch, unmap), fresh memory, "
+                 "median over sizes of per-size ratios of medians; not measured where the "
+                 "kernel refuses the advice (before Linux 5.14)"),
+        Question("fill_alloc.thp_populate_vs_touch", "Is pre-faulting transparent huge pages "
+                 "(MADV_HUGEPAGE + MADV_POPULATE_WRITE) cheaper than touching them?", "ratio",
+                 "004", "time THP touch / THP MADV_POPULATE_WRITE, regions of 2 MiB or more "
+                 "(with THP in madvise mode, MAP_POPULATE faults the pages in before "
+                 "MADV_HUGEPAGE can apply, so the huge-page arm pre-faults with the madvise)"),
+        Question("fill_alloc.munmap_per_page", "What does unmapping a touched region cost per "
+                 "4 KiB page?", "ns", "004",
+                 "median over samples of munmap's own time (fenced TSC reads around the call) / "
+                 "4 KiB pages, largest size measured; every size in details", better=LOWER),
+        Question("fill_alloc.munmap_per_thp", "What does unmapping a touched region backed by "
+                 "transparent huge pages cost per 2 MiB page?", "ns", "004",
+                 "median over samples of munmap's own time / 2 MiB pages, largest size "
+                 "measured (2 MiB or more)", better=LOWER),
     )
     plots = (
         PlotSpec("alloc", "zeroed memory: ns per call (alloc, zero, touch, free)",
                  series=("arm", "memory"), size_x=True, log_y=True,
+                 arms=tuple(a for a in ALLOC_ARMS if a not in MUNMAP_ARMS),
                  xlabel="allocation size (bytes)", ylabel="ns per call (log)"),
+        PlotSpec("munmap", "munmap of a touched region: ns per call (the munmap alone)",
+                 series=("arm",), size_x=True, log_y=True, arms=MUNMAP_ARMS,
+                 xlabel="region size (bytes)", ylabel="ns per munmap (log)"),
     )
 
     def plan(self, params, machine):
@@ -956,21 +1010,29 @@ class FillAlloc(Experiment):
         big = max(params["sizes"])
         if avail and 2 * big > avail * 0.8:
             raise ParamError(f"sizes: {format_size(big)} does not fit in {format_size(avail)} available")
+        skip = set(POPULATE_WRITE_ARMS) if populate_write_refusal() else set()
         return [Point(arm, {"size_bytes": s, "memory": mem})
                 for mem in dict.fromkeys(params["memory"])
                 for s in sorted(set(params["sizes"]))
                 for arm in ALLOC_ARMS
-                if not (arm.startswith("mmap") and mem == "recycled")]   # mmap memory is always fresh
+                if not (arm in FRESH_ONLY and mem == "recycled")   # mmap memory is always fresh
+                and not (arm in THP_ONLY and s < THP_BYTES) and arm not in skip]
 
     def prepare(self, point, params, lab):
         aux = ALLOC_RECYCLED if point.params["memory"] == "recycled" else 0
         return Trial(ALLOC_ARMS[point.arm], size=point.params["size_bytes"], aux=aux,
-                     metric="time", difference=False, reject_page_faults=False, warmup=1)
+                     metric="time", difference=False, reject_page_faults=False, warmup=1,
+                     kernel_ticks=point.arm in MUNMAP_ARMS)
 
     def verify(self, lab, params):
         """Every strategy must hand out zeroed memory, also after the heap was dirtied."""
+        refused = populate_write_refusal()
         for arm, kname in ALLOC_ARMS.items():
+            if refused and arm in POPULATE_WRITE_ARMS:
+                continue
             for mem in params["memory"]:
+                if arm in FRESH_ONLY and mem == "recycled":
+                    continue
                 aux = ALLOC_CHECK | (ALLOC_RECYCLED if mem == "recycled" else 0)
                 for size in (4096, 100_000, min(params["sizes"])):
                     bad = lab.call(Trial(kname, size=size, aux=aux), 2)
@@ -996,7 +1058,47 @@ class FillAlloc(Experiment):
             floor = THP_BYTES if name == "thp_first_touch" else 0
             out.append(self._speedup(name, by, slow, fast, mem, what, floor))
         out.append(self._per_page(data, by))
+        for name, slow, fast, floor, what in (
+                ("populate_write_vs_touch", "mmap", "mmap_populate_write", 0,
+                 "madvise(MADV_POPULATE_WRITE) vs first touch, 4 KiB pages"),
+                ("thp_populate_vs_touch", "mmap_thp", "mmap_thp_populate_write", THP_BYTES,
+                 "MADV_POPULATE_WRITE vs first touch, transparent huge pages")):
+            a = self._speedup(name, by, slow, fast, "fresh", what, floor)
+            if a.verdict == ans.NOT_MEASURED:
+                a.because += ("; madvise(MADV_POPULATE_WRITE) is planned only where the kernel "
+                              "accepts it (Linux 5.14+; EINVAL before)")
+            else:
+                unit_bytes = THP_BYTES if floor else 4096
+                for d in a.details:     # the times per page beside the ratio
+                    for arm in (slow, fast):
+                        d[f"ns_per_page_{arm}"] = d[f"ns_{arm}"] / (d["size_bytes"] / unit_bytes)
+            out.append(a)
+        out.append(self._munmap(by, "munmap_per_page", "munmap", 4096, "4 KiB page"))
+        out.append(self._munmap(by, "munmap_per_thp", "munmap_thp", THP_BYTES, "2 MiB page"))
         return out
+
+    def _munmap(self, by, name, arm, page, what):
+        """ns per page of munmap alone, at the largest size measured; every size in details."""
+        q = self.declared(name)
+        sizes = sorted(s for a, m, s in by if a == arm and m == "fresh" and s >= page)
+        if not sizes:
+            return ans.not_measured(q, f"the sweep did not measure munmap ({arm}) of a region "
+                                       f"of {format_size(page)}B or more")
+        details = []
+        for s in sizes:
+            per = np.asarray(by[(arm, "fresh", s)]["values"], float) / (s / page)
+            one = ans.measured(q, per, "")
+            details.append({"label": f"{format_size(s)}B", "size_bytes": s, "value": one.value,
+                            "unit": "ns", "ci_low": one.ci_low, "ci_high": one.ci_high,
+                            "pages": s // page, "point": ans.point_key(by[(arm, "fresh", s)])})
+        big = sizes[-1]
+        per = np.asarray(by[(arm, "fresh", big)]["values"], float) / (big / page)
+        a = ans.measured(q, per, "", evidence=[d["point"] for d in details], details=details,
+                         estimator="median of samples (munmap ticks / pages), largest size")
+        rest = "; ".join(f"{d['value']:.0f} ns at {d['label']}" for d in details[:-1])
+        a.because = (f"munmap of a touched {format_size(big)}B region: {a.value:.0f} ns per "
+                     f"{what}" + (f" ({rest})" if rest else ""))
+        return a
 
     def _speedup(self, name, by, slow, fast, mem, what, floor=0):
         """Time slow / time fast over the sizes measured of at least `floor`
@@ -1053,7 +1155,8 @@ class FillAlloc(Experiment):
                 faults.setdefault((s["arm"], s["point"]["memory"]), []).append(
                     pf / s["length"] / (s["point"]["size_bytes"] / page))
         details = []
-        for arm in ("mmap", "mmap_thp", "mmap_populate"):
+        for arm in ("mmap", "mmap_thp", "mmap_populate", "mmap_populate_write",
+                    "mmap_thp_populate_write"):
             big = max((s for a, m, s in by if a == arm and m == "fresh"), default=None)
             if big:
                 per = np.asarray(by[(arm, "fresh", big)]["values"], float) / (big / page)
@@ -1063,7 +1166,7 @@ class FillAlloc(Experiment):
                                 "faults_per_page": float(np.median(fs)) if fs else None,
                                 "point": ans.point_key(by[(arm, "fresh", big)])})
         for (arm, mem), fs in sorted(faults.items()):
-            if arm not in ("mmap", "mmap_thp", "mmap_populate"):
+            if arm not in FRESH_ONLY:
                 details.append({"label": f"{arm} {mem} page faults", "arm": arm, "memory": mem,
                                 "value": float(np.median(fs)), "unit": "faults/page",
                                 "min": float(np.min(fs)), "max": float(np.max(fs))})

@@ -9,9 +9,13 @@
  *              transposed first, blocked in SM x SM tiles (SM = line / 8
  *              doubles), and blocked with SSE2
  *   fault_*    first touch of fresh anonymous memory with transparent huge
- *              pages, and MAP_POPULATE instead of touching (rows of the
- *              fill_alloc experiment, group "fill_alloc", next to its mmap
- *              first-touch row in fill.c)
+ *              pages, MAP_POPULATE and madvise(MADV_POPULATE_WRITE) instead
+ *              of touching, and munmap of a touched region timed alone
+ *              (rows of the fill_alloc experiment, group "fill_alloc", next
+ *              to its mmap first-touch row in fill.c)
+ *   init_*     Drepper's matrix initialisation (section 6.1, "Bypassing the
+ *              Cache", table 6.1): row vs column order, normal vs
+ *              non-temporal stores (rows of the matmul experiment)
  *   col_sum    summing the columns of a row-major double matrix whose leading
  *              dimension is aux elements (section 3.3.4, "Cache
  *              Associativity Effects": a power-of-two leading dimension
@@ -21,6 +25,7 @@
  * (the build exposes no AVX-512 on the machines we target; a zmm row would
  * be one more MIS_* line with isa "avx512f"). */
 #include <emmintrin.h>
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -386,6 +391,169 @@ static uint64_t fault_kernel(const struct mfx_args *a, int huge, int populate)
 static uint64_t fault_mmap_thp(const struct mfx_args *a) { return fault_kernel(a, 1, 0); }
 static uint64_t fault_map_populate(const struct mfx_args *a) { return fault_kernel(a, 0, 1); }
 
+/* madvise(2): MADV_POPULATE_WRITE (Linux 5.14) faults a range in writable
+ * without touching it; older kernels answer EINVAL.  The value is the
+ * kernel's uapi one (include/uapi/asm-generic/mman-common.h), for libcs
+ * whose headers predate it. */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#define FAULT_EINVAL (UINT64_MAX - 1)   /* the kernel refused the madvise / mmap flag */
+
+/* Map size bytes (2 MiB aligned + MADV_HUGEPAGE with huge), obtain them as
+ * `how` says, and return the start of the mapping in *base, the usable
+ * address as the result; NULL with *err = FAULT_EINVAL or UINT64_MAX. */
+enum fault_how { FAULT_TOUCH, FAULT_POPULATE_WRITE };
+
+static char *fault_map(size_t n, int huge, int how, char **base, size_t *len, uint64_t *err)
+{
+    *len = huge ? n + FAULT_HUGE : n;
+    char *m = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        *err = UINT64_MAX;
+        return NULL;
+    }
+    char *p = m;
+    if (huge) {
+        p = (char *)(((uintptr_t)m + FAULT_HUGE - 1) & ~(uintptr_t)(FAULT_HUGE - 1));
+        madvise(p, n, MADV_HUGEPAGE);
+    }
+    if (how == FAULT_POPULATE_WRITE && madvise(p, n, MADV_POPULATE_WRITE) != 0) {
+        *err = errno == EINVAL ? FAULT_EINVAL : UINT64_MAX;
+        munmap(m, *len);
+        return NULL;
+    }
+    *base = m;
+    return p;
+}
+
+/* count times: map, madvise(MADV_POPULATE_WRITE), write one byte per 4 KiB
+ * page (no fault left to take), unmap.  Returns the non-zero bytes seen
+ * with FAULT_CHECK, FAULT_EINVAL where the kernel lacks the advice. */
+static uint64_t populate_write_kernel(const struct mfx_args *a, int huge)
+{
+    size_t n = a->size ? a->size : 1, len;
+    uint64_t bad = 0, err = 0;
+    for (uint64_t c = 0; c < a->count; c++) {
+        char *m, *p = fault_map(n, huge, FAULT_POPULATE_WRITE, &m, &len, &err);
+        if (!p)
+            return err;
+        if (a->aux & FAULT_CHECK)
+            for (size_t i = 0; i < n; i++)
+                bad += p[i] != 0;
+        for (size_t i = 0; i < n; i += 4096)
+            ((volatile char *)p)[i] = 1;
+        ((volatile char *)p)[n - 1] = 1;
+        munmap(m, len);
+    }
+    return bad;
+}
+
+/* count times: map, touch every 4 KiB page, then munmap -- only the munmap
+ * timed (fenced TSC reads around it): returns the TSC ticks spent in munmap
+ * in total (the row's `kernel_ticks`: the sample's time is these ticks, not
+ * the call's), or the non-zero bytes seen with FAULT_CHECK. */
+static uint64_t munmap_kernel(const struct mfx_args *a, int huge)
+{
+    size_t n = a->size ? a->size : 1, len;
+    uint64_t bad = 0, err = 0, ticks = 0;
+    for (uint64_t c = 0; c < a->count; c++) {
+        char *m, *p = fault_map(n, huge, FAULT_TOUCH, &m, &len, &err);
+        if (!p)
+            return err;
+        if (a->aux & FAULT_CHECK)
+            for (size_t i = 0; i < n; i++)
+                bad += p[i] != 0;
+        for (size_t i = 0; i < n; i += 4096)
+            ((volatile char *)p)[i] = 1;
+        ((volatile char *)p)[n - 1] = 1;
+        uint64_t t0 = mfx_tsc_begin();
+        munmap(m, len);
+        ticks += mfx_tsc_end(NULL) - t0;
+    }
+    return a->aux & FAULT_CHECK ? bad : ticks;
+}
+
+static uint64_t fault_populate_write(const struct mfx_args *a) { return populate_write_kernel(a, 0); }
+static uint64_t fault_thp_populate_write(const struct mfx_args *a) { return populate_write_kernel(a, 1); }
+static uint64_t fault_munmap(const struct mfx_args *a) { return munmap_kernel(a, 0); }
+static uint64_t fault_thp_munmap(const struct mfx_args *a) { return munmap_kernel(a, 1); }
+
+/* ---- matrix initialisation (Drepper 6.1, "Bypassing the Cache") -------- */
+
+/* dst: a row-major matrix of 32-bit integers, rows of aux elements, size =
+ * its bytes (a multiple of 4 * aux; otherwise, or aux = 0, the kernels
+ * return 0 untouched).  Element (i, j) gets (uint32_t)(value + i * aux + j):
+ * a value per element, so an element written twice or skipped shows.
+ * Row order walks j fastest (consecutive addresses), column order i fastest
+ * (a stride of one row); _nt with movnti (non-temporal, no read for
+ * ownership, sfence at the end: Intel SDM Vol. 2B MOVNTI).  Any byte
+ * alignment: the stores go through memcpy / asm on a char pointer.  One
+ * iteration = the whole matrix; returns the rows written. */
+static inline void init_store(char *p, uint32_t v) { memcpy(p, &v, 4); }
+
+static inline void init_store_nt(char *p, uint32_t v)
+{
+    __asm__ __volatile__("movnti %1, (%0)" ::"r"(p), "r"(v) : "memory");
+}
+
+#define INIT_KERNEL(NAME, STORE, COLUMNS, FENCE)                                  \
+    static uint64_t NAME(const struct mfx_args *a)                                \
+    {                                                                             \
+        size_t cols = (size_t)a->aux, rows;                                       \
+        char *m = (char *)a->dst;                                                 \
+        if (cols == 0 || cols > SIZE_MAX / 4 || a->size % (4 * cols))             \
+            return 0;                                                             \
+        rows = a->size / (4 * cols);                                              \
+        uint32_t v0 = (uint32_t)a->value;                                         \
+        for (uint64_t c = 0; c < a->count; c++) {                                 \
+            if (COLUMNS) {                                                        \
+                for (size_t j = 0; j < cols; j++)                                 \
+                    for (size_t i = 0; i < rows; i++)                             \
+                        STORE(m + 4 * (i * cols + j), v0 + (uint32_t)(i * cols + j)); \
+            } else {                                                              \
+                for (size_t i = 0; i < rows; i++)                                 \
+                    for (size_t j = 0; j < cols; j++)                             \
+                        STORE(m + 4 * (i * cols + j), v0 + (uint32_t)(i * cols + j)); \
+            }                                                                     \
+            /* the stores of every pass are kept (the same values each time) */   \
+            __asm__ __volatile__("" ::: "memory");                                \
+        }                                                                         \
+        if (FENCE)                                                                \
+            __asm__ __volatile__("sfence" ::: "memory");                          \
+        return rows;                                                              \
+    }
+
+INIT_KERNEL(init_row, init_store, 0, 0)
+INIT_KERNEL(init_column, init_store, 1, 0)
+INIT_KERNEL(init_row_nt, init_store_nt, 0, 1)
+INIT_KERNEL(init_column_nt, init_store_nt, 1, 1)
+
+/* size bytes of dst, where size is a whole number of rows (else nothing). */
+static void init_footprint(const struct mfx_args *a, struct mfx_footprint *f)
+{
+    uint64_t cols = a->aux;
+    if (cols == 0 || cols > SIZE_MAX / 4 || a->size % (4 * cols))
+        return;
+    f->dst_bytes = a->size;
+}
+
+#define INIT_ROW(NAME, DOC)                                                       \
+    {                                                                             \
+        .name = #NAME, .group = "layout", .isa = "", .fn = NAME,                  \
+        .footprint = init_footprint,                                              \
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0, \
+        .ops_per_iter = 1, .op = "matrix", .doc = DOC,                            \
+    }
+
+#define FAULT_ROW(NAME, DOC)                                                      \
+    {                                                                             \
+        .name = #NAME, .group = "fill_alloc", .isa = "", .fn = NAME,              \
+        .footprint = mfx_footprint_none,                                          \
+        .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0, \
+        .ops_per_iter = 1, .op = "call", .doc = DOC,                              \
+    }
+
 #define LOAD_ROW(W, ISA)                                                          \
     {                                                                             \
         .name = "mis_load_" #W, .group = "layout", .isa = ISA, .fn = mis_load_##W, \
@@ -441,5 +609,13 @@ const struct mfx_kernel mfx_kernels_layout[] = {
     MM_ROW(mm_transposed, "8 rows of res = mul1 x transpose(mul2), transposed at row 0"),
     MM_ROW(mm_blocked, "8 rows of res = mul1 x mul2 in 8 x 8 tiles (one line of doubles)"),
     MM_ROW(mm_blocked_simd, "8 rows in 8 x 8 tiles, SSE2 pairs, prefetchnta of mul1's next row"),
+    FAULT_ROW(fault_populate_write, "mmap size, madvise(MADV_POPULATE_WRITE), write one byte per 4 KiB page, munmap"),
+    FAULT_ROW(fault_thp_populate_write, "mmap size (2 MiB aligned, MADV_HUGEPAGE), MADV_POPULATE_WRITE, write one byte per 4 KiB page, munmap"),
+    FAULT_ROW(fault_munmap, "mmap size, write one byte per 4 KiB page, munmap: returns the ticks of the munmap alone"),
+    FAULT_ROW(fault_thp_munmap, "mmap size (2 MiB aligned, MADV_HUGEPAGE), touch, munmap: returns the ticks of the munmap alone"),
+    INIT_ROW(init_row, "write a matrix of uint32 (rows of aux elements, size bytes) row by row"),
+    INIT_ROW(init_column, "write a matrix of uint32 (rows of aux elements) column by column"),
+    INIT_ROW(init_row_nt, "write a matrix of uint32 row by row with movnti (non-temporal)"),
+    INIT_ROW(init_column_nt, "write a matrix of uint32 column by column with movnti (non-temporal)"),
     {0},
 };
