@@ -14,6 +14,23 @@ the same integer-valued matrices (exact in doubles, whatever the order).
 N: "auto" = the largest multiple of 8 whose one matrix fits the L2 that
 sysfs reports (so the three spill it), and 1000 (Drepper's) in the full
 preset.
+
+And Drepper's matrix-initialisation table (6.1, "Bypassing the Cache", table
+6.1, on a Core 2 -- the seed does not give the matrix size):
+
+                  row order   column order
+    normal          0.048 s      0.127 s
+    non-temporal    0.048 s      0.160 s
+
+as the arms init_* (kernels init_* in layout.c): an init_n x init_n matrix of
+32-bit integers, row or column order, mov or movnti, timed one band of 16
+rows (row order) or 16 columns (column order: one line wide) per iteration
+from a cursor, so a sample stays short (a sample of a whole column-order
+pass lasts tens of ms here and is preempted on a busy machine) while the
+matrix stays large; time per matrix = per band x bands.  Every kernel is
+checked byte-exact (each element its own value; nothing outside the matrix
+and its cursor written) before it is timed; the answers are times relative
+to the normal row-order init, beside Drepper's.
 """
 from __future__ import annotations
 
@@ -22,15 +39,99 @@ import math
 import numpy as np
 
 from .. import answers as ans
+from .. import stats
 from ..answers import Question
+from ..findings import threshold
 from ..errors import ParamError
 from ..plotspec import PlotSpec
-from .base import Experiment, Param, Point, Trial, register
+from .base import Experiment, Param, Point, Region, Trial, register
 
 FORMS = ("naive", "transposed", "blocked", "blocked_simd")
 SM = 8                     # doubles per 64-byte line: Drepper's tile edge
 # Drepper's table 6.2, relative to naive.
 DREPPER = {"naive": 1.0, "transposed": 0.234, "blocked": 0.173, "blocked_simd": 0.0947}
+
+# Drepper's table 6.1 (seed 004, "Timing Matrix Initialization"), seconds.
+INIT_ARMS = ("init_row", "init_column", "init_row_nt", "init_column_nt")
+DREPPER_INIT_S = {"init_row": 0.048, "init_column": 0.127, "init_row_nt": 0.048,
+                  "init_column_nt": 0.160}
+INIT_ELEMENT = 4                 # bytes: Drepper's matrix is of int (_mm_stream_si32)
+INIT_BAND = 16                   # rows or columns per iteration: a 64-byte line of int32
+CURSOR = 8                       # bytes past the matrix: the band to write next
+INIT_ALIGN = 64                  # init_n is a multiple of a line of elements / 4
+INIT_MAX_N = 16384               # 1 GiB of int32
+INIT_VALUE = 0x9E3779B9          # the first element's value; element k gets value + k
+# The byte-exact check before timing: every n x n matrix up to n = 40 (all
+# square sizes to 4096 bytes and beyond, partial last bands included), at
+# these byte offsets from a line (a store may split a line).
+CHECK_MAX_N = 40
+CHECK_OFFSETS = (0, 1, 4, 61)
+
+
+def init_auto_n(machine):
+    """The smallest multiple of INIT_ALIGN whose int32 matrix is at least
+    twice the largest cache sysfs reports: it comes from memory, as on
+    Drepper's machine."""
+    big = max((c.get("size_bytes") or 0 for c in machine.get("caches", []) or []),
+              default=0) or (8 << 20)
+    n = math.isqrt(2 * big // INIT_ELEMENT)
+    n = -(-n // INIT_ALIGN) * INIT_ALIGN
+    while n * n * INIT_ELEMENT < 2 * big:
+        n += INIT_ALIGN
+    return min(n, INIT_MAX_N)
+
+
+def init_reference(n, value=INIT_VALUE):
+    """The bytes an init kernel leaves in an n x n matrix: element k = (value
+    + k) mod 2^32, little-endian."""
+    k = np.arange(n * n, dtype=np.uint64)
+    return ((k + value) & 0xFFFFFFFF).astype("<u4").view(np.uint8)
+
+
+def init_bands(n):
+    return -(-n // INIT_BAND)
+
+
+def check_init(lab, kernel, max_n=CHECK_MAX_N, offsets=CHECK_OFFSETS):
+    """Byte-exact check of one init kernel: every n x n matrix for n = 0 ..
+    max_n at each byte offset, one whole pass of bands and one more (the
+    cursor wraps), from whatever cursor the guard bytes make; a size that is
+    not 64 * n must leave the buffer alone.  None, or the first mismatch as
+    a message."""
+    guard, pad = 0xA5, 64
+    region = lab.buffer(max_n * max_n * INIT_ELEMENT + CURSOR + max(offsets) + 2 * pad)
+    view = np.frombuffer(region.buffer, dtype=np.uint8, count=region.size, offset=region.offset)
+    try:
+        for n in range(max_n + 1):
+            want = init_reference(n)
+            matrix = n * n * INIT_ELEMENT
+            for off in offsets:
+                start = pad + off
+                dst = Region(region.buffer, region.offset + start, matrix + CURSOR,
+                             region.address + start)
+                for size, ok in ((64 * n, n > 0), (64 * n + 4, False)):
+                    view[:] = guard
+                    lab.call(Trial(kernel, dst=dst, size=size, aux=n, value=INIT_VALUE),
+                             init_bands(n) + 1)
+                    where = f"{kernel}: {n} x {n} at offset {off}, size {size}"
+                    if not ok:
+                        if (view != guard).any():
+                            return f"{where}: wrote to a matrix of the wrong shape"
+                        continue
+                    got = view[start:start + matrix]
+                    if not np.array_equal(got, want):
+                        bad = int(np.flatnonzero(got != want)[0])
+                        return f"{where}: byte {bad} is {got[bad]:#04x}, want {want[bad]:#04x}"
+                    cursor = int.from_bytes(bytes(view[start + matrix:start + matrix + CURSOR]),
+                                            "little")
+                    if cursor >= init_bands(n):
+                        return f"{where}: cursor {cursor} past the {init_bands(n)} bands"
+                    outside = np.concatenate([view[:start], view[start + matrix + CURSOR:]])
+                    if (outside != guard).any():
+                        return f"{where}: wrote outside the matrix and its cursor"
+    finally:
+        del view
+    return None
 
 
 def auto_n(machine):
@@ -49,17 +150,21 @@ def matrices(n, seed):
 class Matmul(Experiment):
     name = "matmul"
     order = 76
-    title = "Matrix multiplication: naive, transposed, blocked, blocked + SIMD"
+    title = ("Matrix multiplication: naive, transposed, blocked, blocked + SIMD; matrix "
+             "initialisation: row vs column, normal vs non-temporal stores")
     question = ("How much faster than the naive loop are a transposed, a cache-blocked and a "
                 "blocked SIMD matrix multiplication here (Drepper's table 6.2)?")
     seeds = ("004",)
-    arms = FORMS
+    arms = FORMS + INIT_ARMS
     params = [
         Param("n", "list:str", ["auto", "1000"], "matrix sizes (multiples of 8, or auto = "
               "one matrix the size of the L2)", "auto,512"),
+        Param("init_n", "list:str", ["1024", "auto"], "initialisation: elements per row "
+              "of the square int32 matrix (multiples of 64, or auto = twice the largest "
+              "cache); empty = no initialisation arms", "1024"),
     ]
     presets = {
-        "quick": {"samples": 5, "min_sample_ms": 0.5, "n": "auto"},
+        "quick": {"samples": 5, "min_sample_ms": 0.5, "n": "auto", "init_n": "1024"},
         "full": {"samples": 9},
     }
     questions = (
@@ -71,10 +176,27 @@ class Matmul(Experiment):
                  "ratio", "004", "ratio of medians blocked / naive (Drepper: 0.173)"),
         Question("matmul.blocked_simd", "What share does the blocked SSE2 form take?",
                  "ratio", "004", "ratio of medians blocked_simd / naive (Drepper: 0.0947)"),
+        Question("matmul.init_column_vs_row", "How much longer does initialising a matrix "
+                 "column by column take than row by row?", "ratio", "004",
+                 "ratio of medians init_column / init_row (time per matrix) at the largest "
+                 "init_n measured (Drepper: 0.127 / 0.048 s = 2.65); the whole 2 x 2 table "
+                 "beside Drepper's in details"),
+        Question("matmul.init_nt_vs_normal", "Do non-temporal stores change the time of a "
+                 "row-order matrix initialisation?", "ratio", "004",
+                 "ratio of medians init_row_nt / init_row at the largest init_n measured "
+                 "(Drepper: 0.048 / 0.048 s = 1.00)"),
+        Question("matmul.init_nt_column", "What do non-temporal stores do to a column-order "
+                 "initialisation?", "ratio", "004",
+                 "ratio of medians init_column_nt / init_column at the largest init_n "
+                 "measured (Drepper: 0.160 / 0.127 s = 1.26)"),
     )
     plots = (
         PlotSpec("times", "time per 8 rows of the product, by form", kind="bars", x="arm",
-                 series=("n",), log_y=True, xlabel="form", ylabel="ns per 8 rows"),
+                 series=("n",), arms=FORMS, log_y=True, xlabel="form", ylabel="ns per 8 rows"),
+        PlotSpec("init", "matrix initialisation: time per matrix, row / column order, "
+                 "normal / non-temporal stores", kind="bars", x="arm", series=("init_n",),
+                 arms=INIT_ARMS, log_y=True, xlabel="order and store",
+                 ylabel="ns per band (16 rows or 16 columns)"),
     )
 
     def sizes(self, params, machine):
@@ -92,16 +214,47 @@ class Matmul(Experiment):
             out.append(n)
         return sorted(set(out))
 
+    @staticmethod
+    def init_sizes(params, machine):
+        out = []
+        for v in params.get("init_n") or []:
+            if str(v).strip().lower() == "auto":
+                out.append(init_auto_n(machine))
+                continue
+            try:
+                n = int(v)
+            except ValueError:
+                raise ParamError(f"init_n: expected auto or an integer, got {v!r}") from None
+            if n < INIT_ALIGN or n % INIT_ALIGN or n > INIT_MAX_N:
+                raise ParamError(f"init_n: {n} must be a multiple of {INIT_ALIGN} from "
+                                 f"{INIT_ALIGN} to {INIT_MAX_N}")
+            out.append(n)
+        return sorted(set(out))
+
     def plan(self, params, machine):
-        return [Point(form, {"n": n}) for n in self.sizes(params, machine) for form in FORMS]
+        return [Point(form, {"n": n}) for n in self.sizes(params, machine) for form in FORMS] \
+            + [Point(arm, {"init_n": n}) for n in self.init_sizes(params, machine)
+               for arm in INIT_ARMS]
 
     def estimate_seconds(self, params, machine):
         # warm-up: one product per form, the naive at ~1.2 ns per multiply-add
         warm = sum(n ** 3 for n in self.sizes(params, machine)) * 1.2e-9 * 2.5
-        return 1 + warm + len(self.plan(params, machine)) * params["samples"] * 3 \
+        # init: a column-order pass at ~5 ns per element, samples of N and 2N passes
+        # init: warm-up and settle, one column-order pass at ~15 ns per element
+        init = sum(n * n * 15e-9 for n in self.init_sizes(params, machine)) * len(INIT_ARMS) * 2
+        return 1 + warm + init + len(self.plan(params, machine)) * params["samples"] * 3 \
             * params["min_sample_ms"] / 1000
 
     def prepare(self, point, params, lab):
+        if point.arm in INIT_ARMS:
+            n = point.params["init_n"]
+            # pre-faulted: no first touch timed; warm-up: one whole matrix
+            dst = lab.buffer(n * n * INIT_ELEMENT + CURSOR)
+            return Trial(point.arm, dst=dst, size=INIT_BAND * INIT_ELEMENT * n, aux=n,
+                         value=INIT_VALUE, warmup=init_bands(n), extra={"init_n": n},
+                         # a call's overhead is ~0.1 us of a >= 0.5 ms sample: one length,
+                         # half the exposure to preemption of an N, 2N pair
+                         difference=False)
         n = point.params["n"]
         src = lab.buffer(2 * n * n * 8)
         view = np.frombuffer(src.buffer, dtype=np.float64, count=2 * n * n, offset=src.offset)
@@ -129,10 +282,67 @@ class Matmul(Experiment):
                 if not np.array_equal(got, want):
                     raise AssertionError(f"mm_{form} n={n}: the product differs from numpy's")
                 del got
+        for kernel in INIT_ARMS:
+            bad = check_init(lab, kernel)
+            if bad:
+                raise AssertionError(bad)
         lab.release()
 
     def analyze(self, data):
-        pts = [p for p in data.points if p["n"] and p["median"]]
+        return self._multiply(data) + self._init(data)
+
+    def _init(self, data):
+        """The 2 x 2 table at the largest init_n measured, relative to the
+        normal row-order init, beside Drepper's."""
+        pts = [p for p in data.points if p["arm"] in INIT_ARMS and p["n"] and p["median"]]
+        by = {(p["arm"], p["params"]["init_n"]): p for p in pts}
+        sizes = sorted({p["params"]["init_n"] for p in pts})
+        base = "init_row"
+        table = []
+        for n in sizes:
+            if (base, n) not in by:
+                continue
+            for arm in INIT_ARMS:
+                if (arm, n) not in by:
+                    continue
+                r = stats.ratio_of_medians(by[(arm, n)]["values"], by[(base, n)]["values"],
+                                           confidence=threshold("ci_level"))
+                table.append({"label": f"{arm} n={n}", "arm": arm, "init_n": n,
+                              "value": r["ratio"], "unit": "ratio vs init_row",
+                              "ci_low": r["ci_low"], "ci_high": r["ci_high"],
+                              "ms_per_matrix": by[(arm, n)]["median"] * init_bands(n) / 1e6,
+                              "drepper_s": DREPPER_INIT_S[arm],
+                              "drepper_ratio": DREPPER_INIT_S[arm] / DREPPER_INIT_S[base],
+                              "point": ans.point_key(by[(arm, n)])})
+        out = []
+        for name, slow, fast in (("init_column_vs_row", "init_column", "init_row"),
+                                 ("init_nt_vs_normal", "init_row_nt", "init_row"),
+                                 ("init_nt_column", "init_column_nt", "init_column")):
+            q = self.declared(name)
+            both = [n for n in sizes if (slow, n) in by and (fast, n) in by]
+            if not both:
+                out.append(ans.not_measured(q, f"needs {slow} and {fast} at one init_n (the "
+                                               f"initialisation arms run where init_n is set)"))
+                continue
+            n = both[-1]
+            a, b = by[(slow, n)], by[(fast, n)]
+            e = ans.effect(q, a["values"], b["values"], "",
+                           evidence=[ans.point_key(a), ans.point_key(b)])
+            e.details = table
+            drepper = DREPPER_INIT_S[slow] / DREPPER_INIT_S[fast]
+            rest = "; ".join(f"{by[(slow, m)]['median'] / by[(fast, m)]['median']:.2f}x at "
+                             f"n={m}" for m in both[:-1])
+            per = init_bands(n) / 1e6
+            e.because = (f"{slow} takes {e.value:.2f}x the time of {fast} for a {n} x {n} int32 "
+                         f"matrix ({a['median'] * per:.2f} vs {b['median'] * per:.2f} ms; "
+                         f"Drepper's Core 2: {DREPPER_INIT_S[slow]:.3f} vs "
+                         f"{DREPPER_INIT_S[fast]:.3f} s = {drepper:.2f}x)"
+                         + (f"; {rest}" if rest else ""))
+            out.append(e)
+        return out
+
+    def _multiply(self, data):
+        pts = [p for p in data.points if p["arm"] in FORMS and p["n"] and p["median"]]
         out = []
         sizes = sorted({p["params"]["n"] for p in pts})
         by = {(p["arm"], p["params"]["n"]): p for p in pts}

@@ -481,15 +481,22 @@ static uint64_t fault_thp_munmap(const struct mfx_args *a) { return munmap_kerne
 
 /* ---- matrix initialisation (Drepper 6.1, "Bypassing the Cache") -------- */
 
-/* dst: a row-major matrix of 32-bit integers, rows of aux elements, size =
- * its bytes (a multiple of 4 * aux; otherwise, or aux = 0, the kernels
- * return 0 untouched).  Element (i, j) gets (uint32_t)(value + i * aux + j):
- * a value per element, so an element written twice or skipped shows.
- * Row order walks j fastest (consecutive addresses), column order i fastest
- * (a stride of one row); _nt with movnti (non-temporal, no read for
- * ownership, sfence at the end: Intel SDM Vol. 2B MOVNTI).  Any byte
- * alignment: the stores go through memcpy / asm on a char pointer.  One
- * iteration = the whole matrix; returns the rows written. */
+/* dst: an n x n row-major matrix of 32-bit integers (n = aux) followed by
+ * an 8-byte cursor; size = 64 * n, the bytes of one band (INIT_BAND rows or
+ * INIT_BAND columns: the declared traffic); otherwise, or n = 0, the
+ * kernels return 0 untouched.  One iteration writes the next band from the
+ * cursor (cycling; the cursor is written back): samples stay a few
+ * milliseconds long at any n, and ceil(n / INIT_BAND) iterations from
+ * cursor 0 write the whole matrix.  Element (i, j) gets (uint32_t)(value +
+ * i * n + j): a value per element, so an element written twice or skipped
+ * shows.  Row order: a band of rows, j fastest (consecutive addresses);
+ * column order: a band of columns (one line wide), i fastest (a stride of
+ * one row), as Drepper's column loop visits them.  _nt: movnti
+ * (non-temporal, no read for ownership; sfence at the end: Intel SDM Vol.
+ * 2B MOVNTI).  Any byte alignment: the stores go through memcpy / asm on a
+ * char pointer.  Returns the cursor. */
+#define INIT_BAND 16            /* 64-byte line / sizeof(int32) */
+
 static inline void init_store(char *p, uint32_t v) { memcpy(p, &v, 4); }
 
 static inline void init_store_nt(char *p, uint32_t v)
@@ -497,31 +504,44 @@ static inline void init_store_nt(char *p, uint32_t v)
     __asm__ __volatile__("movnti %1, (%0)" ::"r"(p), "r"(v) : "memory");
 }
 
+static int init_shape_ok(const struct mfx_args *a)
+{
+    uint64_t n = a->aux;
+    return n != 0 && n <= 0x10000000 && a->size == 64 * n;
+}
+
 #define INIT_KERNEL(NAME, STORE, COLUMNS, FENCE)                                  \
     static uint64_t NAME(const struct mfx_args *a)                                \
     {                                                                             \
-        size_t cols = (size_t)a->aux, rows;                                       \
-        char *m = (char *)a->dst;                                                 \
-        if (cols == 0 || cols > SIZE_MAX / 4 || a->size % (4 * cols))             \
+        if (!init_shape_ok(a))                                                    \
             return 0;                                                             \
-        rows = a->size / (4 * cols);                                              \
+        size_t n = (size_t)a->aux, bands = (n + INIT_BAND - 1) / INIT_BAND;       \
+        char *m = (char *)a->dst;                                                 \
+        uint64_t cur;                                                             \
+        memcpy(&cur, m + 4 * n * n, 8);                                           \
+        size_t b = (size_t)(cur % bands);                                         \
         uint32_t v0 = (uint32_t)a->value;                                         \
         for (uint64_t c = 0; c < a->count; c++) {                                 \
+            size_t lo = b * INIT_BAND, hi = lo + INIT_BAND < n ? lo + INIT_BAND : n; \
             if (COLUMNS) {                                                        \
-                for (size_t j = 0; j < cols; j++)                                 \
-                    for (size_t i = 0; i < rows; i++)                             \
-                        STORE(m + 4 * (i * cols + j), v0 + (uint32_t)(i * cols + j)); \
+                for (size_t j = lo; j < hi; j++)                                  \
+                    for (size_t i = 0; i < n; i++)                                \
+                        STORE(m + 4 * (i * n + j), v0 + (uint32_t)(i * n + j));   \
             } else {                                                              \
-                for (size_t i = 0; i < rows; i++)                                 \
-                    for (size_t j = 0; j < cols; j++)                             \
-                        STORE(m + 4 * (i * cols + j), v0 + (uint32_t)(i * cols + j)); \
+                for (size_t i = lo; i < hi; i++)                                  \
+                    for (size_t j = 0; j < n; j++)                                \
+                        STORE(m + 4 * (i * n + j), v0 + (uint32_t)(i * n + j));   \
             }                                                                     \
-            /* the stores of every pass are kept (the same values each time) */   \
+            /* every pass's stores are kept (the same values each time) */        \
             __asm__ __volatile__("" ::: "memory");                                \
+            if (++b == bands)                                                     \
+                b = 0;                                                            \
         }                                                                         \
         if (FENCE)                                                                \
             __asm__ __volatile__("sfence" ::: "memory");                          \
-        return rows;                                                              \
+        cur = b;                                                                  \
+        memcpy(m + 4 * n * n, &cur, 8);                                           \
+        return b;                                                                 \
     }
 
 INIT_KERNEL(init_row, init_store, 0, 0)
@@ -529,13 +549,13 @@ INIT_KERNEL(init_column, init_store, 1, 0)
 INIT_KERNEL(init_row_nt, init_store_nt, 0, 1)
 INIT_KERNEL(init_column_nt, init_store_nt, 1, 1)
 
-/* size bytes of dst, where size is a whole number of rows (else nothing). */
+/* The matrix and the cursor: 4 n^2 + 8 bytes of dst (nothing for a bad shape). */
 static void init_footprint(const struct mfx_args *a, struct mfx_footprint *f)
 {
-    uint64_t cols = a->aux;
-    if (cols == 0 || cols > SIZE_MAX / 4 || a->size % (4 * cols))
+    if (!init_shape_ok(a))
         return;
-    f->dst_bytes = a->size;
+    size_t n = (size_t)a->aux;
+    f->dst_bytes = 4 * n * n + 8;
 }
 
 #define INIT_ROW(NAME, DOC)                                                       \
@@ -543,7 +563,7 @@ static void init_footprint(const struct mfx_args *a, struct mfx_footprint *f)
         .name = #NAME, .group = "layout", .isa = "", .fn = NAME,                  \
         .footprint = init_footprint,                                              \
         .read_per_byte = 0, .write_per_byte = 1, .read_fixed = 0, .write_fixed = 0, \
-        .ops_per_iter = 1, .op = "matrix", .doc = DOC,                            \
+        .ops_per_iter = 1, .op = "band", .doc = DOC,                            \
     }
 
 #define FAULT_ROW(NAME, DOC)                                                      \
@@ -613,9 +633,9 @@ const struct mfx_kernel mfx_kernels_layout[] = {
     FAULT_ROW(fault_thp_populate_write, "mmap size (2 MiB aligned, MADV_HUGEPAGE), MADV_POPULATE_WRITE, write one byte per 4 KiB page, munmap"),
     FAULT_ROW(fault_munmap, "mmap size, write one byte per 4 KiB page, munmap: returns the ticks of the munmap alone"),
     FAULT_ROW(fault_thp_munmap, "mmap size (2 MiB aligned, MADV_HUGEPAGE), touch, munmap: returns the ticks of the munmap alone"),
-    INIT_ROW(init_row, "write a matrix of uint32 (rows of aux elements, size bytes) row by row"),
-    INIT_ROW(init_column, "write a matrix of uint32 (rows of aux elements) column by column"),
-    INIT_ROW(init_row_nt, "write a matrix of uint32 row by row with movnti (non-temporal)"),
-    INIT_ROW(init_column_nt, "write a matrix of uint32 column by column with movnti (non-temporal)"),
+    INIT_ROW(init_row, "the next 16 rows of an aux x aux uint32 matrix (size = 64 * aux), row by row"),
+    INIT_ROW(init_column, "the next 16 columns of an aux x aux uint32 matrix, column by column"),
+    INIT_ROW(init_row_nt, "the next 16 rows of an aux x aux uint32 matrix with movnti (non-temporal)"),
+    INIT_ROW(init_column_nt, "the next 16 columns of an aux x aux uint32 matrix with movnti"),
     {0},
 };
