@@ -124,7 +124,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     db = str(tmp_path / "r.db")
     p = run_cli("run", "tlb", "--set", "min_pages=4096", "--set", "max_pages=64", db=db)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "min_pages" in p.stderr
-    p = run_cli("run", "tlb", "--set", "pages=1g", db=db)
+    p = run_cli("run", "tlb", "--set", "pages=4m", db=db)
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "pages" in p.stderr
     assert not (tmp_path / "r.db").exists() or "tlb" not in run_cli("list", db=db).stdout
 
@@ -154,3 +154,79 @@ def test_declared_plot_draws_both_arms(tmp_path):
     assert "4 KiB vs huge pages" in ax.get_title()
     assert sorted(len(line.get_xdata()) for line in ax.get_lines())[-2:] == [len(xs), len(xs)]
     matplotlib.pyplot.close(fig)
+
+
+# ---- 1 GiB pages (issue 13): where reserved, else not measured with the reason ----
+
+from memfx.experiments import tlb as tlb_mod
+
+
+def _sysfs(tmp_path, flags="fpu pse pdpe1gb", total=None, free=None):
+    (tmp_path / "proc").mkdir(exist_ok=True)
+    (tmp_path / "proc" / "cpuinfo").write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
+    d = tmp_path / tlb_mod.GIB_SYSFS.lstrip("/")
+    if total is not None:
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "nr_hugepages").write_text(f"{total}\n")
+        (d / "free_hugepages").write_text(f"{free if free is not None else total}\n")
+    return str(tmp_path)
+
+
+def test_gib_pages_says_why_not(tmp_path):
+    assert "pdpe1gb" in tlb_mod.gib_pages(_sysfs(tmp_path, flags="fpu pse"))[1]
+    assert "missing" in tlb_mod.gib_pages(_sysfs(tmp_path))[1]
+    free, why = tlb_mod.gib_pages(_sysfs(tmp_path, total=0))
+    assert free == 0 and "nr_hugepages = 0" in why
+    assert "in use" in tlb_mod.gib_pages(_sysfs(tmp_path, total=2, free=0))[1]
+    assert tlb_mod.gib_pages(_sysfs(tmp_path, total=2, free=1)) == (1, None)
+
+
+def test_the_1g_arm_is_planned_only_where_pages_are_free(monkeypatch):
+    exp = get_experiment("tlb")
+    params = exp.resolve("quick")
+    monkeypatch.setattr(tlb_mod, "gib_pages", lambda root="/": (0, "none reserved"))
+    assert {p.arm for p in exp.plan(params, {})} == {"4k", "thp"}
+    monkeypatch.setattr(tlb_mod, "gib_pages", lambda root="/": (1, None))
+    assert {p.arm for p in exp.plan(params, {})} == {"4k", "thp", "1g"}
+    small = {**params, "max_pages": 1024}
+    assert sum(p.arm == "1g" for p in exp.plan(small, {})) == \
+        sum(p.arm == "4k" for p in exp.plan(small, {}))
+
+
+def test_gib_answer_from_synthetic_points():
+    xs = page_grid(8, 65536, 6)
+    s = sum((_samples("4k", n, staircase(n)) for n in xs), [])
+    s += sum((_samples("1g", n, 1.0 + 3.0 * (n > 512) + 60.0 * (n > 16384)) for n in xs), [])
+    a = _answers(s)["tlb.gib_pages"]
+    last = xs[-1]
+    assert a["verdict"] == "detected"
+    assert a["value"] == pytest.approx(staircase(last) / 64.0, rel=0.01)
+    assert f"at {last} pages" in a["because"]
+    assert [d["page_count"] for d in a["details"]] == xs
+
+
+def test_gib_answer_not_measured_with_the_reason(monkeypatch):
+    xs = page_grid(8, 1024, 2)
+    s = sum((_samples("4k", n, staircase(n)) for n in xs), [])
+    for rec in s:
+        rec["counters"] = {"gib_pages_free": 0}
+    monkeypatch.setattr(tlb_mod, "gib_pages", lambda root="/": (0, "no 1 GiB pages reserved"))
+    a = _answers(s)["tlb.gib_pages"]
+    assert a["verdict"] == NOT_MEASURED and "no 1 GiB pages reserved" in a["because"]
+
+
+def test_hugetlb_buffer_fails_cleanly_or_maps_a_gib_page():
+    from memfx._lab import Lab
+    from memfx.errors import MemfxError
+    lab = Lab(hardware_counters=False)
+    try:
+        free, why = tlb_mod.gib_pages()
+        if not free:
+            with pytest.raises(MemfxError, match="hugetlb"):
+                lab.hugetlb_buffer(4096, tlb_mod.GIB_PAGE)
+            pytest.skip(why)
+        region = lab.hugetlb_buffer(4096, tlb_mod.GIB_PAGE)
+        assert region.address % tlb_mod.GIB_PAGE == 0 and len(region.buffer) == tlb_mod.GIB_PAGE
+    finally:
+        lab.release()
+        lab.perf.close()

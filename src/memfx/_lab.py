@@ -19,6 +19,10 @@ from .units import format_size
 
 PAGE = mmap.PAGESIZE
 HUGE_PAGE = 2 << 20
+# mmap(2): MAP_HUGETLB, and log2(page size) in the flags from bit MAP_HUGE_SHIFT
+# (include/uapi/asm-generic/hugetlb_encode.h).
+MAP_HUGETLB = getattr(mmap, "MAP_HUGETLB", 0x40000)
+MAP_HUGE_SHIFT = 26
 
 # perf_event_open(2) constants (include/uapi/linux/perf_event.h).
 PERF_TYPE_HARDWARE, PERF_TYPE_SOFTWARE, PERF_TYPE_RAW = 0, 1, 4
@@ -238,6 +242,26 @@ class Lab:
             _core.touch(m, 0, length, PAGE)
         self.buffers.append(m)
         return Region(m, start, size, base + start)
+
+    def hugetlb_buffer(self, size, page_bytes):
+        """An anonymous mapping of `size` bytes (rounded up to whole pages) on
+        hugetlb pages of page_bytes (MAP_HUGETLB with the page size in the
+        flags' MAP_HUGE_SHIFT bits, mmap(2)); the pages must be reserved
+        (/sys/kernel/mm/hugepages/): MemfxError otherwise.  Pre-faulted;
+        unmapped by release()."""
+        shift = page_bytes.bit_length() - 1
+        if page_bytes <= 0 or 1 << shift != page_bytes:
+            raise ParamError(f"hugetlb page size {page_bytes} is not a power of two")
+        length = max(1, -(-size // page_bytes)) * page_bytes
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_HUGETLB | (shift << MAP_HUGE_SHIFT)
+        try:
+            m = mmap.mmap(-1, length, flags=flags)
+        except OSError as e:
+            raise MemfxError(f"cannot map {format_size(length)} on {format_size(page_bytes)} "
+                             f"hugetlb pages: {e.strerror}") from None
+        _core.touch(m, 0, length, PAGE)
+        self.buffers.append(m)
+        return Region(m, 0, size, _core.address(m))
 
     def release(self):
         _unmap_all(self.buffers)

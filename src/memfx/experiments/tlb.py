@@ -17,12 +17,17 @@ element's pointer sits in a page of its own and the line offset inside the
 page moves on by one line per element (64 offsets in turn): the lines spread
 over every set of a 4 KiB-indexed L1d instead of piling into one.
 
-Arms: 4k (base pages) and thp (madvise(MADV_HUGEPAGE)), interleaved per N.
+Arms: 4k (base pages) and thp (madvise(MADV_HUGEPAGE)), interleaved per N,
+and 1g (MAP_HUGETLB | MAP_HUGE_1GB: the whole chain in one page) where the
+machine has 1 GiB hugetlb pages reserved (memfx never reserves them: that
+takes root, `echo N > /sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages`);
+elsewhere the 1g answer is not measured, with the reason.
 Compared with CPUID's TLB fields (machine.cpuid_tlb) where it reports them.
 """
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -40,6 +45,35 @@ ELEMENT = PAGE + LINE
 # A knee of the 4 KiB curve within this factor of a knee of the huge-page
 # curve (or of a cache's capacity in lines) is a cache step, not a TLB's.
 CACHE_KNEE_FACTOR = 2.0
+GIB_PAGE = 1 << 30   # x86-64 PDPE page, where CPUID reports Page1GB (pdpe1gb; SDM Vol. 3A 4.5)
+GIB_SYSFS = "/sys/kernel/mm/hugepages/hugepages-1048576kB"
+
+
+def gib_pages(root="/"):
+    """(free 1 GiB hugetlb pages, None) where this machine has them to use,
+    else (0, why not)."""
+    def read(path):
+        try:
+            with open(os.path.join(root, path.lstrip("/"))) as f:
+                return f.read()
+        except OSError:
+            return None
+    info = read("/proc/cpuinfo") or ""
+    flags = next((ln.split(":", 1)[1].split() for ln in info.splitlines()
+                  if ln.startswith("flags")), None)
+    if flags is not None and "pdpe1gb" not in flags:
+        return 0, "the CPU reports no 1 GiB pages (no pdpe1gb flag)"
+    total = read(f"{GIB_SYSFS}/nr_hugepages")
+    if total is None:
+        return 0, f"the kernel offers no 1 GiB hugetlb pages ({GIB_SYSFS} is missing)"
+    free = read(f"{GIB_SYSFS}/free_hugepages")
+    total, free = int(total), int(free) if free is not None else int(total)
+    if total == 0:
+        return 0, (f"no 1 GiB hugetlb pages are reserved ({GIB_SYSFS}/nr_hugepages = 0; "
+                   f"reserving them takes root, at boot or by writing that file)")
+    if free == 0:
+        return 0, f"all {total} reserved 1 GiB hugetlb pages are in use"
+    return free, None
 
 
 def element_offsets(n):
@@ -103,15 +137,16 @@ class Tlb(Experiment):
     question = ("How many pages do the L1 and L2 data TLBs cover, and what does a page walk "
                 "add to a load?")
     seeds = ("004",)
-    arms = ("4k", "thp")
+    arms = ("4k", "thp", "1g")
     params = [
         Param("min_pages", "int", 8, "fewest pages visited", "16", minimum=2, maximum=1 << 20),
         Param("max_pages", "int", 65536, "most pages visited (64 Ki pages = 260 MiB of chain)",
               "32768", minimum=4, maximum=1 << 20),
         Param("per_octave", "int", 4, "page counts per doubling (geometric steps)", "6",
               minimum=1, maximum=16),
-        Param("pages", "list:str", ["4k", "thp"], "page sizes: 4k and/or thp (transparent huge "
-              "pages, the control without TLB misses)", "4k", choices=("4k", "thp")),
+        Param("pages", "list:str", ["4k", "thp", "1g"], "page sizes: 4k, thp (transparent huge "
+              "pages, the control) and 1g (1 GiB hugetlb pages, where reserved)", "4k",
+              choices=("4k", "thp", "1g")),
     ]
     presets = {
         # 16 Ki pages: 5x past a 3 Ki-entry L2 TLB, 65 MiB of chain per arm
@@ -131,6 +166,11 @@ class Tlb(Experiment):
                  "first two page counts after it minus the plateau before (bootstrap CI of the "
                  "difference)",
                  better=LOWER),
+        Question("tlb.gib_pages", "How much faster is one load per page on 1 GiB pages than "
+                 "on 4 KiB pages, past the L2 TLB's reach?", "ratio", "004",
+                 "ratio of medians 4k / 1g (ns per load) at the largest page count measured "
+                 "on both; every common page count in details; not measured where no 1 GiB "
+                 "hugetlb pages are reserved"),
     )
     plots = (
         PlotSpec("reach", "one load per page, pages in random order: 4 KiB vs huge pages",
@@ -146,9 +186,15 @@ class Tlb(Experiment):
         region = hi * ELEMENT
         avail = (machine.get("memory") or {}).get("available_bytes")
         arms = [a for a in self.arms if a in params["pages"]]
-        if avail and len(arms) * region > avail * 0.8:
+        if "1g" in arms:
+            free, _why = gib_pages()
+            if not free or region > free * GIB_PAGE:
+                arms.remove("1g")
+        region_bytes = {"1g": -(-region // GIB_PAGE) * GIB_PAGE}   # hugetlb: whole pages
+        need = sum(region_bytes.get(a, region) for a in arms)
+        if avail and need > avail * 0.8:
             raise ParamError(f"max_pages {hi} does not fit: {len(arms)} arms need "
-                             f"{format_size(len(arms) * region)} and {format_size(avail)} is "
+                             f"{format_size(need)} and {format_size(avail)} is "
                              f"available")
         from .. import machine as mach
         anchors = [e for e in (mach.tlb_entries(machine, 1), mach.tlb_entries(machine, 2)) if e]
@@ -164,10 +210,16 @@ class Tlb(Experiment):
     def prepare(self, point, params, lab):
         n = point.params["page_count"]
         huge = point.arm == "thp"
-        region = lab.buffer(n * ELEMENT, align=PAGE, hugepages=huge)
+        if point.arm == "1g":
+            region = lab.hugetlb_buffer(n * ELEMENT, GIB_PAGE)
+        else:
+            region = lab.buffer(n * ELEMENT, align=PAGE, hugepages=huge)
         order = np.random.default_rng([params["seed"], n]).permutation(n).astype(np.int32)
         chain = lab.link_chain(region, ELEMENT, n, order)
         extra = {"elements": n}
+        if point.arm == "4k":
+            # why a 1g arm ran or not, recorded with the data the answer reads
+            extra["gib_pages_free"] = gib_pages()[0]
         if huge:
             share = lab.huge_page_share(region)
             if share is not None:
@@ -245,7 +297,42 @@ class Tlb(Experiment):
                                      "and first on the one after")
             out.append(a)
         out.append(self._walk_answer(qw, tlb, levels, pts4, huge_by_n, share))
+        out.append(self._gib_answer(data, pts4))
         return out
+
+    def _gib_answer(self, data, pts4):
+        q = self.declared("gib_pages")
+        gib = {p["params"]["page_count"]: p for p in data.points
+               if p["arm"] == "1g" and p["n"] and p["median"]}
+        common = [p for p in pts4 if p["params"]["page_count"] in gib]
+        if not common:
+            free = [p.get("counters", {}).get("gib_pages_free") for p in pts4]
+            _, why = gib_pages()
+            if any(f == 0 for f in free if f is not None) and why:
+                reason = f"no 1g arm: {why}"
+            elif gib:
+                reason = "the 1g arm has no page count in common with the 4k arm"
+            else:
+                reason = ("no 1g arm: the run measured none (no 1 GiB hugetlb pages free when it "
+                          "was planned, or pages left 1g out)")
+            return ans.not_measured(q, reason)
+        details = []
+        for p in common:
+            g = gib[p["params"]["page_count"]]
+            r = stats.ratio_of_medians(p["values"], g["values"])
+            details.append({"label": f"{p['params']['page_count']} pages",
+                            "page_count": p["params"]["page_count"], "value": r["ratio"],
+                            "unit": "ratio", "ci_low": r["ci_low"], "ci_high": r["ci_high"],
+                            "ns_4k": p["median"], "ns_1g": g["median"]})
+        last = common[-1]
+        g = gib[last["params"]["page_count"]]
+        e = ans.effect(q, last["values"], g["values"], "",
+                       evidence=[ans.point_key(last), ans.point_key(g)])
+        e.details = details
+        e.because = (f"at {last['params']['page_count']} pages a load takes "
+                     f"{last['median']:.2f} ns on 4 KiB pages and {g['median']:.2f} ns on 1 GiB "
+                     f"pages: {e.value:.2f}x")
+        return e
 
     def _walk_answer(self, q, tlb, levels, pts4, huge_by_n, share):
         if len(tlb) < 2:
