@@ -84,3 +84,149 @@ def test_time_per_page_from_synthetic_points():
     thp = next(d for d in per_page["details"] if d["arm"] == "mmap_thp")
     assert thp["value"] == pytest.approx(200.0, rel=0.01)
     assert a["fill_alloc.populate_vs_touch"]["value"] == pytest.approx(2000 / 1500, rel=0.01)
+
+
+# ---- MADV_POPULATE_WRITE and munmap (issue 13) -----------------------------------
+
+import memfx.experiments.fill as fill_mod
+from memfx.answers import NOT_MEASURED
+from memfx.errors import MemfxError
+from memfx.experiments.fill import MUNMAP_ARMS, POPULATE_WRITE_ARMS, THP_BYTES, THP_ONLY
+
+
+def _refused():
+    return fill_mod.populate_write_refusal()
+
+
+@pytest.mark.parametrize("name", ["fault_populate_write", "fault_thp_populate_write",
+                                  "fault_munmap", "fault_thp_munmap"])
+def test_new_fault_rows_hand_out_zeroed_memory(name):
+    if "populate_write" in name and _refused():
+        pytest.skip(_refused())
+    for size in (1, 4096, 12345, 3 << 20):
+        assert _core.run(KERNELS[name], None, 0, None, 0, size, 0, 2, ALLOC_CHECK,
+                         [], None)[3] == 0
+
+
+@pytest.mark.parametrize("name", ["fault_munmap", "fault_thp_munmap"])
+def test_munmap_rows_return_the_ticks_of_the_munmap_alone(name):
+    ticks, _, _, part, _ = _core.run(KERNELS[name], None, 0, None, 0, 1 << 20, 0, 3, 0, [], None)
+    assert 0 < part < ticks          # a part of the call, never the whole of it
+
+
+def test_a_kernel_ticks_row_that_cannot_map_is_an_error():
+    lab = Lab(hardware_counters=False)
+    try:
+        with pytest.raises(MemfxError, match="could not time"):
+            lab.sample(Trial("fault_munmap", size=1 << 62, kernel_ticks=True,
+                             reject_page_faults=False), 1, 1.0)
+    finally:
+        lab.perf.close()
+
+
+def test_populate_write_takes_fewer_faults_than_touching():
+    if _refused():
+        pytest.skip(_refused())
+    lab = Lab(hardware_counters=False)
+    try:
+        if not any("page_faults" in names for _, names in lab.perf.groups):
+            pytest.skip("software events not available")
+        size = 8 << 20
+        assert _faults(lab, "fault_populate_write", size) < _faults(lab, "alloc_mmap", size) / 4
+    finally:
+        lab.perf.close()
+
+
+def test_populate_write_refusal_is_none_or_says_why():
+    why = _refused()
+    assert why is None or "MADV_POPULATE_WRITE" in why
+
+
+def test_plan_new_arms(monkeypatch):
+    exp = get_experiment("fill_alloc")
+    params = {**exp.resolve("quick"), "sizes": [256 << 10, 4 << 20]}
+    monkeypatch.setattr(fill_mod, "populate_write_refusal", lambda: None)
+    pts = exp.plan(params, {})
+    got = {(p.arm, p.params["size_bytes"], p.params["memory"]) for p in pts}
+    for arm in MUNMAP_ARMS + POPULATE_WRITE_ARMS:
+        assert (arm, 4 << 20, "fresh") in got and (arm, 4 << 20, "recycled") not in got
+    for arm in THP_ONLY:
+        assert (arm, 256 << 10, "fresh") not in got      # below one huge page
+    assert ("munmap", 256 << 10, "fresh") in got
+    monkeypatch.setattr(fill_mod, "populate_write_refusal", lambda: "EINVAL")
+    assert not any(p.arm in POPULATE_WRITE_ARMS for p in exp.plan(params, {}))
+
+
+def test_prepare_times_the_munmap_alone():
+    exp = get_experiment("fill_alloc")
+    params = exp.resolve("quick")
+    from memfx.experiments.base import Point
+    t = exp.prepare(Point("munmap", {"size_bytes": 1 << 20, "memory": "fresh"}), params, None)
+    assert t.kernel == "fault_munmap" and t.kernel_ticks
+    t = exp.prepare(Point("mmap_populate_write", {"size_bytes": 1 << 20, "memory": "fresh"}),
+                    params, None)
+    assert t.kernel == "fault_populate_write" and not t.kernel_ticks
+
+
+def _add(arm, size, ns, k=6):
+    return [{"arm": arm, "point": {"size_bytes": size, "memory": "fresh"},
+             "metric": "ns_per_call", "unit": "ns", "value": ns * (1 + 0.001 * i),
+             "length": 1, "ns": ns, "cycles_est": None, "counters": {},
+             "rejected": False} for i in range(k)]
+
+
+def _doc(samples):
+    run = {"id": "r", "experiment": "fill_alloc", "status": "complete", "params": {},
+           "machine": {}}
+    return document(run, samples, include_values=True)
+
+
+def test_populate_write_and_munmap_answers_from_synthetic_points():
+    small, big = 1 << 20, 8 << 20
+    s = []
+    for size in (small, big):
+        pages, huge = size // 4096, size // THP_BYTES
+        s += _add("mmap", size, 2000.0 * pages) + _add("mmap_populate_write", size, 1000.0 * pages)
+        s += _add("munmap", size, 250.0 * pages * (2 if size == small else 1))
+        if size >= THP_BYTES:
+            s += _add("mmap_thp", size, 60000.0 * huge)
+            s += _add("mmap_thp_populate_write", size, 40000.0 * huge)
+            s += _add("munmap_thp", size, 9000.0 * huge)
+    a = {x["question"]: x for x in _doc(s)["answers"]}
+    pw = a["fill_alloc.populate_write_vs_touch"]
+    assert pw["value"] == pytest.approx(2.0, rel=0.01) and pw["verdict"] == "detected"
+    assert pw["details"][0]["ns_per_page_mmap_populate_write"] == pytest.approx(1000.0, rel=0.01)
+    thp = a["fill_alloc.thp_populate_vs_touch"]
+    assert thp["value"] == pytest.approx(1.5, rel=0.01)
+    assert thp["details"][0]["ns_per_page_mmap_thp"] == pytest.approx(60000.0, rel=0.01)
+    mu = a["fill_alloc.munmap_per_page"]
+    assert mu["value"] == pytest.approx(250.0, rel=0.01) and mu["ci_low"] is not None
+    assert [d["size_bytes"] for d in mu["details"]] == [small, big]
+    assert mu["details"][0]["value"] == pytest.approx(500.0, rel=0.01)
+    assert "8MB" in mu["because"].replace(" ", "") or "8 MB" in mu["because"]
+    assert a["fill_alloc.munmap_per_thp"]["value"] == pytest.approx(9000.0, rel=0.01)
+    per_page = {d["arm"]: d for d in a["fill_alloc.ns_per_page"]["details"]}
+    assert per_page["mmap_populate_write"]["value"] == pytest.approx(1000.0, rel=0.01)
+
+
+def test_missing_arms_are_not_measured_with_the_reason():
+    a = {x["question"]: x for x in _doc(_add("mmap", 1 << 20, 1e5))["answers"]}
+    pw = a["fill_alloc.populate_write_vs_touch"]
+    assert pw["verdict"] == NOT_MEASURED and "5.14" in pw["because"]
+    for q in ("fill_alloc.munmap_per_page", "fill_alloc.munmap_per_thp",
+              "fill_alloc.thp_populate_vs_touch"):
+        assert a[q]["verdict"] == NOT_MEASURED and a[q]["because"]
+
+
+def test_munmap_has_its_own_panel():
+    import matplotlib
+    from memfx.plots import figure_for
+    s = _add("mmap", 4 << 20, 1e6) + _add("munmap", 4 << 20, 2e5) + _add("munmap_thp", 4 << 20, 2e4)
+    fig = figure_for(_doc(s))
+    axes = {ax.get_title(): ax for ax in fig.get_axes()}
+    mu = next(ax for t, ax in axes.items() if "munmap" in t)
+    alloc = next(ax for t, ax in axes.items() if "zeroed memory" in t)
+    assert len([ln for ln in mu.get_lines() if len(ln.get_xdata())]) >= 2
+    labels = [t.get_text() for t in (alloc.get_legend().get_texts() if alloc.get_legend() else [])]
+    assert not any("munmap" in x for x in labels)
+    matplotlib.pyplot.close(fig)
