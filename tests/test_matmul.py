@@ -241,7 +241,7 @@ def test_declared_init_plot_draws_one_bar_per_arm():
     run = {"id": "r", "experiment": "matmul", "status": "complete", "params": {}, "machine": {}}
     fig = figure_for(document(run, s, include_values=True))
     axes = {ax.get_title(): ax for ax in fig.get_axes()}
-    init = next(ax for t, ax in axes.items() if "initialisation" in t)
+    init = next(ax for t, ax in axes.items() if "matrix init" in t)
     times = next(ax for t, ax in axes.items() if "by form" in t)
     assert len(init.patches) == len(INIT_ARMS) and len(times.patches) == len(FORMS)
     matplotlib.pyplot.close(fig)

@@ -193,8 +193,7 @@ class Matmul(Experiment):
     plots = (
         PlotSpec("times", "time per 8 rows of the product, by form", kind="bars", x="arm",
                  series=("n",), arms=FORMS, log_y=True, xlabel="form", ylabel="ns per 8 rows"),
-        PlotSpec("init", "matrix initialisation: time per matrix, row / column order, "
-                 "normal / non-temporal stores", kind="bars", x="arm", series=("init_n",),
+        PlotSpec("init", "matrix init: row / column order, normal / NT stores", kind="bars", x="arm", series=("init_n",),
                  arms=INIT_ARMS, log_y=True, xlabel="order and store",
                  ylabel="ns per band (16 rows or 16 columns)"),
     )
