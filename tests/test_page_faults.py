@@ -230,3 +230,10 @@ def test_munmap_has_its_own_panel():
     labels = [t.get_text() for t in (alloc.get_legend().get_texts() if alloc.get_legend() else [])]
     assert not any("munmap" in x for x in labels)
     matplotlib.pyplot.close(fig)
+
+
+def test_munmap_rows_declare_no_traffic_in_their_timed_part():
+    rows = {r["name"]: r for r in _core.kernels()}
+    for name in ("fault_munmap", "fault_thp_munmap"):
+        assert rows[name]["write_per_byte"] == 0 and rows[name]["read_per_byte"] == 0
+    assert rows["fault_populate_write"]["write_per_byte"] == 1
