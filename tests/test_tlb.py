@@ -173,20 +173,20 @@ def _sysfs(tmp_path, flags="fpu pse pdpe1gb", total=None, free=None):
 
 
 def test_gib_pages_says_why_not(tmp_path):
-    assert "pdpe1gb" in tlb_mod.gib_pages(_sysfs(tmp_path, flags="fpu pse"))[1]
-    assert "missing" in tlb_mod.gib_pages(_sysfs(tmp_path))[1]
-    free, why = tlb_mod.gib_pages(_sysfs(tmp_path, total=0))
-    assert free == 0 and "nr_hugepages = 0" in why
-    assert "in use" in tlb_mod.gib_pages(_sysfs(tmp_path, total=2, free=0))[1]
-    assert tlb_mod.gib_pages(_sysfs(tmp_path, total=2, free=1)) == (1, None)
+    assert tlb_mod.gib_pages(_sysfs(tmp_path, flags="fpu pse")) == (0, 1)
+    assert tlb_mod.gib_pages(_sysfs(tmp_path)) == (0, 2)
+    assert tlb_mod.gib_pages(_sysfs(tmp_path, total=0)) == (0, 3)
+    assert "nr_hugepages = 0" in tlb_mod.GIB_WHY[3] and "pdpe1gb" in tlb_mod.GIB_WHY[1]
+    assert tlb_mod.gib_pages(_sysfs(tmp_path, total=2, free=0)) == (0, 4)
+    assert tlb_mod.gib_pages(_sysfs(tmp_path, total=2, free=1)) == (1, 0)
 
 
 def test_the_1g_arm_is_planned_only_where_pages_are_free(monkeypatch):
     exp = get_experiment("tlb")
     params = exp.resolve("quick")
-    monkeypatch.setattr(tlb_mod, "gib_pages", lambda root="/": (0, "none reserved"))
+    monkeypatch.setattr(tlb_mod, "gib_pages", lambda root="/": (0, 3))
     assert {p.arm for p in exp.plan(params, {})} == {"4k", "thp"}
-    monkeypatch.setattr(tlb_mod, "gib_pages", lambda root="/": (1, None))
+    monkeypatch.setattr(tlb_mod, "gib_pages", lambda root="/": (1, 0))
     assert {p.arm for p in exp.plan(params, {})} == {"4k", "thp", "1g"}
     small = {**params, "max_pages": 1024}
     assert sum(p.arm == "1g" for p in exp.plan(small, {})) == \
@@ -205,14 +205,20 @@ def test_gib_answer_from_synthetic_points():
     assert [d["page_count"] for d in a["details"]] == xs
 
 
-def test_gib_answer_not_measured_with_the_reason(monkeypatch):
+def test_gib_answer_not_measured_with_the_reason_recorded_in_the_samples():
     xs = page_grid(8, 1024, 2)
     s = sum((_samples("4k", n, staircase(n)) for n in xs), [])
     for rec in s:
-        rec["counters"] = {"gib_pages_free": 0}
-    monkeypatch.setattr(tlb_mod, "gib_pages", lambda root="/": (0, "no 1 GiB pages reserved"))
+        rec["counters"] = {"gib_pages_state": 3}
     a = _answers(s)["tlb.gib_pages"]
-    assert a["verdict"] == NOT_MEASURED and "no 1 GiB pages reserved" in a["because"]
+    assert a["verdict"] == NOT_MEASURED and "nr_hugepages = 0" in a["because"]
+    for rec in s:
+        rec["counters"] = {"gib_pages_state": 1}
+    assert "pdpe1gb" in _answers(s)["tlb.gib_pages"]["because"]
+    for rec in s:
+        rec["counters"] = {}
+    a = _answers(s)["tlb.gib_pages"]
+    assert a["verdict"] == NOT_MEASURED and "measured none" in a["because"]
 
 
 def test_hugetlb_buffer_fails_cleanly_or_maps_a_gib_page():
@@ -220,11 +226,11 @@ def test_hugetlb_buffer_fails_cleanly_or_maps_a_gib_page():
     from memfx.errors import MemfxError
     lab = Lab(hardware_counters=False)
     try:
-        free, why = tlb_mod.gib_pages()
+        free, code = tlb_mod.gib_pages()
         if not free:
             with pytest.raises(MemfxError, match="hugetlb"):
                 lab.hugetlb_buffer(4096, tlb_mod.GIB_PAGE)
-            pytest.skip(why)
+            pytest.skip(tlb_mod.GIB_WHY[code])
         region = lab.hugetlb_buffer(4096, tlb_mod.GIB_PAGE)
         assert region.address % tlb_mod.GIB_PAGE == 0 and len(region.buffer) == tlb_mod.GIB_PAGE
     finally:

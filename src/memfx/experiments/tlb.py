@@ -49,9 +49,21 @@ GIB_PAGE = 1 << 30   # x86-64 PDPE page, where CPUID reports Page1GB (pdpe1gb; S
 GIB_SYSFS = "/sys/kernel/mm/hugepages/hugepages-1048576kB"
 
 
+# Why a run has no 1g arm, by the code recorded with its 4k samples
+# (counter gib_pages_state; 0 = pages were free), so that the analysis reads
+# the reason from the data, not from the machine it runs on.
+GIB_WHY = {
+    1: "the CPU reports no 1 GiB pages (no pdpe1gb flag)",
+    2: f"the kernel offers no 1 GiB hugetlb pages ({GIB_SYSFS} is missing)",
+    3: (f"no 1 GiB hugetlb pages are reserved ({GIB_SYSFS}/nr_hugepages = 0; reserving them "
+        f"takes root, at boot or by writing that file)"),
+    4: "every reserved 1 GiB hugetlb page is in use",
+}
+
+
 def gib_pages(root="/"):
-    """(free 1 GiB hugetlb pages, None) where this machine has them to use,
-    else (0, why not)."""
+    """(free 1 GiB hugetlb pages, 0) where this machine has them to use,
+    else (0, a GIB_WHY code)."""
     def read(path):
         try:
             with open(os.path.join(root, path.lstrip("/"))) as f:
@@ -62,18 +74,17 @@ def gib_pages(root="/"):
     flags = next((ln.split(":", 1)[1].split() for ln in info.splitlines()
                   if ln.startswith("flags")), None)
     if flags is not None and "pdpe1gb" not in flags:
-        return 0, "the CPU reports no 1 GiB pages (no pdpe1gb flag)"
+        return 0, 1
     total = read(f"{GIB_SYSFS}/nr_hugepages")
     if total is None:
-        return 0, f"the kernel offers no 1 GiB hugetlb pages ({GIB_SYSFS} is missing)"
+        return 0, 2
     free = read(f"{GIB_SYSFS}/free_hugepages")
     total, free = int(total), int(free) if free is not None else int(total)
     if total == 0:
-        return 0, (f"no 1 GiB hugetlb pages are reserved ({GIB_SYSFS}/nr_hugepages = 0; "
-                   f"reserving them takes root, at boot or by writing that file)")
+        return 0, 3
     if free == 0:
-        return 0, f"all {total} reserved 1 GiB hugetlb pages are in use"
-    return free, None
+        return 0, 4
+    return free, 0
 
 
 def element_offsets(n):
@@ -187,7 +198,7 @@ class Tlb(Experiment):
         avail = (machine.get("memory") or {}).get("available_bytes")
         arms = [a for a in self.arms if a in params["pages"]]
         if "1g" in arms:
-            free, _why = gib_pages()
+            free, _code = gib_pages()
             if not free or region > free * GIB_PAGE:
                 arms.remove("1g")
         region_bytes = {"1g": -(-region // GIB_PAGE) * GIB_PAGE}   # hugetlb: whole pages
@@ -219,7 +230,7 @@ class Tlb(Experiment):
         extra = {"elements": n}
         if point.arm == "4k":
             # why a 1g arm ran or not, recorded with the data the answer reads
-            extra["gib_pages_free"] = gib_pages()[0]
+            extra["gib_pages_state"] = gib_pages()[1]
         if huge:
             share = lab.huge_page_share(region)
             if share is not None:
@@ -306,15 +317,15 @@ class Tlb(Experiment):
                if p["arm"] == "1g" and p["n"] and p["median"]}
         common = [p for p in pts4 if p["params"]["page_count"] in gib]
         if not common:
-            free = [p.get("counters", {}).get("gib_pages_free") for p in pts4]
-            _, why = gib_pages()
-            if any(f == 0 for f in free if f is not None) and why:
-                reason = f"no 1g arm: {why}"
+            codes = {int(c) for c in (p.get("counters", {}).get("gib_pages_state")
+                                       for p in pts4) if c in GIB_WHY}
+            if codes:
+                reason = "no 1g arm: " + "; ".join(GIB_WHY[c] for c in sorted(codes))
             elif gib:
                 reason = "the 1g arm has no page count in common with the 4k arm"
             else:
-                reason = ("no 1g arm: the run measured none (no 1 GiB hugetlb pages free when it "
-                          "was planned, or pages left 1g out)")
+                reason = ("no 1g arm: the run measured none (pages left 1g out, or the pages "
+                          "free could not hold the chain)")
             return ans.not_measured(q, reason)
         details = []
         for p in common:
