@@ -166,6 +166,8 @@ def test_prepare_times_the_munmap_alone():
     t = exp.prepare(Point("mmap_populate_write", {"size_bytes": 1 << 20, "memory": "fresh"}),
                     params, None)
     assert t.kernel == "fault_populate_write" and not t.kernel_ticks
+    t = exp.prepare(Point("mmap", {"size_bytes": 1 << 20, "memory": "fresh"}), params, None)
+    assert t.extra["populate_write_refused"] == int(_refused() is not None)
 
 
 def _add(arm, size, ns, k=6):
@@ -213,6 +215,13 @@ def test_missing_arms_are_not_measured_with_the_reason():
     a = {x["question"]: x for x in _doc(_add("mmap", 1 << 20, 1e5))["answers"]}
     pw = a["fill_alloc.populate_write_vs_touch"]
     assert pw["verdict"] == NOT_MEASURED and "5.14" in pw["because"]
+    refused = _add("mmap", 1 << 20, 1e5)
+    for rec in refused:
+        rec["counters"] = {"populate_write_refused": 1}
+    b = {x["question"]: x for x in _doc(refused)["answers"]}
+    for q in ("fill_alloc.populate_write_vs_touch", "fill_alloc.thp_populate_vs_touch"):
+        assert b[q]["verdict"] == NOT_MEASURED and "was refused" in b[q]["because"]
+    assert "was refused" not in pw["because"]
     for q in ("fill_alloc.munmap_per_page", "fill_alloc.munmap_per_thp",
               "fill_alloc.thp_populate_vs_touch"):
         assert a[q]["verdict"] == NOT_MEASURED and a[q]["because"]

@@ -1020,9 +1020,13 @@ class FillAlloc(Experiment):
 
     def prepare(self, point, params, lab):
         aux = ALLOC_RECYCLED if point.params["memory"] == "recycled" else 0
+        # whether the populate-write arms could run, recorded with the touch
+        # arm's samples: the answer reads the reason from the data
+        extra = {"populate_write_refused": int(populate_write_refusal() is not None)} \
+            if point.arm == "mmap" else {}
         return Trial(ALLOC_ARMS[point.arm], size=point.params["size_bytes"], aux=aux,
                      metric="time", difference=False, reject_page_faults=False, warmup=1,
-                     kernel_ticks=point.arm in MUNMAP_ARMS)
+                     kernel_ticks=point.arm in MUNMAP_ARMS, extra=extra)
 
     def verify(self, lab, params):
         """Every strategy must hand out zeroed memory, also after the heap was dirtied."""
@@ -1065,8 +1069,12 @@ class FillAlloc(Experiment):
                  "MADV_POPULATE_WRITE vs first touch, transparent huge pages")):
             a = self._speedup(name, by, slow, fast, "fresh", what, floor)
             if a.verdict == ans.NOT_MEASURED:
-                a.because += ("; madvise(MADV_POPULATE_WRITE) is planned only where the kernel "
-                              "accepts it (Linux 5.14+; EINVAL before)")
+                refused = any((s.get("counters") or {}).get("populate_write_refused")
+                              for s in data.samples if s["arm"] == "mmap")
+                a.because = ("madvise(MADV_POPULATE_WRITE) was refused on the machine measured "
+                             "(it needs Linux 5.14+; EINVAL before): the arm was not run"
+                             if refused else a.because + "; madvise(MADV_POPULATE_WRITE) is "
+                             "planned only where the kernel accepts it (Linux 5.14+)")
             else:
                 unit_bytes = THP_BYTES if floor else 4096
                 for d in a.details:     # the times per page beside the ratio
