@@ -445,7 +445,8 @@ class Lab:
                                src.buffer if src else None, src.offset if src else 0,
                                trial.size if m.size is None else m.size,
                                (trial.value if m.value is None else m.value) & 0xFFFFFFFFFFFFFFFF,
-                               n, trial.aux if m.aux is None else m.aux, m.delay_ticks)))
+                               n, trial.aux if m.aux is None else m.aux, m.delay_ticks,
+                               m.chunks)))
         return out
 
     def _team_call(self, row, trial, count):

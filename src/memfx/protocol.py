@@ -130,7 +130,7 @@ class Region:
 class TeamMember:
     """One thread of a team: the CPU it is pinned to and its own buffers
     (members may share a Region); kernel, size, value, count and aux left
-    None are the trial's.  delay_ticks makes the member start that many TSC
+    None are the trial's (so are dst and src left None).  delay_ticks makes the member start that many TSC
     ticks after the barrier (tests: a late thread)."""
     cpu: int
     dst: Optional[Region] = None
@@ -141,6 +141,7 @@ class TeamMember:
     count: Optional[int] = None
     aux: Optional[int] = None
     delay_ticks: int = 0
+    chunks: int = 1          # background members: call k on chunk k mod chunks of size bytes
 
 
 @dataclass

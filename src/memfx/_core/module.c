@@ -494,12 +494,16 @@ static PyObject *py_team_run(PyObject *self, PyObject *args)
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t index, dst_off, src_off, size;
         PyObject *dst_obj, *src_obj;
-        unsigned long long cpu, value, count, aux, delay;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "KnOnOnnKKKK;a team member is "
+        unsigned long long cpu, value, count, aux, delay, chunks = 1;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "KnOnOnnKKKK|K;a team member is "
                               "(cpu, index, dst, dst_off, src, src_off, size, value, count, aux, "
-                              "delay_ticks)", &cpu, &index, &dst_obj, &dst_off, &src_obj, &src_off,
-                              &size, &value, &count, &aux, &delay))
+                              "delay_ticks[, chunks])", &cpu, &index, &dst_obj, &dst_off, &src_obj,
+                              &src_off, &size, &value, &count, &aux, &delay, &chunks))
             goto done;
+        if (chunks < 1 || (i == 0 && chunks != 1)) {
+            PyErr_Format(PyExc_ValueError, "member %zd: chunks must be >= 1 (1 for member 0)", i);
+            goto done;
+        }
         const struct mfx_kernel *k = usable_kernel(index);
         if (!k)
             goto done;
@@ -520,10 +524,18 @@ static PyObject *py_team_run(PyObject *self, PyObject *args)
         struct mfx_args a = {dst->addr, src->addr, (size_t)size, value, count, aux};
         struct mfx_footprint fp = {0, 0, 0};
         k->footprint(&a, &fp);
-        if (check_extent(k, dst, dst_off, fp.dst_bytes) < 0 ||
-            check_extent(k, src, src_off, fp.src_bytes) < 0 ||
+        /* the last chunk starts (chunks - 1) * size bytes further on */
+        size_t reach = (chunks - 1) > SIZE_MAX / ((size_t)size ? (size_t)size : 1)
+                           ? SIZE_MAX : (size_t)(chunks - 1) * (size_t)size;
+        if (chunks > 1 && fp.chain_element_min) {
+            PyErr_Format(PyExc_ValueError, "member %zd: a chase cannot be split in chunks", i);
+            goto done;
+        }
+        if (check_extent(k, dst, dst_off, fp.dst_bytes ? mfx_sat_add(fp.dst_bytes, reach) : 0) < 0 ||
+            check_extent(k, src, src_off, fp.src_bytes ? mfx_sat_add(fp.src_bytes, reach) : 0) < 0 ||
             (fp.chain_element_min && check_chain(k, src, src_off, fp.chain_element_min) < 0))
             goto done;
+        m[i].chunks = chunks;
         m[i].kernel = k;
         m[i].args = a;
         m[i].cpu = cpu;
@@ -869,7 +881,7 @@ static PyMethodDef methods[] = {
      "team_run(members, background=False) -> (release_tsc, [(tsc_start, tsc_end, cpu_start, "
      "cpu_end, switches, wait_ns, calls, result), ...]): kernel rows on pinned threads started "
      "at one barrier; member = (cpu, index, dst, dst_off, src, src_off, size, value, count, aux, "
-     "delay_ticks)"},
+     "delay_ticks[, chunks])"},
     {"link_chain", py_link_chain, METH_VARARGS,
      "link_chain(buffer, offset, element_bytes, elements, order=None) -> Chain: a cyclic pointer "
      "chain through the elements in `order` (int32/int64 indices; None = address order)"},

@@ -29,6 +29,10 @@ struct mfx_team_member {
     struct mfx_args args;
     uint64_t cpu;
     uint64_t delay_ticks;    /* spin this long after the barrier first (tests: a late start) */
+    uint64_t chunks;         /* background member: call k works on chunk k mod chunks, i.e.
+                              * dst and src advanced by (k mod chunks) * size bytes (0 or 1:
+                              * always the same bytes); short calls let a loader stream a
+                              * large buffer and still stop soon after member 0 */
     /* out */
     uint64_t tsc_start, tsc_end;    /* after the barrier (and delay); after the last call */
     uint32_t cpu_start, cpu_end;
