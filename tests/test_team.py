@@ -181,3 +181,51 @@ def test_sharing_and_team_calls_share_the_pool(lab):
     header, slots = S.read_area(region, 2)
     S.check_call("fs_plain", header, slots)
     assert [s["cpu_start"] for s in slots] == cpus
+
+
+FUZZ_CHILD = r"""
+import json, random, sys
+from memfx import _core
+rows = {r["name"]: r["index"] for r in _core.kernels()}
+cpus = [int(c) for c in sys.argv[1].split(",")]
+rng = random.Random(7)
+ran = refused = 0
+for _ in range(300):
+    members, bufs = [], []
+    for cpu in cpus:
+        kernel = rng.choice(["bw_read_sse2", "fill_sse", "copy_sse", "fill_nt_sse"])
+        room = rng.randrange(0, 2048)
+        dst, src = bytearray(room + 64), bytearray(room + 64)
+        dst[room:] = src[room:] = b"\xa5" * 64            # canaries past the room
+        size = rng.randrange(0, 2200)
+        off = rng.choice([0, rng.randrange(0, 64), rng.randrange(0, 3000)])
+        chunks = 1 if not members else rng.choice([1, 1, 2, 3])
+        members.append((cpu, rows[kernel], memoryview(dst)[:room], off, memoryview(src)[:room],
+                        off, size, 0x5A, 1, 0, 0, chunks))
+        bufs.append((dst, src, room))
+    try:
+        _core.team_run(members, rng.random() < 0.5)
+        ran += 1
+    except ValueError:
+        refused += 1
+    for dst, src, room in bufs:
+        assert dst[room:] == b"\xa5" * 64 and src[room:] == b"\xa5" * 64, "wrote past a buffer"
+print(json.dumps({"ran": ran, "refused": refused}))
+"""
+
+
+def test_team_run_fuzz_refuses_what_does_not_fit_and_never_writes_past_a_buffer():
+    """Random members (kernels, sizes, offsets, chunks) on buffers followed by
+    canaries, in a child so that a crash fails the test: every call either
+    runs or raises ValueError, and no canary changes."""
+    import json
+    import subprocess
+    import sys
+    cpus = two_cpus()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.join(os.path.dirname(__file__), "..", "src"), os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.run([sys.executable, "-c", FUZZ_CHILD, ",".join(map(str, cpus))],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["ran"] > 20 and out["refused"] > 20, out
