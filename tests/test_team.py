@@ -229,3 +229,31 @@ def test_team_run_fuzz_refuses_what_does_not_fit_and_never_writes_past_a_buffer(
     assert p.returncode == 0, p.stderr[-2000:]
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out["ran"] > 20 and out["refused"] > 20, out
+
+
+def test_a_loader_that_does_not_cover_the_timed_window_rejects_the_sample(lab):
+    """The lab's judgement of a background call, on stamps it is handed: a
+    loader that stopped before the chase ended (a lead-in that timed out, a
+    stalled CPU) makes the sample not concurrent."""
+    row = lab.kernels["chase_ptr"]
+    loader_row = lab.kernels["bw_read_sse2"]
+    trial = Trial("chase_ptr", team=Team([TeamMember(0), TeamMember(1)], "background"))
+
+    def judged(loader_start, loader_end):
+        lab.last_team = {"release": 0, "mode": "background", "ticks": 1000, "threads": [
+            {"tsc_start": 1000, "tsc_end": 2000, "cpu_start": 0, "cpu_end": 0, "cpu_asked": 0,
+             "switches": 0, "wait_ns": 0, "calls": 1, "result": 0, "row": row, "size": 0,
+             "count": 100},
+            {"tsc_start": loader_start, "tsc_end": loader_end, "cpu_start": 1, "cpu_end": 1,
+             "cpu_asked": 1, "switches": 0, "wait_ns": 0, "calls": 3, "result": 0,
+             "row": loader_row, "size": 1 << 20, "count": 1}]}
+        return lab._team_sample(row, trial, 100, 1000, 1.0)
+    covered = judged(500, 2500)
+    assert not covered["rejected"] and covered["counters"]["team_overlap"] == 1.0
+    short = judged(500, 1500)
+    assert short["rejected"] and short["reason"] == "not_concurrent"
+    assert short["counters"]["team_overlap"] == pytest.approx(0.5)
+    judged(500, 2500)
+    lab.last_team["threads"][1]["cpu_end"] = 0      # the loader ended on another CPU
+    moved = lab._team_sample(row, trial, 100, 1000, 1.0)
+    assert moved["rejected"] and moved["reason"] == "migrated"

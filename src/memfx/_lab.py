@@ -602,6 +602,9 @@ class Lab:
         return region
 
 
+# Each sample carries the windows of this many members at most (a sample of
+# a 64-thread team would otherwise carry 128 numbers).
+TEAM_WINDOWS_RECORDED = 8
 # What _core.team_run reports per member, in order.
 TEAM_FIELDS = ("tsc_start", "tsc_end", "cpu_start", "cpu_end", "switches", "wait_ns", "calls",
                "result")
@@ -631,8 +634,9 @@ def team_overlap(mode, threads):
 def team_report(mode, release, threads, tsc_hz):
     """The counters a team sample carries (team_*): threads, overlap (see
     team_overlap), start skew (latest start after the release, ns),
-    context switches and the longest run-queue wait of any member, each
-    member's window relative to the release (ns), and for background teams
+    context switches and the longest run-queue wait of any member, the
+    windows of the first TEAM_WINDOWS_RECORDED members relative to the
+    release (ns), and for background teams
     the loaders' calls and their aggregate GB/s over their own runs."""
     to_ns = 1e9 / tsc_hz
     out = {"team_threads": len(threads), "team_mode_background": int(mode == "background"),
@@ -642,7 +646,7 @@ def team_report(mode, release, threads, tsc_hz):
     waits = [th["wait_ns"] for th in threads if th["wait_ns"] is not None]
     if waits:
         out["team_wait_ns"] = max(waits)
-    for i, th in enumerate(threads):
+    for i, th in enumerate(threads[:TEAM_WINDOWS_RECORDED]):
         out[f"team_start_ns_{i}"] = (th["tsc_start"] - release) * to_ns
         out[f"team_end_ns_{i}"] = (th["tsc_end"] - release) * to_ns
     if mode == "background" and len(threads) > 1:

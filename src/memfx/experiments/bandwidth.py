@@ -282,6 +282,16 @@ def level_sizes(machine, team, lo, hi):
     return out
 
 
+def thread_counts(most):
+    """1, 2, 4, ... up to `most`, and `most` itself (Drepper's 1, 2, 4 threads;
+    every count would be hundreds of points on a large machine)."""
+    out, n = [], 1
+    while n < most:
+        out.append(n)
+        n *= 2
+    return out + [most]
+
+
 def widest_width(supported):
     """The widest vector width `supported(width)` accepts (sse2 at least)."""
     return next(w for w in ("avx512", "avx2", "sse2") if supported(w))
@@ -624,7 +634,7 @@ class Bandwidth(Experiment):
         kinds = [k for k in params["scaling"] if k != "none"]
         for lid, size in level_sizes(machine, len(cpus), lo, hi):
             for kind in kinds:
-                for n in range(1, len(cpus) + 1):
+                for n in thread_counts(len(cpus)):
                     pts.append(Point(f"threads_{kind}", {
                         "part": "scaling", "level": lid, "size_bytes": size, "threads": n,
                         "total_bytes": size * n, "cpus": cpu_text(cpus[:n]), "pages": pg,
