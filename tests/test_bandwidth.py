@@ -426,7 +426,8 @@ def test_plan_has_scaling_and_loaded_points_on_two_cpus(unpinned):
     if len(ALLOWED) < 2:
         pytest.skip("needs two CPUs this process may run on")
     exp = get_experiment("bandwidth")
-    params = exp.resolve("quick", {"kinds": "read", "latency_levels": "l2,dram"})
+    params = exp.resolve("quick", {"kinds": "read", "latency_levels": "l2,dram",
+                                   "scaling": "read,write,copy,nt_write"})
     pts = exp.plan(params, MACHINE)
     team = [p for p in pts if p.params.get("part")]
     scaling = [p for p in team if p.params["part"] == "scaling"]
