@@ -845,11 +845,13 @@ class Bandwidth(Experiment):
                 if n == 1:
                     continue
                 p = by_n[n]
-                d = {"label": f"{LEVEL_LABEL.get(lid, lid)} {kind} x{n}", "level": lid,
-                     "kind": kind, "threads": n, "unit": "ratio", "kernel": p["params"]["kernel"],
-                     "size_bytes_per_thread": p["params"]["size_bytes"],
-                     "aggregate_gb_per_s": p["median"] if p.get("n") else None,
+                # the columns a reader wants first come first (tables show the first few)
+                d = {"label": f"{LEVEL_LABEL.get(lid, lid)} {kind} x{n}", "value": None,
+                     "unit": "ratio", "ci_low": None, "ci_high": None,
                      "single_gb_per_s": one["median"] if one and one.get("n") else None,
+                     "aggregate_gb_per_s": p["median"] if p.get("n") else None,
+                     "level": lid, "kind": kind, "threads": n, "kernel": p["params"]["kernel"],
+                     "size_bytes_per_thread": p["params"]["size_bytes"],
                      "rejected": p.get("rejected", 0) + (one.get("rejected", 0) if one else 0),
                      "evidence": ans.evidence_keys([x for x in (p, one) if x])}
                 if not (one and one.get("n") and p.get("n")):
@@ -908,10 +910,11 @@ class Bandwidth(Experiment):
         for size in sorted(by_size):
             idle, busy = by_size[size].get("idle_latency"), by_size[size].get("loaded_latency")
             lid = (idle or busy)["params"]["level"]
-            d = {"label": f"{format_size(size)}B ({LEVEL_LABEL.get(lid, lid)})", "level": lid,
-                 "size_bytes": size, "unit": "ratio",
+            d = {"label": f"{format_size(size)}B ({LEVEL_LABEL.get(lid, lid)})", "value": None,
+                 "unit": "ratio", "ci_low": None, "ci_high": None,
                  "idle_ns": idle["median"] if idle and idle.get("n") else None,
                  "loaded_ns": busy["median"] if busy and busy.get("n") else None,
+                 "level": lid, "size_bytes": size,
                  "loaders": (busy or idle)["params"]["threads"] - 1,
                  "loader_gb_per_s": float(np.median(loader[size])) if loader.get(size) else None,
                  "rejected": sum(x.get("rejected", 0) for x in (idle, busy) if x),
