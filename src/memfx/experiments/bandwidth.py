@@ -17,7 +17,10 @@ samples of a point -- issue 16)
      write are checked byte-exact against a reference for every size 0..4096
      at rotating misalignments with guard bytes (fill rows with fill's
      checker, copy rows with copy's, this experiment's own rows here);
-     reading kernels return a checksum compared with numpy's;
+     reading kernels return a checksum compared with numpy's; the scaling
+     kinds also run once as a team, each member on its own guarded buffers
+     with its own fill byte or source, which must come back byte-exact
+     (check_team);
   3. one untimed warm-up pass; then samples of whole passes, one kernel call
      per pass over the whole working set (as a program sweeps its data),
      each sample at least min_sample_ms and never less than one pass, so
