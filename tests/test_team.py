@@ -257,3 +257,18 @@ def test_a_loader_that_does_not_cover_the_timed_window_rejects_the_sample(lab):
     lab.last_team["threads"][1]["cpu_end"] = 0      # the loader ended on another CPU
     moved = lab._team_sample(row, trial, 100, 1000, 1.0)
     assert moved["rejected"] and moved["reason"] == "migrated"
+
+
+def test_members_may_share_one_buffer(lab):
+    """A Region given to every member (or left to the trial's) is shared:
+    both read the same bytes and return the same checksum."""
+    from memfx.experiments.bandwidth import _reference_sums
+    cpus = two_cpus()
+    region = lab.buffer(8192)
+    data = np.random.default_rng(3).integers(0, 256, 8192, dtype=np.uint8)
+    np.frombuffer(region.buffer, np.uint8, count=8192, offset=region.offset)[:] = data
+    trial = Trial("bw_read_sse2", size=8192, src=region,
+                  team=Team([TeamMember(cpus[0]), TeamMember(cpus[1])]))
+    threads = lab.team_call(trial, 3)["threads"]
+    want = _reference_sums(data.tobytes(), 0, 8192) * 3 % (1 << 64)
+    assert [th["result"] for th in threads] == [want, want]
