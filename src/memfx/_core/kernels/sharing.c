@@ -4,9 +4,9 @@
  * CPUs (ping-pong), atomic read-modify-writes on one contended variable.
  *
  * One call = one run of `size` threads.  The kernel runs thread i on the
- * CPU the lab wrote in the control area (pthreads of its own, pinned with
- * pthread_attr_setaffinity_np, kept parked between calls), lets them all go
- * on one spinning barrier and waits, spinning, for the last finisher.  The
+ * CPU the lab wrote in the control area (threads of the lab's pool in
+ * team.c, pinned with pthread_attr_setaffinity_np, parked between calls),
+ * lets them all go on one spinning barrier and waits, spinning, for the last finisher.  The
  * calling thread is thread 0 when it already runs on CPU 0 of the list
  * (the lab pins it there); otherwise it only waits.  The caller never
  * sleeps in the call, so its software perf events see a context switch
