@@ -14,7 +14,12 @@ copy call over the whole buffer for copy.  Each repetition contributes one
 figure per tool (the tool's own summary of its samples); median and range are
 taken over the repetitions.  Bandwidths are GB/s (1e9 bytes/s) of bytes
 written (fills) or bytes copied (copies: STREAM and likwid-bench count read +
-write bytes, so their figures are halved here).
+write bytes, so their figures are halved here).  The bandwidth group (issue
+11) puts memfx's `bandwidth` experiment, single thread, widest vector kernel,
+beside likwid-bench load/store/copy/store_mem (_avx512 where the CPU has it),
+clamchowder's MemoryBandwidth read, STREAM Copy and tinymembench's NT fill:
+sequential read at mid-L1, mid-L2, 64 MiB (and 1 GiB), write, copy and NT
+write at 64 MiB.
 
 This is a benchmark, not a test: nothing in CI runs it and no test depends on
 it.  The peers' sources never enter this repository; README.md ("Comparing
@@ -60,7 +65,7 @@ class Measure:
     label: str
     unit: str
     higher_is_better: bool
-    group: str  # for --only: latency, fill, copy, zero
+    group: str  # for --only: latency, fill, copy, zero, bandwidth
 
 
 def size_label(nbytes: int) -> str:
@@ -95,6 +100,7 @@ class Plan:
     fill_sizes: list[int]
     copy_size: int
     zero_size: int
+    read_sizes: dict[str, int] = field(default_factory=dict)   # name -> bytes (bandwidth group)
     measures: list[Measure] = field(default_factory=list)
 
     def measure(self, key: str) -> Measure:
@@ -111,7 +117,13 @@ def make_plan(cpu: int, quick: bool, only: set[str] | None) -> Plan:
     if not quick:
         latency_sizes["1 GiB"] = 1 * GiB
         fill_sizes.append(1 * GiB)
-    plan = Plan(latency_sizes, fill_sizes, copy_size=64 * MiB, zero_size=256 * MiB)
+    # Single-thread read bandwidth at the scale points of issue 11 (mid-L1,
+    # mid-L2, 64 MiB, 1 GiB); writes, copies and NT writes at 64 MiB.
+    read_sizes = {"mid-L1": l1 // 2, "mid-L2": l2 // 2, "64 MiB": 64 * MiB}
+    if not quick:
+        read_sizes["1 GiB"] = 1 * GiB
+    plan = Plan(latency_sizes, fill_sizes, copy_size=64 * MiB, zero_size=256 * MiB,
+                read_sizes=read_sizes)
     measures = []
     for name, size in latency_sizes.items():
         for pages, pages_label in (("4k", "4 KiB pages"), ("thp", "THP")):
@@ -126,6 +138,16 @@ def make_plan(cpu: int, quick: bool, only: set[str] | None) -> Plan:
                             "GB/s", True, "copy"))
     measures.append(Measure("zero_ratio", f"zero/non-zero AVX2 fill speed {size_label(plan.zero_size)}",
                             "x", True, "zero"))
+    for name, size in read_sizes.items():
+        label = f"read {name}" + (f" ({size_label(size)})" if name.startswith("mid") else "")
+        measures.append(Measure(f"bwread_{size}", label, "GB/s", True, "bandwidth"))
+    size = plan.copy_size
+    measures.append(Measure(f"bwwrite_{size}", f"write (store) {size_label(size)}", "GB/s", True,
+                            "bandwidth"))
+    measures.append(Measure(f"bwcopy_{size}", f"copy (vector loop) {size_label(size)}", "GB/s", True,
+                            "bandwidth"))
+    measures.append(Measure(f"bwntwrite_{size}", f"NT write {size_label(size)}", "GB/s", True,
+                            "bandwidth"))
     plan.measures = [m for m in measures if only is None or m.group in only]
     return plan
 
@@ -253,7 +275,9 @@ def memfx_params(python: str, experiment: str) -> set[str]:
             out = subprocess.run([python, "-m", "memfx.cli", "list", "--json"], capture_output=True,
                                  text=True, env={**os.environ, **memfx_env()}, timeout=120)
             for exp in json.loads(out.stdout):
-                names = {p.split(" ", 1)[0] for p in exp.get("params", [])}
+                # each parameter is a dict with its name (older memfx: "name [kind...]")
+                names = {p["name"] if isinstance(p, dict) else p.split(" ", 1)[0]
+                         for p in exp.get("params", [])}
                 _memfx_params_cache[exp["name"]] = names
         except (OSError, ValueError, subprocess.TimeoutExpired):
             pass
@@ -337,7 +361,52 @@ def memfx_jobs(tool: Tool, python: str, plan: Plan, ctx: RunContext) -> list[Job
         jobs.append(Job(base + ["fill"] + common + [
             "--set", "kernels=avx2", "--set", "values=zero,one", "--set", f"min_size={size}",
             "--set", f"max_size={size}", "--set", "points=2"], parse_zero, env))
+    jobs += memfx_bandwidth_jobs(base, common, env, plan, keys)
     return jobs
+
+
+def memfx_bandwidth_jobs(base, common, env, plan, keys):
+    # The bandwidth experiment, single thread, the widest vector kernel
+    # (widths=auto), one working set per run.  Its copy of working set W
+    # copies W/2 bytes and counts read + write bytes; here a copy is bytes
+    # copied per second, so the working set is twice the copy and the
+    # figure is halved.
+    single = ["--set", "scaling=none", "--set", "latency_levels=none", "--set", "widths=auto"]
+    jobs = []
+    for size in plan.read_sizes.values():
+        if f"bwread_{size}" not in keys:
+            continue
+        def parse_read(out, err, info, size=size):
+            return {f"bwread_{size}": memfx_point(memfx_document(out), "read", size)["median"]}
+        jobs.append(Job(base + ["bandwidth"] + common + single + [
+            "--set", "kinds=read", "--set", f"min_size={size}", "--set", f"max_size={size}"],
+            parse_read, env))
+    size = plan.copy_size
+    if f"bwwrite_{size}" in keys:
+        def parse_write(out, err, info, size=size):
+            doc = memfx_document(out)
+            return {f"bwwrite_{size}": memfx_point(doc, "write", size)["median"],
+                    f"bwntwrite_{size}": memfx_point(doc, "nt_write", size)["median"]}
+        jobs.append(Job(base + ["bandwidth"] + common + single + [
+            "--set", "kinds=write,nt_write", "--set", f"min_size={size}", "--set", f"max_size={size}"],
+            parse_write, env))
+    if f"bwcopy_{size}" in keys:
+        def parse_copy(out, err, info, size=size):
+            return {f"bwcopy_{size}": memfx_point(memfx_document(out), "copy", 2 * size)["median"] / 2}
+        jobs.append(Job(base + ["bandwidth"] + common + single + [
+            "--set", "kinds=copy", "--set", f"min_size={2 * size}", "--set", f"max_size={2 * size}"],
+            parse_copy, env))
+    return jobs
+
+
+def cpu_has(flag: str) -> bool:
+    """The flag is in /proc/cpuinfo (e.g. avx512f), as the peers' own dispatch sees it."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and f" {flag}" in f" {line.split(':', 1)[-1]} "
+                       for line in f)
+    except OSError:
+        return False
 
 
 # ---------------------------------------------------------------- latency peers
@@ -433,6 +502,18 @@ def likwid_jobs(tool, path, plan, ctx):
     if f"copy_libc_{size}" in keys:
         jobs.append(job("copy_avx", 2 * size, f"copy_libc_{size}", 2))
         jobs.append(job("copy_mem_avx", 2 * size, f"copy_nt_{size}", 2))
+    # bandwidth group: the widest vector tests this CPU runs (AVX-512 where
+    # the flag is there, else AVX)
+    wide = "avx512" if cpu_has("avx512f") else "avx"
+    for read_size in plan.read_sizes.values():
+        if f"bwread_{read_size}" in keys:
+            jobs.append(job(f"load_{wide}", read_size, f"bwread_{read_size}", 1))
+    if f"bwwrite_{size}" in keys:
+        jobs.append(job(f"store_{wide}", size, f"bwwrite_{size}", 1))
+    if f"bwcopy_{size}" in keys:
+        jobs.append(job(f"copy_{wide}", 2 * size, f"bwcopy_{size}", 2))
+    if f"bwntwrite_{size}" in keys:
+        jobs.append(job(f"store_mem_{wide}", size, f"bwntwrite_{size}", 1))
     return jobs
 
 
@@ -447,6 +528,14 @@ def memory_bandwidth_jobs(tool, path, plan, ctx):
                 jobs.append(Job([path, "-threads", "1", "-sizekb", str(size // KiB), "-method", method],
                                 lambda out, err, info, key=key:
                                 {key: last_float(r"^\d+,([0-9.]+)(?:,[0-9.]+)*\s*$", out, "KB,GB/s line")}))
+    # bandwidth group: its asm read loop, AVX-512 where the CPU has it
+    method = "avx512" if cpu_has("avx512f") else "avx"
+    for size in plan.read_sizes.values():
+        key = f"bwread_{size}"
+        if key in keys and size >= KiB:
+            jobs.append(Job([path, "-threads", "1", "-sizekb", str(size // KiB), "-method", method],
+                            lambda out, err, info, key=key:
+                            {key: last_float(r"^\d+,([0-9.]+)(?:,[0-9.]+)*\s*$", out, "KB,GB/s line")}))
     return jobs
 
 
@@ -468,6 +557,7 @@ def tinymembench_jobs(tool, path, plan, ctx):
     def parse(out, err, info):
         sizes = {"memset": plan.fill_sizes, "ntfill": plan.fill_sizes,
                  "copy_libc": [plan.copy_size], "copy_nt": [plan.copy_size]}
+        also = {"ntfill": "bwntwrite"}    # the bandwidth group's NT write is its NT fill
         buffer = 2 ** round(math.log2(max(info["maxrss_kib"] * KiB / 2, 1)))
         figures = {}
         for line in out.splitlines():
@@ -475,15 +565,16 @@ def tinymembench_jobs(tool, path, plan, ctx):
             if match and match.group(1) in TINYMEMBENCH_ROWS:
                 kind = TINYMEMBENCH_ROWS[match.group(1)]
                 if buffer in sizes[kind]:
-                    key = f"{kind}_{buffer}"
-                    if key in keys:
-                        figures[key] = float(match.group(2)) / 1000
+                    for name in (kind, also.get(kind)):
+                        key = f"{name}_{buffer}"
+                        if name and key in keys:
+                            figures[key] = float(match.group(2)) / 1000
         if not figures:
             raise PeerError(f"built with a {size_label(buffer)} buffer; the measures need "
                             f"{size_label(plan.copy_size)} (rebuild with SIZE changed, see README)")
         return figures
     return [Job([path], parse, timeout_s=900, stop_after=r"SSE2 nontemporal fill\s*:")] if keys & {
-        f"{k}_{plan.copy_size}" for k in TINYMEMBENCH_ROWS.values()} else []
+        f"{k}_{plan.copy_size}" for k in list(TINYMEMBENCH_ROWS.values()) + ["bwntwrite"]} else []
 
 
 def stream_jobs(tool, path, plan, ctx):
@@ -491,8 +582,8 @@ def stream_jobs(tool, path, plan, ctx):
     # constant); its MB/s counts read + write bytes, halved here.  The rate is
     # taken from the average time, as the other tools report typical figures.
     size = plan.copy_size
-    key = f"copy_libc_{size}"
-    if key not in {m.key for m in plan.measures}:
+    wanted = [k for k in (f"copy_libc_{size}", f"bwcopy_{size}") if k in {m.key for m in plan.measures}]
+    if not wanted:
         return []
 
     def parse(out, err, info):
@@ -504,7 +595,7 @@ def stream_jobs(tool, path, plan, ctx):
         match = re.search(r"^Copy:\s+([0-9.]+)\s+([0-9.]+)", out, re.MULTILINE)
         if not match:
             raise PeerError("no Copy line")
-        return {key: size / float(match.group(2)) / 1e9}
+        return {key: size / float(match.group(2)) / 1e9 for key in wanted}
     return [Job([path], parse, env={"OMP_NUM_THREADS": "1"})]
 
 
@@ -549,12 +640,13 @@ TOOLS = [
     Tool("lat_mem_rd", ("lat_mem_rd",), "lmbench (github.com/intel/lmbench): make build", lat_mem_rd_jobs,
          note="page-random order (-t), mid-L1/mid-L2 only"),
     Tool("likwid-bench", ("likwid-bench",), "Debian/Ubuntu package likwid, or github.com/RRZE-HPC/likwid",
-         likwid_jobs, note="store_avx / store_mem_avx / copy_avx / copy_mem_avx"),
+         likwid_jobs, note="store_avx / store_mem_avx / copy_avx / copy_mem_avx; bandwidth: "
+         "load / store / copy / store_mem, _avx512 where the CPU has it, else _avx"),
     Tool("tinymembench", ("tinymembench",),
          "github.com/ssvb/tinymembench: SIZE in main.c set to 64 MiB, then make", tinymembench_jobs),
     Tool("MemoryBandwidth", ("MemoryBandwidth_amd64", "MemoryBandwidth"),
          "github.com/clamchowder/Microbenchmarks: cd MemoryBandwidth && make amd64", memory_bandwidth_jobs,
-         note="repstosb / sse_ntwrite"),
+         note="repstosb / sse_ntwrite; bandwidth read: avx512 or avx"),
     Tool("bw_mem", ("bw_mem",), "lmbench (github.com/intel/lmbench): make build", bw_mem_jobs),
     Tool("STREAM", ("stream_c.exe", "stream"),
          "github.com/jeffhammond/STREAM: make stream_c.exe CFLAGS='-O2 -fopenmp -DSTREAM_ARRAY_SIZE=8388608'",
@@ -731,7 +823,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--peers-dir", metavar="DIR", default=os.environ.get("MEMFX_PEERS_DIR"),
                         help="folder holding the peers' build trees (default $MEMFX_PEERS_DIR)")
     parser.add_argument("--only", metavar="LIST",
-                        help="comma-separated measure groups (latency, fill, copy, zero) and/or tool "
+                        help="comma-separated measure groups (latency, fill, copy, zero, bandwidth) and/or "
+                             "tool "
                              "names; memfx always runs")
     parser.add_argument("--reps", type=int, default=3, help="interleaved repetitions (default 3)")
     parser.add_argument("--quick", action="store_true", help="skip the 1 GiB points; shorter peer runs")
@@ -750,7 +843,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             parser.error(f"--peer: unknown peer {name!r}")
         pointed[name] = path
     args.pointed = pointed
-    groups = {"latency", "fill", "copy", "zero"}
+    groups = {"latency", "fill", "copy", "zero", "bandwidth"}
     args.only_groups = args.only_tools = None
     if args.only:
         words = {w.strip() for w in args.only.split(",") if w.strip()}

@@ -12,15 +12,17 @@ import pytest
 from memfx import _core
 from memfx.answers import NOT_MEASURED
 from memfx.experiments import get_experiment
-from memfx.experiments.bandwidth import (KERNELS, LEVEL_KINDS, LEVELS, THREADED_REASON,
-                                         check_random_kernel, check_read_kernel,
-                                         check_rmw_kernel, check_write_read_kernel,
-                                         rmw_reference, sizes_for)
+from memfx.experiments.bandwidth import (KERNELS, LEVEL_KINDS, LEVELS, check_random_kernel,
+                                         check_read_kernel, check_rmw_kernel,
+                                         check_write_read_kernel, level_sizes, rmw_reference,
+                                         sizes_for)
 from memfx.findings import DETECTED, NOT_DETECTED
 from memfx.results import document
 from conftest import run_cli
 
 ROWS = {r["name"]: r for r in _core.kernels()}
+# The CPUs this process may use, read at collection, before any Lab pins it.
+ALLOWED = sorted(os.sched_getaffinity(0))
 WIDTH_ISA = {"scalar": "", "sse2": "sse2", "avx2": "avx2", "avx512": "avx512f"}
 
 
@@ -277,13 +279,174 @@ def test_random_vs_sequential_per_level_and_readback():
     assert {d["level"] for d in rb["details"]} == {"l1d", "l2", "l3", "dram"}
 
 
-def test_threaded_questions_are_declared_and_not_measured():
-    a = _answers(_curve("read", "bw_read_avx2"))
+def _team_samples(arm, params, values, counters=None, metric="gb_per_s", unit="GB/s"):
+    return [{"arm": arm, "point": dict(params), "metric": metric, "unit": unit, "value": v,
+             "length": 10, "ns": 1e6, "ticks": 2.6e6, "cycles_est": 3e6,
+             "counters": dict(counters or {}), "rejected": False, "reason": None}
+            for v in values]
+
+
+def _scaling(kind, level, size, one, two, jitter=0.004):
+    out = []
+    for n, g in ((1, one), (2, two)):
+        pr = {"part": "scaling", "level": level, "size_bytes": size, "threads": n,
+              "total_bytes": n * size, "cpus": "1,0"[:2 * n - 1], "pages": "4k",
+              "kernel": KERNELS[kind]["avx2" if kind != "nt_write" else "sse2"]}
+        out += _team_samples(f"threads_{kind}", pr, [g * (1 + jitter * (i - 3)) for i in range(7)])
+    return out
+
+
+def _loaded(level, size, idle, loaded, loader_gbps=30.0):
+    pr = {"part": "loaded", "level": level, "size_bytes": size, "threads": 2, "cpus": "1,0",
+          "pages": "4k", "kernel": "chase_ptr", "loader": "bw_read_avx2",
+          "loader_bytes": 64 << 20}
+    vals = lambda x: [x * (1 + 0.004 * (i - 3)) for i in range(7)]   # noqa: E731
+    return (_team_samples("idle_latency", pr, vals(idle), metric="ns_per_load", unit="ns")
+            + _team_samples("loaded_latency", pr, vals(loaded), {"team_loader_gb_per_s":
+                                                                 loader_gbps, "team_overlap": 1.0},
+                            metric="ns_per_load", unit="ns"))
+
+
+def _team_answers(samples, cpus=(1, 0)):
+    run = {"id": "r", "experiment": "bandwidth", "status": "complete",
+           "params": {"cpus": list(cpus), "threads": 0}, "machine": MACHINE}
+    return {a["question"]: a for a in document(run, samples)["answers"]}
+
+
+def test_thread_scaling_is_the_speed_up_per_level_and_kind_with_dram_read_first():
+    s = (_scaling("read", "l1d", 12 << 10, 160, 320) + _scaling("read", "l2", 384 << 10, 80, 156)
+         + _scaling("read", "dram", 64 << 20, 20, 30) + _scaling("copy", "dram", 64 << 20, 16, 16))
+    s += _curve("read", "bw_read_avx2")
+    a = _team_answers(s)["bandwidth.thread_scaling"]
+    assert a["verdict"] == "measured"
+    assert a["value"] == pytest.approx(1.5, rel=0.02)              # DRAM read, 20 -> 30 GB/s
+    assert a["ci_low"] <= a["value"] <= a["ci_high"]
+    assert "DRAM" in a["because"] and "own buffer" in a["because"] and "L1d 2.00x" in a["because"]
+    per = {(d["level"], d["kind"]): d for d in a["details"]}
+    assert set(per) == {("l1d", "read"), ("l2", "read"), ("dram", "read"), ("dram", "copy")}
+    assert per[("l2", "read")]["value"] == pytest.approx(1.95, rel=0.02)
+    assert per[("dram", "copy")]["value"] == pytest.approx(1.0, rel=0.02)
+    d = per[("dram", "read")]
+    assert d["aggregate_gb_per_s"] == pytest.approx(30, rel=0.02)
+    assert d["single_gb_per_s"] == pytest.approx(20, rel=0.02)
+    assert d["per_thread_gb_per_s"] == pytest.approx(15, rel=0.02) and d["threads"] == 2
+    assert all(x["unit"] == "ratio" and x["evidence"] for x in a["details"])
+    # the single-thread answers are not disturbed by the team points
+    assert _team_answers(s)["bandwidth.read_dram"]["value"] == pytest.approx(16.0, rel=0.02)
+
+
+def test_loaded_latency_is_loaded_over_idle_per_size():
+    s = _loaded("l2", 384 << 10, 4.0, 4.4) + _loaded("dram", 64 << 20, 100.0, 180.0)
+    a = _team_answers(s)["bandwidth.loaded_latency"]
+    assert a["verdict"] == "measured" and a["value"] == pytest.approx(1.8, rel=0.02)
+    assert a["ci_low"] <= a["value"] <= a["ci_high"]
+    assert "DRAM" in a["because"] and "100 -> 180 ns" in a["because"]
+    per = {d["level"]: d for d in a["details"]}
+    assert per["l2"]["value"] == pytest.approx(1.1, rel=0.02)
+    assert per["dram"]["loader_gb_per_s"] == pytest.approx(30.0)
+    assert per["dram"]["idle_ns"] == pytest.approx(100, rel=0.02) and per["dram"]["loaders"] == 1
+
+
+def test_threaded_questions_not_measured_with_one_cpu_or_nothing_measured():
+    a = _team_answers(_curve("read", "bw_read_avx2"), cpus=(0,))
     for q in ("bandwidth.thread_scaling", "bandwidth.loaded_latency"):
-        assert a[q]["verdict"] == NOT_MEASURED and a[q]["because"] == THREADED_REASON
+        assert a[q]["verdict"] == NOT_MEASURED and "only one CPU" in a[q]["because"]
+    a = _team_answers(_curve("read", "bw_read_avx2"))
+    assert a["bandwidth.thread_scaling"]["verdict"] == NOT_MEASURED
+    assert "scaling=none" in a["bandwidth.thread_scaling"]["because"]
+    assert "latency_levels=none" in a["bandwidth.loaded_latency"]["because"]
     exp = get_experiment("bandwidth")
     assert list(a) == [q.id for q in exp.questions]
     assert all(exp.declared(f"{k}_{lv}").better == "higher" for k in LEVEL_KINDS for lv in LEVELS)
+
+
+def test_one_allowed_cpu_plans_no_team_and_answers_not_measured(tmp_path):
+    """In a child whose affinity is one CPU: the plan has no threaded point
+    and both threaded questions are not_measured, with the reason."""
+    import subprocess
+    import sys
+    code = f"""
+import json, os
+os.sched_setaffinity(0, {{min(os.sched_getaffinity(0))}})
+from memfx.experiments import get_experiment
+from memfx.results import document
+exp = get_experiment("bandwidth")
+params = exp.resolve("quick", {{"max_size": "64K"}})
+machine = {MACHINE!r}
+pts = exp.plan(params, machine)
+parts = sorted({{p.params.get("part", "") for p in pts}})
+print(json.dumps({{"parts": parts, "params": params}}))
+"""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.join(os.path.dirname(__file__), "..", "src"), os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["parts"] == [""] and len(out["params"]["cpus"]) == 1
+    run = {"id": "r", "experiment": "bandwidth", "status": "complete", "params": out["params"],
+           "machine": MACHINE}
+    a = {x["question"]: x for x in document(run, _curve("read", "bw_read_avx2"))["answers"]}
+    for q in ("bandwidth.thread_scaling", "bandwidth.loaded_latency"):
+        assert a[q]["verdict"] == NOT_MEASURED and "only one CPU" in a[q]["because"]
+
+
+def test_thread_counts_double_up_to_the_cpus():
+    from memfx.experiments.bandwidth import thread_counts
+    assert thread_counts(1) == [1] and thread_counts(2) == [1, 2]
+    assert thread_counts(6) == [1, 2, 4, 6] and thread_counts(8) == [1, 2, 4, 8]
+
+
+def test_level_sizes_fit_each_level_and_a_shared_level_holds_the_whole_team():
+    machine = dict(MACHINE, caches=[dict(c, shared_cpu_list="0-1" if c["level"] == 3 else "0")
+                                    for c in MACHINE["caches"]])
+    one = dict(level_sizes(machine, 1, 0, 1 << 40))
+    two = dict(level_sizes(machine, 2, 0, 1 << 40))
+    assert set(two) == {"l1d", "l2", "l3", "dram"}
+    assert two["l1d"] <= 0.75 * (32 << 10) and two["l2"] > 1.5 * (32 << 10)
+    assert two["l2"] == one["l2"]                         # private: per thread as alone
+    assert 2 * two["l3"] <= 0.75 * (32 << 20) and two["l3"] > 1.5 * (1 << 20)
+    assert two["l3"] < one["l3"]
+    assert two["dram"] == 64 << 20
+    assert all(s % 4096 == 0 for s in two.values())
+    # bounded by min_size / max_size
+    assert set(dict(level_sizes(machine, 2, 0, 1 << 20))) == {"l1d", "l2"}
+
+
+@pytest.fixture
+def unpinned():
+    """Other tests' Labs pin this process to one CPU; give it its CPUs back."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, set(ALLOWED))
+    yield
+    os.sched_setaffinity(0, before)
+
+
+def test_plan_has_scaling_and_loaded_points_on_two_cpus(unpinned):
+    if len(ALLOWED) < 2:
+        pytest.skip("needs two CPUs this process may run on")
+    exp = get_experiment("bandwidth")
+    params = exp.resolve("quick", {"kinds": "read", "latency_levels": "l2,dram",
+                                   "scaling": "read,write,copy,nt_write"})
+    pts = exp.plan(params, MACHINE)
+    team = [p for p in pts if p.params.get("part")]
+    scaling = [p for p in team if p.params["part"] == "scaling"]
+    assert {p.arm for p in scaling} == {"threads_read", "threads_write", "threads_copy",
+                                        "threads_nt_write"}
+    assert min(p.params["threads"] for p in scaling) == 1
+    assert max(p.params["threads"] for p in scaling) == len(params["cpus"])
+    for p in scaling:
+        cpus = [int(c) for c in p.params["cpus"].split(",")]
+        assert len(cpus) == p.params["threads"] and cpus[0] == params["cpu"]
+    loaded = [p for p in team if p.params["part"] == "loaded"]
+    assert {p.arm for p in loaded} == {"idle_latency", "loaded_latency"}
+    assert {p.params["level"] for p in loaded} == {"l2", "dram"}
+    # idle and loaded of one size share their params: one cell, interleaved
+    for size in {p.params["size_bytes"] for p in loaded}:
+        same = [p.params for p in loaded if p.params["size_bytes"] == size]
+        assert len(same) == 2 and same[0] == same[1]
+    none = exp.resolve("quick", {"kinds": "read", "scaling": "none", "latency_levels": "none"})
+    assert not [p for p in exp.plan(none, MACHINE) if p.params.get("part")]
 
 
 def test_declared_plots_draw_one_line_per_kind_with_cache_bands():
@@ -300,6 +463,27 @@ def test_declared_plots_draw_one_line_per_kind_with_cache_bands():
     assert len(kinds["bands"]) >= 3 and kinds["xscale"] == "log"
     rnd = next(p for t, p in panels.items() if "random" in t)
     assert len(rnd["curves"]) == 2
+
+
+def test_scaling_plot_draws_one_line_per_kind_and_level_over_threads():
+    from plot_checks import figure_summary
+    from memfx.plots import figure_for
+    s = (_scaling("read", "l2", 384 << 10, 80, 156) + _scaling("read", "dram", 64 << 20, 20, 30)
+         + _scaling("copy", "dram", 64 << 20, 16, 16) + _loaded("dram", 64 << 20, 100.0, 180.0)
+         + _curve("read", "bw_read_avx2"))
+    run = {"id": "r", "experiment": "bandwidth", "status": "complete",
+           "params": {"cpus": [1, 0]}, "machine": MACHINE}
+    fig = figure_for(document(run, s, include_values=True))
+    panels = {p["title"]: p for p in figure_summary(fig)}
+    ax = next(a for a in fig.axes if "vs threads" in a.get_title())
+    lines = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+    # read L2, read DRAM, copy DRAM; x = 1 and 2 threads
+    assert sorted(ln.get_label() for ln in lines) == ["threads_copy dram", "threads_read dram",
+                                                      "threads_read l2"]
+    assert all(list(ln.get_xdata()) == [1, 2] for ln in lines)
+    kinds = next(p for t, p in panels.items() if "one line per kind" in t)
+    assert len(kinds["curves"]) == 1                          # team points stay out of it
+    assert any("idle vs" in t for t in panels)
 
 
 # ---- CLI ------------------------------------------------------------------------------

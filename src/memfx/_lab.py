@@ -56,6 +56,14 @@ MIN_CYCLES_PER_DEPENDENT_LOAD = 2.0
 PREEMPT_MIN_SAMPLE_NS = 10e6
 PREEMPT_MAX_SHARE = 0.005
 
+# A team sample counts only when its threads really ran side by side: in
+# "together" mode the shortest member's run overlaps every other member's
+# for at least this share of it; in "background" mode every loader runs
+# during at least this share of the timed member's window.  Below it the
+# sample is rejected ("not_concurrent"): a late or stalled thread would
+# otherwise pass its start-up skew off as bandwidth or as an idle latency.
+TEAM_OVERLAP_MIN = 0.9
+
 
 @dataclass
 class KernelRow:
@@ -208,6 +216,7 @@ class Lab:
         # cell, events attached once): kept on the lab, never on the
         # registered experiment objects; emptied by close() at the end of the run.
         self.cache = {}
+        self.last_team = None     # what each member of the last team call did
         self.run_buffers = []     # mappings that live until close(), not release()
 
     @staticmethod
@@ -356,6 +365,8 @@ class Lab:
         return row
 
     def _call(self, row, trial, count):
+        if trial.team is not None:
+            return self._team_call(row, trial, count)
         dst, src = trial.dst, trial.src
         out = _core.run(row.index,
                         dst.buffer if dst else None, dst.offset if dst else 0,
@@ -406,6 +417,8 @@ class Lab:
         if trial.cpu_times:
             user1, sys1 = _cpu_times_ns()
         ns = ticks * 1e9 / self.tsc_hz
+        if trial.team is not None:
+            return self._team_sample(row, trial, count, ticks, cycles_per_tick)
         counters = self.perf.decode(deltas)
         counters["cpu"] = cpu1
         if trial.cpu_times:
@@ -442,6 +455,108 @@ class Lab:
             "ticks": ticks, "cycles_est": cycles, "counters": counters,
             "rejected": reason is not None, "reason": reason,
         }
+
+    # -- teams: one trial on several pinned threads (Trial.team) --
+    def _team_members(self, row, trial, count):
+        """The core's member tuples of a team trial, member 0 first."""
+        team = trial.team
+        if not team.members:
+            raise MemfxError("a team needs at least one member")
+        if team.mode not in ("together", "background"):
+            raise MemfxError(f"team mode {team.mode!r}: together or background")
+        out = []
+        for i, m in enumerate(team.members):
+            r = row if m.kernel is None else self._row(Trial(m.kernel))
+            dst = m.dst if m.dst is not None else trial.dst
+            src = m.src if m.src is not None else trial.src
+            # together: every member does the timed work; background: the
+            # loaders repeat calls of their own count (one pass by default)
+            n = count if team.mode == "together" or i == 0 else (m.count or 1)
+            out.append((r, m, (m.cpu, r.index,
+                               dst.buffer if dst else None, dst.offset if dst else 0,
+                               src.buffer if src else None, src.offset if src else 0,
+                               trial.size if m.size is None else m.size,
+                               (trial.value if m.value is None else m.value) & 0xFFFFFFFFFFFFFFFF,
+                               n, trial.aux if m.aux is None else m.aux, m.delay_ticks,
+                               m.chunks)))
+        return out
+
+    def _team_call(self, row, trial, count):
+        """One team call; (ticks, cpu_start, cpu_end, result) of member 0 as
+        _call returns them, ticks = the team's window (see Team).  What each
+        member did is kept in self.last_team for _team_sample."""
+        members = self._team_members(row, trial, count)
+        release, rows = _core.team_run([t for _, _, t in members],
+                                       trial.team.mode == "background")
+        threads = [dict(zip(TEAM_FIELDS, r)) for r in rows]
+        for (r, m, t), th in zip(members, threads):
+            th.update(cpu_asked=m.cpu, row=r, size=t[6], count=t[8])
+        if trial.team.mode == "together":
+            ticks = max(th["tsc_end"] for th in threads) - release
+        else:
+            ticks = threads[0]["tsc_end"] - threads[0]["tsc_start"]
+        self.last_team = {"release": release, "threads": threads, "mode": trial.team.mode,
+                          "ticks": ticks}
+        out0 = threads[0]
+        if trial.resume:
+            src = trial.src
+            src.offset = src.offset + out0["result"] - src.address
+            src.address = out0["result"]
+        return ticks, out0["cpu_start"], out0["cpu_end"], out0["result"], None
+
+    def _team_sample(self, row, trial, count, ticks, cycles_per_tick):
+        """The sample record of a team call (see sample()): traffic of every
+        member (together) or of member 0 (background); the team's timing
+        and concurrency in the counters (team_*); rejected when a member
+        left its CPU, the members did not run side by side, or a member was
+        switched out for more than a negligible share of the window."""
+        t = self.last_team
+        threads = t["threads"]
+        report = team_report(t["mode"], t["release"], threads, self.tsc_hz)
+        ns = ticks * 1e9 / self.tsc_hz
+        counters = dict(report)
+        counters["cpu"] = threads[0]["cpu_end"]
+        counters.update(trial.extra)
+        timed = threads if t["mode"] == "together" else threads[:1]
+        rd = wr = 0.0
+        for th in timed:
+            a, b = th["row"].traffic(th["size"], th["count"])
+            rd, wr = rd + a, wr + b
+        cycles = ticks * cycles_per_tick
+        if trial.metric == "bandwidth":
+            metric, unit, value = "gb_per_s", "GB/s", (rd + wr) / ns if ns else 0.0
+        else:
+            ops = row.ops_per_iter * count
+            metric, unit, value = f"ns_per_{row.op}", "ns", ns / ops
+        waits = [th["wait_ns"] for th in threads]
+        waited = None if any(w is None for w in waits) else max(waits)
+        reason = None
+        if any(th["cpu_start"] != th["cpu_asked"] or th["cpu_end"] != th["cpu_asked"]
+               for th in threads):
+            reason = "migrated"
+        elif report["team_overlap"] < TEAM_OVERLAP_MIN:
+            reason = "not_concurrent"
+        elif report["team_switches"] and not _preemption_negligible(ns, waited):
+            reason = "context_switch"
+        if cycles and (rd + wr) / cycles > MAX_BYTES_PER_CYCLE * len(timed):
+            raise MemfxError(
+                f"implausible result: {trial.kernel} moved {(rd + wr) / cycles:.0f} bytes/cycle "
+                f"on {len(timed)} threads (limit {MAX_BYTES_PER_CYCLE:.0f} each); the work was "
+                f"optimised away")
+        if row.op == "load" and row.group == "chase" and cycles and \
+                cycles / (row.ops_per_iter * count) < MIN_CYCLES_PER_DEPENDENT_LOAD:
+            raise MemfxError(f"implausible result: {trial.kernel} took "
+                             f"{cycles / count:.2f} cycles per dependent load")
+        return {
+            "metric": metric, "unit": unit, "value": value, "length": count, "ns": ns,
+            "ticks": ticks, "cycles_est": cycles, "counters": counters,
+            "rejected": reason is not None, "reason": reason,
+        }
+
+    def team_call(self, trial: Trial, count: int):
+        """Run a team trial untimed; the per-member record (tests, verify)."""
+        self._call(self._row(trial), trial, count)
+        return self.last_team
 
     # -- the core, for the experiments (they never import _core) --
     def verify_copy(self, kernel, max_size, max_misalign=64, all_pairs=False, aux=0, count=1):
@@ -517,6 +632,65 @@ class Lab:
         region = Region(m, 0, size, _core.address(m))
         kept[key] = (size, m, region)
         return region
+
+
+# Each sample carries the windows of this many members at most (a sample of
+# a 64-thread team would otherwise carry 128 numbers).
+TEAM_WINDOWS_RECORDED = 8
+# What _core.team_run reports per member, in order.
+TEAM_FIELDS = ("tsc_start", "tsc_end", "cpu_start", "cpu_end", "switches", "wait_ns", "calls",
+               "result")
+
+
+def team_overlap(mode, threads):
+    """Share of the concurrency a team call needed that it got.
+    together: the share of the shortest member's run during which every
+    other member ran too (max(0, earliest end - latest start) / shortest);
+    background: the smallest share of member 0's window covered by a
+    loader's run.  1.0 for a team of one."""
+    runs = [(th["tsc_start"], th["tsc_end"]) for th in threads]
+    if len(runs) < 2:
+        return 1.0
+    if mode == "together":
+        shortest = min(e - s for s, e in runs)
+        common = min(e for _, e in runs) - max(s for s, _ in runs)
+        if shortest <= 0:
+            return 1.0 if common >= 0 else 0.0
+        return max(0.0, min(1.0, common / shortest))
+    s0, e0 = runs[0]
+    if e0 <= s0:
+        return 1.0 if all(s <= s0 and e >= e0 for s, e in runs[1:]) else 0.0
+    return min(max(0.0, min(e, e0) - max(s, s0)) / (e0 - s0) for s, e in runs[1:])
+
+
+def team_report(mode, release, threads, tsc_hz):
+    """The counters a team sample carries (team_*): threads, overlap (see
+    team_overlap), start skew (latest start after the release, ns),
+    context switches and the longest run-queue wait of any member, the
+    windows of the first TEAM_WINDOWS_RECORDED members relative to the
+    release (ns), and for background teams
+    the loaders' calls and their aggregate GB/s over their own runs."""
+    to_ns = 1e9 / tsc_hz
+    out = {"team_threads": len(threads), "team_mode_background": int(mode == "background"),
+           "team_overlap": round(team_overlap(mode, threads), 4),
+           "team_start_skew_ns": (max(th["tsc_start"] for th in threads) - release) * to_ns,
+           "team_switches": sum(th["switches"] for th in threads)}
+    waits = [th["wait_ns"] for th in threads if th["wait_ns"] is not None]
+    if waits:
+        out["team_wait_ns"] = max(waits)
+    for i, th in enumerate(threads[:TEAM_WINDOWS_RECORDED]):
+        out[f"team_start_ns_{i}"] = (th["tsc_start"] - release) * to_ns
+        out[f"team_end_ns_{i}"] = (th["tsc_end"] - release) * to_ns
+    if mode == "background" and len(threads) > 1:
+        loaders = threads[1:]
+        out["team_loader_calls"] = sum(th["calls"] for th in loaders)
+        gbs = 0.0
+        for th in loaders:
+            rd, wr = th["row"].traffic(th["size"], th["count"])
+            span = (th["tsc_end"] - th["tsc_start"]) * to_ns
+            gbs += (rd + wr) * th["calls"] / span if span > 0 else 0.0
+        out["team_loader_gb_per_s"] = gbs
+    return out
 
 
 def _unmap_all(mappings):

@@ -127,6 +127,37 @@ class Region:
 
 
 @dataclass
+class TeamMember:
+    """One thread of a team: the CPU it is pinned to and its own buffers
+    (members may share a Region); kernel, size, value, count and aux left
+    None are the trial's (so are dst and src left None).  delay_ticks makes the member start that many TSC
+    ticks after the barrier (tests: a late thread)."""
+    cpu: int
+    dst: Optional[Region] = None
+    src: Optional[Region] = None
+    kernel: Optional[str] = None
+    size: Optional[int] = None
+    value: Optional[int] = None
+    count: Optional[int] = None
+    aux: Optional[int] = None
+    delay_ticks: int = 0
+    chunks: int = 1          # background members: call k on chunk k mod chunks of size bytes
+
+
+@dataclass
+class Team:
+    """Run a trial on several pinned threads started at one barrier (the lab's
+    team runner, _core/team.c).  mode "together": every member makes the
+    timed call, the sample is timed from the barrier's release to the last
+    finisher and its traffic is every member's; mode "background": member 0
+    makes the timed call while the others repeat theirs (at their own count
+    per call) from before it starts until after it ends.  Member 0 runs on
+    the lab's CPU."""
+    members: list
+    mode: str = "together"
+
+
+@dataclass
 class Trial:
     """What to time for one point: a kernel row and its arguments.
 
@@ -150,3 +181,4 @@ class Trial:
     # the kernel times its own part (fenced TSC reads) and returns those
     # ticks: the sample's time is them, not the whole call's (munmap alone)
     kernel_ticks: bool = False
+    team: Optional[Team] = None          # run on several pinned threads (see Team)

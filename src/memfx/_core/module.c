@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "core.h"
+#include "team.h"
 
 extern const struct mfx_kernel *const mfx_kernel_tables[];
 int mfx_perf_open(uint32_t type, uint64_t config, int group_fd, int pinned_cpu_only);
@@ -462,6 +463,130 @@ static PyObject *py_run(PyObject *self, PyObject *args)
                          aux_end & 0xfff, (unsigned long long)result, counters);
 }
 
+/* team_run(members, background=False)
+ * members: a list of (cpu, index, dst, dst_off, src, src_off, size, value, count, aux,
+ *                     delay_ticks), member 0 first (see team.c)
+ * -> (release_tsc, [(tsc_start, tsc_end, cpu_start, cpu_end, switches, wait_ns or None,
+ *                    calls, result), ...])
+ * Every member's footprint is checked against its buffers, as in run(). */
+static PyObject *py_team_run(PyObject *self, PyObject *args)
+{
+    PyObject *list;
+    int background = 0;
+    if (!PyArg_ParseTuple(args, "O|p", &list, &background))
+        return NULL;
+    PyObject *seq = PySequence_Fast(list, "members must be a sequence");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n < 1 || n > MFX_TEAM_MAX) {
+        Py_DECREF(seq);
+        return PyErr_Format(PyExc_ValueError, "a team has 1..%d members, not %zd", MFX_TEAM_MAX, n);
+    }
+    struct mfx_team_member *m = PyMem_Calloc((size_t)n, sizeof *m);
+    struct region *regions = PyMem_Calloc((size_t)n * 2, sizeof *regions);
+    PyObject *out = NULL;
+    Py_ssize_t held = 0;
+    if (!m || !regions) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t index, dst_off, src_off, size;
+        PyObject *dst_obj, *src_obj;
+        unsigned long long cpu, value, count, aux, delay, chunks = 1;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "KnOnOnnKKKK|K;a team member is "
+                              "(cpu, index, dst, dst_off, src, src_off, size, value, count, aux, "
+                              "delay_ticks[, chunks])", &cpu, &index, &dst_obj, &dst_off, &src_obj,
+                              &src_off, &size, &value, &count, &aux, &delay, &chunks))
+            goto done;
+        if (chunks < 1 || (i == 0 && chunks != 1)) {
+            PyErr_Format(PyExc_ValueError, "member %zd: chunks must be >= 1 (1 for member 0)", i);
+            goto done;
+        }
+        const struct mfx_kernel *k = usable_kernel(index);
+        if (!k)
+            goto done;
+        if (size < 0) {
+            PyErr_Format(PyExc_ValueError, "member %zd: negative size", i);
+            goto done;
+        }
+        struct region *dst = &regions[2 * i], *src = &regions[2 * i + 1];
+        held = i + 1;
+        if (acquire_region(dst, "dst", dst_obj, dst_off, 1) < 0)
+            goto done;
+        if (dst->chain) {
+            PyErr_Format(PyExc_TypeError, "a chain can only be a kernel's src");
+            goto done;
+        }
+        if (acquire_region(src, "src", src_obj, src_off, 0) < 0)
+            goto done;
+        struct mfx_args a = {dst->addr, src->addr, (size_t)size, value, count, aux};
+        struct mfx_footprint fp = {0, 0, 0};
+        k->footprint(&a, &fp);
+        /* the last chunk starts (chunks - 1) * size bytes further on */
+        size_t reach = (chunks - 1) > SIZE_MAX / ((size_t)size ? (size_t)size : 1)
+                           ? SIZE_MAX : (size_t)(chunks - 1) * (size_t)size;
+        if (chunks > 1 && fp.chain_element_min) {
+            PyErr_Format(PyExc_ValueError, "member %zd: a chase cannot be split in chunks", i);
+            goto done;
+        }
+        if (check_extent(k, dst, dst_off, fp.dst_bytes ? mfx_sat_add(fp.dst_bytes, reach) : 0) < 0 ||
+            check_extent(k, src, src_off, fp.src_bytes ? mfx_sat_add(fp.src_bytes, reach) : 0) < 0 ||
+            (fp.chain_element_min && check_chain(k, src, src_off, fp.chain_element_min) < 0))
+            goto done;
+        m[i].chunks = chunks;
+        m[i].kernel = k;
+        m[i].args = a;
+        m[i].cpu = cpu;
+        m[i].delay_ticks = delay;
+    }
+    uint64_t release = 0;
+    int rc, err = 0;
+    unsigned bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    rc = mfx_team_run(m, (unsigned)n, background, &release, &err, &bad);
+    Py_END_ALLOW_THREADS
+    if (rc == MFX_POOL_CPU) {
+        PyErr_Format(PyExc_ValueError, "member %u: CPU %llu is out of range or given twice", bad,
+                     (unsigned long long)m[bad].cpu);
+        goto done;
+    }
+    if (rc == MFX_POOL_CREATE) {
+        errno = err;
+        PyErr_SetFromErrno(PyExc_OSError);
+        goto done;
+    }
+    if (rc != MFX_POOL_OK) {
+        PyErr_Format(PyExc_ValueError, "team call failed (%d)", rc);
+        goto done;
+    }
+    PyObject *rows = PyList_New(n);
+    for (Py_ssize_t i = 0; rows && i < n; i++) {
+        PyObject *wait = m[i].wait_ns == UINT64_MAX ? (Py_INCREF(Py_None), Py_None)
+                                                    : PyLong_FromUnsignedLongLong(m[i].wait_ns);
+        PyObject *row = Py_BuildValue("(KKIIKNKK)", (unsigned long long)m[i].tsc_start,
+                                      (unsigned long long)m[i].tsc_end, m[i].cpu_start,
+                                      m[i].cpu_end, (unsigned long long)m[i].switches, wait,
+                                      (unsigned long long)m[i].calls,
+                                      (unsigned long long)m[i].result);
+        if (!row) {
+            Py_CLEAR(rows);
+            break;
+        }
+        PyList_SET_ITEM(rows, i, row);
+    }
+    if (rows)
+        out = Py_BuildValue("(KN)", (unsigned long long)release, rows);
+done:
+    for (Py_ssize_t i = 0; regions && i < 2 * held; i++)
+        release_region(&regions[i]);
+    PyMem_Free(regions);
+    PyMem_Free(m);
+    Py_DECREF(seq);
+    return out;
+}
+
 int mfx_verify_copy_kernel(const struct mfx_kernel *k, size_t max_size, unsigned max_misalign,
                            int all_pairs, uint64_t aux, uint64_t count, const char *as_group,
                            long size_skew, char *msg, size_t msglen);
@@ -752,6 +877,11 @@ static PyMethodDef methods[] = {
      "rdpmc_pages=None) -> (ticks, cpu_begin, cpu_end, result, counter_deltas[+rdpmc deltas]); "
      "the row's footprint is checked against dst and src (ValueError); rdpmc_pages are the "
      "perf pages' mmap objects"},
+    {"team_run", py_team_run, METH_VARARGS,
+     "team_run(members, background=False) -> (release_tsc, [(tsc_start, tsc_end, cpu_start, "
+     "cpu_end, switches, wait_ns, calls, result), ...]): kernel rows on pinned threads started "
+     "at one barrier; member = (cpu, index, dst, dst_off, src, src_off, size, value, count, aux, "
+     "delay_ticks[, chunks])"},
     {"link_chain", py_link_chain, METH_VARARGS,
      "link_chain(buffer, offset, element_bytes, elements, order=None) -> Chain: a cyclic pointer "
      "chain through the elements in `order` (int32/int64 indices; None = address order)"},

@@ -17,7 +17,10 @@ samples of a point -- issue 16)
      write are checked byte-exact against a reference for every size 0..4096
      at rotating misalignments with guard bytes (fill rows with fill's
      checker, copy rows with copy's, this experiment's own rows here);
-     reading kernels return a checksum compared with numpy's;
+     reading kernels return a checksum compared with numpy's; the scaling
+     kinds also run once as a team, each member on its own guarded buffers
+     with its own fill byte or source, which must come back byte-exact
+     (check_team);
   3. one untimed warm-up pass; then samples of whole passes, one kernel call
      per pass over the whole working set (as a program sweeps its data),
      each sample at least min_sample_ms and never less than one pass, so
@@ -42,9 +45,31 @@ The working set is what a pass touches: a copy of working set W moves W/2
 bytes from one W/2 buffer to another (as likwid-bench's -w counts all
 streams).
 
-Thread scaling and loaded latency (issue 11, questions 2 and 4) need the
-threaded runner of issue 12; they are declared and answered not_measured
-until it exists.
+Thread scaling (issue 11, question 2; Drepper 3.5.1 "Speed-Up Through
+Parallelism", "Bandwidth with two Processes")
+  scaling            read, write, copy and nt_write at 1..N threads (N = the
+                     CPUs this process may use, `threads` caps it), one thread
+                     pinned per CPU by the lab's team runner, all started at
+                     one barrier and timed from its release to the last
+                     finisher; aggregate GB/s = every thread's declared
+                     traffic / that window.  Each thread works on its own
+                     buffer: the threads share nothing but the caches and
+                     memory they cannot help sharing, which is Drepper's
+                     "two processes" case (separate processes would add only
+                     separate page tables).  One working set per level, per
+                     thread (a level the team shares, e.g. the L3, holds all
+                     N of them).  A sample whose threads did not run side by
+                     side (the shortest run overlapped by the others for less
+                     than 90 %) or were switched out is rejected by the lab.
+
+Loaded latency (issue 11, question 4; as Intel MLC --loaded_latency does)
+  idle_latency       a random pointer chase (64-byte elements, one per line)
+                     on the measuring CPU, alone;
+  loaded_latency     the same chase while every other CPU streams reads of its
+                     own buffer (2x the LLC) at full speed.  The team runner
+                     starts the chase only after every loader has finished one
+                     pass and stops the loaders after it, and the lab rejects
+                     a sample in which a loader's run did not cover the chase.
 """
 from __future__ import annotations
 
@@ -57,9 +82,11 @@ from .. import stats
 from ..answers import HIGHER, Question
 from ..errors import MemfxError, ParamError
 from ..plotspec import PlotSpec
+from ..protocol import Region, Team, TeamMember
 from ..units import format_size
 from .base import Experiment, Param, Point, Trial, register
-from .latency import size_grid
+from .latency import shuffled_order, size_grid
+from .sharing import cpu_text, parse_cpu_text, resolve_cpus
 
 LINE = 64
 # The byte the write kinds store: not zero (seed 000: zeros may be
@@ -106,7 +133,20 @@ KNEE_MATCH_FACTOR = 2.0
 CONTENDED_CV = 0.10
 # The best sustained figure: this quantile of the samples (high: GB/s).
 BEST_QUANTILE = 0.9
-THREADED_REASON = "needs the threaded runner (issue 12)"
+# The thread-scaling kinds and their arms (one per kind; threads in params).
+SCALING_KINDS = ("read", "write", "copy", "nt_write")
+SCALING_ARMS = tuple(f"threads_{k}" for k in SCALING_KINDS)
+LATENCY_ARMS = ("idle_latency", "loaded_latency")
+# The chase of the loaded-latency part: one element per 64-byte line (as the
+# latency experiment's random chase with npad 7).
+CHASE_ELEMENT = 64
+# The loaders' kind: sequential reads, the widest vector width.
+LOADER_KIND = "read"
+# A loader reads its buffer in calls of this many bytes, chunk after chunk
+# (the team runner's chunks): it has started streaming within tens of
+# microseconds and stops as soon after the chase (a whole 64 MiB pass
+# would hold each sample up by milliseconds).
+LOADER_CHUNK = 1 << 20
 
 
 def _questions():
@@ -138,10 +178,16 @@ def _questions():
                  "ratio of medians nt_write_readback / write_readback GB/s per level; value = "
                  "the last cache level measured (the data would still be cached)"),
         Question("bandwidth.thread_scaling", "How does the aggregate bandwidth scale from 1 to all "
-                 "CPUs, per level?", "ratio", "004", "speed-up N threads / 1 thread",
-                 better=HIGHER),
+                 "CPUs, per level?", "ratio", "004",
+                 "speed-up = ratio of medians aggregate GB/s at N threads / 1 thread (each thread "
+                 "its own buffer, started at one barrier, timed to the last finisher), per level "
+                 "and kind in details; value = read in DRAM at the most threads (else the "
+                 "largest level measured)", better=HIGHER),
         Question("bandwidth.loaded_latency", "How much longer is a random load while the other "
-                 "CPUs stream reads?", "ratio", "004", "loaded / idle random-chase latency"),
+                 "CPUs stream reads?", "ratio", "004",
+                 "ratio of medians loaded / idle ns per load of a random 64-byte-line chase, the "
+                 "loaders covering every accepted sample; per working set in details; value = "
+                 "DRAM (else the largest size measured)"),
     ]
     return tuple(qs)
 
@@ -191,6 +237,72 @@ def sizes_for(lo, hi, per_octave, caches):
 def kernel_for(kind, width):
     """The row that measures `kind` at `width`, or None."""
     return KERNELS[kind].get(width)
+
+
+def shared_levels(machine):
+    """Level ids of the caches that more than one CPU shares (sysfs'
+    shared_cpu_list); with no list, the last level (the usual L3)."""
+    from ..machine import parse_cpu_list
+    out, listed = set(), False
+    for c in machine.get("caches", []) or []:
+        if c.get("type") not in ("Data", "Unified") or not c.get("level"):
+            continue
+        lv = int(c["level"])
+        lid = "l1d" if lv == 1 else f"l{lv}"
+        text = c.get("shared_cpu_list")
+        if text:
+            listed = True
+            if len(parse_cpu_list(str(text))) > 1:
+                out.add(lid)
+    caches = data_caches(machine)
+    if not listed and caches:
+        out.add(caches[-1][0])
+    return out
+
+
+def level_sizes(machine, team, lo, hi):
+    """[(level id, working set per thread)]: one size well inside each level
+    for a team of `team` threads, each on its own buffer (a shared level
+    holds all of them), within [lo, hi]: the geometric middle of the level's
+    window (its upper half at most, 4 KiB multiples); DRAM at 2x the LLC."""
+    caches = data_caches(machine)
+    if not caches:
+        return []
+    shared = shared_levels(machine)
+    out = []
+    for lid, (a, b) in level_windows(caches).items():
+        if lid == "dram":
+            size = int(caches[-1][1] * DRAM_FROM)
+        else:
+            top = b / team if lid in shared else b
+            bottom = max(a, top / 4)
+            if bottom >= top:
+                continue
+            size = int(math.sqrt(bottom * top))
+        size = max(4096, size // 4096 * 4096)
+        if lo <= size <= hi:
+            out.append((lid, size))
+    return out
+
+
+def thread_counts(most):
+    """1, 2, 4, ... up to `most`, and `most` itself (Drepper's 1, 2, 4 threads;
+    every count would be hundreds of points on a large machine)."""
+    out, n = [], 1
+    while n < most:
+        out.append(n)
+        n *= 2
+    return out + [most]
+
+
+def widest_width(supported):
+    """The widest vector width `supported(width)` accepts (sse2 at least)."""
+    return next(w for w in ("avx512", "avx2", "sse2") if supported(w))
+
+
+def scaling_kernel(kind, width):
+    """The row a thread-scaling kind runs: the widest width, movntdq for nt."""
+    return KERNELS[kind]["sse2" if kind == "nt_write" else width]
 
 
 # ---- verification (before any timing) -------------------------------------------
@@ -331,6 +443,47 @@ def verify_kernel(row):
     raise MemfxError(f"no verifier for kernel {name}")
 
 
+def check_team(lab, cpus, kind, kernel, sizes=(0, 1, 63, 4096 + 24), seed=1):
+    """One team call per size: member i on cpus[i], on its own guarded
+    buffers (its own fill byte for the writes, its own random source for a
+    copy), runs `kernel`; every member must run on its CPU and write exactly
+    its own region (byte-exact, guards intact), a read must return its own
+    buffer's checksum.  None, or the first failure as a message."""
+    rng = np.random.default_rng(seed)
+    for size in sizes:
+        members, expect = [], []
+        for i, cpu in enumerate(cpus):
+            off = GUARD + (7 * i + size) % 64
+            pattern = rng.integers(0, 256, off + size + GUARD, dtype=np.uint8).tobytes()
+            buf = bytearray(pattern)
+            if kind == "read":
+                members.append(TeamMember(cpu, src=Region(buf, off, size), size=size))
+                expect.append((buf, pattern, off, None, _reference_sums(pattern, off, size)))
+            elif kind == "copy":
+                source = rng.integers(0, 256, size + 64, dtype=np.uint8).tobytes()
+                members.append(TeamMember(cpu, dst=Region(buf, off, size),
+                                          src=Region(bytearray(source), 0, size), size=size))
+                expect.append((buf, pattern, off, source[:size], None))
+            else:
+                byte = (FILL_BYTE + 17 * i) & 0xFF or 1
+                members.append(TeamMember(cpu, dst=Region(buf, off, size), size=size, value=byte))
+                expect.append((buf, pattern, off, bytes([byte]) * size, None))
+        trial = Trial(kernel, size=size, team=Team(members, "together"))
+        report = lab.team_call(trial, 1)
+        for i, (th, (buf, pattern, off, want, checksum)) in enumerate(zip(report["threads"],
+                                                                          expect)):
+            if th["cpu_start"] != cpus[i] or th["cpu_end"] != cpus[i]:
+                return f"member {i} ran on CPU {th['cpu_start']}..{th['cpu_end']}, not {cpus[i]}"
+            if checksum is not None and th["result"] != checksum:
+                return f"member {i} read checksum {th['result']:#x} != {checksum:#x} (size {size})"
+            if want is not None and bytes(buf[off:off + size]) != want:
+                return f"member {i} wrote the wrong bytes (size {size})"
+            if bytes(buf[:off]) != pattern[:off] or \
+                    bytes(buf[off + size:]) != pattern[off + size:]:
+                return f"member {i} wrote outside its region (size {size})"
+    return None
+
+
 # ---- the experiment ---------------------------------------------------------------
 
 @register
@@ -341,7 +494,7 @@ class Bandwidth(Experiment):
     question = ("How many GB/s does one thread read, write, copy and update in each cache level "
                 "and in DRAM, what do the prefetchers give, and when do non-temporal stores pay?")
     seeds = ("004",)
-    arms = KINDS
+    arms = KINDS + SCALING_ARMS + LATENCY_ARMS
     params = [
         Param("kinds", "list:str", list(KINDS), "what to measure: " + ", ".join(KINDS),
               "read,write", choices=KINDS),
@@ -356,10 +509,26 @@ class Bandwidth(Experiment):
               "cache (at least 64 MiB, bounded by free memory)", "1G"),
         Param("per_octave", "int", 3, "working sets per doubling (geometric steps)", "4",
               minimum=1, maximum=16),
+        Param("dram_factor", "float", 4.0, "max_size auto = this many times the last-level "
+              "cache (at least 64 MiB, bounded by free memory)", "2", minimum=2.0, maximum=64.0),
+        Param("scaling", "list:str", list(SCALING_KINDS), "kinds measured at 1..N threads, one "
+              "pinned thread per CPU, each on its own buffer (none = skip): " +
+              ", ".join(SCALING_KINDS), "read,copy", choices=SCALING_KINDS + ("none",)),
+        Param("latency_levels", "list:str", ["l2", "l3", "dram"], "working sets of the "
+              "loaded-vs-idle latency chase, by level (none = skip): l1d, l2, l3, dram",
+              "dram", choices=LEVELS + ("none",)),
+        Param("threads", "int", 0, "most threads of the scaling and loaded-latency parts; 0 = "
+              "every CPU this process may use", "2", minimum=0, maximum=64),
+        Param("cpus", "list:int", "auto", "CPUs for the threaded parts (auto = every CPU this "
+              "process may run on); the measuring CPU (cpu) runs thread 0", "0,1", minimum=0),
     ]
     presets = {
-        "quick": {"samples": 5, "min_sample_ms": 0.5, "per_octave": 1,
-                  "kinds": ",".join(k for k in KINDS if k != "nt_copy")},
+        "quick": {"samples": 5, "min_sample_ms": 0.5, "per_octave": 1, "dram_factor": 2,
+                  "kinds": ",".join(k for k in KINDS if k != "nt_copy"),
+                  # the threaded parts' quick share: no nt_write scaling, DRAM-only
+                  # loaded latency (a team sample needs every CPU at once, which a
+                  # busy machine rarely gives)
+                  "scaling": "read,write,copy", "latency_levels": "dram"},
         "full": {"samples": 11, "min_sample_ms": 2.0, "per_octave": 4,
                  "widths": "scalar,sse2,avx2,avx512,rep", "pages": "4k,thp"},
     }
@@ -378,6 +547,13 @@ class Bandwidth(Experiment):
                  x="size_bytes", series=("arm", "kernel", "pages"), size_x=True,
                  arms=("write", "nt_write", "write_readback", "nt_write_readback"),
                  ylabel="GB/s", xlabel="working set (bytes)"),
+        PlotSpec("scaling", "aggregate GB/s vs threads (each its own buffer), per level and kind",
+                 kind="curve", x="threads", series=("arm", "level"),
+                 select={"part": "scaling"}, log_y=True, ylabel="GB/s, all threads (log)",
+                 xlabel="threads"),
+        PlotSpec("loaded", "random-chase latency, idle vs while the other CPUs stream reads",
+                 kind="bars", x="size_bytes", series=("arm",), select={"part": "loaded"},
+                 ylabel="ns per load", xlabel="working set of the chase (bytes)"),
     )
 
     # -- plan --
@@ -385,7 +561,8 @@ class Bandwidth(Experiment):
         if params["max_size"] != "auto":
             return params["max_size"]
         avail = (machine.get("memory") or {}).get("available_bytes") or (4 << 30)
-        return int(min(max(4 * llc_bytes(machine), 64 << 20), avail / 4))
+        factor = params.get("dram_factor", 4.0)
+        return int(min(max(factor * llc_bytes(machine), 64 << 20), avail / 4))
 
     @staticmethod
     def supported(width, machine):
@@ -441,8 +618,45 @@ class Bandwidth(Experiment):
                              f"of memory is available")
         sizes = sizes_for(lo, hi, params["per_octave"], data_caches(machine))
         # sizes outermost: the kinds of one size run back to back
-        return [Point(kind, {"size_bytes": s, "pages": pg, "kernel": k})
-                for pg in params["pages"] for s in sizes for kind, k in pairs]
+        pts = [Point(kind, {"size_bytes": s, "pages": pg, "kernel": k})
+               for pg in params["pages"] for s in sizes for kind, k in pairs]
+        return pts + self.team_points(params, machine, lo, hi)
+
+    def team_cpus(self, params):
+        """The CPUs of the threaded parts, the measuring CPU first (resolved
+        once, in the parent, and written back into params)."""
+        _, cpus = resolve_cpus(params)
+        most = params.get("threads") or len(cpus)
+        return cpus[:max(1, min(most, len(cpus)))]
+
+    def team_points(self, params, machine, lo, hi):
+        """The thread-scaling and loaded-latency points (none with one CPU)."""
+        cpus = self.team_cpus(params)
+        if len(cpus) < 2:
+            return []
+        width = widest_width(lambda w: self.supported(w, machine))
+        pg = params["pages"][0]
+        pts = []
+        kinds = [k for k in params["scaling"] if k != "none"]
+        for lid, size in level_sizes(machine, len(cpus), lo, hi):
+            for kind in kinds:
+                for n in thread_counts(len(cpus)):
+                    pts.append(Point(f"threads_{kind}", {
+                        "part": "scaling", "level": lid, "size_bytes": size, "threads": n,
+                        "total_bytes": size * n, "cpus": cpu_text(cpus[:n]), "pages": pg,
+                        "kernel": scaling_kernel(kind, width)}))
+        levels = [lv for lv in params["latency_levels"] if lv != "none"]
+        for lid, size in level_sizes(machine, 1, lo, hi):
+            if lid not in levels:
+                continue
+            for arm in LATENCY_ARMS:
+                pts.append(Point(arm, {
+                    "part": "loaded", "level": lid, "size_bytes": size, "threads": len(cpus),
+                    "cpus": cpu_text(cpus), "pages": pg, "kernel": "chase_ptr",
+                    "loader": KERNELS[LOADER_KIND][width],
+                    # each loader streams its own buffer from DRAM (as MLC's do)
+                    "loader_bytes": int(max(llc_bytes(machine) * DRAM_FROM, 64 << 20))}))
+        return pts
 
     def estimate_seconds(self, params, machine):
         pts = self.plan(params, machine)
@@ -452,6 +666,10 @@ class Bandwidth(Experiment):
 
     # -- one trial --
     def prepare(self, point, params, lab):
+        if point.params.get("part") == "scaling":
+            return self.prepare_scaling(point, params, lab)
+        if point.params.get("part") == "loaded":
+            return self.prepare_loaded(point, params, lab)
         kind, p = point.arm, point.params
         size, kernel, thp = p["size_bytes"], p["kernel"], p["pages"] == "thp"
         extra = {}
@@ -490,10 +708,72 @@ class Bandwidth(Experiment):
                 extra["huge_page_share"] = round(share, 3)
         return trial
 
+    @staticmethod
+    def member_buffers(kind, size, lab, thp):
+        """(dst, src, size, value) of one team member's own buffers for `kind`."""
+        if kind == "copy":
+            half = size // 2
+            src = lab.buffer(half, hugepages=thp)
+            dst = lab.buffer(half, hugepages=thp)
+            view = np.frombuffer(src.buffer, np.uint8, count=half, offset=src.offset)
+            view[:] = FILL_BYTE
+            del view
+            return dst, src, half, 0
+        region = lab.buffer(size, hugepages=thp)
+        if kind == "read":
+            return None, region, size, 0
+        return region, None, size, FILL_BYTE     # write, nt_write
+
+    def prepare_scaling(self, point, params, lab):
+        """A team of `threads` members, member 0 on the measuring CPU, each on
+        its own buffers, all running the kind's kernel over the same size."""
+        p = point.params
+        kind = point.arm[len("threads_"):]
+        cpus = parse_cpu_text(p["cpus"])
+        if cpus[0] != lab.cpu:
+            raise MemfxError(f"thread 0 must run on the measuring CPU {lab.cpu}, not {cpus[0]}")
+        members, size = [], p["size_bytes"]
+        for cpu in cpus:
+            dst, src, n, value = self.member_buffers(kind, size, lab, p["pages"] == "thp")
+            members.append(TeamMember(cpu, dst=dst, src=src))
+        return Trial(p["kernel"], size=n, value=value, dst=members[0].dst, src=members[0].src,
+                     metric="bandwidth", difference=False, warmup=1,
+                     team=Team(members, "together"))
+
+    def prepare_loaded(self, point, params, lab):
+        """The chase on the measuring CPU, alone (idle) or with every other CPU
+        of the list streaming reads of its own buffer (loaded)."""
+        p = point.params
+        cpus = parse_cpu_text(p["cpus"])
+        if cpus[0] != lab.cpu:
+            raise MemfxError(f"thread 0 must run on the measuring CPU {lab.cpu}, not {cpus[0]}")
+        size, thp = p["size_bytes"], p["pages"] == "thp"
+        n = size // CHASE_ELEMENT
+        region = lab.buffer(n * CHASE_ELEMENT, hugepages=thp)
+        chain = lab.link_chain(region, CHASE_ELEMENT, n,
+                               shuffled_order(n, [params["seed"], size]))
+        members = [TeamMember(cpus[0])]
+        if point.arm == "loaded_latency":
+            chunks = max(1, p["loader_bytes"] // LOADER_CHUNK)
+            for cpu in cpus[1:]:
+                src = lab.buffer(chunks * LOADER_CHUNK, hugepages=thp)
+                members.append(TeamMember(cpu, kernel=p["loader"], src=src, size=LOADER_CHUNK,
+                                          count=1, value=0, aux=0, chunks=chunks))
+        return Trial("chase_ptr", src=chain, size=0, metric="time", difference=True,
+                     warmup=min(n, 1 << 20), resume=True, extra={"elements": n},
+                     team=Team(members, "background"))
+
     def verify(self, lab, params):
         """Every planned kernel, before anything is timed (see the checkers above)."""
         machine = {"flags": {}}
-        for _, kernel in self.kernels(params, machine):
+        planned = [k for _, k in self.kernels(params, machine)]
+        cpus = self.team_cpus(params)
+        width = widest_width(lambda w: self.supported(w, machine))
+        team_kinds = [k for k in params["scaling"] if k != "none"] if len(cpus) > 1 else []
+        team_kernels = [scaling_kernel(k, width) for k in team_kinds]
+        if len(cpus) > 1 and [lv for lv in params["latency_levels"] if lv != "none"]:
+            team_kernels.append(KERNELS[LOADER_KIND][width])
+        for kernel in dict.fromkeys(planned + team_kernels):
             row = lab.kernels.get(kernel)
             if row is None:
                 raise MemfxError(f"no kernel {kernel!r} in the core")
@@ -502,6 +782,10 @@ class Bandwidth(Experiment):
             bad = verify_kernel(row)
             if bad:
                 raise MemfxError(f"kernel {kernel} failed verification: {bad}")
+        for kind in team_kinds:
+            bad = check_team(lab, cpus, kind, scaling_kernel(kind, width))
+            if bad:
+                raise MemfxError(f"team {kind} on CPUs {cpu_text(cpus)} failed verification: {bad}")
 
     # -- analysis --
     def analyze(self, data):
@@ -527,9 +811,137 @@ class Bandwidth(Experiment):
         out.append(self._random_answer(curves, caches))
         out.append(self._nt_crossover_answer(curves))
         out.append(self._readback_answer(curves, caches))
-        out.append(ans.not_measured(self.declared("thread_scaling"), THREADED_REASON))
-        out.append(ans.not_measured(self.declared("loaded_latency"), THREADED_REASON))
+        out.append(self._scaling_answer(data))
+        out.append(self._loaded_answer(data))
         return out
+
+    @staticmethod
+    def _one_cpu_reason(data):
+        """Why the threaded parts could not run, or None."""
+        cpus = data.params.get("cpus")
+        if isinstance(cpus, (list, tuple)) and len(cpus) < 2:
+            return (f"only one CPU ({cpu_text(cpus)}) is allowed to this process: no second "
+                    f"thread to run beside the first")
+        most = data.params.get("threads")
+        if most == 1:
+            return "threads=1: no second thread to run beside the first"
+        return None
+
+    def _scaling_answer(self, data):
+        q = self.declared("thread_scaling")
+        pts = [p for p in data.points if p["params"].get("part") == "scaling"]
+        why = self._one_cpu_reason(data)
+        if why:
+            return ans.not_measured(q, why)
+        if not pts:
+            return ans.not_measured(q, "the scaling part was not measured (scaling=none, or no "
+                                       "level's working set lies between min_size and max_size)")
+        groups = {}
+        for p in pts:
+            pr = p["params"]
+            groups.setdefault((pr["level"], p["arm"][len("threads_"):]), {})[pr["threads"]] = p
+        details = []
+        for (lid, kind), by_n in sorted(groups.items(), key=lambda kv: (
+                LEVELS.index(kv[0][0]) if kv[0][0] in LEVELS else 9, kv[0][1])):
+            one = by_n.get(1)
+            for n in sorted(by_n):
+                if n == 1:
+                    continue
+                p = by_n[n]
+                # the columns a reader wants first come first (tables show the first few)
+                d = {"label": f"{LEVEL_LABEL.get(lid, lid)} {kind} x{n}", "value": None,
+                     "unit": "ratio", "ci_low": None, "ci_high": None,
+                     "single_gb_per_s": one["median"] if one and one.get("n") else None,
+                     "aggregate_gb_per_s": p["median"] if p.get("n") else None,
+                     "level": lid, "kind": kind, "threads": n, "kernel": p["params"]["kernel"],
+                     "size_bytes_per_thread": p["params"]["size_bytes"],
+                     "rejected": p.get("rejected", 0) + (one.get("rejected", 0) if one else 0),
+                     "evidence": ans.evidence_keys([x for x in (p, one) if x])}
+                if not (one and one.get("n") and p.get("n")):
+                    d.update(value=None, ci_low=None, ci_high=None, verdict=ans.NOT_MEASURED,
+                             why="every sample of one side was rejected (threads not side by "
+                                 "side, switched out or migrated: a busy machine)")
+                else:
+                    e = ans.effect(q, p["values"], one["values"], "")
+                    d.update(value=e.value, ci_low=e.ci_low, ci_high=e.ci_high, verdict="measured",
+                             per_thread_gb_per_s=p["median"] / n,
+                             efficiency=e.value / n if e.value is not None else None)
+                details.append(d)
+        ok = [d for d in details if d["value"] is not None]
+        if not ok:
+            return ans.not_measured(q, "no level has both its 1-thread and its N-thread point: "
+                                       "every sample of one side was rejected (threads not side "
+                                       "by side, switched out or migrated: a busy machine)")
+        most = max(d["threads"] for d in ok)
+        top = [d for d in ok if d["threads"] == most]
+        head = next((d for d in top if d["kind"] == "read" and d["level"] == "dram"), None) or \
+            max(top, key=lambda d: (d["kind"] == "read",
+                                    LEVELS.index(d["level"]) if d["level"] in LEVELS else -1))
+        reads = [d for d in top if d["kind"] == head["kind"]]
+        because = (f"{most} threads, each on its own buffer (sharing nothing, as two processes), "
+                   f"{head['kind']} {head['value']:.2f}x one thread's GB/s in "
+                   f"{LEVEL_LABEL.get(head['level'], head['level'])} "
+                   f"({head['single_gb_per_s']:.1f} -> {head['aggregate_gb_per_s']:.1f} GB/s); "
+                   + ", ".join(f"{LEVEL_LABEL.get(d['level'], d['level'])} {d['value']:.2f}x"
+                               for d in reads if d is not head))
+        return ans.Answer(q.id, "measured", because.rstrip("; "), value=head["value"],
+                          ci_low=head["ci_low"], ci_high=head["ci_high"],
+                          evidence=head["evidence"], details=details, estimator=q.decides)
+
+    def _loaded_answer(self, data):
+        q = self.declared("loaded_latency")
+        why = self._one_cpu_reason(data)
+        if why:
+            return ans.not_measured(q, why.replace("run beside the first",
+                                                   "stream reads while the first chases"))
+        pts = [p for p in data.points if p["params"].get("part") == "loaded"]
+        if not pts:
+            return ans.not_measured(q, "the loaded-latency part was not measured "
+                                       "(latency_levels=none, or no level's working set lies "
+                                       "between min_size and max_size)")
+        by_size = {}
+        for p in pts:
+            by_size.setdefault(p["params"]["size_bytes"], {})[p["arm"]] = p
+        loader = {}
+        for smp in data.samples:
+            pr = smp.get("point") or {}
+            if pr.get("part") == "loaded" and smp["arm"] == "loaded_latency":
+                c = smp.get("counters") or {}
+                if c.get("team_loader_gb_per_s") is not None:
+                    loader.setdefault(pr["size_bytes"], []).append(c["team_loader_gb_per_s"])
+        details = []
+        for size in sorted(by_size):
+            idle, busy = by_size[size].get("idle_latency"), by_size[size].get("loaded_latency")
+            lid = (idle or busy)["params"]["level"]
+            d = {"label": f"{format_size(size)}B ({LEVEL_LABEL.get(lid, lid)})", "value": None,
+                 "unit": "ratio", "ci_low": None, "ci_high": None,
+                 "idle_ns": idle["median"] if idle and idle.get("n") else None,
+                 "loaded_ns": busy["median"] if busy and busy.get("n") else None,
+                 "level": lid, "size_bytes": size,
+                 "loaders": (busy or idle)["params"]["threads"] - 1,
+                 "loader_gb_per_s": float(np.median(loader[size])) if loader.get(size) else None,
+                 "rejected": sum(x.get("rejected", 0) for x in (idle, busy) if x),
+                 "evidence": ans.evidence_keys([x for x in (idle, busy) if x])}
+            if d["idle_ns"] is None or d["loaded_ns"] is None:
+                d.update(value=None, ci_low=None, ci_high=None, verdict=ans.NOT_MEASURED)
+            else:
+                e = ans.effect(q, busy["values"], idle["values"], "")
+                d.update(value=e.value, ci_low=e.ci_low, ci_high=e.ci_high, verdict=e.verdict)
+            details.append(d)
+        ok = [d for d in details if d["value"] is not None]
+        if not ok:
+            return ans.not_measured(q, "every sample of the idle or the loaded chase was "
+                                       "rejected (loaders not covering the chase, switched out "
+                                       "or migrated: a busy machine)")
+        head = next((d for d in ok if d["level"] == "dram"), ok[-1])
+        bw = f", loaders {head['loader_gb_per_s']:.1f} GB/s" if head["loader_gb_per_s"] else ""
+        because = (f"a random load takes {head['value']:.2f}x as long in {head['label']} while "
+                   f"{head['loaders']} other CPU(s) stream reads ({head['idle_ns']:.0f} -> "
+                   f"{head['loaded_ns']:.0f} ns{bw})"
+                   + "".join(f"; {d['label']} {d['value']:.2f}x" for d in ok if d is not head))
+        return ans.Answer(q.id, "measured", because, value=head["value"], ci_low=head["ci_low"],
+                          ci_high=head["ci_high"], evidence=head["evidence"], details=details,
+                          estimator=q.decides)
 
     def _level_answer(self, kind, lid, candidates, caches, curves, bpc, planned):
         q = self.declared(f"{kind}_{lid}")

@@ -4,9 +4,9 @@
  * CPUs (ping-pong), atomic read-modify-writes on one contended variable.
  *
  * One call = one run of `size` threads.  The kernel runs thread i on the
- * CPU the lab wrote in the control area (pthreads of its own, pinned with
- * pthread_attr_setaffinity_np, kept parked between calls), lets them all go
- * on one spinning barrier and waits, spinning, for the last finisher.  The
+ * CPU the lab wrote in the control area (threads of the lab's pool in
+ * team.c, pinned with pthread_attr_setaffinity_np, parked between calls),
+ * lets them all go on one spinning barrier and waits, spinning, for the last finisher.  The
  * calling thread is thread 0 when it already runs on CPU 0 of the list
  * (the lab pins it there); otherwise it only waits.  The caller never
  * sleeps in the call, so its software perf events see a context switch
@@ -36,11 +36,10 @@
 #include <sched.h>
 #include <stdint.h>
 #include <string.h>
-#include <linux/futex.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include "../core.h"
+#include "../team.h"
 
 #define SH_MAX_THREADS 64
 #define SH_HEADER 0
@@ -85,10 +84,7 @@ static char *counter_of(const struct sh_call *c, unsigned i)
 
 static uint64_t switches(void)
 {
-    struct rusage r;
-    if (getrusage(RUSAGE_THREAD, &r) != 0)
-        return 0;
-    return (uint64_t)r.ru_nvcsw + (uint64_t)r.ru_nivcsw;
+    return mfx_thread_switches();
 }
 
 /* xchg tags each value with the thread (bits 40..) and the operation's
@@ -220,89 +216,11 @@ static void run_thread(struct sh_call *c, unsigned i)
     __atomic_store_n(&slot[S_DONE], 1, __ATOMIC_RELEASE);
 }
 
-/* ---- the pool: one parked thread per CPU, created on first use ----------
- * Starting threads per call would put each new thread first on the
- * caller's CPU (it inherits the caller's mask until glibc applies the
- * attribute's affinity), where it preempts the caller: a context switch in
- * every sample.  Pool threads are pinned once and sleep on a futex between
- * calls; waking one is a system call of the caller, not a switch. */
-struct pool_thread {
-    pthread_t tid;
-    int cpu;                 /* -1: slot unused */
-    uint32_t generation;     /* bumped by the caller for each call (futex word) */
-    struct sh_call *call;
-    unsigned index;
-};
-
-static struct pool_thread pool[SH_MAX_THREADS];
-static int pool_used;
-static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void futex_wait(uint32_t *word, uint32_t seen)
+/* The threads come from the lab's pool (team.c): pinned once, parked on a
+ * futex between calls. */
+static void sh_thread(void *ctx, unsigned i)
 {
-    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
-}
-
-static void futex_wake(uint32_t *word)
-{
-    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
-
-/* After a call a pool thread spins this many TSC ticks (a few ms at 2-4
- * GHz) before it sleeps: the lab's next sample comes within that, and then
- * finds the thread running instead of waiting for it to be woken and
- * scheduled (which, on a busy machine, takes milliseconds). */
-#define POOL_SPIN_TICKS 10000000ull
-
-static void *pool_main(void *arg)
-{
-    struct pool_thread *pt = arg;
-    uint32_t seen = 0;
-    for (;;) {
-        uint32_t g;
-        uint64_t idle_since = mfx_tsc_begin();
-        while ((g = __atomic_load_n(&pt->generation, __ATOMIC_ACQUIRE)) == seen) {
-            if (mfx_tsc_begin() - idle_since < POOL_SPIN_TICKS)
-                __asm__ __volatile__("pause");
-            else
-                futex_wait(&pt->generation, seen);
-        }
-        seen = g;
-        run_thread(pt->call, pt->index);
-    }
-    return NULL;
-}
-
-/* The pool thread pinned to cpu (created when missing), or NULL with the
- * pthread error in *err. */
-static struct pool_thread *pool_thread_on(int cpu, int *err)
-{
-    for (int i = 0; i < pool_used; i++)
-        if (pool[i].cpu == cpu)
-            return &pool[i];
-    if (pool_used == SH_MAX_THREADS) {
-        *err = EAGAIN;
-        return NULL;
-    }
-    struct pool_thread *pt = &pool[pool_used];
-    memset(pt, 0, sizeof *pt);
-    pt->cpu = cpu;
-    pthread_attr_t attr;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    *err = pthread_attr_init(&attr);
-    if (!*err)
-        *err = pthread_attr_setaffinity_np(&attr, sizeof set, &set);
-    if (!*err)
-        *err = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (!*err)
-        *err = pthread_create(&pt->tid, &attr, pool_main, pt);
-    pthread_attr_destroy(&attr);
-    if (*err)
-        return NULL;
-    pool_used++;
-    return pt;
+    run_thread((struct sh_call *)ctx, i);
 }
 
 /* The driver shared by every row: returns the final value of the shared
@@ -353,43 +271,20 @@ static uint64_t sh_run(const struct mfx_args *a, enum kind kind)
                     : n * a->count;
 
     /* thread 0 is the caller when it already runs on thread 0's CPU */
-    int self = mfx_cpu_id() == cpus[0] ? 0 : -1;
-    struct pool_thread *workers[SH_MAX_THREADS];
-    pthread_mutex_lock(&pool_lock);
-    for (unsigned i = 0; i < n; i++) {
-        workers[i] = NULL;
-        for (unsigned j = 0; j < i; j++)
-            if (cpus[j] == cpus[i]) {
-                h[H_STATUS] = ST_CPU | (uint64_t)i << 8;
-                pthread_mutex_unlock(&pool_lock);
-                return 0;
-            }
-        if ((int)i == self)
-            continue;
-        int err = 0;
-        workers[i] = pool_thread_on((int)cpus[i], &err);
-        if (!workers[i]) {
-            h[H_STATUS] = ST_CREATE | (uint64_t)err << 8 | (uint64_t)i << 24;
-            pthread_mutex_unlock(&pool_lock);
-            return 0;
-        }
-    }
-    for (unsigned i = 0; i < n; i++) {
-        if (!workers[i])
-            continue;
-        workers[i]->call = &call;
-        workers[i]->index = i;
-        __atomic_fetch_add(&workers[i]->generation, 1, __ATOMIC_RELEASE);
-        futex_wake(&workers[i]->generation);
-    }
-    if (self == 0)
-        run_thread(&call, 0);
-    /* wait without sleeping for the last finisher */
+    uint64_t cpu_list[SH_MAX_THREADS];
     for (unsigned i = 0; i < n; i++)
-        if (workers[i])
-            while (!__atomic_load_n(&SLOT(base, i)[S_DONE], __ATOMIC_ACQUIRE))
-                __asm__ __volatile__("pause");
-    pthread_mutex_unlock(&pool_lock);
+        cpu_list[i] = cpus[i];
+    int err = 0;
+    unsigned bad = 0;
+    int rc = mfx_pool_dispatch(cpu_list, n, sh_thread, &call, &err, &bad);
+    if (rc == MFX_POOL_CPU) {
+        h[H_STATUS] = ST_CPU | (uint64_t)bad << 8;
+        return 0;
+    }
+    if (rc != MFX_POOL_OK) {
+        h[H_STATUS] = ST_CREATE | (uint64_t)err << 8 | (uint64_t)bad << 24;
+        return 0;
+    }
     uint64_t result = 0;
     if (kind == FS_PLAIN || kind == FS_ATOMIC) {
         for (unsigned i = 0; i < n; i++)
