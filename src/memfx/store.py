@@ -711,6 +711,12 @@ class Store:
         conn.executemany("INSERT INTO artifacts(run_id, name, data) VALUES (?, ?, ?)",
                          prepared["artifacts"])
 
+    def settle_survey(self, survey: dict) -> None:
+        """A survey here still marked running takes `survey`'s final state
+        (it was pushed while it ran)."""
+        with self._write() as conn:
+            self._update_survey_status(conn, survey)
+
     def _update_survey_status(self, conn, survey: dict | None) -> None:
         # A survey first pushed while it was running takes its final state.
         if survey and survey.get("status") != RUNNING:
@@ -734,8 +740,11 @@ class Store:
                 " (SELECT count(*) FROM runs r WHERE r.machine_id = m.id) AS n_runs,"
                 " (SELECT max(r.started) FROM runs r WHERE r.machine_id = m.id) AS last_run"
                 " FROM machines m ORDER BY m.id").fetchall()
-            latest = {}
+            latest, hosts = {}, {}
             for row in rows:
+                hosts[row[0]] = sorted(str(h[0]) for h in conn.execute(
+                    "SELECT DISTINCT host FROM runs WHERE machine_id = ? AND host IS NOT NULL",
+                    (row[0],)))
                 latest[row[0]] = conn.execute(
                     "SELECT s.* FROM surveys s WHERE s.id IN"
                     " (SELECT survey_id FROM runs WHERE machine_id = ?)"
@@ -747,7 +756,7 @@ class Store:
             fp = readable(MACHINE, _loads(row["fingerprint"], {})) or {}
             survey = latest[row[0]]
             out.append({"machine_id": machine_id(fp), "fingerprint": fp, "n_runs": row["n_runs"],
-                        "last_run": row["last_run"],
+                        "hosts": hosts[row[0]], "last_run": row["last_run"],
                         "last_survey": self._as_displayed(_survey_dict(survey)) if survey else None})
         return out
 
@@ -987,3 +996,12 @@ def _check_export_doc(doc) -> dict:
 def _csv_cell(value):
     # Nested point values (lists, dicts) stay readable and parseable.
     return _dumps(value, "point value") if isinstance(value, (list, dict)) else value
+
+
+def open_store(target=None, memfx_version: str = "0") -> Store:
+    """The store at `target`: a postgresql:// URL (memfx.pgstore, the shared
+    fleet store) or an SQLite file path (None: the default path)."""
+    from .pgstore import PostgresStore, is_url
+    if is_url(target):
+        return PostgresStore(target, memfx_version=memfx_version)
+    return Store(target, memfx_version=memfx_version)
