@@ -22,6 +22,9 @@ from memfx.store import SCHEMA_VERSION, Store, open_store
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 EXPORT = Path(__file__).parent / "data" / "export_latency_small.json"
 
+# platformdirs (under pgserver) warns when XDG_RUNTIME_DIR is unset, as in CI
+pytestmark = pytest.mark.filterwarnings("ignore:XDG_RUNTIME_DIR")
+
 
 @pytest.fixture(scope="session")
 def pg_server():
@@ -378,3 +381,89 @@ def test_machines_and_fleet_report(pg_url, tmp_path):
     assert rows and any(row["ratio"] is not None and row["ratio"] > 1 for row in rows)
     r = cli("compare", "--group-by", "cpu-model", "Model", "Model B", "--db", pg_url)
     assert r.returncode == 2 and "ambiguous" in r.stderr
+
+
+# ---- a dropped connection ------------------------------------------------------
+
+def _terminate_others(url):
+    return _sql(url, "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                     " WHERE datname = current_database() AND pid <> pg_backend_pid()) t")[0][0]
+
+
+def test_dropped_connection_finishes_the_run_locally_then_push(pg_url, tmp_path):
+    from memfx.fleet import push, push_selection
+    from memfx.pgstore import PostgresStore
+    told = []
+    local_path = tmp_path / "fallback.db"
+    st = PostgresStore(pg_url, fallback_path=local_path, notify=told.append)
+    sid = st.begin_survey("quick", ["survey"], labels={"site": "x"})
+    rid = st.begin_run("latency", {}, "quick", MACHINE, survey_id=sid)
+    st.add_samples(rid, _samples(0, 5))
+    st.set_artifact(rid, "worker", {"pid": 7})
+    assert _terminate_others(pg_url) == 1           # the server drops our connection
+    st.add_samples(rid, _samples(5, 5))              # measured after the drop
+    st.finish_run(rid, "complete")
+    st.finish_survey(sid, "complete")
+    assert len(told) == 1 and "memfx push --to" in told[0] and str(local_path) in told[0]
+    # this process reads on from the local file
+    assert [s["seq"] for s in st.samples(rid)] == list(range(10))
+    st.close()
+    with Store(local_path) as local:
+        assert local.run(rid)["status"] == "complete"
+        assert local.samples(rid) == [dict(s, seq=i) for i, s in enumerate(local.samples(rid))]
+        assert [s["value"] for s in local.samples(rid)] == [s["value"] for s in _samples(0, 10)]
+        assert local.artifacts(rid) == {"worker": {"pid": 7}}
+        assert local.survey(sid)["labels"] == {"site": "x"} and local.survey(sid)["status"] == \
+            "complete"
+        with open_store(pg_url) as shared:
+            assert shared.run(rid)["n_samples"] == 5        # what was committed before the drop
+            summary = push(local, shared, push_selection(local, []))
+            assert summary["counts"]["replaced"] == 1
+            assert shared.samples(rid) == local.samples(rid)
+            assert shared.run(rid)["status"] == "complete"
+            assert shared.survey(sid)["status"] == "complete"
+
+
+def test_dropped_connection_with_nothing_in_flight_is_an_error(pg_url):
+    with open_store(pg_url) as st:
+        _terminate_others(pg_url)
+        with pytest.raises(StoreUnavailable, match="lost the connection"):
+            st.runs()
+
+
+def test_memfx_run_survives_the_server_dropping_it(pg_url, tmp_path):
+    """A real `memfx run` whose connection is terminated mid-run: it finishes
+    into the local SQLite store, says so on one line, and `memfx push` makes
+    the shared copy whole."""
+    import time
+    env = dict(os.environ, PYTHONPATH=SRC, XDG_DATA_HOME=str(tmp_path / "xdg"))
+    proc = subprocess.Popen([sys.executable, "-m", "memfx.cli", "run", "store-forward", "--quick",
+                             "-q", "--json", "--db", pg_url], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if _sql(pg_url, "SELECT count(*) FROM samples")[0][0] > 0:
+                break
+        except Exception:           # the schema is not there yet
+            pass
+        time.sleep(0.05)
+    running = _sql(pg_url, "SELECT status FROM runs") == [("running",)]
+    if running:
+        _terminate_others(pg_url)
+    out, err = proc.communicate(timeout=300)
+    if not running:
+        pytest.skip("the run ended before its connection could be dropped")
+    assert proc.returncode == 0, err
+    lines = [line for line in err.splitlines() if "memfx push --to" in line]
+    assert len(lines) == 1 and "lost the connection" in lines[0]
+    run_id = json.loads(out)["run_id"]
+    local_path = tmp_path / "xdg" / "memfx" / "results.db"
+    with Store(local_path) as local:
+        assert local.run(run_id)["status"] == "complete"
+        n = local.run(run_id)["n_samples"]
+    assert _sql(pg_url, "SELECT count(*) FROM samples")[0][0] < n
+    r = cli("push", "--to", pg_url, "-q", env={"XDG_DATA_HOME": str(tmp_path / "xdg")})
+    assert r.returncode == 0, r.stderr
+    assert _sql(pg_url, "SELECT count(*), min(seq), max(seq) FROM samples") == [(n, 0, n - 1)]
+    assert _sql(pg_url, "SELECT status FROM runs") == [("complete",)]

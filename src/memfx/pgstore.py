@@ -248,3 +248,123 @@ class PostgresStore(Store):
             self._conn = None
         if self._fallback is not None:
             self._fallback.close()
+
+    # ---- when the connection drops -------------------------------------
+    #
+    # What this process is writing is also kept in memory (the journal): the
+    # surveys and runs it began, and the samples and artifacts of each run
+    # until it is finished in PostgreSQL.  When the connection drops, the
+    # journal is written into the local SQLite store, the user is told to
+    # push later, and from then on this store reads and writes that file.
+
+    def _journaled(self, write, *args, repeat=True):
+        """write(self, *args) here, or on the fallback once the connection
+        is gone (again there if it failed here, unless `repeat` is False:
+        the journal already holds its effect)."""
+        if self._fallback is None:
+            try:
+                return write(self, *args)
+            except StoreUnavailable as e:
+                if not (self._journal_runs or self._journal_surveys):
+                    raise          # nothing of ours to save: a plain error
+                self._fail_over(e)
+                if not repeat:
+                    return None
+        return getattr(self._fallback, write.__name__)(*args)
+
+    def _fail_over(self, error: StoreUnavailable) -> None:
+        from .schema import EXPORT_FORMAT, EXPORT_FORMAT_VERSION
+        path = self._fallback_path or default_db_path()
+        fallback = Store(path, memfx_version=self.memfx_version)
+        for survey in self._journal_surveys.values():
+            fallback.adopt_survey(survey)
+        for entry in self._journal_runs.values():
+            survey_id = entry["run"].get("survey_id")
+            fallback.adopt_run({"format": EXPORT_FORMAT, "format_version": EXPORT_FORMAT_VERSION,
+                                "run": entry["run"], "machine": entry["machine"],
+                                "survey": self._journal_surveys.get(survey_id),
+                                "samples": entry["samples"], "artifacts": entry["artifacts"]})
+        shared = self.path
+        self._fallback, self.path = fallback, str(fallback.path)
+        try:
+            self._conn.close()
+        except Exception:
+            pass
+        what = ", ".join(self._journal_runs) or ", ".join(self._journal_surveys)
+        self._notify(f"{error}; {what} continues in {fallback.path}: "
+                     f"run `memfx push --to {shared}` when the database is back")
+
+    def begin_survey(self, preset, argv, note=None, labels=None):
+        def begin_survey(store, *args):
+            survey_id = Store.begin_survey(store, *args)
+            with store._read() as conn:
+                row = conn.execute("SELECT * FROM surveys WHERE id = ?", (survey_id,)).fetchone()
+            from .store import _survey_dict
+            store._journal_surveys[survey_id] = _survey_dict(row)
+            return survey_id
+        return self._journaled(begin_survey, preset, argv, note, labels)
+
+    def finish_survey(self, survey_id, status):
+        def finish_survey(store, survey_id, status):
+            Store.finish_survey(store, survey_id, status)
+            store._journal_surveys.pop(survey_id, None)
+        return self._journaled(finish_survey, survey_id, status)
+
+    def begin_run(self, experiment, params, preset, machine, survey_id=None, labels=None):
+        def begin_run(store, *args):
+            run_id = Store.begin_run(store, *args)
+            run = Store.run(store, run_id)
+            for derived in ("machine", "machine_id", "n_samples"):
+                run.pop(derived)
+            store._journal_runs[run_id] = {"run": run, "machine": args[3], "samples": [],
+                                           "artifacts": {}}
+            return run_id
+        return self._journaled(begin_run, experiment, params, preset, machine, survey_id, labels)
+
+    def add_samples(self, run_id, samples):
+        def add_samples(store, run_id, samples):
+            entry = store._journal_runs.get(run_id)
+            if entry is not None:        # kept first: the commit may land or not
+                first = len(entry["samples"])
+                entry["samples"] += [dict(s, seq=first + i) for i, s in enumerate(samples)]
+            try:
+                Store.add_samples(store, run_id, samples)
+            except StoreUnavailable:
+                raise
+            except BaseException:
+                if entry is not None:
+                    del entry["samples"][first:]
+                raise
+        # A batch that failed with the connection is in the journal, so the
+        # fallback has it already.
+        return self._journaled(add_samples, run_id, samples, repeat=False)
+
+    def set_artifact(self, run_id, name, data):
+        def set_artifact(store, run_id, name, data):
+            Store.set_artifact(store, run_id, name, data)
+            if run_id in store._journal_runs:
+                store._journal_runs[run_id]["artifacts"][name] = data
+        return self._journaled(set_artifact, run_id, name, data)
+
+    def finish_run(self, run_id, status, error=None):
+        def finish_run(store, run_id, status, error):
+            Store.finish_run(store, run_id, status, error)
+            store._journal_runs.pop(run_id, None)     # safe in PostgreSQL now
+        return self._journaled(finish_run, run_id, status, error)
+
+
+def _read_from_fallback(name):
+    shared = getattr(Store, name)
+
+    def method(self, *args, **kwargs):
+        if self._fallback is not None:
+            return getattr(self._fallback, name)(*args, **kwargs)
+        return shared(self, *args, **kwargs)
+    method.__name__, method.__doc__ = name, shared.__doc__
+    return method
+
+
+for _name in ("runs", "run", "samples", "survey", "surveys", "artifacts", "export_run",
+              "samples_csv", "machines", "remove", "prune", "mark_stale_running", "import_run",
+              "push_run", "settle_survey", "adopt_run", "adopt_survey"):
+    setattr(PostgresStore, _name, _read_from_fallback(_name))

@@ -681,6 +681,23 @@ class Store:
             self._update_survey_status(conn, doc.get("survey"))
         return "added" if row is None else "replaced"
 
+    def adopt_run(self, doc: dict) -> None:
+        """Store a run this process measured (an export_run-shaped document
+        built from its own records: memfx.pgstore's journal) under its id,
+        with its survey.  Not an import: the document comes from this
+        process, so only the checks of the live path apply (_sample_row)."""
+        prepared = self._prepare_import(doc, doc["run"])
+        with self._write() as conn:
+            if _exists(conn, "runs", doc["run"]["id"]):
+                self._delete_runs(conn, [doc["run"]["id"]])
+            self._insert_run(conn, doc, prepared)
+
+    def adopt_survey(self, survey: dict) -> None:
+        """A survey row this process began elsewhere (see adopt_run)."""
+        with self._write() as conn:
+            if not _exists(conn, "surveys", survey["id"]):
+                _insert_survey(conn, survey)
+
     def _prepare_import(self, doc: dict, run: dict) -> dict:
         # Everything that can refuse the document, before the transaction.
         run_id = run["id"]
