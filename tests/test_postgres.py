@@ -348,6 +348,19 @@ def _fleet(url):
             st.import_run(d)
 
 
+def test_fleet_views_read_an_sqlite_store_too(tmp_path):
+    from memfx.fleet import fleet_document, machines_document
+    path = str(tmp_path / "fleet.db")
+    _fleet(path)
+    with Store(path) as st:
+        assert len(machines_document(st)["machines"]) == 3
+        doc = fleet_document(st, "cpu-model")
+    assert [c["key"] for c in doc["columns"]] == ["Model A", "Model B"]
+    assert [c["hosts"] for c in doc["columns"]] == [["host0", "host1"], ["host2"]]
+    r = cli("report", "--group-by", "cpu-model", "--db", path, "-o", str(tmp_path / "x.html"))
+    assert r.returncode == 2 and "--fleet" in r.stderr
+
+
 def test_machines_and_fleet_report(pg_url, tmp_path):
     _fleet(pg_url)
     r = cli("machines", "--json", "--db", pg_url)

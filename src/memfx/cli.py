@@ -430,6 +430,8 @@ def cmd_report(args):
     from .report import write_report
     db = _db_path(args)
     check_output_path(args.output, protect=[db])
+    if args.group_by and not args.fleet:
+        raise MemfxError("--group-by goes with --fleet")
     store = _open_store(args, must_exist=True)
     if args.fleet:
         return _write_fleet_report(store, args, db)

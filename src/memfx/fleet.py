@@ -87,7 +87,8 @@ def machines_document(store):
     out = []
     for m in store.machines():
         survey = m["last_survey"]
-        out.append({"machine_id": m["machine_id"], "label": label(m["fingerprint"]),
+        out.append({"machine_id": m["machine_id"], "row_ids": m["row_ids"],
+                    "label": label(m["fingerprint"]),
                     "cpu_model": cpu_model(m["fingerprint"]), "hosts": m["hosts"],
                     "n_runs": m["n_runs"], "last_run": m["last_run"],
                     "last_survey": None if survey is None else {
@@ -96,24 +97,19 @@ def machines_document(store):
             "store": str(store.path), "machines": out}
 
 
-def _machine_answers(store, mid):
-    """(survey id, answers) of machine `mid`'s latest complete survey (else
-    its latest); without surveys, the latest run of each experiment."""
+def _machine_answers(store, machine, runs, surveys):
+    """(survey id, answers) of `machine`'s latest complete survey (else its
+    latest); without surveys, the latest run of each experiment."""
     from .documents import survey_document
-    from .machine import machine_id
-    surveys = [s for s in store.surveys() if s.get("n_runs")]
-    mine = []
-    for s in surveys:                    # newest first
-        runs = store.runs(survey_id=s["id"])
-        if machine_id(store.run(runs[0]["id"]).get("machine") or {}) == mid:
-            mine.append(s)
-    done = [s for s in mine if s["status"] == "complete"] or mine
+    rows = set(machine["row_ids"])
+    mine = [r for r in runs if r.get("machine_id") in rows]            # newest first
+    survey_ids = {r["survey_id"] for r in mine if r.get("survey_id")}
+    candidates = [s for s in surveys if s["id"] in survey_ids]         # newest first
+    done = [s for s in candidates if s["status"] == "complete"] or candidates
     if done:
-        doc = survey_document(store, done[0]["id"])
-        return done[0]["id"], doc["answers"]
-    runs = [r for r in store.runs() if machine_id(store.run(r["id"]).get("machine") or {}) == mid]
+        return done[0]["id"], survey_document(store, done[0]["id"])["answers"]
     answers = []
-    for r in latest_per_experiment(runs):
+    for r in latest_per_experiment(mine):
         answers += run_document(store, r["id"])["answers"]
     return None, answers
 
@@ -128,8 +124,9 @@ def fleet_document(store, group_by="machine"):
     if not machines:
         raise StoreError(f"no machines in {store.path} (run `memfx survey` or `memfx push` first)")
     per_machine, sources = {}, {}
+    runs, surveys = store.runs(), store.surveys()
     for m in machines:
-        sources[m["machine_id"]], answers = _machine_answers(store, m["machine_id"])
+        sources[m["machine_id"]], answers = _machine_answers(store, m, runs, surveys)
         per_machine[m["machine_id"]] = {a["question"]: a for a in answers}
     if group_by == "machine":
         columns = [{"key": m["machine_id"], "label": m["label"], "hosts": m["hosts"],

@@ -749,7 +749,8 @@ class Store:
 
     def machines(self) -> list[dict]:
         """Every machine that has runs here: its stable machine id, its
-        fingerprint, how many runs, and its latest survey (or None)."""
+        fingerprint, its rows in the machines table (runs' machine_id),
+        the hosts that ran on it, how many runs, and its latest survey."""
         from .machine import machine_id
         with self._read() as conn:
             rows = conn.execute(
@@ -766,16 +767,27 @@ class Store:
                     "SELECT s.* FROM surveys s WHERE s.id IN"
                     " (SELECT survey_id FROM runs WHERE machine_id = ?)"
                     " ORDER BY s.started DESC, s.rowid DESC LIMIT 1", (row[0],)).fetchone()
-        out = []
+        # Rows written before schema 3 were keyed by the whole fingerprint:
+        # several of them can be one machine, merged here by its stable id.
+        by_id: dict[str, dict] = {}
         for row in rows:
             if not row["n_runs"]:
                 continue
             fp = readable(MACHINE, _loads(row["fingerprint"], {})) or {}
             survey = latest[row[0]]
-            out.append({"machine_id": machine_id(fp), "fingerprint": fp, "n_runs": row["n_runs"],
-                        "hosts": hosts[row[0]], "last_run": row["last_run"],
-                        "last_survey": self._as_displayed(_survey_dict(survey)) if survey else None})
-        return out
+            survey = self._as_displayed(_survey_dict(survey)) if survey else None
+            m = by_id.setdefault(machine_id(fp), {
+                "machine_id": machine_id(fp), "fingerprint": fp, "row_ids": [], "n_runs": 0,
+                "hosts": [], "last_run": None, "last_survey": None})
+            m["row_ids"].append(row[0])
+            m["n_runs"] += row["n_runs"]
+            m["hosts"] = sorted(set(m["hosts"]) | set(hosts[row[0]]))
+            if m["last_run"] is None or (row["last_run"] or "") > m["last_run"]:
+                m["last_run"], m["fingerprint"] = row["last_run"], fp
+            if survey and (m["last_survey"] is None
+                           or survey["started"] > m["last_survey"]["started"]):
+                m["last_survey"] = survey
+        return list(by_id.values())
 
     def samples_csv(self, run_id: str, fileobj) -> None:
         """One row per sample; each point key gets its own column. fileobj is
