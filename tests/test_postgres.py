@@ -45,6 +45,12 @@ def pg_server():
             server = pgserver.get_server(root, cleanup_mode="delete")
     except Exception as e:          # any reason the server cannot run here
         pytest.skip(f"cannot start a PostgreSQL server with pgserver: {type(e).__name__}: {e}")
+    import psycopg
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        # a throwaway server: durability across a power cut is not under test
+        conn.execute("ALTER SYSTEM SET fsync = off")
+        conn.execute("ALTER SYSTEM SET synchronous_commit = off")
+        conn.execute("SELECT pg_reload_conf()")
     yield server, root
     server.cleanup()
 
@@ -324,6 +330,7 @@ def test_an_older_schema_is_migrated(pg_url):
 
 
 def test_unreachable_server_is_one_line(tmp_path):
+    pytest.importorskip("psycopg")
     r = cli("runs", "--db", f"postgresql://nobody@/memfx?host={tmp_path}")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "cannot connect" in r.stderr
 
@@ -498,3 +505,24 @@ def test_memfx_run_survives_the_server_dropping_it(pg_url, tmp_path):
     assert r.returncode == 0, r.stderr
     assert _sql(pg_url, "SELECT count(*), min(seq), max(seq) FROM samples") == [(n, 0, n - 1)]
     assert _sql(pg_url, "SELECT status FROM runs") == [("complete",)]
+
+
+# ---- the SQLite store's own tests, on PostgreSQL -------------------------------
+
+# The tests of test_store.py that use the store's interface only (no file,
+# no sqlite3 connection of their own): the same guarantees, checked the same way.
+SHARED_STORE_TESTS = (
+    "test_round_trip_in_batches", "test_missing_optional_sample_keys_get_defaults",
+    "test_bad_samples_are_refused_whole", "test_run_ids_unique_within_one_second",
+    "test_runs_filtering_and_order", "test_prefix_latest_unknown_ambiguous",
+    "test_latest_on_empty_db", "test_surveys", "test_artifacts_upsert",
+    "test_labels_are_stored_filtered_and_inherited_from_the_survey",
+    "test_a_live_running_run_is_not_removed",
+)
+
+
+@pytest.mark.parametrize("name", SHARED_STORE_TESTS)
+def test_store_tests_pass_on_postgresql(name, pg_url):
+    import test_store as sqlite_store_tests
+    with open_store(pg_url, memfx_version="9.9") as st:
+        getattr(sqlite_store_tests, name)(st)

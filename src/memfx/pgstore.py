@@ -47,11 +47,13 @@ def redact(url: str) -> str:
         parts = urllib.parse.urlsplit(url)
     except ValueError:
         return "postgresql://..."
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = (parts.username or "") + ":***"
-    return urllib.parse.urlunsplit(parts._replace(netloc=user + "@" + netloc[-1]))
+    query = urllib.parse.urlencode(
+        [(k, "***" if k == "password" else v)
+         for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)], safe="/:")
+    if parts.password is not None:
+        netloc = (parts.username or "") + ":***@" + parts.netloc.rsplit("@", 1)[-1]
+        parts = parts._replace(netloc=netloc)
+    return urllib.parse.urlunsplit(parts._replace(query=query))
 
 
 def _translate_schema(sqlite_schema: str) -> str:
