@@ -526,3 +526,21 @@ def test_store_tests_pass_on_postgresql(name, pg_url):
     import test_store as sqlite_store_tests
     with open_store(pg_url, memfx_version="9.9") as st:
         getattr(sqlite_store_tests, name)(st)
+
+
+def test_runs_whose_parts_have_their_own_point_keys_can_be_pushed(tmp_path):
+    """A quick survey's prefetch, sharing and assoc runs have points whose
+    keys differ within an arm (a part of its own, an extra key for one
+    target): export/import and push take them; a key whose type changes
+    within an arm is still refused."""
+    doc = json.loads(EXPORT.read_text())
+    doc["samples"][0]["point"]["region_bytes"] = 1 << 27          # an extra key on one point
+    doc["samples"][1]["point"] = {"part": "other", "lines": 4}     # a part of its own
+    with Store(tmp_path / "a.db") as st:
+        run_id = st.import_run(doc)
+        assert st.samples(run_id)[0]["point"]["region_bytes"] == 1 << 27
+    bad = copy.deepcopy(doc)
+    bad["run"]["id"] += "-bad"
+    bad["samples"][2]["point"]["region_bytes"] = "128M"
+    with Store(tmp_path / "a.db") as st, pytest.raises(StoreError, match="region_bytes"):
+        st.import_run(bad)
