@@ -541,6 +541,6 @@ def test_runs_whose_parts_have_their_own_point_keys_can_be_pushed(tmp_path):
         assert st.samples(run_id)[0]["point"]["region_bytes"] == 1 << 27
     bad = copy.deepcopy(doc)
     bad["run"]["id"] += "-bad"
-    bad["samples"][2]["point"]["region_bytes"] = "128M"
+    bad["samples"][4]["point"]["region_bytes"] = "128M"      # the arm of samples[0]
     with Store(tmp_path / "a.db") as st, pytest.raises(StoreError, match="region_bytes"):
         st.import_run(bad)
