@@ -447,7 +447,7 @@ def _write_fleet_report(store, args, db):
     from .fleetreport import fleet_html
     from .outputs import write_text_output
     if args.ids:
-        raise MemfxError("report --fleet takes no ids: it shows every machine's latest survey")
+        raise MemfxError("report --fleet takes no ids: it shows every machine's newest runs")
     doc = fleet_document(store, args.group_by or "machine")
     write_text_output(args.output, lambda out: out.write(fleet_html(doc, __version__)),
                       protect=[db])
@@ -651,7 +651,7 @@ def build_parser():
                     help="table (terminal) or markdown")
     sp.add_argument("--group-by", choices=("cpu-model",),
                     help="A and B name CPU models: each side is the median of its machines "
-                         "(latest surveys), with the spread across hosts as its interval")
+                         "(newest runs), with the spread across hosts as its interval")
     db(sp)
     sp = add("export", cmd_export, "write a run as a result document (json), raw samples (raw) or CSV")
     sp.add_argument("run", help=RUN_HELP)
@@ -687,7 +687,8 @@ def build_parser():
                     " (default: the latest survey)")
     sp.add_argument("-o", "--output", metavar="FILE", default="memfx-report.html", help="report file")
     sp.add_argument("--fleet", action="store_true",
-                    help="one table per question, one column per machine (latest surveys)")
+                    help="one table per question, one column per machine (its newest complete run "
+                         "of each experiment)")
     sp.add_argument("--group-by", choices=("machine", "cpu-model"),
                     help="with --fleet: a column per machine (default) or per CPU model "
                          "(median and spread across hosts)")

@@ -97,25 +97,25 @@ def machines_document(store):
             "store": str(store.path), "machines": out}
 
 
-def _machine_answers(store, machine, runs, surveys):
-    """(survey id, answers) of `machine`'s latest complete survey (else its
-    latest); without surveys, the latest run of each experiment."""
-    from .documents import survey_document
+def _machine_answers(store, machine, runs):
+    """(sources, answers) of `machine`: the answers of its newest complete
+    run of each experiment (else its newest run of it), so a later survey
+    of a few experiments (--only) hides none of the others; `sources` are
+    the surveys (or, outside surveys, the runs) they come from."""
     rows = set(machine["row_ids"])
     mine = [r for r in runs if r.get("machine_id") in rows]            # newest first
-    survey_ids = {r["survey_id"] for r in mine if r.get("survey_id")}
-    candidates = [s for s in surveys if s["id"] in survey_ids]         # newest first
-    done = [s for s in candidates if s["status"] == "complete"] or candidates
-    if done:
-        return done[0]["id"], survey_document(store, done[0]["id"])["answers"]
+    chosen = sorted(latest_per_experiment(mine), key=lambda r: (r["started"], r["id"]))
     answers = []
-    for r in latest_per_experiment(mine):
-        answers += run_document(store, r["id"])["answers"]
-    return None, answers
+    for r in chosen:
+        answers += [dict(a, run_id=r["id"], experiment=r["experiment"])
+                    for a in run_document(store, r["id"])["answers"]]
+    sources = list(dict.fromkeys(r.get("survey_id") or r["id"] for r in chosen))
+    return sources, answers
 
 
 def fleet_document(store, group_by="machine"):
-    """One row per question, one column per machine (group_by "machine") or
+    """One row per question, one column per machine (group_by "machine": its
+    newest complete run of each experiment) or
     per CPU model ("cpu-model": the median of its hosts' values, with the
     spread min..max across hosts and the verdicts counted)."""
     if group_by not in GROUPS:
@@ -124,13 +124,13 @@ def fleet_document(store, group_by="machine"):
     if not machines:
         raise StoreError(f"no machines in {store.path} (run `memfx survey` or `memfx push` first)")
     per_machine, sources = {}, {}
-    runs, surveys = store.runs(), store.surveys()
+    runs = store.runs()
     for m in machines:
-        sources[m["machine_id"]], answers = _machine_answers(store, m, runs, surveys)
+        sources[m["machine_id"]], answers = _machine_answers(store, m, runs)
         per_machine[m["machine_id"]] = {a["question"]: a for a in answers}
     if group_by == "machine":
         columns = [{"key": m["machine_id"], "label": m["label"], "hosts": m["hosts"],
-                    "machines": [m["machine_id"]], "survey": sources[m["machine_id"]]}
+                    "machines": [m["machine_id"]], "sources": sources[m["machine_id"]]}
                    for m in machines]
     else:
         models = {}
@@ -138,7 +138,7 @@ def fleet_document(store, group_by="machine"):
             models.setdefault(m["cpu_model"], []).append(m)
         columns = [{"key": model, "label": model, "machines": [m["machine_id"] for m in ms],
                     "hosts": sorted({h for m in ms for h in m["hosts"]}),
-                    "surveys": [sources[m["machine_id"]] for m in ms]}
+                    "sources": list(dict.fromkeys(x for m in ms for x in sources[m["machine_id"]]))}
                    for model, ms in sorted(models.items())]
     questions = {}
     for answers in per_machine.values():

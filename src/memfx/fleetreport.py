@@ -25,12 +25,11 @@ def fleet_html(doc, version="") -> str:
     by_model = doc["group_by"] == "cpu-model"
     headers = ["", *[c["label"] + ("" if by_model else f" ({c['key']})") for c in doc["columns"]]]
     hosts_row = ["hosts", *[e(", ".join(c.get("hosts") or []) or "-") for c in doc["columns"]]]
-    source_row = ["surveys" if by_model else "survey",
-                  *[e(", ".join(s or "latest runs" for s in c.get("surveys", [c.get("survey")])))
-                    for c in doc["columns"]]]
+    source_row = ["from", *[e(", ".join(c.get("sources") or [])) for c in doc["columns"]]]
     parts = [f"<h1>memfx fleet report: {len(doc['columns'])} "
              f"{'CPU model' if by_model else 'machine'}{'s' if len(doc['columns']) != 1 else ''}</h1>",
-             f'<p class="dim">store {e(doc["store"])}; each machine\'s latest complete survey'
+             f'<p class="dim">store {e(doc["store"])}; each machine\'s newest complete run of '
+             'each experiment (the surveys or runs it comes from are listed)'
              + ("; per CPU model the median of its hosts and the spread min–max across them"
                 if by_model else "") + "</p>",
              table(headers, [hosts_row, source_row], cls="kv")]

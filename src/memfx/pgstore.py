@@ -26,7 +26,7 @@ import sys
 import urllib.parse
 
 from .errors import StoreError, StoreUnavailable
-from .store import (_SCHEMA_V1, RUNNING, SCHEMA_VERSION, Store, default_db_path,
+from .store import (_SCHEMA_V1, SCHEMA_VERSION, Store, default_db_path,
                     utcnow_iso)
 
 URL_SCHEMES = ("postgresql://", "postgres://")
