@@ -544,3 +544,13 @@ def test_runs_whose_parts_have_their_own_point_keys_can_be_pushed(tmp_path):
     bad["samples"][4]["point"]["region_bytes"] = "128M"      # the arm of samples[0]
     with Store(tmp_path / "a.db") as st, pytest.raises(StoreError, match="region_bytes"):
         st.import_run(bad)
+
+
+def test_passwords_never_reach_messages(tmp_path):
+    from memfx.pgstore import redact
+    assert redact("postgresql://u:s3cret@db:5432/memfx?sslmode=require") == \
+        "postgresql://u:***@db:5432/memfx?sslmode=require"
+    assert "s3cret" not in redact("postgresql://u@db/memfx?password=s3cret&host=/x")
+    pytest.importorskip("psycopg")
+    r = cli("runs", "--db", f"postgresql://u:s3cret@/memfx?host={tmp_path}")
+    assert r.returncode == 2 and "s3cret" not in r.stderr and "***" in r.stderr
