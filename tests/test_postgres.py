@@ -277,6 +277,36 @@ def test_eight_concurrent_writers_lose_and_duplicate_nothing(pg_url):
     assert _sql(pg_url, "SELECT count(*) FROM meta WHERE key = 'schema_version'")[0][0] == 1
 
 
+def test_a_writer_killed_mid_run_costs_the_others_nothing(pg_url):
+    import signal
+    import time
+    open_store(pg_url).close()
+    env = dict(os.environ, PYTHONPATH=SRC)
+    victim = subprocess.Popen([sys.executable, "-c", _WRITER, pg_url, "9", "100000"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    deadline = time.monotonic() + 60
+    while _sql(pg_url, "SELECT count(*) FROM samples")[0][0] < 50 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    others = [subprocess.Popen([sys.executable, "-c", _WRITER, pg_url, str(i), "10"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+              for i in range(3)]
+    time.sleep(0.2)
+    victim.send_signal(signal.SIGKILL)           # in the middle of its writes
+    victim.communicate(timeout=30)
+    for p in others:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    rows = _sql(pg_url, "SELECT r.labels, r.status, count(s.seq), min(s.seq), max(s.seq)"
+                        " FROM runs r LEFT JOIN samples s ON s.run_id = r.id"
+                        " GROUP BY r.id, r.labels, r.status")
+    by_writer = {json.loads(labels)["writer"]: (status, n, lo, hi)
+                 for labels, status, n, lo, hi in rows}
+    for i in "012":
+        assert by_writer[i] == ("complete", 50, 0, 49)
+    status, n, lo, hi = by_writer["9"]           # kept as it was: every committed batch whole
+    assert status == "running" and n >= 50 and n % 5 == 0 and (lo, hi) == (0, n - 1)
+
+
 def test_concurrent_migration_one_host_wins_the_others_wait(pg_url):
     open_store(pg_url).close()
     _sql(pg_url, "ALTER TABLE runs DROP COLUMN machine_state")
