@@ -26,7 +26,7 @@ import sys
 import urllib.parse
 
 from .errors import StoreError, StoreUnavailable
-from .store import (_SCHEMA_V1, SCHEMA_VERSION, Store, default_db_path,
+from .store import (_SCHEMA_V1, BUSY_TIMEOUT_MS, SCHEMA_VERSION, Store, default_db_path,
                     utcnow_iso)
 
 URL_SCHEMES = ("postgresql://", "postgres://")
@@ -166,6 +166,12 @@ class PostgresStore(Store):
             raise StoreError(f"cannot connect to {self.path}: {_first_line(e)}") from None
         self._conn = _Connection(raw)
         try:
+            # As SQLite's busy timeout: a writer waits this long for the lock,
+            # then says so; and a session that stalls inside a transaction
+            # (a host frozen mid-write) is ended by the server after it, so
+            # it cannot hold every other host's writes.
+            for setting in ("lock_timeout", "idle_in_transaction_session_timeout"):
+                raw.execute(f"SET {setting} = {int(BUSY_TIMEOUT_MS)}")
             with self._read() as conn:
                 version = self._schema_version_of(conn)
             if version != SCHEMA_VERSION:      # a read-only role can use an up-to-date store
