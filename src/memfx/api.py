@@ -4,8 +4,8 @@ from __future__ import annotations
 
 def _store(db=None):
     from . import __version__
-    from .store import Store
-    return Store(db, memfx_version=__version__)
+    from .store import open_store
+    return open_store(db, memfx_version=__version__)
 
 
 def fingerprint():

@@ -31,14 +31,20 @@ def _console():
 
 
 def _db_path(args) -> str:
-    """The --db path, or the default; refuses an empty path, a directory and
-    anything that is not a regular file (a FIFO would hang the open)."""
+    """The --db path or postgresql:// URL, else $MEMFX_DB, else the default
+    path; refuses an empty path, a directory and anything that is not a
+    regular file (a FIFO would hang the open)."""
+    from .pgstore import is_url
     from .store import default_db_path
     given = getattr(args, "db", None)
+    if given is None:
+        given = os.environ.get("MEMFX_DB") or None
     if given is None:
         return str(default_db_path())
     if not given.strip():
         raise MemfxError("--db: empty path")
+    if is_url(given):
+        return given
     path = os.path.expanduser(given)
     try:
         st = os.stat(path)
@@ -56,12 +62,13 @@ def _db_path(args) -> str:
 def _open_store(args, must_exist=False):
     """The store (must_exist: refuse to create one).  A "running" run whose
     process is gone reads as interrupted (Store._as_displayed)."""
-    from .store import Store
+    from .pgstore import is_url
+    from .store import open_store
     path = _db_path(args)
-    if must_exist and not os.path.exists(path):
+    if must_exist and not is_url(path) and not os.path.exists(path):
         raise MemfxError(f"no results database at {path} (run `memfx run latency` first, or pass --db)")
     from . import __version__
-    return Store(path, memfx_version=__version__)
+    return open_store(path, memfx_version=__version__)
 
 
 def _machine():
@@ -302,8 +309,13 @@ def cmd_compare(args):
     except ValueError as e:
         raise MemfxError(str(e)) from None
     store = _open_store(args, must_exist=True)
-    a_label, a_answers, _ = side(store, args.a)
-    b_label, b_answers, _ = side(store, args.b)
+    if getattr(args, "group_by", None) == "cpu-model":    # A and B name CPU models of the fleet
+        from .fleet import group_answers
+        a_label, a_answers = group_answers(store, args.a)
+        b_label, b_answers = group_answers(store, args.b)
+    else:
+        a_label, a_answers, _ = side(store, args.a)
+        b_label, b_answers, _ = side(store, args.b)
     doc = compare(a_answers, b_answers, limit, a_label, b_label)
     if args.json:
         print(json.dumps(doc, indent=2, default=str))
@@ -362,8 +374,9 @@ def cmd_import(args):
         doc = load_export(text, what="the file")
     except SchemaError as e:
         raise MemfxError(f"cannot import {args.file}: {e}") from None
+    from .pgstore import is_url
     path = _db_path(args)
-    created = not os.path.exists(path)
+    created = not is_url(path) and not os.path.exists(path)
     store = _open_store(args)
     try:
         run_id = store.import_run(doc)
@@ -417,11 +430,86 @@ def cmd_report(args):
     from .report import write_report
     db = _db_path(args)
     check_output_path(args.output, protect=[db])
+    if args.group_by and not args.fleet:
+        raise MemfxError("--group-by goes with --fleet")
     store = _open_store(args, must_exist=True)
+    if args.fleet:
+        return _write_fleet_report(store, args, db)
     with atomic_output(args.output, protect=[db]) as tmp:
         write_report(store, args.ids, tmp)
     print(args.output)
     return 0
+
+
+def _write_fleet_report(store, args, db):
+    from . import __version__
+    from .fleet import fleet_document
+    from .fleetreport import fleet_html
+    from .outputs import write_text_output
+    if args.ids:
+        raise MemfxError("report --fleet takes no ids: it shows every machine's newest runs")
+    doc = fleet_document(store, args.group_by or "machine")
+    write_text_output(args.output, lambda out: out.write(fleet_html(doc, __version__)),
+                      protect=[db])
+    print(args.output)
+    return 0
+
+
+def cmd_machines(args):
+    from .fleet import machines_document
+    store = _open_store(args, must_exist=True)
+    doc = machines_document(store)
+    if args.json:
+        print(json.dumps(doc, indent=2, default=str))
+        return 0
+    from .render import add_row, safe_table
+    t = safe_table("machine", "CPU", "hosts", "runs", "last survey", "started", "status",
+                   title=f"Machines in {store.path}")
+    for m in doc["machines"]:
+        s = m["last_survey"] or {}
+        add_row(t, m["machine_id"], m["label"], ", ".join(m["hosts"]), str(m["n_runs"]),
+                s.get("id") or "-", s.get("started") or "-", s.get("status") or "-")
+    _console().print(t)
+    return 0
+
+
+def cmd_push(args):
+    from . import __version__
+    from .fleet import push, push_selection
+    from .pgstore import is_url
+    from .store import Store, default_db_path
+    target = args.to or os.environ.get("MEMFX_DB") or None
+    if not target:
+        raise MemfxError("push needs a target: --to postgresql://... (or MEMFX_DB)")
+    if not is_url(target):
+        raise MemfxError(f"--to: expected a postgresql:// URL, got {target!r}")
+    if args.all and args.ids:
+        raise MemfxError("give run/survey ids or --all, not both")
+    source_path = os.path.expanduser(args.db) if args.db else str(default_db_path())
+    if is_url(source_path):
+        raise MemfxError("push copies from a local SQLite file: --db takes a path here")
+    if not os.path.isfile(source_path):
+        raise MemfxError(f"no results database at {source_path}")
+    source = Store(source_path, memfx_version=__version__)
+    run_ids = push_selection(source, args.ids, args.all)      # bad ids fail before connecting
+    from .store import open_store
+    target_store = open_store(target, memfx_version=__version__)
+    from .render import clean
+
+    def on_run(run_id, run, outcome, reason):
+        if outcome == "refused":
+            sys.stderr.write(f"memfx: {clean(run_id)} not pushed: {clean(reason)}\n")
+        elif not args.quiet:
+            print(f"{clean(run_id)} ({clean(run['experiment'])}, {run['n_samples']} samples): "
+                  + {"added": "pushed", "replaced": "pushed (replaced a partial copy)",
+                     "unchanged": "already there"}[outcome])
+    summary = push(source, target_store, run_ids, on_run=on_run)
+    c = summary["counts"]
+    print(f"pushed {c['added'] + c['replaced']} of {summary['runs']} runs "
+          f"({summary['samples']} samples, {summary['surveys']} surveys; {c['unchanged']} already "
+          f"there) to {target_store.path} in {summary['seconds']:.1f} s"
+          + (f"; {c['refused']} refused" if c["refused"] else ""))
+    return 1 if c["refused"] else 0
 
 
 def _print_removed(removed):
@@ -465,7 +553,8 @@ def cmd_advise(args):
 
     from .advise import NoCopyResults, advise, copy_sources, render
     from .runner import run_experiment
-    if not args.run_missing and not os.path.exists(_db_path(args)):
+    from .pgstore import is_url
+    if not args.run_missing and not is_url(_db_path(args)) and not os.path.exists(_db_path(args)):
         raise NoCopyResults("no copy results in DB; run `memfx run copy` or pass --run-missing")
     store = _open_store(args)
     if not args.run_missing:
@@ -510,7 +599,9 @@ def build_parser():
         return sp
 
     def db(sp):
-        sp.add_argument("--db", metavar="PATH", help="results database (default $XDG_DATA_HOME/memfx/results.db)")
+        sp.add_argument("--db", metavar="PATH|URL",
+                        help="results database: an SQLite file or a postgresql:// URL "
+                             "(default $MEMFX_DB, else $XDG_DATA_HOME/memfx/results.db)")
 
     def label(sp, help_):
         sp.add_argument("--label", action="append", metavar="KEY=VALUE", help=help_)
@@ -558,6 +649,9 @@ def build_parser():
     sp.add_argument("--json", action="store_true", help="print the comparison as JSON")
     sp.add_argument("--format", choices=("table", "markdown"), default="table",
                     help="table (terminal) or markdown")
+    sp.add_argument("--group-by", choices=("cpu-model",),
+                    help="A and B name CPU models: each side is the median of its machines "
+                         "(newest runs), with the spread across hosts as its interval")
     db(sp)
     sp = add("export", cmd_export, "write a run as a result document (json), raw samples (raw) or CSV")
     sp.add_argument("run", help=RUN_HELP)
@@ -592,7 +686,27 @@ def build_parser():
     sp.add_argument("ids", nargs="*", help="survey or run ids, 'latest' or 'latest:EXPERIMENT'"
                     " (default: the latest survey)")
     sp.add_argument("-o", "--output", metavar="FILE", default="memfx-report.html", help="report file")
+    sp.add_argument("--fleet", action="store_true",
+                    help="one table per question, one column per machine (its newest complete run "
+                         "of each experiment)")
+    sp.add_argument("--group-by", choices=("machine", "cpu-model"),
+                    help="with --fleet: a column per machine (default) or per CPU model "
+                         "(median and spread across hosts)")
     db(sp)
+
+    sp = add("machines", cmd_machines, "every machine in the store with its latest survey")
+    sp.add_argument("--json", action="store_true", help="print JSON")
+    db(sp)
+    sp = add("push", cmd_push, "copy local runs and surveys into a shared PostgreSQL store "
+             "(idempotent: a run pushed twice is stored once)",
+             epilog="example: memfx push --to postgresql://memfx@db.example/memfx --all")
+    sp.add_argument("ids", nargs="*", metavar="RUN|SURVEY",
+                    help="run or survey ids (or prefixes, 'latest'); default: every run")
+    sp.add_argument("--all", action="store_true", help="every run in the local database")
+    sp.add_argument("--to", metavar="URL", help="target store (default $MEMFX_DB)")
+    sp.add_argument("-q", "--quiet", action="store_true", help="only the summary line")
+    sp.add_argument("--db", metavar="PATH",
+                    help="local SQLite database to push from (default $XDG_DATA_HOME/memfx/results.db)")
 
     sp = add("rm", cmd_rm, "remove runs and surveys (a survey with all its runs) from the database")
     sp.add_argument("ids", nargs="+", metavar="ID", help="full run or survey id (see memfx runs)")

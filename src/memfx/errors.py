@@ -12,3 +12,7 @@ class StoreError(MemfxError):
 
 class ParamError(MemfxError):
     """An unknown parameter, a value of the wrong type or unit, or one out of range."""
+
+
+class StoreUnavailable(StoreError):
+    """The connection to a shared (PostgreSQL) store was lost mid-way."""

@@ -640,7 +640,7 @@ def _check_relations(doc: dict) -> None:
         _fail("survey.id", f"{_show(survey['id'])} is not the run's survey_id "
                            f"{_show(run.get('survey_id'))}")
     seen = {}
-    shapes = {}
+    shapes = {}          # (arm, metric) -> {point key: (first sample, kind)}
     for i, sample in enumerate(doc.get("samples") or []):
         seq = sample["seq"]
         if seq in seen:
@@ -652,18 +652,19 @@ def _check_relations(doc: dict) -> None:
             for key in ("value", "length", "ns"):
                 if not sample.get(key):
                     _fail(f"samples[{i}].{key}", "an accepted sample needs a value > 0 here")
-        # Readers group samples by arm and read the same point keys from
-        # every point of an arm, so one arm's points share keys and types.
+        # Readers group samples by arm and read a point key the same way
+        # from every point of an arm, so a key has one type within an arm.
+        # Keys may come and go: an experiment of several parts measures each
+        # part with points of its own keys (assoc, sharing), and a point may
+        # carry an extra key (prefetch's DRAM target adds region_bytes).
         point = sample.get("point") or {}
-        shape = {k: _kind(v) for k, v in point.items() if v is not None}
         arm = (sample.get("arm"), sample["metric"])
-        first = shapes.setdefault(arm, (i, shape))
-        if first[1] != shape:
-            j, other = first
-            _fail(f"samples[{i}].point",
-                  f"keys/types {_shape_text(shape)} differ from samples[{j}].point "
-                  f"{_shape_text(other)} of the same arm")
-
-
-def _shape_text(shape: dict) -> str:
-    return "{" + ", ".join(f"{k}: {v}" for k, v in sorted(shape.items())) + "}"
+        kinds = shapes.setdefault(arm, {})
+        for key, value in point.items():
+            if value is None:
+                continue
+            kind = _kind(value)
+            first = kinds.setdefault(key, (i, kind))
+            if first[1] != kind:
+                _fail(f"samples[{i}].point.{key}",
+                      f"is {kind}, but {first[1]} in samples[{first[0]}] of the same arm")

@@ -319,13 +319,16 @@ class Store:
                 raise StoreError(f"{self.path}: no migration from schema {version}")
             try:
                 step(conn)
-            except sqlite3.Error as e:
+            except self.DATABASE_ERRORS as e:
                 raise StoreError(f"{self.path}: migration from schema {version} "
                                  f"failed: {e}") from None
             version += 1
-            conn.execute(f"PRAGMA user_version = {version}")
-            conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
-                         (str(version),))
+            self._set_version(conn, version)
+
+    def _set_version(self, conn, version: int) -> None:
+        conn.execute(f"PRAGMA user_version = {version}")
+        conn.execute("INSERT INTO meta(key, value) VALUES ('schema_version', ?)"
+                     " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(version),))
 
     # ---- transactions --------------------------------------------------
 
@@ -344,18 +347,32 @@ class Store:
     def _transaction(self, begin: str) -> Iterator[sqlite3.Connection]:
         conn = self._connection()
         try:
-            conn.execute(begin)
-        except sqlite3.Error as e:
-            raise StoreError(f"{self.path}: {e}") from None
+            self._begin(conn, begin)
+        except self.DATABASE_ERRORS as e:
+            raise self._store_error(e) from None
         try:
             yield conn
             conn.execute("COMMIT")
         except BaseException as e:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            if isinstance(e, sqlite3.Error):
-                raise StoreError(f"{self.path}: {e}") from None
+            if isinstance(e, self.DATABASE_ERRORS):
+                self._rollback_quietly(conn)
+                raise self._store_error(e) from None
+            self._rollback_quietly(conn)
             raise
+
+    # Backend hooks (memfx.pgstore overrides them): the query code above and
+    # below is shared, with "?" placeholders and SQL both backends accept.
+    DATABASE_ERRORS: tuple = (sqlite3.Error,)
+
+    def _begin(self, conn, begin: str) -> None:
+        conn.execute(begin)
+
+    def _rollback_quietly(self, conn) -> None:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+    def _store_error(self, error: Exception) -> StoreError:
+        return StoreError(f"{self.path}: {error}")
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -528,10 +545,11 @@ class Store:
             self._mark_stale(conn, "surveys")
             survey_ids = [row[0] for row in conn.execute(
                 "SELECT id FROM surveys WHERE started < ? AND status != ?", (cutoff_iso, RUNNING))]
+            # (PostgreSQL refuses an empty IN list)
+            in_surveys = f" OR survey_id IN ({', '.join('?' * len(survey_ids))})" if survey_ids else ""
             run_ids = [row[0] for row in conn.execute(
                 "SELECT id FROM runs WHERE status != ? AND (coalesce(started_unix, 0) < ?"
-                f" OR survey_id IN ({', '.join('?' * len(survey_ids))}))",
-                (RUNNING, cutoff, *survey_ids))]
+                + in_surveys + ")", (RUNNING, cutoff, *survey_ids))]
             return self._remove(conn, run_ids, survey_ids)
 
     def _remove(self, conn: sqlite3.Connection, run_ids: list[str],
@@ -547,9 +565,7 @@ class Store:
                             "n_samples": row["n_samples"]})
         for survey_id in survey_ids:
             removed.append({"kind": "survey", "id": survey_id})
-        for table in ("samples", "artifacts"):
-            conn.executemany(f"DELETE FROM {table} WHERE run_id = ?", [(r,) for r in run_ids])
-        conn.executemany("DELETE FROM runs WHERE id = ?", [(r,) for r in run_ids])
+        self._delete_runs(conn, run_ids)
         conn.executemany("DELETE FROM surveys WHERE id = ?", [(s,) for s in survey_ids])
         return removed
 
@@ -598,7 +614,8 @@ class Store:
         data_json = _dumps(data, f"artifact {name!r}")
         with self._write() as conn:
             self._require_run(conn, run_id)
-            conn.execute("INSERT OR REPLACE INTO artifacts(run_id, name, data) VALUES (?, ?, ?)",
+            conn.execute("INSERT INTO artifacts(run_id, name, data) VALUES (?, ?, ?)"
+                         " ON CONFLICT (run_id, name) DO UPDATE SET data = excluded.data",
                          (run_id, name, data_json))
 
     def artifacts(self, run_id: str) -> dict:
@@ -636,31 +653,141 @@ class Store:
         """Store a raw-export document as a new run. The document is checked
         whole against the schema (memfx.schema) before anything is written."""
         run = _check_export_doc(doc)
-        run_id = run["id"]
-        rows = [(run_id, s["seq"], *_sample_row({k: v for k, v in s.items() if k != "seq"}))
-                for s in doc.get("samples") or []]
-        artifacts = {name: _dumps(data, f"artifact {name!r}")
-                     for name, data in (doc.get("artifacts") or {}).items()}
+        prepared = self._prepare_import(doc, run)
         with self._write() as conn:
-            if _exists(conn, "runs", run_id):
-                raise StoreError(f"run {run_id} already in {self.path}")
-            survey = doc.get("survey")
-            if survey and not _exists(conn, "surveys", survey["id"]):
+            if _exists(conn, "runs", run["id"]):
+                raise StoreError(f"run {run['id']} already in {self.path}")
+            self._insert_run(conn, doc, prepared)
+        return run["id"]
+
+    def push_run(self, doc: dict) -> str:
+        """Store a raw-export document (export_run) under its own run id,
+        idempotently; returns "added", "replaced" (the copy here was partial:
+        still marked running, or fewer samples) or "unchanged".  Checked
+        whole first; one transaction, so a failure changes nothing."""
+        run = _check_export_doc(doc)
+        prepared = self._prepare_import(doc, run)
+        n_samples = len(prepared["samples"])
+        with self._write() as conn:
+            row = conn.execute("SELECT status, (SELECT count(*) FROM samples WHERE run_id = ?)"
+                               " FROM runs WHERE id = ?", (run["id"], run["id"])).fetchone()
+            if row is not None:
+                partial = row[1] < n_samples or (row[0] == RUNNING and run["status"] != RUNNING)
+                if not partial:
+                    self._update_survey_status(conn, doc.get("survey"))
+                    return "unchanged"
+                self._delete_runs(conn, [run["id"]])
+            self._insert_run(conn, doc, prepared)
+            self._update_survey_status(conn, doc.get("survey"))
+        return "added" if row is None else "replaced"
+
+    def adopt_run(self, doc: dict) -> None:
+        """Store a run this process measured (an export_run-shaped document
+        built from its own records: memfx.pgstore's journal) under its id,
+        with its survey.  Not an import: the document comes from this
+        process, so only the checks of the live path apply (_sample_row)."""
+        prepared = self._prepare_import(doc, doc["run"])
+        with self._write() as conn:
+            if _exists(conn, "runs", doc["run"]["id"]):
+                self._delete_runs(conn, [doc["run"]["id"]])
+            self._insert_run(conn, doc, prepared)
+
+    def adopt_survey(self, survey: dict) -> None:
+        """A survey row this process began elsewhere (see adopt_run)."""
+        with self._write() as conn:
+            if not _exists(conn, "surveys", survey["id"]):
                 _insert_survey(conn, survey)
-            values = {c: run.get(c) for c in _RUN_COLUMNS}
-            values["params"] = _dumps(run.get("params") or {}, "params")
-            values["labels"] = _dumps(check_labels(run.get("labels")), "labels")
-            values["machine_id"] = self._machine_id(conn, doc.get("machine"))
-            values["machine_state"] = None if doc.get("machine") is None else \
-                _dumps(doc["machine"], "machine fingerprint")
-            values["started_unix"] = _iso_to_unix(run["started"])
-            columns = ", ".join(values)
-            conn.execute(f"INSERT INTO runs({columns}) VALUES ({', '.join('?' * len(values))})",
-                         list(values.values()))
-            conn.executemany(_INSERT_SAMPLE, rows)
-            conn.executemany("INSERT INTO artifacts(run_id, name, data) VALUES (?, ?, ?)",
-                             [(run_id, name, data) for name, data in artifacts.items()])
-        return run_id
+
+    def _prepare_import(self, doc: dict, run: dict) -> dict:
+        # Everything that can refuse the document, before the transaction.
+        run_id = run["id"]
+        return {
+            "run": run,
+            "samples": [(run_id, s["seq"], *_sample_row({k: v for k, v in s.items() if k != "seq"}))
+                        for s in doc.get("samples") or []],
+            "artifacts": [(run_id, name, _dumps(data, f"artifact {name!r}"))
+                          for name, data in (doc.get("artifacts") or {}).items()],
+        }
+
+    def _insert_run(self, conn, doc: dict, prepared: dict) -> None:
+        run = prepared["run"]
+        survey = doc.get("survey")
+        if survey and not _exists(conn, "surveys", survey["id"]):
+            _insert_survey(conn, survey)
+        values = {c: run.get(c) for c in _RUN_COLUMNS}
+        values["params"] = _dumps(run.get("params") or {}, "params")
+        values["labels"] = _dumps(check_labels(run.get("labels")), "labels")
+        values["machine_id"] = self._machine_id(conn, doc.get("machine"))
+        values["machine_state"] = None if doc.get("machine") is None else \
+            _dumps(doc["machine"], "machine fingerprint")
+        values["started_unix"] = _iso_to_unix(run["started"])
+        columns = ", ".join(values)
+        conn.execute(f"INSERT INTO runs({columns}) VALUES ({', '.join('?' * len(values))})",
+                     list(values.values()))
+        conn.executemany(_INSERT_SAMPLE, prepared["samples"])
+        conn.executemany("INSERT INTO artifacts(run_id, name, data) VALUES (?, ?, ?)",
+                         prepared["artifacts"])
+
+    def settle_survey(self, survey: dict) -> None:
+        """A survey here still marked running takes `survey`'s final state
+        (it was pushed while it ran)."""
+        with self._write() as conn:
+            self._update_survey_status(conn, survey)
+
+    def _update_survey_status(self, conn, survey: dict | None) -> None:
+        # A survey first pushed while it was running takes its final state.
+        if survey and survey.get("status") != RUNNING:
+            conn.execute("UPDATE surveys SET status = ?, finished = ? WHERE id = ? AND status = ?",
+                         (survey["status"], survey.get("finished"), survey["id"], RUNNING))
+
+    def _delete_runs(self, conn, run_ids: list[str]) -> None:
+        for table in ("samples", "artifacts"):
+            conn.executemany(f"DELETE FROM {table} WHERE run_id = ?", [(r,) for r in run_ids])
+        conn.executemany("DELETE FROM runs WHERE id = ?", [(r,) for r in run_ids])
+
+    # ---- machines ------------------------------------------------------
+
+    def machines(self) -> list[dict]:
+        """Every machine that has runs here: its stable machine id, its
+        fingerprint, its rows in the machines table (runs' machine_id),
+        the hosts that ran on it, how many runs, and its latest survey."""
+        from .machine import machine_id
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT m.id, m.fingerprint,"
+                " (SELECT count(*) FROM runs r WHERE r.machine_id = m.id) AS n_runs,"
+                " (SELECT max(r.started) FROM runs r WHERE r.machine_id = m.id) AS last_run"
+                " FROM machines m ORDER BY m.id").fetchall()
+            latest, hosts = {}, {}
+            for row in rows:
+                hosts[row[0]] = sorted(str(h[0]) for h in conn.execute(
+                    "SELECT DISTINCT host FROM runs WHERE machine_id = ? AND host IS NOT NULL",
+                    (row[0],)))
+                latest[row[0]] = conn.execute(
+                    "SELECT s.* FROM surveys s WHERE s.id IN"
+                    " (SELECT survey_id FROM runs WHERE machine_id = ?)"
+                    " ORDER BY s.started DESC, s.rowid DESC LIMIT 1", (row[0],)).fetchone()
+        # Rows written before schema 3 were keyed by the whole fingerprint:
+        # several of them can be one machine, merged here by its stable id.
+        by_id: dict[str, dict] = {}
+        for row in rows:
+            if not row["n_runs"]:
+                continue
+            fp = readable(MACHINE, _loads(row["fingerprint"], {})) or {}
+            survey = latest[row[0]]
+            survey = self._as_displayed(_survey_dict(survey)) if survey else None
+            m = by_id.setdefault(machine_id(fp), {
+                "machine_id": machine_id(fp), "fingerprint": fp, "row_ids": [], "n_runs": 0,
+                "hosts": [], "last_run": None, "last_survey": None})
+            m["row_ids"].append(row[0])
+            m["n_runs"] += row["n_runs"]
+            m["hosts"] = sorted(set(m["hosts"]) | set(hosts[row[0]]))
+            if m["last_run"] is None or (row["last_run"] or "") > m["last_run"]:
+                m["last_run"], m["fingerprint"] = row["last_run"], fp
+            if survey and (m["last_survey"] is None
+                           or survey["started"] > m["last_survey"]["started"]):
+                m["last_survey"] = survey
+        return list(by_id.values())
 
     def samples_csv(self, run_id: str, fileobj) -> None:
         """One row per sample; each point key gets its own column. fileobj is
@@ -691,8 +818,8 @@ class Store:
         from .machine import machine_id
         text = _dumps(machine, "machine fingerprint")
         digest = machine_id(machine)
-        conn.execute("INSERT OR IGNORE INTO machines(fingerprint_hash, fingerprint) VALUES (?, ?)",
-                     (digest, text))
+        conn.execute("INSERT INTO machines(fingerprint_hash, fingerprint) VALUES (?, ?)"
+                     " ON CONFLICT (fingerprint_hash) DO NOTHING", (digest, text))
         return conn.execute("SELECT id FROM machines WHERE fingerprint_hash = ?",
                             (digest,)).fetchone()[0]
 
@@ -732,7 +859,8 @@ class Store:
         if key and _exists(conn, table, key):
             return key
         matches = [] if not key else [row[0] for row in conn.execute(
-            f"SELECT id FROM {table} WHERE substr(id, 1, ?) = ?", (len(key), key))]
+            f"SELECT id FROM {table} WHERE substr(id, 1, length(CAST(? AS TEXT))) = ?",
+            (key, key))]
         if not matches:
             raise StoreError(f"no {kind} {key!r} in {self.path}")
         if len(matches) > 1:
@@ -881,8 +1009,9 @@ def _insert_survey(conn: sqlite3.Connection, survey: dict) -> None:
         raise StoreError("imported survey lacks id or started")
     values = [survey.get(c) for c in _SURVEY_COLUMNS]
     values[_SURVEY_COLUMNS.index("argv")] = _dumps(survey.get("argv") or [], "argv")
-    conn.execute(f"INSERT INTO surveys({', '.join(_SURVEY_COLUMNS)})"
-                 f" VALUES ({', '.join('?' * len(_SURVEY_COLUMNS))})", values)
+    values.append(_dumps(check_labels(survey.get("labels")), "labels"))
+    conn.execute(f"INSERT INTO surveys({', '.join(_SURVEY_COLUMNS)}, labels)"
+                 f" VALUES ({', '.join('?' * (len(_SURVEY_COLUMNS) + 1))})", values)
 
 
 def _check_export_doc(doc) -> dict:
@@ -896,3 +1025,12 @@ def _check_export_doc(doc) -> dict:
 def _csv_cell(value):
     # Nested point values (lists, dicts) stay readable and parseable.
     return _dumps(value, "point value") if isinstance(value, (list, dict)) else value
+
+
+def open_store(target=None, memfx_version: str = "0") -> Store:
+    """The store at `target`: a postgresql:// URL (memfx.pgstore, the shared
+    fleet store) or an SQLite file path (None: the default path)."""
+    from .pgstore import PostgresStore, is_url
+    if is_url(target):
+        return PostgresStore(target, memfx_version=memfx_version)
+    return Store(target, memfx_version=memfx_version)
