@@ -30,6 +30,8 @@ ever comes from the user.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .. import answers as ans
@@ -62,6 +64,11 @@ TRAP_SYSTEM_SHARE = 0.05
 # page, SDM Vol. 3A 4.5).
 PAGE = 4096
 LINE = 64
+# A list walk's warm-up pass, at most: the whole of a list up to the LLC
+# (half of a 32 MiB LLC is 2^18 lines); a list beyond it misses on every
+# node whatever was walked before, so a longer pass only costs time (a
+# 2-million-node pass took 0.7 s here).
+LIST_WARMUP_NODES = 1 << 18
 
 
 def _llc_bytes(machine):
@@ -84,6 +91,58 @@ def list_nodes(machine, level):
     size = {"l1": _cache_bytes(machine, 1) // 2, "l2": _cache_bytes(machine, 2) // 2,
             "llc": _llc_bytes(machine) // 2, "dram": 4 * _llc_bytes(machine)}[level]
     return max(2 * SHORT_LIST, size // LINE)
+
+
+def _target_table(lab, addrs):
+    """A Region holding the target addresses, then the kernels' cursor (zero:
+    start at the first), and the number of targets."""
+    table = lab.buffer(8 * len(addrs) + 8)
+    view = np.frombuffer(table.buffer, dtype=np.uint64, count=len(addrs) + 1,
+                         offset=table.offset)
+    view[:-1] = np.asarray(addrs, dtype=np.uint64)
+    view[-1] = 0
+    del view
+    return table, len(addrs)
+
+
+def _dram_targets(lab, big, params):
+    """The lines of a `big`-byte region in shuffled order."""
+    region = lab.buffer(big)
+    rng = np.random.default_rng([params["seed"], 1])
+    return region.address + LINE * rng.permutation(big // LINE).astype(np.uint64)
+
+
+def _shared_in_cell(lab, key, make):
+    """What make() builds from lab.buffer()s, built once and shared by the
+    arms of one cell: the worker's lab.release() at the end of the cell
+    unmaps those buffers, which ends the sharing."""
+    cache = lab.cache.setdefault("prefetch.cell", {})
+    got = cache.get(key)
+    if got and not any(b.closed for b in got[0]):
+        return got[1]
+    for k in [k for k, v in cache.items() if any(b.closed for b in v[0])]:
+        del cache[k]
+    before = len(lab.buffers)
+    value = make()
+    cache[key] = (list(lab.buffers[before:]), value)
+    return value
+
+
+def _shared_in_run(lab, key, size, hugepages=False):
+    """A read-only region kept for the rest of the run under `key`; asking for
+    another key unmaps the previous one, so one lives at a time."""
+    cache = lab.cache.setdefault("prefetch.run", {})
+    got = cache.get(key)
+    if got is not None and not got.buffer.closed:
+        return got
+    for k in list(cache):
+        try:
+            cache.pop(k).buffer.close()
+        except BufferError:
+            pass                # a view still holds it: lab.close() unmaps it
+    region = lab.run_buffer(size, hugepages=hugepages)
+    cache[key] = region
+    return region
 
 
 def expected_stride_check(n, d, count):
@@ -131,7 +190,7 @@ class Prefetch(Experiment):
     presets = {
         "quick": {"samples": 5, "min_sample_ms": 0.5, "kinds": "t0,nta,w", "modes": "throughput",
                   "distances": "0,1,4,16", "strides": "64", "stream_distances": "2,8,32",
-                  "levels": "short,l2,dram", "region": "128M"},
+                  "levels": "short,l2,llc", "region": "128M"},
         "full": {"samples": 9},
     }
     questions = (
@@ -242,21 +301,14 @@ class Prefetch(Experiment):
             # Lines of a region 4x the LLC in shuffled order; the kernels go
             # on from where the last sample stopped, so a line was last
             # prefetched 4 LLCs of lines ago.
+            # The arms of a cell share one table (and its cursor): building it
+            # (map, shuffle, write) took ~0.5 s per arm.
             big = point.params["region_bytes"]
-            lines = big // LINE
-            region = lab.buffer(big)
-            rng = np.random.default_rng([params["seed"], 1])
-            addrs = region.address + LINE * rng.permutation(lines).astype(np.uint64)
+            return _shared_in_cell(lab, ("dram_targets", big, params["seed"]),
+                                   lambda: _target_table(lab, _dram_targets(lab, big, params)))
         else:
             addrs = np.full(TARGET_SLOTS, lab.invalid_addresses()[target], dtype=np.uint64)
-        # the targets, then the kernels' cursor (zero: start at the first)
-        table = lab.buffer(8 * len(addrs) + 8)
-        view = np.frombuffer(table.buffer, dtype=np.uint64, count=len(addrs) + 1,
-                             offset=table.offset)
-        view[:-1] = np.asarray(addrs, dtype=np.uint64)
-        view[-1] = 0
-        del view
-        return table, len(addrs)
+        return _target_table(lab, addrs)
 
     def _prepare_cost(self, point, params, lab):
         table, n = self._targets(point, params, lab)
@@ -272,18 +324,27 @@ class Prefetch(Experiment):
 
     def _prepare_list(self, point, params, lab):
         nodes = point.params["nodes"]
-        region = lab.buffer(nodes * LINE)
-        order = np.random.default_rng([params["seed"], 3, nodes]).permutation(nodes)
-        chain = lab.link_chain(region, LINE, nodes, order.astype(np.int32 if nodes < 2**31
-                                                                  else np.int64))
+
+        def make():
+            region = lab.buffer(nodes * LINE)
+            order = np.random.default_rng([params["seed"], 3, nodes]).permutation(nodes)
+            return lab.link_chain(region, LINE, nodes,
+                                  order.astype(np.int32 if nodes < 2**31 else np.int64))
+        # The arms of a cell walk the same list (it is only read); each arm
+        # has its own Region, because a resuming chase moves its start.
+        chain = _shared_in_cell(lab, ("list", nodes, params["seed"]), make)
         # resume: each sample walks on from where the last one stopped, so a
         # list beyond the caches is not re-walked from a now-cached head.
-        return Trial(f"pf_list_{point.arm}", src=chain, warmup=min(nodes, 1 << 20),
-                     resume=True, extra={"nodes": nodes})
+        return Trial(f"pf_list_{point.arm}", src=replace(chain), resume=True,
+                     warmup=min(nodes, LIST_WARMUP_NODES), extra={"nodes": nodes})
 
     def _prepare_stride(self, point, params, lab):
         p = point.params
-        region = lab.buffer(p["region_bytes"], hugepages=p.get("pages") == "thp")
+        # Only read, so every arm and every cell of the tlb and stream parts
+        # with these pages loads from one mapping (mapping and pre-faulting
+        # 128 MiB took ~0.2 s per arm and cell)
+        region = _shared_in_run(lab, ("stride", p["region_bytes"], p.get("pages", "4k")),
+                                p["region_bytes"], hugepages=p.get("pages") == "thp")
         cursor = lab.buffer(8)          # the kernel's position, so samples go on from it
         n = p["region_bytes"] // p["stride_bytes"]
         kernel = "pf_stride_t0" if point.arm == "prefetch" else "pf_stride_none"
