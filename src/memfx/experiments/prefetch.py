@@ -260,7 +260,7 @@ class Prefetch(Experiment):
               minimum=1 << 20),
     ]
     presets = {
-        "quick": {"samples": 7, "min_sample_ms": 0.5, "kinds": "t0,nta,w", "modes": "throughput",
+        "quick": {"samples": 7, "min_sample_ms": 0.25, "kinds": "t0,nta,w", "modes": "throughput",
                   "distances": "4,16", "strides": "64", "stream_distances": "2,8,32",
                   "levels": "short,l2", "region": "128M"},
         "full": {"samples": 9},
