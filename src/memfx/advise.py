@@ -1488,9 +1488,9 @@ def _verdict_line(console, decision, what, reason, keep_text):
 # beyond the thresholds; inconclusive when its CI reaches across them.
 
 # Samples per arm of a check: min_samples (5) plus room for samples a busy
-# machine rejects; 0.5 ms each, as the quick run.
-PREFETCH_CHECK_SAMPLES = 9
-PREFETCH_CHECK_SAMPLE_MS = 0.5
+# machine rejects; 0.25 ms each, as the quick run.
+PREFETCH_CHECK_SAMPLES = 15
+PREFETCH_CHECK_SAMPLE_MS = 0.25
 # The check's seed is the run's plus this: other arm orders and another list.
 PREFETCH_CHECK_SEED_OFFSET = 1000
 CONFIRMED, CONTRADICTED, CHECK_INCONCLUSIVE, UNCHECKED = (
