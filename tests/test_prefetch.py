@@ -297,6 +297,10 @@ def test_stream_answers_pick_the_fastest_distance():
     assert a["prefetch.stream_distance"]["value"] == 8
     assert a["prefetch.stream_gain"]["verdict"] == DETECTED
     assert "prefetch 8 elements" in a["prefetch.stream_gain"]["because"]
+    details = {d["distance"]: d for d in a["prefetch.stream_gain"]["details"]}
+    assert details[8]["value"] == pytest.approx(1.25, rel=0.01) and details[8]["verdict"] == DETECTED
+    assert details[2]["verdict"] == NOT_DETECTED
+    assert all(d["ci_low"] <= d["value"] <= d["ci_high"] for d in details.values())
 
 
 def test_every_question_is_answered_on_an_empty_sweep():

@@ -263,7 +263,9 @@ class Prefetch(Experiment):
         "quick": {"samples": 7, "min_sample_ms": 0.25, "kinds": "t0,nta,w", "modes": "throughput",
                   "distances": "4,16", "strides": "64", "stream_distances": "2,8,32",
                   "levels": "short,l2", "region": "128M"},
-        "full": {"samples": 9},
+        # 0.5 ms samples: on a shared machine 1 ms samples were rejected
+        # (preempted) so often that points ended below min_samples
+        "full": {"samples": 11, "min_sample_ms": 0.5},
     }
     questions = (
         Question("prefetch.null_cost", "What does a prefetcht0 of NULL cost (independent "
@@ -698,10 +700,12 @@ class Prefetch(Experiment):
             if base is None:
                 continue
             pr = p["params"]
+            e = ans.effect(qg, base["values"], p["values"], "")
             details.append({"label": f"stride {pr['stride_bytes']} d={pr['distance']}",
                             "stride_bytes": pr["stride_bytes"], "distance": pr["distance"],
-                            "value": base["median"] / p["median"] if p["median"] else None,
-                            "unit": "ratio", "prefetch_ns": p["median"], "none_ns": base["median"]})
+                            "value": e.value, "ci_low": e.ci_low, "ci_high": e.ci_high,
+                            "verdict": e.verdict, "unit": "ratio", "prefetch_ns": p["median"],
+                            "none_ns": base["median"]})
             if pr["stride_bytes"] == stride:
                 rows.append((p, base))
         if not rows:

@@ -243,7 +243,8 @@ static void stride_footprint(const struct mfx_args *a, struct mfx_footprint *f)
  * overlaps the page walks itself and a prefetch has nothing to add: a
  * 4 KiB-stride sum measured 6 ns per page here with or without it.
  * Returns the sum of (prefetched - base) * (loaded - base) over the steps,
- * from the pointers the two instructions were given. */
+ * from the pointers the two instructions were given.  Each index is taken
+ * mod n, so whatever the table holds, every load stays inside the region. */
 typedef uint32_t __attribute__((aligned(1))) pf_u32;
 
 #define PF_PAGES(NAME, PF)                                                       \
