@@ -11,7 +11,8 @@ from memfx import _core
 from memfx.answers import NOT_MEASURED
 from memfx.experiments import get_experiment
 from memfx.experiments.base import Region, Trial
-from memfx.experiments.prefetch import INVALID_TARGETS, expected_stride_check
+from memfx.experiments.prefetch import (INVALID_TARGETS, _order_cursor, expected_pages_check,
+                                        expected_stride_check, page_order)
 from memfx.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
 from memfx.results import document
 from conftest import run_cli
@@ -78,10 +79,70 @@ def test_stride_kernels_prefetch_d_elements_ahead(kernel, d):
     cursor = mmap.mmap(-1, 8)
     got = _core.run(KERNELS[kernel], cursor, 0, region, 0, n * stride, stride, 50,
                     d & 0xFFFFFFFFFFFFFFFF, [], None)[3]
-    assert got == expected_stride_check(n, d, 50)
+    assert got == expected_stride_check(n, d, 50, stride)
     # a prefetch one element behind is a different address sequence from one ahead
-    assert expected_stride_check(n, 1, 50) != expected_stride_check(n, -1, 50)
+    assert expected_stride_check(n, 1, 50, stride) != expected_stride_check(n, -1, 50, stride)
     assert int(np.frombuffer(cursor, dtype=np.uint64)[0]) == 50 % n
+
+
+def _order(order):
+    buf = mmap.mmap(-1, 4 * len(order) + 8)
+    np.frombuffer(buf, dtype=np.uint32, count=len(order))[:] = order
+    return buf
+
+
+@pytest.mark.parametrize("d", [-1, 0, 1, 2, 5, 40])
+@pytest.mark.parametrize("kernel", ["pf_pages_t0", "pf_pages_none"])
+def test_page_walk_kernels_prefetch_the_page_d_steps_ahead_in_the_order(kernel, d):
+    n, page = 16, 4096
+    order = page_order(n, 3)
+    assert sorted(order) == list(range(n)) and list(order) != list(range(n))
+    region = mmap.mmap(-1, n * page)
+    table = _order(order)
+    got = _core.run(KERNELS[kernel], table, 0, region, 0, n * page, page, 37,
+                    d & 0xFFFFFFFFFFFFFFFF, [], None)[3]
+    assert got == expected_pages_check(order, d, 37, page)
+    # the checksum tells a prefetch behind (the control) from one ahead, and
+    # both from a prefetch in address order instead of the visiting order
+    assert expected_pages_check(order, -1, 37, page) != expected_pages_check(order, 1, 37, page)
+    assert got != expected_pages_check(np.arange(n), d, 37, page)
+    assert int(np.frombuffer(table, dtype=np.uint64, count=1, offset=4 * n)[0]) == 37 % n
+
+
+def test_page_walk_kernel_checks_its_footprint():
+    region = mmap.mmap(-1, 4 * 4096)
+    with pytest.raises(ValueError):           # the order table is 4 bytes per page + a cursor
+        _core.run(KERNELS["pf_pages_t0"], mmap.mmap(-1, 16), 0, region, 0, 4 * 4096, 4096, 1,
+                  1, [], None)
+    with pytest.raises(ValueError):           # more pages than the region holds
+        _core.run(KERNELS["pf_pages_t0"], _order(np.arange(8)), 0, region, 0, 8 * 4096, 4096,
+                  1, 1, [], None)
+
+
+def test_tlb_part_walks_pages_in_random_order_with_the_behind_control():
+    """The tlb cells: the page-walk kernels, the distance as the signed aux,
+    d = -1 always planned, and the arms of a cell on one order table."""
+    exp = get_experiment("prefetch")
+    params = exp.resolve("quick", {"parts": "tlb", "region": "1M", "distances": "4"})
+    pts = exp.plan(params, {})
+    assert sorted({p.params["distance"] for p in pts}) == [-1, 4]
+    lab = _lab()
+    try:
+        cell = [p for p in pts if p.params["distance"] == -1 and p.params["pages"] == "4k"]
+        trials = {p.arm: exp.prepare(p, params, lab) for p in cell}
+        assert trials["prefetch"].kernel == "pf_pages_t0" and trials["none"].kernel == "pf_pages_none"
+        assert trials["prefetch"].aux == 2**64 - 1 and trials["prefetch"].value == 4096
+        assert trials["prefetch"].dst.buffer is trials["none"].dst.buffer
+        n = (1 << 20) // 4096
+        order = np.frombuffer(trials["prefetch"].dst.buffer, dtype=np.uint32, count=n,
+                              offset=trials["prefetch"].dst.offset)
+        assert list(order) == list(page_order(n, params["seed"]))
+        del order
+        _order_cursor(trials["prefetch"].dst, n, 0)
+        got = lab.call(trials["prefetch"], 300)
+        assert got == expected_pages_check(page_order(n, params["seed"]), -1, 300, 4096)
+    finally:
+        lab.close()
 
 
 def test_stride_kernel_checks_footprint():
@@ -193,6 +254,41 @@ def test_tlb_priming_compares_ahead_with_the_behind_control():
     assert {d["distance_pages"] for d in a["details"]} == {-1, 1, 8}
 
 
+def _spread(arm, params, ns, rel):
+    """Samples of median ns spread +-rel (a wide CI)."""
+    out = _sample(arm, params, ns, n=7)
+    for k, f in enumerate(np.linspace(1 - rel, 1 + rel, 7)):
+        out[k]["value"] = ns * f
+    return out
+
+
+def test_tlb_priming_is_not_detected_when_the_behind_control_gains_as_much():
+    s = _tlb("4k", -1, 100, 50) + _tlb("4k", 4, 100, 48) + _tlb("4k", 16, 100, 49)
+    a = _doc(s)["prefetch.tlb_priming"]
+    assert a["verdict"] == INCONCLUSIVE and a["value"] == pytest.approx(100 / 48, rel=0.01)
+    assert "control gains too" in a["because"]
+
+
+def test_tlb_priming_without_a_control_cannot_be_detected():
+    a = _doc(_tlb("4k", 4, 100, 20))["prefetch.tlb_priming"]
+    assert a["verdict"] == INCONCLUSIVE and "no d = -1 control" in a["because"]
+
+
+def test_tlb_priming_with_a_ci_across_one_is_inconclusive_and_says_so():
+    p = {"part": "tlb", "pages": "4k", "distance": 4, "stride_bytes": 4096,
+         "region_bytes": 1 << 27}
+    s = _tlb("4k", -1, 100, 100) + _spread("none", p, 100, 0.6) + _spread("prefetch", p, 80, 0.6)
+    a = _doc(s)["prefetch.tlb_priming"]
+    assert a["ci_low"] < 1 < a["ci_high"]
+    assert a["verdict"] == INCONCLUSIVE and "reaches across" in a["because"]
+
+
+def test_tlb_priming_no_gain_anywhere_is_not_detected_as_weak():
+    s = _tlb("4k", -1, 100, 100) + _tlb("4k", 4, 100, 100.5) + _tlb("4k", 16, 100, 99.5)
+    a = _doc(s)["prefetch.tlb_priming"]
+    assert a["verdict"] == NOT_DETECTED and "dropped" in a["because"]
+
+
 def test_stream_answers_pick_the_fastest_distance():
     def st(d, none_ns, pf_ns):
         p = {"part": "stream", "stride_bytes": 64, "distance": d, "region_bytes": 1 << 27}
@@ -201,6 +297,10 @@ def test_stream_answers_pick_the_fastest_distance():
     assert a["prefetch.stream_distance"]["value"] == 8
     assert a["prefetch.stream_gain"]["verdict"] == DETECTED
     assert "prefetch 8 elements" in a["prefetch.stream_gain"]["because"]
+    details = {d["distance"]: d for d in a["prefetch.stream_gain"]["details"]}
+    assert details[8]["value"] == pytest.approx(1.25, rel=0.01) and details[8]["verdict"] == DETECTED
+    assert details[2]["verdict"] == NOT_DETECTED
+    assert all(d["ci_low"] <= d["value"] <= d["ci_high"] for d in details.values())
 
 
 def test_every_question_is_answered_on_an_empty_sweep():

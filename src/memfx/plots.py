@@ -24,6 +24,10 @@ def plotter(experiment):
 
 def size_axis(ax, sizes):
     ax.set_xscale("log", base=2)
+    # a log axis shows positive sizes only (an imported run may hold a 0)
+    sizes = [s for s in sizes if isinstance(s, (int, float)) and np.isfinite(s) and s > 0]
+    if not sizes:
+        return
     lo, hi = min(sizes), max(sizes)
     ticks = [2 ** k for k in range(int(np.floor(np.log2(lo))), int(np.ceil(np.log2(hi))) + 1, 2)]
     ax.set_xticks(ticks)

@@ -911,7 +911,8 @@ def _gain_text(check) -> str:
 
 def _decision_html(decision) -> str:
     decision = decision or "keep"
-    cls = {"advise": "v-detected", "keep": "v-not_detected", "unchecked": "v-inconclusive"}.get(
+    cls = {"advise": "v-detected", "keep": "v-not_detected", "unchecked": "v-inconclusive",
+           "confirmed": "v-detected", "contradicted": "v-not_detected"}.get(
         decision, "v-inconclusive")
     return f'<span class="verdict {cls}">{e(decision)}</span>'
 
@@ -940,6 +941,7 @@ def advice_summary_html(advice):
                      _decision_html(t.get("decision")),
                      f'<span class="num">{e(_gain_text(t.get("check")))}</span>',
                      e(t.get("check_reason") or t.get("reason") or "")])
+    rows += _prefetch_advice_rows(advice.get("prefetch") or {})
     out = [table(["for", "setting", "decision", "checked gain [95% CI]", "why"], rows, "advice")]
     if glibc.get("advised_env"):
         out.append(f"<p>Advised environment: {code('GLIBC_TUNABLES=' + str(glibc['advised_env']))}</p>")
@@ -952,6 +954,21 @@ def advice_summary_html(advice):
                'default where it changes the code path (positive is faster); only a gain whose '
                'confidence interval clears the threshold is advised.</p>')
     return "\n".join(out)
+
+
+def _prefetch_advice_rows(part):
+    """Rows of the prefetch advice (advise.prefetch_advice): the advice, the
+    decision of its fresh check, and the check's ratio with its CI."""
+    rows = []
+    for i in part.get("items") or []:
+        chk = i.get("check") or {}
+        ratio, lo, hi = chk.get("ratio"), chk.get("ci_low"), chk.get("ci_high")
+        measured = (f"{e(chk.get('ratio_is'))} {ratio:.3f} [{lo:.3f}, {hi:.3f}]"
+                    if all(_finite(x) for x in (ratio, lo, hi)) else "–")
+        rows.append(["prefetch", e(i.get("advice") or i.get("reason") or i.get("topic")),
+                     _decision_html(i.get("decision")), f'<span class="num">{measured}</span>',
+                     e(f"{i.get('topic')}: {i.get('check_reason') or ''}")])
+    return rows
 
 
 def _sort_key(point):

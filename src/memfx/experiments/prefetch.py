@@ -18,9 +18,10 @@ Parts (each a set of cells; arms are interleaved inside a cell)
   list    the seed's loop: a list walk prefetching next->next, so the last
           nodes prefetch NULL: unguarded vs `if (nn)` guarded vs none, lists
           in L1, L2, the LLC and DRAM
-  tlb     one load per 4 KiB page over a region far beyond TLB reach, with a
-          prefetch d pages ahead (d = -1 is the control: behind), 4 KiB vs
-          transparent huge pages
+  tlb     a dependent walk over the 4 KiB pages of a region far beyond TLB
+          reach, in random order, with a prefetch of the page d steps ahead
+          that waits for the same load (d = -1 is the control: behind), 4 KiB
+          vs transparent huge pages
   stream  a strided sum over an array beyond the LLC with a prefetch d
           elements ahead: the best d and the gain over the hardware
           prefetchers alone
@@ -29,6 +30,8 @@ Target addresses are data the lab makes (lab.invalid_addresses); no address
 ever comes from the user.
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
@@ -62,6 +65,11 @@ TRAP_SYSTEM_SHARE = 0.05
 # page, SDM Vol. 3A 4.5).
 PAGE = 4096
 LINE = 64
+# A list walk's warm-up pass, at most: the whole of a list up to the LLC
+# (half of a 32 MiB LLC is 2^18 lines); a list beyond it misses on every
+# node whatever was walked before, so a longer pass only costs time (a
+# 2-million-node pass took 0.7 s here).
+LIST_WARMUP_NODES = 1 << 18
 
 
 def _llc_bytes(machine):
@@ -86,12 +94,135 @@ def list_nodes(machine, level):
     return max(2 * SHORT_LIST, size // LINE)
 
 
-def expected_stride_check(n, d, count):
-    """What pf_stride_* returns: the sum of i * j over `count` visits of an
-    n-element region, loading element i and prefetching j = (i + d) mod n."""
-    i = np.arange(count, dtype=np.uint64) % np.uint64(n)
-    j = (np.arange(count, dtype=np.int64) + (d % n)) % n
-    return int(np.sum(i * j.astype(np.uint64), dtype=np.uint64))
+def _target_table(lab, addrs):
+    """A Region holding the target addresses, then the kernels' cursor (zero:
+    start at the first), and the number of targets."""
+    table = lab.buffer(8 * len(addrs) + 8)
+    view = np.frombuffer(table.buffer, dtype=np.uint64, count=len(addrs) + 1,
+                         offset=table.offset)
+    view[:-1] = np.asarray(addrs, dtype=np.uint64)
+    view[-1] = 0
+    del view
+    return table, len(addrs)
+
+
+def _order_table(lab, order):
+    """A Region holding the uint32 page order, then the kernels' cursor (zero)."""
+    n = len(order)
+    table = lab.buffer(4 * n + 8)
+    view = np.frombuffer(table.buffer, dtype=np.uint32, count=n, offset=table.offset)
+    view[:] = order
+    del view
+    _order_cursor(table, n, 0)
+    return table
+
+
+def _order_cursor(table, n, value):
+    view = np.frombuffer(table.buffer, dtype=np.uint64, count=1, offset=table.offset + 4 * n)
+    view[0] = value
+    del view
+
+
+def _dram_targets(lab, big, params):
+    """The lines of a `big`-byte region in shuffled order."""
+    region = lab.buffer(big)
+    rng = np.random.default_rng([params["seed"], 1])
+    return region.address + LINE * rng.permutation(big // LINE).astype(np.uint64)
+
+
+def _shared_in_cell(lab, key, make):
+    """What make() builds from lab.buffer()s, built once and shared by the
+    arms of one cell: the worker's lab.release() at the end of the cell
+    unmaps those buffers, which ends the sharing."""
+    cache = lab.cache.setdefault("prefetch.cell", {})
+    got = cache.get(key)
+    if got and not any(b.closed for b in got[0]):
+        return got[1]
+    for k in [k for k, v in cache.items() if any(b.closed for b in v[0])]:
+        del cache[k]
+    before = len(lab.buffers)
+    value = make()
+    cache[key] = (list(lab.buffers[before:]), value)
+    return value
+
+
+def _shared_in_run(lab, key, size, hugepages=False):
+    """A read-only region kept for the rest of the run under `key`; asking for
+    a region of another size unmaps those kept, so at most one per page size
+    lives at a time (the two that plan() checks fit)."""
+    cache = lab.cache.setdefault("prefetch.run", {})
+    got = cache.get(key)
+    if got is not None and not got.buffer.closed:
+        return got
+    for k in [k for k, r in cache.items() if r.size != size or r.buffer.closed]:
+        try:
+            cache.pop(k).buffer.close()
+        except BufferError:
+            pass                # a view still holds it: lab.close() unmaps it
+    region = lab.run_buffer(size, hugepages=hugepages)
+    cache[key] = region
+    return region
+
+
+def expected_stride_check(n, d, count, stride):
+    """What pf_stride_* returns: the sum over `count` visits of an n-element
+    region of (prefetched - base) * (loaded - base) = stride^2 * i * j,
+    loading element i and prefetching j = (i + d) mod n (modulo 2^64)."""
+    return expected_pages_check(np.arange(n), d, count, stride)
+
+
+def expected_pages_check(order, d, count, stride):
+    """What pf_pages_* returns: the sum over `count` steps of (prefetched -
+    base) * (loaded - base), loading page order[i] and prefetching page
+    order[(i + d) mod n] (modulo 2^64)."""
+    order = np.asarray(order, dtype=np.uint64)
+    n = len(order)
+    k = np.arange(count, dtype=np.int64)
+    loaded = order[k % n] * np.uint64(stride)
+    fetched = order[(k + d % n) % n] * np.uint64(stride)
+    return int(np.sum(loaded * fetched, dtype=np.uint64))
+
+
+def page_order(n, seed):
+    """The tlb part's visiting order of n pages: a fixed random permutation,
+    so neither the hardware prefetchers nor the page-walk caches see a
+    stride."""
+    return np.random.default_rng([seed, 4, n]).permutation(n).astype(np.uint32)
+
+
+def tlb_verdict(best, control, ahead):
+    """The tlb_priming verdict from effects none/prefetch (answers with
+    value, CI and verdict by effect_verdict's named thresholds):
+    detected when the best distance ahead gains beyond effect_min, the d = -1
+    control shows no gain beyond effect_min (a prefetch behind does the same
+    work but can prime nothing: if it gains, the loop is not measuring
+    priming), and the CI ahead lies wholly above the control's; not_detected
+    when every distance ahead is a measured non-effect; else inconclusive (a
+    CI crossing the band, a gain the control shares, no control)."""
+    if best.verdict == ans.DETECTED and best.value > 1:
+        if control is None or control.ci_high is None or best.ci_low is None:
+            return ans.INCONCLUSIVE
+        control_gains = control.verdict == ans.DETECTED and control.value > 1
+        if control_gains or best.ci_low <= control.ci_high:
+            return ans.INCONCLUSIVE
+        return ans.DETECTED
+    if ahead and all(e.verdict == ans.NOT_DETECTED for e in ahead):
+        return ans.NOT_DETECTED
+    return ans.INCONCLUSIVE
+
+
+def _tlb_inconclusive(best, control):
+    if best.verdict == ans.DETECTED and best.value > 1:
+        if control is None or control.ci_high is None:
+            return "inconclusive: no d = -1 control to tell priming from the loop itself"
+        return ("inconclusive: the control gains too, so the gain is not (only) the "
+                "prefetch running ahead")
+    return (f"inconclusive: the CI [{_num(best.ci_low)}, {_num(best.ci_high)}] reaches across "
+            f"1 +- effect_min")
+
+
+def _num(x):
+    return "?" if x is None else f"{x:.2f}"
 
 
 @register
@@ -129,10 +260,12 @@ class Prefetch(Experiment):
               minimum=1 << 20),
     ]
     presets = {
-        "quick": {"samples": 5, "min_sample_ms": 0.5, "kinds": "t0,nta,w", "modes": "throughput",
-                  "distances": "0,1,4,16", "strides": "64", "stream_distances": "2,8,32",
-                  "levels": "short,l2,dram", "region": "128M"},
-        "full": {"samples": 9},
+        "quick": {"samples": 7, "min_sample_ms": 0.25, "kinds": "t0,nta,w", "modes": "throughput",
+                  "distances": "4,16", "strides": "64", "stream_distances": "2,8,32",
+                  "levels": "short,l2", "region": "128M"},
+        # 0.5 ms samples: on a shared machine 1 ms samples were rejected
+        # (preempted) so often that points ended below min_samples
+        "full": {"samples": 11, "min_sample_ms": 0.5},
     }
     questions = (
         Question("prefetch.null_cost", "What does a prefetcht0 of NULL cost (independent "
@@ -153,8 +286,9 @@ class Prefetch(Experiment):
                  "NULL prefetches per node); every level in details"),
         Question("prefetch.tlb_priming", "Does a prefetch to a page whose translation is missing "
                  "prime the TLB (a 'strong' prefetch)?", "ratio", "001",
-                 "speed-up none / prefetch at the best distance >= 1 page, 4 KiB pages, "
-                 "against the d = -1 control and transparent huge pages"),
+                 "speed-up none / prefetch of a dependent walk over pages in random order at "
+                 "the best distance >= 1 page, 4 KiB pages; detected only above the d = -1 "
+                 "control; huge pages beside it"),
         Question("prefetch.stream_gain", "Does a software prefetch speed up a streaming loop "
                  "beyond the hardware prefetchers?", "ratio", "004",
                  "speed-up none / prefetch at the best distance, smallest stride measured",
@@ -171,7 +305,7 @@ class Prefetch(Experiment):
         PlotSpec("cost_latency", "ns per chase step with a dependent prefetch", kind="bars",
                  x="target", series=("arm",), select={"part": "cost", "mode": "latency"},
                  log_y=True, xlabel="target"),
-        PlotSpec("tlb", "one load per 4 KiB page: prefetch d pages ahead vs none", kind="curve",
+        PlotSpec("tlb", "dependent walk, one load per 4 KiB page: prefetch d pages ahead vs none", kind="curve",
                  x="distance", series=("arm", "pages"), select={"part": "tlb"}, log_x=True,
                  xlabel="prefetch distance (pages; -1 = behind)"),
         PlotSpec("stream", "streaming sum: prefetch d elements ahead vs none", kind="curve",
@@ -242,27 +376,24 @@ class Prefetch(Experiment):
             # Lines of a region 4x the LLC in shuffled order; the kernels go
             # on from where the last sample stopped, so a line was last
             # prefetched 4 LLCs of lines ago.
+            # The arms of a cell share one table (and its cursor): building it
+            # (map, shuffle, write) took ~0.5 s per arm.
             big = point.params["region_bytes"]
-            lines = big // LINE
-            region = lab.buffer(big)
-            rng = np.random.default_rng([params["seed"], 1])
-            addrs = region.address + LINE * rng.permutation(lines).astype(np.uint64)
+            return _shared_in_cell(lab, ("dram_targets", big, params["seed"]),
+                                   lambda: _target_table(lab, _dram_targets(lab, big, params)))
         else:
             addrs = np.full(TARGET_SLOTS, lab.invalid_addresses()[target], dtype=np.uint64)
-        # the targets, then the kernels' cursor (zero: start at the first)
-        table = lab.buffer(8 * len(addrs) + 8)
-        view = np.frombuffer(table.buffer, dtype=np.uint64, count=len(addrs) + 1,
-                             offset=table.offset)
-        view[:-1] = np.asarray(addrs, dtype=np.uint64)
-        view[-1] = 0
-        del view
-        return table, len(addrs)
+        return _target_table(lab, addrs)
 
     def _prepare_cost(self, point, params, lab):
         table, n = self._targets(point, params, lab)
         kind = point.arm
+        # warm-up: a quarter of the dram targets (an LLC's worth of lines when
+        # the region is 4x the LLC: afterwards no line prefetched is still
+        # cached), all of the few others
+        warmup = n // 4 if point.params["target"] == "dram" else n
         common = dict(dst=table, size=8 * n, reject_page_faults=False, cpu_times=True,
-                      warmup=min(n, 1 << 22), extra={"targets": n})
+                      warmup=warmup, extra={"targets": n})
         if point.params["mode"] == "throughput":
             return Trial(f"pf_tput_{kind}", **common)
         chain_region = lab.buffer(TARGET_SLOTS * LINE)
@@ -272,42 +403,71 @@ class Prefetch(Experiment):
 
     def _prepare_list(self, point, params, lab):
         nodes = point.params["nodes"]
-        region = lab.buffer(nodes * LINE)
-        order = np.random.default_rng([params["seed"], 3, nodes]).permutation(nodes)
-        chain = lab.link_chain(region, LINE, nodes, order.astype(np.int32 if nodes < 2**31
-                                                                  else np.int64))
+
+        def make():
+            region = lab.buffer(nodes * LINE)
+            order = np.random.default_rng([params["seed"], 3, nodes]).permutation(nodes)
+            return lab.link_chain(region, LINE, nodes,
+                                  order.astype(np.int32 if nodes < 2**31 else np.int64))
+        # The arms of a cell walk the same list (it is only read); each arm
+        # has its own Region, because a resuming chase moves its start.
+        chain = _shared_in_cell(lab, ("list", nodes, params["seed"]), make)
         # resume: each sample walks on from where the last one stopped, so a
         # list beyond the caches is not re-walked from a now-cached head.
-        return Trial(f"pf_list_{point.arm}", src=chain, warmup=min(nodes, 1 << 20),
-                     resume=True, extra={"nodes": nodes})
+        return Trial(f"pf_list_{point.arm}", src=replace(chain), resume=True,
+                     warmup=min(nodes, LIST_WARMUP_NODES), extra={"nodes": nodes})
 
     def _prepare_stride(self, point, params, lab):
         p = point.params
-        region = lab.buffer(p["region_bytes"], hugepages=p.get("pages") == "thp")
-        cursor = lab.buffer(8)          # the kernel's position, so samples go on from it
+        # Only read, so every arm and every cell of the tlb and stream parts
+        # with these pages loads from one mapping (mapping and pre-faulting
+        # 128 MiB took ~0.2 s per arm and cell)
+        pages = p.get("pages", "4k")
+        region = _shared_in_run(lab, ("stride", p["region_bytes"], pages),
+                                p["region_bytes"], hugepages=pages == "thp")
         n = p["region_bytes"] // p["stride_bytes"]
-        kernel = "pf_stride_t0" if point.arm == "prefetch" else "pf_stride_none"
         extra = {"elements": n}
-        if p.get("pages") == "thp":
+        if pages == "thp":
             share = lab.huge_page_share(region)
             if share is not None:
                 extra["huge_page_share"] = round(share, 3)
+        if p["part"] == "tlb":
+            # the visiting order and, after it, the kernels' cursor; shared by
+            # the arms of the cell (the cursor too: each goes on where the
+            # other stopped, so neither re-walks pages just walked)
+            table = _shared_in_cell(lab, ("pages", n, params["seed"]),
+                                    lambda: _order_table(lab, page_order(n, params["seed"])))
+            kernel = "pf_pages_t0" if point.arm == "prefetch" else "pf_pages_none"
+            return Trial(kernel, src=region, dst=table, size=p["region_bytes"],
+                         value=p["stride_bytes"], aux=p["distance"] & 0xFFFFFFFFFFFFFFFF,
+                         warmup=n, extra=extra)
+        cursor = lab.buffer(8)          # the kernel's position, so samples go on from it
+        kernel = "pf_stride_t0" if point.arm == "prefetch" else "pf_stride_none"
         # warm-up: one pass, so every element was last touched a region ago
         return Trial(kernel, src=region, dst=cursor, size=p["region_bytes"],
                      value=p["stride_bytes"], aux=p["distance"] & 0xFFFFFFFFFFFFFFFF,
                      warmup=n, extra=extra)
 
     def verify(self, lab, params):
-        """The strided kernels prefetch the element d ahead (checked through
-        their checksum)."""
+        """The strided and page-walk kernels prefetch the element d ahead
+        (checked through their checksums, which they compute from the very
+        pointers given to the prefetch and the load)."""
         region = lab.buffer(64 * 64)
-        for kernel in ("pf_stride_t0", "pf_stride_none"):
-            for d in (-1, 0, 3):
+        order = page_order(64, 7)
+        table = _order_table(lab, order)
+        for d in (-1, 0, 3):
+            for kernel in ("pf_stride_t0", "pf_stride_none"):
                 cursor = lab.buffer(8)
                 out = lab.call(Trial(kernel, src=region, dst=cursor, size=64 * 64, value=64,
                                      aux=d & 0xFFFFFFFFFFFFFFFF), 100)
-                if out != expected_stride_check(64, d, 100):
+                if out != expected_stride_check(64, d, 100, 64):
                     raise AssertionError(f"{kernel} with d={d} prefetched the wrong elements")
+            for kernel in ("pf_pages_t0", "pf_pages_none"):
+                _order_cursor(table, len(order), 0)
+                out = lab.call(Trial(kernel, src=region, dst=table, size=64 * 64, value=64,
+                                     aux=d & 0xFFFFFFFFFFFFFFFF), 100)
+                if out != expected_pages_check(order, d, 100, 64):
+                    raise AssertionError(f"{kernel} with d={d} prefetched the wrong pages")
         lab.release()
 
     # -- analysis --
@@ -389,6 +549,7 @@ class Prefetch(Experiment):
                             "mode": mode, "value": system / (user + system)
                             if user + system else 0.0, "unit": "ratio",
                             "system_ms": system / 1e6, "user_ms": user / 1e6,
+                            "system_s_per_million": system / 1e9 / ops * 1e6 if ops else None,
                             "page_faults_per_million": faults / ops * 1e6 if ops else None,
                             "prefetches": ops})
             shares += [(s["counters"].get("system_ns") or 0) /
@@ -414,17 +575,24 @@ class Prefetch(Experiment):
                        evidence=ans.evidence_keys(invalid), details=details,
                        estimator="system share of CPU time per sample over every invalid "
                                  "target (mean, bootstrap CI)")
-        worst = max(details, key=lambda d: d["value"])
+        # the worst by system time per prefetch: getrusage splits CPU time
+        # between user and system by timer ticks, so the share of one target's
+        # few milliseconds can be 100 % from a single tick
+        worst = max(details, key=lambda d: d["system_s_per_million"] or 0.0)
+        per_million = worst["system_s_per_million"] or 0.0
         if a.verdict == "detected":
-            a.because = (f"yes: {worst['value']:.0%} of the CPU time prefetching {worst['label']} "
-                         f"was system time, as in the seed")
+            a.because = (f"yes: {a.value:.0%} of the CPU time prefetching invalid addresses was "
+                         f"system time, the most for {worst['label']} ({per_million:.3g} s per "
+                         f"million prefetches; the seed saw 1.34 s)")
         else:
-            a.because = (f"no system time to speak of: {a.value:.1%} of the CPU time on "
-                         f"average, at most {worst['value']:.1%} "
-                         f"({worst['label']}) over {sum(d['prefetches'] for d in details):.3g} "
-                         f"prefetches of invalid addresses, at most {total_faults:.2g} page faults "
-                         f"per million; x86 prefetches of NULL, unmapped or kernel addresses are "
-                         f"dropped in hardware")
+            verb = "no" if a.verdict == "not_detected" else "no clear sign of"
+            a.because = (f"{verb} system time: {a.value:.1%} of the CPU time on average over "
+                         f"{sum(d['prefetches'] for d in details):.3g} prefetches of invalid "
+                         f"addresses, at most {per_million:.3g} s per million prefetches "
+                         f"({worst['label']}; the seed saw 1.34 s), at most {total_faults:.2g} "
+                         f"page faults per million"
+                         + ("; x86 prefetches of NULL, unmapped or kernel addresses are dropped "
+                            "in hardware" if a.verdict == "not_detected" else ""))
         return a
 
     def _list_answer(self, data):
@@ -482,7 +650,7 @@ class Prefetch(Experiment):
                 continue
             e = ans.effect(q, base["values"], p["values"], "",
                            evidence=[ans.point_key(base), ans.point_key(p)])
-            gains[(pr["pages"], pr["distance"])] = (e, p, base)
+            gains[(pr["pages"], pr["distance"])] = e
             details.append({"label": f"{pr['pages']} d={pr['distance']}", "pages": pr["pages"],
                             "distance_pages": pr["distance"], "value": e.value, "unit": "ratio",
                             "ci_low": e.ci_low, "ci_high": e.ci_high, "verdict": e.verdict,
@@ -490,22 +658,29 @@ class Prefetch(Experiment):
         ahead = {k: v for k, v in gains.items() if k[0] == "4k" and k[1] >= 1}
         if not ahead:
             return [ans.not_measured(q, "needs 4 KiB pages and a distance of at least one page")]
-        (pages, d), (a, p, base) = max(ahead.items(), key=lambda kv: kv[1][0].value)
-        a.details = sorted(details, key=lambda x: (x["pages"], x["distance_pages"]))
+        (_, d), best = max(ahead.items(), key=lambda kv: kv[1].value)
         control = gains.get(("4k", -1))
-        thp = max((v[0].value for k, v in gains.items() if k[0] == "thp" and k[1] >= 1),
-                  default=None)
-        parts = [f"a prefetch {d} page(s) ahead makes the page walk loop {a.value:.2f}x as fast "
-                 f"with 4 KiB pages"]
+        thp = [v for k, v in gains.items() if k[0] == "thp" and k[1] >= 1]
+        a = ans.Answer(q.id, tlb_verdict(best, control, list(ahead.values())), "",
+                       value=best.value, ci_low=best.ci_low, ci_high=best.ci_high,
+                       evidence=best.evidence + (control.evidence if control else []),
+                       details=sorted(details, key=lambda x: (x["pages"], x["distance_pages"])),
+                       estimator=f"ratio of medians none / prefetch at the best of {len(ahead)} "
+                                 f"distances >= 1 page (4 KiB pages), bootstrap CI; detected "
+                                 f"only when that CI clears 1 +- effect_min and lies above the "
+                                 f"d = -1 control's")
+        parts = [f"a prefetch {d} page(s) ahead makes the dependent page walk "
+                 f"{best.value:.2f}x as fast with 4 KiB pages (best of {len(ahead)} distances)"]
         if control:
-            parts.append(f"{control[0].value:.2f}x when it points one page behind (control)")
-        if thp is not None:
-            parts.append(f"best {thp:.2f}x with huge pages")
-        if a.verdict == "detected":
-            parts.append("so prefetches to pages missing from the TLB are not dropped: "
-                         "they start the page walk ('strong')")
-        elif a.verdict == "not_detected":
-            parts.append("no gain: prefetches do not help across pages here")
+            parts.append(f"{control.value:.2f}x when it points one page behind (control)")
+        if thp:
+            parts.append(f"best {max(v.value for v in thp):.2f}x with huge pages")
+        parts.append({
+            ans.DETECTED: "so a prefetch to a page missing from the TLB is not dropped: it "
+                          "starts the page walk ('strong' in the seed's terms)",
+            ans.NOT_DETECTED: "no gain at any distance: prefetches to pages missing from the "
+                              "TLB are dropped ('weak')",
+        }.get(a.verdict, _tlb_inconclusive(best, control)))
         a.because = "; ".join(parts)
         return [a]
 
@@ -525,10 +700,12 @@ class Prefetch(Experiment):
             if base is None:
                 continue
             pr = p["params"]
+            e = ans.effect(qg, base["values"], p["values"], "")
             details.append({"label": f"stride {pr['stride_bytes']} d={pr['distance']}",
                             "stride_bytes": pr["stride_bytes"], "distance": pr["distance"],
-                            "value": base["median"] / p["median"] if p["median"] else None,
-                            "unit": "ratio", "prefetch_ns": p["median"], "none_ns": base["median"]})
+                            "value": e.value, "ci_low": e.ci_low, "ci_high": e.ci_high,
+                            "verdict": e.verdict, "unit": "ratio", "prefetch_ns": p["median"],
+                            "none_ns": base["median"]})
             if pr["stride_bytes"] == stride:
                 rows.append((p, base))
         if not rows:
