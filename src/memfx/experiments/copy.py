@@ -59,6 +59,7 @@ FSRC) are named in the step and crossover answers.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 
@@ -641,11 +642,18 @@ def _q(op, role):
     return next(q for q in QUESTIONS if q.id == qid)
 
 
+@functools.lru_cache(maxsize=1)
+def _kernel_rows():
+    """The core's kernel table, read once: the analysis asks for a row's
+    traffic at every point (a thousand calls of a quick run)."""
+    from .._lab import kernel_table
+    return kernel_table()
+
+
 def row_traffic(op, arm):
     """Bytes per call of `size` bytes as the kernel row declares them: a
     function size -> (read, written), or None without the row."""
-    from .._lab import kernel_table
-    row = kernel_table().get(kernel_name(op, arm))
+    row = _kernel_rows().get(kernel_name(op, arm))
     if row is None:
         return None
     return lambda size: row.traffic(size, 1)
