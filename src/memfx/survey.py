@@ -107,22 +107,73 @@ def run_survey(args, get_machine, open_store, console):
         con.print("[yellow]interrupted: keeping the finished runs and writing the report[/yellow]")
     store.finish_survey(survey_id, status)
     con.print("  writing the report (re-analysing every stored sample)")
+    start = time.monotonic()
+    from .documents import survey_document, survey_run_documents
+    documents = survey_run_documents(store, survey_id)     # analysed once, for both
     with atomic_output(args.output, protect=[store.path]) as tmp:   # never over the database
-        write_report(store, [survey_id], tmp)
+        write_report(store, [survey_id], tmp, documents=documents)
     path = args.output
+    doc = survey_document(store, survey_id, documents=documents)
+    durations["report"] = time.monotonic() - start
     elapsed = time.monotonic() - t0
-    from .documents import survey_document
-    doc = survey_document(store, survey_id)
+    over = budget_caution(preset, elapsed, durations) if status == "complete" else None
     if getattr(args, "json", False):
-        print(json.dumps({k: v for k, v in doc.items() if k != "documents"}, indent=2,
-                         default=str))
+        out = {k: v for k, v in doc.items() if k != "documents"}
+        out["timing"] = timing(preset, elapsed, durations)
+        out["warnings"] = [over] if over else []
+        print(json.dumps(out, indent=2, default=str))
     else:
         from .render import answers_table
         con.print(answers_table(doc["answers"], title=f"survey {survey_id}: answers"))
+    con.print(timing_line(preset, elapsed, durations))
+    if over:
+        con.print(f"[yellow]warning ({over['id']}):[/yellow] {over['message']}; {over['advice']}")
     con.print(f"survey {survey_id} {status} in {elapsed:.0f} s; report: {path}")
     if failures:
         con.print("[red]failed experiments:[/red] " + "; ".join(f"{n}: {e}" for n, e in failures.items()))
     return 130 if status == "interrupted" else (1 if failures else 0)
+
+
+def budget_seconds(preset):
+    """The survey's time budget (the named threshold survey_budget_<preset>)."""
+    from .findings import THRESHOLDS
+    t = THRESHOLDS.get(f"survey_budget_{preset}")
+    return t.value if t else None
+
+
+def timing(preset, total_s, durations):
+    """The survey's times as data: seconds per step (each experiment, advise,
+    report), the total and the budget it is held to."""
+    return {"steps_s": {k: round(v, 1) for k, v in durations.items()},
+            "total_s": round(total_s, 1), "budget_s": budget_seconds(preset),
+            "budget_threshold": f"survey_budget_{preset}"}
+
+
+def timing_line(preset, total_s, durations):
+    """One line: each step's time, slowest first, and the total against the budget."""
+    steps = ", ".join(f"{k} {v:.1f} s" for k, v in
+                      sorted(durations.items(), key=lambda kv: -kv[1]))
+    budget = budget_seconds(preset)
+    of = f" of a {budget:.0f} s budget (survey_budget_{preset})" if budget else ""
+    return f"time: {steps}; total {total_s:.0f} s{of}"
+
+
+def budget_caution(preset, total_s, durations):
+    """A caution (as data) when the survey took longer than its budget, naming
+    the slowest steps; None within budget."""
+    from .findings import Caution
+    budget = budget_seconds(preset)
+    if budget is None or total_s <= budget:
+        return None
+    slowest = sorted(durations.items(), key=lambda kv: -kv[1])[:3]
+    return Caution(
+        id="survey_over_budget",
+        message=(f"the {preset} survey took {total_s:.0f} s, over its {budget:.0f} s budget "
+                 f"(survey_budget_{preset}); slowest: "
+                 + ", ".join(f"{k} {v:.0f} s" for k, v in slowest)),
+        value=round(total_s, 1), threshold=budget,
+        advice="a busy machine retakes preempted samples (check `uptime`); on a quiet one, trim "
+               "the slowest experiment's quick preset").as_dict()
 
 
 # Interleaved rounds of the advice checks (compile-and-run for GCC, child
