@@ -415,3 +415,26 @@ def test_points_keep_their_estimator_when_the_difference_is_noise():
     assert p["method"] == ESTIMATOR
     assert p["median"] == pytest.approx(90_003.0 / (2 * n))
     assert p["min"] <= p["median"] <= p["max"]
+
+
+def test_min_size_equal_to_max_size_measures_exactly_that_size(tmp_path):
+    """Issue 16: `--set min_size=X --set max_size=X` measures X and nothing
+    else -- no cache anchor, no refinement step, no huge-page extra -- in
+    both arms (or the one chosen with --set arms=...)."""
+    import json
+
+    from conftest import run_cli
+    db = str(tmp_path / "one.db")
+    exp = get_experiment("latency")
+    for preset in ("quick", "full"):
+        pts = exp.plan(exp.resolve(preset, {"min_size": "48K", "max_size": "48K"}), MACHINE)
+        assert {p.params["size_bytes"] for p in pts} == {48 << 10}
+    for arms, expected in (("all", {"random", "sequential"}), ("random", {"random"})):
+        p = run_cli("run", "latency", "--set", "min_size=48K", "--set", "max_size=48K",
+                    "--set", "samples=3", "--set", "min_sample_ms=0.05", "--set", f"arms={arms}",
+                    "--json", "-q", db=db)
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        assert {pt["params"]["size_bytes"] for pt in doc["points"]} == {48 << 10}
+        assert {pt["params"]["pages"] for pt in doc["points"]} == {"4k"}
+        assert {pt["arm"] for pt in doc["points"]} == expected
