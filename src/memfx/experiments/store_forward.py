@@ -447,25 +447,11 @@ def store_forward_event(vendor, family, model):
     return None
 
 
-def cpu_identity():
-    """(vendor, family, model) from CPUID leaves 0 and 1 (Intel SDM Vol. 2A, CPUID)."""
-    from .._lab import cpuid
-    _, ebx, ecx, edx = cpuid(0)
-    vendor = struct.pack("<III", ebx, edx, ecx).decode("ascii", "replace")
-    eax = cpuid(1)[0]
-    family = (eax >> 8) & 0xF
-    model = (eax >> 4) & 0xF
-    if family == 0xF:
-        family += (eax >> 20) & 0xFF
-    if family in (6, 0xF) or family > 0xF:
-        model |= ((eax >> 16) & 0xF) << 4
-    return vendor, family, model
-
-
 def attach_store_forward_counter(lab):
     """Add the blocked-forwarding event to the Lab's hardware counter group
     (read with every sample); returns a one-line note of what happened."""
-    event = store_forward_event(*cpu_identity())
+    from ..machine import cpu_identity
+    event = store_forward_event(*cpu_identity(lab.cpuid))
     if event is None:
         return "not available: no encoding known for this CPU model"
     return lab.perf.add_raw_event(COUNTER_NAME, event["config"])
