@@ -335,7 +335,7 @@ def test_plot_shows_every_sample_the_cache_bands_and_the_knees():
     dashed lines at the TLB knees of latency.tlb_reach (no finding ids)."""
     from plot_checks import band_span, figure_summary
 
-    from memfx.plots import figure_for, latency_marks
+    from memfx.plots import figure_for, spec_marks
     exp = get_experiment("latency")
     levels = [(48 << 10, 1.5), (2 << 20, 5.0), (32 << 20, 20.0), (1 << 40, 90.0)]
     pts = _points(_steps(levels), size_grid(1024, 256 << 20, 4))
@@ -357,17 +357,17 @@ def test_plot_shows_every_sample_the_cache_bands_and_the_knees():
     # one mark per capacity answer, at its value
     ends = [t for t in ax["texts"] if " ends ~" in t]
     assert [t.split()[0] for t in ends] == ["L1d", "L2", "L3"]
-    assert len(latency_marks(answers)) == 3
+    assert len(spec_marks(doc, exp.plots[0])) == 3
 
 
 def test_plot_marks_tlb_knees_and_draws_each_page_size():
     from plot_checks import figure_summary
 
-    from memfx.plots import figure_for, latency_marks
+    from memfx.plots import figure_for, spec_marks
     exp = get_experiment("latency")
     a = _analyze(_tlb_knee_points(with_huge=True), machine=AMD_MACHINE, pages=("4k", "thp"))
     answers = [a[q.id.split(".", 1)[1]].as_dict(q) for q in exp.questions]
-    marks = latency_marks(answers)
+    marks = spec_marks({"answers": answers}, exp.plots[0])
     assert any(label.startswith("L2 ends") and style == "-" for _, label, style in marks)
     tlb = [size for size, label, style in marks if label.startswith("TLB knee") and style == "--"]
     assert tlb == [answers[7]["value"]]                        # latency.tlb_reach's knee
