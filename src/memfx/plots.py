@@ -2,6 +2,8 @@
 from sysfs as bands).  Reads documents only; never measures."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -93,13 +95,17 @@ def draw_spec(doc, spec, ax, facet_values=None, pts=None):
         keys = spec.series_keys(pts)
         for p in pts:
             groups.setdefault(spec.label(p, keys), []).append(p)
-        base = sorted(label for label in groups if not (spec.dashed and label.endswith(spec.dashed)))
+        # a series keeps its colour in every panel of the spec (the zoom of
+        # a copy run lacks the NT arm, and must not shift the others' colours)
+        base = sorted({spec.label(p, keys) for p in replace(spec, x_max=None).points(doc)}
+                      | set(groups))
+        base = [label for label in base if not (spec.dashed and label.endswith(spec.dashed))]
         for i, (label, ps) in enumerate(sorted(groups.items())):
             ps.sort(key=lambda p: spec.x_of(p) if spec.x_wrap else spec.value_of(p, spec.x))
             xs = [spec.x_of(p) for p in ps]
             dashed = bool(spec.dashed) and label.endswith(spec.dashed)
             owner = label[:-len(spec.dashed)] if dashed else label
-            c = colours[(base.index(owner) if spec.dashed and owner in base else i) % len(colours)]
+            c = colours[(base.index(owner) if owner in base else i) % len(colours)]
             alpha = 0.5 if dashed else 1.0
             scatter_samples(ax, xs, ps, s=6, alpha=0.25 * alpha, color=c)
             ax.plot(xs, [p["median"] for p in ps], "--" if dashed else "-", marker="o", ms=2.5,
