@@ -189,7 +189,7 @@ def draw_marks(doc, spec, ax, facet_values=None):
         for x, label in mark.items(doc, facet_values or {}):
             if mark.band:
                 a, b = x if isinstance(x, tuple) else (x, x)
-                ax.axvspan(a - 0.5, b + 0.5, color=mark.colour, alpha=0.12, zorder=0, lw=0)
+                ax.axvspan(a - 0.5, b + 0.5, color=mark.colour, alpha=mark.alpha, zorder=0, lw=0)
                 continue
             if isinstance(x, tuple) or spec.x_max is not None and x > spec.x_max:
                 continue

@@ -42,6 +42,7 @@ class Mark:
     style: str = "-"
     colour: str = "red"
     band: bool = False
+    alpha: float = 0.12         # of a band (overlapping bands darken)
     label_y: float = 0.02
     skip: Tuple[str, ...] = ("not_measured",)
 

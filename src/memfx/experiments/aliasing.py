@@ -188,7 +188,7 @@ class Aliasing(Experiment):
                  xlabel="(dst - src) mod 4096, as a signed offset in bytes (symlog)",
                  ylabel="ns per call (log)",
                  marks=(Mark("aliasing.penalty_4k", details=True, at="bands[].signed",
-                             facet=("mode", "size_bytes"), band=True),)),
+                             facet=("mode", "size_bytes"), band=True, alpha=0.06),)),
     )
 
     presets = {
