@@ -94,7 +94,7 @@ def test_survey_json_carries_timing_and_analyses_each_run_once(tmp_path, monkeyp
     p = run_cli("survey", "--quick", "--only", "fill_alloc", "-q", "--json", "-o", out, db=db)
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
-    assert set(doc["timing"]["steps_s"]) == {"fill_alloc", "report"}
+    assert set(doc["timing"]["steps_s"]) == {"fill_alloc", "analysis", "report"}
     assert doc["timing"]["budget_threshold"] == "survey_budget_quick"
     assert doc["timing"]["total_s"] >= doc["timing"]["steps_s"]["fill_alloc"]
     assert all(w["id"] == "survey_over_budget" for w in doc["warnings"])

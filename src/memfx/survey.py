@@ -44,7 +44,7 @@ def estimate(store, name, preset, exp, params, machine):
 
 
 def run_survey(args, get_machine, open_store, console):
-    from .documents import survey_document, survey_run_documents
+    from .documents import survey_document
     from .outputs import atomic_output
     from .report import write_report
     from .runner import RunInterrupted, prepare, run_experiment
@@ -98,12 +98,12 @@ def run_survey(args, get_machine, open_store, console):
                         guesses[n] for n in names[i:]) + guesses.get("advise", 0),
                         completed=sum(durations.values()))
                 con.print(f"  {name}: {durations[name]:.1f} s")
+        # the survey's runs are analysed once, here, for the advice, the
+        # report and the survey document alike
+        documents = _analyse(store, survey_id, durations, con)
         if with_advice and "copy" not in failures:
             con.print("  advise: deriving GCC/glibc advice from the copy run and checking it by measurement")
             start = time.monotonic()
-            # the survey's runs are analysed once, here, for the advice, the
-            # report and the survey document alike
-            documents = survey_run_documents(store, survey_id)
             _advise(store, fp, preset, con, documents)
             durations["advise"] = time.monotonic() - start
             con.print(f"  advise: {durations['advise']:.1f} s")
@@ -111,10 +111,10 @@ def run_survey(args, get_machine, open_store, console):
         status = "interrupted"
         con.print("[yellow]interrupted: keeping the finished runs and writing the report[/yellow]")
     store.finish_survey(survey_id, status)
+    if documents is None:
+        documents = _analyse(store, survey_id, durations, con)
     con.print("  writing the report")
     start = time.monotonic()
-    if documents is None:
-        documents = survey_run_documents(store, survey_id)
     with atomic_output(args.output, protect=[store.path]) as tmp:   # never over the database
         write_report(store, [survey_id], tmp, documents=documents)
     path = args.output
@@ -137,6 +137,17 @@ def run_survey(args, get_machine, open_store, console):
     if failures:
         con.print("[red]failed experiments:[/red] " + "; ".join(f"{n}: {e}" for n, e in failures.items()))
     return 130 if status == "interrupted" else (1 if failures else 0)
+
+
+def _analyse(store, survey_id, durations, con):
+    """{run id: result document} of the survey's runs, timed as the step "analysis"."""
+    from .documents import survey_run_documents
+    con.print("  analysing every run")
+    start = time.monotonic()
+    documents = survey_run_documents(store, survey_id)
+    durations["analysis"] = time.monotonic() - start
+    con.print(f"  analysis: {durations['analysis']:.1f} s")
+    return documents
 
 
 def budget_seconds(preset):
