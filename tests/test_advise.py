@@ -676,3 +676,14 @@ def test_libc_child_and_check_structure():
     assert res["overall"]["verdict"] == fnd.INCONCLUSIVE and res["decision"] == "keep"
     with pytest.raises(Exception):
         A.run_libc_child("no_such_kernel", [64], None, samples=1, min_ms=0.05)
+
+
+def test_libc_check_controls_can_be_capped_without_touching_the_changed_range():
+    from memfx.advise import libc_check_sizes
+    prop = {"current": 240 << 20, "proposed": 10 << 20}
+    measured = [8 << 20, 12 << 20, 16 << 20, 32 << 20]
+    inside, controls = libc_check_sizes(prop, measured)
+    assert controls == [int((10 << 20) * 0.75), int((240 << 20) * 1.5)]
+    capped_inside, capped = libc_check_sizes(prop, measured, control_max=64 << 20)
+    assert capped_inside == inside == [12 << 20, 16 << 20, 32 << 20]
+    assert capped == [int((10 << 20) * 0.75)]          # the 360 MiB control is left out

@@ -470,9 +470,19 @@ def test_plot_draws(tmp_path):
     assert [t for t in full["texts"] if t.endswith("(sysfs)")] == ["L1d 48KB (sysfs)", "L2 2MB (sysfs)"]
     # the zoom is linear and stops at the fine part of the sweep
     assert zoom["xscale"] == "linear" and zoom["scatter_points"] < full["scatter_points"]
-    from memfx.plots import _copy_envelope_crossings, _copy_steps
-    assert [d["value"] for d in _copy_steps(doc, "copy", "throughput")] == [136]
-    assert len(_copy_envelope_crossings(doc, "copy", "throughput")) == 1
+    # the marks the declared plot draws from the answers: the rep movsb step
+    # (red, in both views) and the envelope crossing (purple, full view only)
+    from memfx.plots import spec_marks
+    calls, zoomed = EXP.plots
+    facet = {"op": "copy", "mode": "throughput"}
+    steps = [(x, label) for m in calls.marks if m.colour == "red" for x, label in m.items(doc, facet)]
+    assert [x for x, _ in steps] == [136] and "step" in steps[0][1]
+    assert len([1 for m in calls.marks if m.colour == "purple" for _ in m.items(doc, facet)]) == 1
+    assert [x for m in zoomed.marks for x, _ in m.items(doc, facet)] == [136]
+    assert not [x for m in calls.marks for x, _ in m.items(doc, {"op": "set", "mode": "throughput"})]
+    assert len(spec_marks(doc, calls)) >= 2
+    red = [ln for ln in full["curves"]]                       # curves are not marks
+    assert all(len(ln.get_xdata()) > 2 for ln in red)
 
 
 def test_tiny_end_to_end_run(tmp_path):

@@ -317,14 +317,6 @@ def test_l2_events_chosen_by_model_and_never_guessed():
         assert ev is None and "not guessing" in note
 
 
-def test_cpu_identity_decodes_cpuid():
-    regs = {0: (0x16, 0x756E6547, 0x6C65746E, 0x49656E69),     # "GenuineIntel"
-            1: (0x000506E3, 0, 0, 0)}                          # Skylake-S: family 6, model 0x5E
-    assert F.cpu_identity(lambda leaf, sub=0: regs[leaf]) == ("GenuineIntel", 6, 0x5E)
-    regs[1] = (0x00A20F12, 0, 0, 0)                            # Zen 3: family 0x19, model 0x21
-    assert F.cpu_identity(lambda leaf, sub=0: regs[leaf])[1:] == (0x19, 0x21)
-
-
 def test_attach_l2_events_without_pmu_reports_why():
     lab = Lab(hardware_counters=False)
     try:

@@ -335,7 +335,7 @@ def test_plot_shows_every_sample_the_cache_bands_and_the_knees():
     dashed lines at the TLB knees of latency.tlb_reach (no finding ids)."""
     from plot_checks import band_span, figure_summary
 
-    from memfx.plots import figure_for, latency_marks
+    from memfx.plots import figure_for, spec_marks
     exp = get_experiment("latency")
     levels = [(48 << 10, 1.5), (2 << 20, 5.0), (32 << 20, 20.0), (1 << 40, 90.0)]
     pts = _points(_steps(levels), size_grid(1024, 256 << 20, 4))
@@ -357,17 +357,17 @@ def test_plot_shows_every_sample_the_cache_bands_and_the_knees():
     # one mark per capacity answer, at its value
     ends = [t for t in ax["texts"] if " ends ~" in t]
     assert [t.split()[0] for t in ends] == ["L1d", "L2", "L3"]
-    assert len(latency_marks(answers)) == 3
+    assert len(spec_marks(doc, exp.plots[0])) == 3
 
 
 def test_plot_marks_tlb_knees_and_draws_each_page_size():
     from plot_checks import figure_summary
 
-    from memfx.plots import figure_for, latency_marks
+    from memfx.plots import figure_for, spec_marks
     exp = get_experiment("latency")
     a = _analyze(_tlb_knee_points(with_huge=True), machine=AMD_MACHINE, pages=("4k", "thp"))
     answers = [a[q.id.split(".", 1)[1]].as_dict(q) for q in exp.questions]
-    marks = latency_marks(answers)
+    marks = spec_marks({"answers": answers}, exp.plots[0])
     assert any(label.startswith("L2 ends") and style == "-" for _, label, style in marks)
     tlb = [size for size, label, style in marks if label.startswith("TLB knee") and style == "--"]
     assert tlb == [answers[7]["value"]]                        # latency.tlb_reach's knee
@@ -415,3 +415,26 @@ def test_points_keep_their_estimator_when_the_difference_is_noise():
     assert p["method"] == ESTIMATOR
     assert p["median"] == pytest.approx(90_003.0 / (2 * n))
     assert p["min"] <= p["median"] <= p["max"]
+
+
+def test_min_size_equal_to_max_size_measures_exactly_that_size(tmp_path):
+    """Issue 16: `--set min_size=X --set max_size=X` measures X and nothing
+    else -- no cache anchor, no refinement step, no huge-page extra -- in
+    both arms (or the one chosen with --set arms=...)."""
+    import json
+
+    from conftest import run_cli
+    db = str(tmp_path / "one.db")
+    exp = get_experiment("latency")
+    for preset in ("quick", "full"):
+        pts = exp.plan(exp.resolve(preset, {"min_size": "48K", "max_size": "48K"}), MACHINE)
+        assert {p.params["size_bytes"] for p in pts} == {48 << 10}
+    for arms, expected in (("all", {"random", "sequential"}), ("random", {"random"})):
+        p = run_cli("run", "latency", "--set", "min_size=48K", "--set", "max_size=48K",
+                    "--set", "samples=3", "--set", "min_sample_ms=0.05", "--set", f"arms={arms}",
+                    "--json", "-q", db=db)
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        assert {pt["params"]["size_bytes"] for pt in doc["points"]} == {48 << 10}
+        assert {pt["params"]["pages"] for pt in doc["points"]} == {"4k"}
+        assert {pt["arm"] for pt in doc["points"]} == expected

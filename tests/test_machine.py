@@ -643,3 +643,29 @@ def test_fingerprint_has_llc_views(fake_fp):
     assert set(fake_fp["llc"]) >= {"sysfs_bytes", "cpuid_bytes", "cpuid_legacy_bytes", "glibc_bytes",
                                    "glibc_non_temporal_threshold", "agree"}
     json.dumps(fake_fp["llc"])
+
+
+def test_cpu_identity_decodes_cpuid_and_is_the_only_one():
+    """One CPU identity (machine.cpu_identity) keys every per-model table."""
+    import inspect
+
+    from memfx import machine
+    from memfx.experiments import fill, store_forward
+    regs = {0: (0x16, 0x756E6547, 0x6C65746E, 0x49656E69),     # "GenuineIntel"
+            1: (0x000506E3, 0, 0, 0)}                          # Skylake-S: family 6, model 0x5E
+    assert machine.cpu_identity(lambda leaf, sub=0: regs[leaf]) == ("GenuineIntel", 6, 0x5E)
+    regs[1] = (0x00A20F12, 0, 0, 0)                            # Zen 3: family 0x19, model 0x21
+    assert machine.cpu_identity(lambda leaf, sub=0: regs[leaf])[1:] == (0x19, 0x21)
+    regs[1] = (0x00000F48, 0, 0, 0)                            # base family 0xF, ext 0: model 0x4
+    assert machine.cpu_identity(lambda leaf, sub=0: regs[leaf])[1:] == (0xF, 0x4)
+    regs[1] = (0x000306A9, 0, 0, 0)                            # Ivy Bridge: family 6, model 0x3A
+    assert machine.cpu_identity(lambda leaf, sub=0: regs[leaf])[1:] == (6, 0x3A)
+    regs[1] = (0x00000F00 | (0x5 << 16) | (0x3 << 4), 0, 0, 0)  # family 0xF: ext model counts
+    assert machine.cpu_identity(lambda leaf, sub=0: regs[leaf])[1:] == (0xF, 0x53)
+    for module in (fill, store_forward):
+        assert not hasattr(module, "cpu_identity")
+        assert "cpuid(1)" not in inspect.getsource(module)
+    # this machine: the identity agrees with /proc/cpuinfo's family and model
+    cpu = machine.fingerprint()["cpu"]
+    if cpu.get("family") is not None and cpu.get("model") is not None:
+        assert machine.cpu_identity()[1:] == (cpu["family"], cpu["model"])

@@ -553,7 +553,6 @@ def test_plot_draws_any_subset_of_parts(tmp_path, parts):
     else:
         assert heatmaps == []
     assert len(curves) == len({"entry", "two_stores"} & set(parts))
-    from memfx.plots import _answer_detail_values
-    shaded = _answer_detail_values(doc, "store_forward.failing_entry_sizes", "failing_sizes",
-                                   widest=16)
+    (band,) = exp.plots[0].marks
+    shaded = [x for x, _ in band.items(doc)]
     assert shaded == (list(range(18, 31)) if "entry" in parts else [])

@@ -64,3 +64,55 @@ def test_survey_ctrl_c_keeps_runs_and_reports_incomplete(tmp_path):
     assert status == {"fill_alloc": "complete", "latency": "interrupted"}
     html = open(out).read()
     assert "incomplete" in html.lower() and "interrupted" in html.lower()
+
+
+def test_budget_caution_names_the_threshold_and_the_slowest_steps():
+    from memfx.findings import THRESHOLDS
+    from memfx.survey import budget_caution, timing, timing_line
+    budget = THRESHOLDS["survey_budget_quick"].value
+    steps = {"latency": 30.0, "fill": 20.0, "copy": 10.0, "report": 5.0}
+    assert budget_caution("quick", budget, steps) is None            # at the budget: fine
+    over = budget_caution("quick", budget + 1, steps)
+    assert over["id"] == "survey_over_budget"
+    assert over["threshold"] == budget and over["value"] == budget + 1
+    assert "survey_budget_quick" in over["message"] and "latency 30 s" in over["message"]
+    assert "report" not in over["message"]                           # the three slowest only
+    t = timing("quick", 66.04, steps)
+    assert t["total_s"] == 66.0 and t["budget_s"] == budget and t["steps_s"]["fill"] == 20.0
+    line = timing_line("quick", 66, steps)
+    assert line.index("latency") < line.index("fill") < line.index("copy")
+    assert f"of a {budget:.0f} s budget" in line
+    # the full survey has its own budget
+    assert budget_caution("full", THRESHOLDS["survey_budget_full"].value + 1, steps)["threshold"] \
+        == THRESHOLDS["survey_budget_full"].value
+
+
+def test_survey_json_carries_timing_and_analyses_each_run_once(tmp_path, monkeypatch):
+    """The report and the survey document share one analysis per run."""
+    import json
+    db, out = str(tmp_path / "s.db"), str(tmp_path / "r.html")
+    p = run_cli("survey", "--quick", "--only", "fill_alloc", "-q", "--json", "-o", out, db=db)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert set(doc["timing"]["steps_s"]) == {"fill_alloc", "analysis", "report"}
+    assert doc["timing"]["budget_threshold"] == "survey_budget_quick"
+    assert doc["timing"]["total_s"] >= doc["timing"]["steps_s"]["fill_alloc"]
+    assert all(w["id"] == "survey_over_budget" for w in doc["warnings"])
+    # the shared documents: the report of a survey made from them is the
+    # report made by analysing again
+    from memfx import documents as docs_mod
+    from memfx.report import build_report
+    calls = []
+    real = docs_mod.run_document
+    monkeypatch.setattr(docs_mod, "run_document",
+                        lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+    with Store(db) as st:
+        shared = docs_mod.survey_run_documents(st, doc["survey_id"])
+        assert len(calls) == 1
+        again = docs_mod.survey_document(st, doc["survey_id"], documents=shared)
+        assert len(calls) == 1                                      # not analysed again
+        assert again["answers"] == docs_mod.survey_document(st, doc["survey_id"])["answers"]
+        assert all("values" not in pt for d in again["documents"] for pt in d["points"])
+        strip = lambda html: "\n".join(l for l in html.splitlines() if "UTC" not in l)
+        assert strip(build_report(st, [doc["survey_id"]], shared)) == \
+            strip(build_report(st, [doc["survey_id"]]))

@@ -1072,9 +1072,12 @@ def effective_thresholds(env_value, ld_so=None):
     return parsed["thresholds"] if parsed["version"] else None
 
 
-def libc_check_sizes(prop, measured_sizes, limit=6):
+def libc_check_sizes(prop, measured_sizes, limit=6, control_max=None):
     """Sizes whose path the proposal changes (up to `limit`, spread out) plus
-    one control size on each side."""
+    one control size on each side (none above `control_max` bytes, when
+    given: above a 240 MiB non-temporal threshold the upper control is
+    360 MiB, and faulting in two such buffers made each check process take
+    ~4 s instead of 0.6 s on a loaded 2-vCPU guest)."""
     cur, new = prop.get("current"), prop.get("proposed")
     if cur is None:                 # current value unknown: look around the proposal
         cur = new * 2
@@ -1086,15 +1089,18 @@ def libc_check_sizes(prop, measured_sizes, limit=6):
         step = (len(inside) - 1) / (limit - 1)
         inside = sorted({inside[int(round(i * step))] for i in range(limit)})
     controls = [max(1, int(lo * 0.75)), int(hi * 1.5)]
+    if control_max is not None:
+        controls = [c for c in controls if c <= control_max]
     return sorted(set(inside)), controls
 
 
-def glibc_check(prop, measured_sizes, rounds=7, samples=3, min_ms=1.0, seed=0, on_round=None):
+def glibc_check(prop, measured_sizes, rounds=7, samples=3, min_ms=1.0, seed=0, on_round=None,
+                control_max=None):
     """Measure libc with the current vs the proposed value of one tunable."""
     kernel = "set_libc" if prop["name"] == "rep_stosb_threshold" else "copy_libc"
     base = os.environ.get("GLIBC_TUNABLES")
     advised_env = tunables_env(base, prop["tunable"], prop["proposed"])
-    inside, controls = libc_check_sizes(prop, measured_sizes)
+    inside, controls = libc_check_sizes(prop, measured_sizes, control_max=control_max)
     sizes = sorted(set(inside) | set(controls))
     cpu = _child_cpu()
     envs = {"current": base, "advised": advised_env}
@@ -1139,8 +1145,9 @@ def _machine_flags(machine):
                                        "avx512vl") if k in flags}
 
 
-def _related_notes(store, runs):
-    """What the newest aliasing and fill runs found, shown beside the advice."""
+def _related_notes(store, runs, documents=None):
+    """What the newest aliasing and fill runs found, shown beside the advice
+    (their documents from ``documents`` when the caller made them already)."""
     from .results import document
     notes = []
     for name in ("aliasing", "fill"):
@@ -1150,7 +1157,8 @@ def _related_notes(store, runs):
                           "message": f"no complete {name} run in the DB (advice uses copy results only)"})
             continue
         try:
-            doc = document(store.run(run["id"]), store.samples(run["id"]))
+            doc = (documents or {}).get(run["id"]) or document(store.run(run["id"]),
+                                                               store.samples(run["id"]))
         except Exception as e:  # another engineer's analysis must not break advice
             notes.append({"experiment": name, "run_id": run["id"], "message": f"could not analyse: {e}"})
             continue
@@ -1212,15 +1220,19 @@ def build_advice(copy_doc, glibc, machine=None):
 
 
 def advise(store, machine=None, check=True, run_missing=False, runner=None, glibc=None,
-           rounds_gcc=9, rounds_glibc=7, progress=None):
+           rounds_gcc=9, rounds_glibc=7, progress=None, documents=None, control_max=None):
     """Full advice: gather the newest complete runs (running what is missing
     when allowed), derive the advice, check it (unless check=False), store it
-    as the copy run's "advice" artifact, and return the document."""
+    as the copy run's "advice" artifact, and return the document.
+    ``documents``: result documents already made, by run id (the survey
+    analyses each run once); ``control_max``: no glibc control size above
+    this many bytes (libc_check_sizes)."""
     from .machine import glibc_tunables
     from .results import document
     runs = copy_sources(store, run_missing, runner)
     copy_run = store.run(runs["copy"]["id"])
-    copy_doc = document(copy_run, store.samples(copy_run["id"]))
+    copy_doc = (documents or {}).get(copy_run["id"]) or document(copy_run,
+                                                                 store.samples(copy_run["id"]))
     glibc = glibc_tunables() if glibc is None else glibc
     adv = build_advice(copy_doc, glibc, machine)
     for item in [*adv["gcc"].values(), *adv["glibc"]["tunables"]]:
@@ -1271,7 +1283,7 @@ def advise(store, machine=None, check=True, run_missing=False, runner=None, glib
         say(f"checking {prop['tunable']}={prop['proposed']} (libc in child processes, interleaved)")
         measured = sorted(point_sizes(copy_doc.get("points") or []))
         try:
-            res = glibc_check(prop, measured, rounds=rounds_glibc)
+            res = glibc_check(prop, measured, rounds=rounds_glibc, control_max=control_max)
         except MemfxError as e:
             prop.update(decision="unchecked", checked=False, reason=f"check failed: {e}")
             continue
@@ -1290,7 +1302,7 @@ def advise(store, machine=None, check=True, run_missing=False, runner=None, glib
         "best": adv["best"],
         "gcc": adv["gcc"],
         "glibc": adv["glibc"],
-        "notes": _related_notes(store, runs) + [{
+        "notes": _related_notes(store, runs, documents) + [{
             "experiment": "advise", "run_id": None,
             "message": "the checks place dst - src = 0 (mod 4096), outside the 4K-aliasing "
                        "band (1..63) that the aliasing experiment measures"}],

@@ -13,6 +13,26 @@ def run_document(store, run_id, include_values=False):
     return document(run, store.samples(run["id"]), include_values=include_values)
 
 
+def survey_run_documents(store, survey_id):
+    """{run id: document with values} of a survey's runs, each analysed once
+    for both the report and the survey document.  A run whose analysis
+    fails is left out: the report analyses it again and shows the error."""
+    out = {}
+    for r in store.survey(survey_id)["runs"]:
+        try:
+            out[r["id"]] = run_document(store, r["id"], include_values=True)
+        except Exception:   # noqa: BLE001 -- the report says what went wrong
+            continue
+    return out
+
+
+def _without_values(doc, include_values):
+    if include_values:
+        return doc
+    return dict(doc, points=[{k: v for k, v in p.items() if k != "values"}
+                             for p in doc.get("points", [])])
+
+
 def latest_per_experiment(runs):
     """The newest complete run of each experiment (else the newest of any status)."""
     chosen = {}
@@ -23,12 +43,14 @@ def latest_per_experiment(runs):
     return list(chosen.values())
 
 
-def survey_document(store, survey_id, include_values=False):
+def survey_document(store, survey_id, include_values=False, documents=None):
     """One document for a survey: its runs' documents and, first, all their
-    answers (each tagged with the run it comes from)."""
+    answers (each tagged with the run it comes from).  ``documents``: run
+    documents with values already made, by run id (analysed once, not again)."""
     survey = store.survey(survey_id)
     runs = sorted(latest_per_experiment(survey["runs"]), key=lambda r: (r["started"], r["id"]))
-    docs = [run_document(store, r["id"], include_values) for r in runs]
+    docs = [_without_values(documents[r["id"]], include_values) if r["id"] in (documents or {})
+            else run_document(store, r["id"], include_values) for r in runs]
     answers = [dict(a, run_id=d["run_id"], experiment=d["experiment"])
                for d in docs for a in d.get("answers", [])]
     machine_ids = sorted({d["machine_id"] for d in docs if d.get("machine_id")})

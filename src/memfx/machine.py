@@ -249,6 +249,22 @@ def _cpuid_vendor(cpuid):
     return struct.pack("<III", r[1], r[3], r[2]).rstrip(b"\0").decode("ascii", "replace")
 
 
+def cpu_identity(cpuid=None):
+    """(vendor, display family, display model) of the CPU from CPUID leaves 0
+    and 1, the key of every per-model table (PMU event encodings); ``cpuid``
+    is a cpuid(leaf, subleaf) function, the core's by default.  Intel SDM
+    Vol. 2A, CPUID leaf 01H: the extended family is added when the base
+    family is 0xF, the extended model prefixed when it is 6 or 0xF (AMD's
+    CPUID Specification #25481 applies the same rules)."""
+    if cpuid is None:
+        from ._lab import cpuid          # noqa: PLC0415 - the core, only when asked
+    eax = _regs(cpuid, 1, 0)[0]
+    base_family, base_model = (eax >> 8) & 0xF, (eax >> 4) & 0xF
+    family = base_family + ((eax >> 20) & 0xFF if base_family == 0xF else 0)
+    model = base_model | (((eax >> 16) & 0xF) << 4 if base_family in (6, 0xF) else 0)
+    return _cpuid_vendor(cpuid), family, model
+
+
 def _hypervisor_signature(cpuid):
     r = _regs(cpuid, 0x40000000, 0)
     if not r:

@@ -8,9 +8,101 @@ plots by declaring them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Tuple
+from typing import Mapping, Optional, Tuple
 
 KINDS = ("curve", "bars", "heatmap")
+
+
+@dataclass(frozen=True)
+class Mark:
+    """Vertical lines (or shaded bands) at x values an answer gives, so a plot
+    shows what the answers say without parsing their ids.
+
+    question  the declared question id, or a prefix ending in "*"
+              ("copy.*_crossover" style: prefix and suffix around one "*").
+    at        the answer field holding the x; with ``details``, the field of
+              each detail (a number, a list of numbers, or [low, high] pairs
+              when ``band``).
+    where     fields (of the detail, or of the answer) that must equal these
+              values; ``facet`` names detail fields that must equal the
+              panel's facet values of the same name.
+    label     format string: {x} (the x formatted as a size), {label_first}
+              and {label_head} (the detail label's first word / text before
+              " ("), and any field of the detail or answer.
+    skip      answer verdicts that draw nothing (not_measured by default).
+    """
+
+    question: str
+    at: str = "value"
+    details: bool = False
+    where: Mapping[str, object] = field(default_factory=dict)
+    facet: Tuple[str, ...] = ()
+    only: Mapping[str, object] = field(default_factory=dict)   # panels with these facet values
+    label: str = ""
+    style: str = "-"
+    colour: str = "red"
+    band: bool = False
+    alpha: float = 0.12         # of a band (overlapping bands darken)
+    label_y: float = 0.02
+    skip: Tuple[str, ...] = ("not_measured",)
+
+    def asks(self, question_id):
+        q = str(question_id or "")
+        if "*" not in self.question:
+            return q == self.question
+        head, tail = self.question.split("*", 1)
+        return q.startswith(head) and q.endswith(tail)
+
+    def items(self, doc, facet_values=None):
+        """[(x or (low, high), label)] this mark draws on a panel of ``doc``
+        with these facet values (None: on any panel)."""
+        out = []
+        if facet_values is not None and any(facet_values.get(k, v) != v
+                                            for k, v in self.only.items()):
+            return out
+        for a in doc.get("answers") or []:
+            if not self.asks(a.get("question")) or a.get("verdict") in self.skip:
+                continue
+            for d in (a.get("details") or []) if self.details else [a]:
+                if any(d.get(k) != v for k, v in self.where.items()):
+                    continue
+                if facet_values is not None and any(d.get(k) != facet_values.get(k)
+                                                    for k in self.facet):
+                    continue
+                for x in self._values(d):
+                    out.append((x, self._text(x, d, a)))
+        return out
+
+    def _values(self, d):
+        """The x values of one answer or detail: ``at``, or ``list[].key``
+        (the key of every item of a list field)."""
+        if "[]." in self.at:
+            name, key = self.at.split("[].", 1)
+            raw = [item.get(key) for item in d.get(name) or [] if isinstance(item, dict)]
+        else:
+            raw = d.get(self.at)
+            raw = list(raw) if isinstance(raw, (list, tuple)) else [raw]
+        out = []
+        for v in raw:
+            if isinstance(v, (list, tuple)) and len(v) == 2:
+                out.append((v[0], v[1]))
+            elif isinstance(v, (int, float)) and not isinstance(v, bool) and (v or self.band):
+                out.append(v)
+        return out
+
+    def _text(self, x, detail, answer):
+        if not self.label:
+            return ""
+        from .units import format_size
+        text = str(detail.get("label") or "")
+        fields = {**answer, **detail, "x": format_size(x) if isinstance(x, (int, float)) else x,
+                  "label_first": text.split(" ")[0], "label_head": text.split(" (")[0]}
+        return self.label.format_map(_Missing(fields))
+
+
+class _Missing(dict):
+    def __missing__(self, key):
+        return "?"
 
 
 @dataclass(frozen=True)
@@ -40,6 +132,29 @@ class PlotSpec:
     log_x: bool = False
     log_y: bool = False
     size_x: bool = False        # x is a size in bytes: binary ticks and cache bands
+    # one panel per distinct value of these point parameters; the panel's
+    # title is ``facet_title`` formatted with them (and {title})
+    facets: Tuple[str, ...] = ()
+    facet_title: str = ""
+    facet_order: Tuple[Tuple[str, Tuple[object, ...]], ...] = ()   # (param, values in order)
+    x_max: Optional[float] = None     # only points with x <= x_max (a zoom), linear x
+    x_wrap: int = 0             # x >= x_wrap / 2 is drawn as x - x_wrap (a signed offset)
+    linthresh: float = 1.0      # symlog x (log_x without size_x): linear within +-linthresh
+    linscale: float = 1.0
+    xlim: Optional[Tuple[float, float]] = None
+    xticks: Tuple[float, ...] = ()
+    ylim_percentile: float = 0.0      # > 0: y from 0 to 1.5x this percentile of the medians
+    # a series whose label ends with ``dashed`` is drawn dashed and faint,
+    # labelled with ``dashed`` replaced by ``dashed_label``
+    dashed: str = ""
+    dashed_label: str = ""
+    colour_by: str = ""         # a dashed series takes the colour of the one it controls
+    value: str = "median"       # heatmap colour: "median", or "cycles_est" when every point has it
+    clip_percentile: float = 100.0    # heatmap colour scale ends at this percentile
+    marks: Tuple[Mark, ...] = ()
+    # series parameters that take one value on a panel are left out of the
+    # labels (a quick latency run adds huge-page points only around knees)
+    hide_constant: bool = False
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -63,12 +178,63 @@ class PlotSpec:
                     ok = False
                     break
             if ok and (self.x == "arm" or self.x in params):
+                if self.x_max is not None and not self.value_of(p, self.x) <= self.x_max:
+                    continue
                 out.append(p)
         return out
+
+    def panels(self, doc):
+        """[(facet values, points)], one per distinct value of ``facets`` in
+        the order the facet values sort (one panel without facets)."""
+        pts = self.points(doc)
+        if not self.facets:
+            return [({}, pts)]
+        groups = {}
+        for p in pts:
+            key = tuple(self.value_of(p, k) for k in self.facets)
+            groups.setdefault(key, []).append(p)
+        if not groups:
+            return [({}, [])]
+        return [(dict(zip(self.facets, key)), groups[key]) for key in sorted(groups, key=self._facet_key)]
+
+    def _facet_key(self, values):
+        """Facet values in ``facet_order`` first (as listed), then numbers, then text."""
+        out = []
+        for name, v in zip(self.facets, values):
+            order = tuple(dict(self.facet_order).get(name, ()))
+            out.append((order.index(v) if v in order else len(order),
+                        0 if isinstance(v, (int, float)) else 1,
+                        v if isinstance(v, (int, float)) else 0, str(v)))
+        return tuple(out)
+
+    def panel_title(self, facet_values):
+        if not facet_values or not self.facet_title:
+            return self.title
+        return self.facet_title.format_map(_Missing({**facet_values, "title": self.title}))
+
+    def panel_xlabel(self, facet_values):
+        """xlabel, formatted with the panel's facet values ("{op} size (bytes)")."""
+        if not self.xlabel:
+            return self.x
+        return self.xlabel.format_map(_Missing(dict(facet_values or {})))
+
+    def x_of(self, point):
+        """The x a point is drawn at (wrapped to a signed offset with x_wrap)."""
+        x = self.value_of(point, self.x)
+        if self.x_wrap and isinstance(x, (int, float)) and x >= self.x_wrap / 2:
+            return x - self.x_wrap
+        return x
 
     @staticmethod
     def value_of(point, key):
         return point.get("arm") if key == "arm" else (point.get("params") or {}).get(key)
 
-    def label(self, point):
-        return " ".join(str(self.value_of(point, k)) for k in self.series)
+    def label(self, point, keys=None):
+        return " ".join(str(self.value_of(point, k)) for k in (keys or self.series))
+
+    def series_keys(self, points):
+        """The series parameters a panel's labels use (see hide_constant)."""
+        if not self.hide_constant:
+            return self.series
+        keys = tuple(k for k in self.series if len({self.value_of(p, k) for p in points}) > 1)
+        return keys or self.series[:1]

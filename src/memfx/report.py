@@ -142,13 +142,17 @@ class RunView:
     anchor: str
 
 
-def _analyse(store, run, index) -> RunView:
+def _analyse(store, run, index, documents=None) -> RunView:
+    """The run's view; its document from ``documents`` ({run id: document
+    with values}) when the caller analysed it already (the survey does)."""
     from .experiments import get_experiment
     from .results import document
     exp = get_experiment(run["experiment"], missing_ok=True)
     anchor = f"run-{index + 1}-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", str(run["id"]))
     try:
-        doc = document(run, store.samples(run["id"]), include_values=True)
+        doc = (documents or {}).get(run["id"])
+        if doc is None:
+            doc = document(run, store.samples(run["id"]), include_values=True)
         return RunView(run, doc, None, exp, anchor)
     except MemfxError:
         raise
@@ -1221,15 +1225,16 @@ table.details { font-size: 12px; }
 """
 
 
-def build_report(store, ids) -> str:
-    """The report's HTML for the given survey/run ids (see `resolve`)."""
+def build_report(store, ids, documents=None) -> str:
+    """The report's HTML for the given survey/run ids (see `resolve`);
+    ``documents``: run documents (with values) already made, by run id."""
     from . import __version__
     try:
         store.mark_stale_running()   # a killed survey's runs show as interrupted, not running
     except StoreError:
         pass
     sel = resolve(store, ids)
-    views = [_analyse(store, run, i) for i, run in enumerate(sel.runs)]
+    views = [_analyse(store, run, i, documents) for i, run in enumerate(sel.runs)]
     from .store import default_db_path
     try:
         same_db = os.path.abspath(store.path) == os.path.abspath(default_db_path())
@@ -1269,12 +1274,12 @@ def build_report(store, ids) -> str:
     return "\n".join(parts)
 
 
-def write_report(store, ids, path) -> str:
+def write_report(store, ids, path, documents=None) -> str:
     """Write the report of `ids` (survey or run ids/prefixes; empty = latest
     survey) to `path`; returns the path.  Written to a temporary file first,
     so an existing report is replaced whole or not at all."""
     path = str(path or "memfx-report.html")
-    text = build_report(store, ids)
+    text = build_report(store, ids, documents)
     tmp = f"{path}.tmp-{os.getpid()}"
     try:
         with open(tmp, "w", encoding="utf-8") as f:

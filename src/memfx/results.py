@@ -4,6 +4,7 @@ draw its findings, add noise cautions.  Pure analysis: nothing is measured."""
 from __future__ import annotations
 
 import json
+import statistics
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -163,15 +164,15 @@ def _cycles_estimate(metric, samples, median, naive_median):
 
 def _median_counters(samples):
     """Median of each numeric counter, per operation-independent sample."""
-    names = set()
+    # statistics.median, not np.median: the same value, but a point has a
+    # dozen counters of ~10 samples each and np.median's per-call overhead
+    # made this loop most of a survey report's analysis time
+    columns = {}
     for s in samples:
-        names.update(k for k, v in (s.get("counters") or {}).items() if isinstance(v, (int, float)))
-    out = {}
-    for n in sorted(names):
-        vals = [s["counters"][n] for s in samples if isinstance(s["counters"].get(n), (int, float))]
-        if vals:
-            out[n] = float(np.median(vals))
-    return out
+        for k, v in (s.get("counters") or {}).items():
+            if isinstance(v, (int, float)):
+                columns.setdefault(k, []).append(v)
+    return {n: float(statistics.median(columns[n])) for n in sorted(columns)}
 
 
 def run_data(run, samples):

@@ -77,11 +77,29 @@ def _boot_stats(a: np.ndarray, statistic: Callable, n_boot: int,
     n_boot = int(n_boot)
     out = np.empty(n_boot)
     rows = max(1, _BOOT_CHUNK_ELEMENTS // n)
+    # np.median along rows partitions each row and checks for NaN; sorting
+    # the rows and taking the middle gives the same values 2-5x faster, and
+    # the bootstrap of the median is most of the time an analysis takes
+    if statistic is np.median:
+        statistic = _row_medians
     for start in range(0, n_boot, rows):
         k = min(rows, n_boot - start)
         idx = rng.integers(0, n, size=(k, n))
         out[start:start + k] = statistic(a[idx], axis=1)
     return out
+
+
+def _row_medians(m: np.ndarray, axis: int = 1) -> np.ndarray:
+    """np.median(m, axis=1) of a NaN-free matrix (the same values)."""
+    s = np.sort(m, axis=axis)
+    k = s.shape[1]
+    return s[:, k // 2] if k % 2 else (s[:, k // 2 - 1] + s[:, k // 2]) / 2
+
+
+def _sorted_median(s: np.ndarray) -> float:
+    """np.median of an already sorted, non-empty, NaN-free array (the same value)."""
+    k = s.size
+    return float(s[k // 2] if k % 2 else (s[k // 2 - 1] + s[k // 2]) / 2)
 
 
 def _percentile_interval(boot: np.ndarray, confidence: float) -> Tuple[float, float]:
@@ -279,7 +297,7 @@ def bimodal_split(values, min_separation: float = 0.10, gap_sigmas: float = 4.0,
     best = None
     for k in range(k_min, n - k_min + 1):
         lo, hi = a[:k], a[k:]
-        m_lo, m_hi = float(np.median(lo)), float(np.median(hi))
+        m_lo, m_hi = _sorted_median(lo), _sorted_median(hi)
         if m_lo <= 0 or (m_hi - m_lo) / m_lo < min_separation:
             continue
         sigma = max(mad_of(lo), mad_of(hi)) * MAD_TO_SIGMA

@@ -44,6 +44,7 @@ def estimate(store, name, preset, exp, params, machine):
 
 
 def run_survey(args, get_machine, open_store, console):
+    from .documents import survey_document
     from .outputs import atomic_output
     from .report import write_report
     from .runner import RunInterrupted, prepare, run_experiment
@@ -65,6 +66,7 @@ def run_survey(args, get_machine, open_store, console):
         con = console()
     status, t0 = "complete", time.monotonic()
     failures, durations = {}, {}
+    documents = None            # {run id: result document}, made once after the runs
     con.print(f"[bold]memfx survey {survey_id}[/bold] ({preset}): {len(names)} experiments, "
               f"about {sum(guesses.values()):.0f} s")
     try:
@@ -96,50 +98,122 @@ def run_survey(args, get_machine, open_store, console):
                         guesses[n] for n in names[i:]) + guesses.get("advise", 0),
                         completed=sum(durations.values()))
                 con.print(f"  {name}: {durations[name]:.1f} s")
+        # the survey's runs are analysed once, here, for the advice, the
+        # report and the survey document alike
+        documents = _analyse(store, survey_id, durations, con)
         if with_advice and "copy" not in failures:
             con.print("  advise: deriving GCC/glibc advice from the copy run and checking it by measurement")
             start = time.monotonic()
-            _advise(store, fp, preset, con)
+            _advise(store, fp, preset, con, documents)
             durations["advise"] = time.monotonic() - start
             con.print(f"  advise: {durations['advise']:.1f} s")
     except (RunInterrupted, KeyboardInterrupt):
         status = "interrupted"
         con.print("[yellow]interrupted: keeping the finished runs and writing the report[/yellow]")
     store.finish_survey(survey_id, status)
-    con.print("  writing the report (re-analysing every stored sample)")
+    if documents is None:
+        documents = _analyse(store, survey_id, durations, con)
+    con.print("  writing the report")
+    start = time.monotonic()
     with atomic_output(args.output, protect=[store.path]) as tmp:   # never over the database
-        write_report(store, [survey_id], tmp)
+        write_report(store, [survey_id], tmp, documents=documents)
     path = args.output
+    doc = survey_document(store, survey_id, documents=documents)
+    durations["report"] = time.monotonic() - start
     elapsed = time.monotonic() - t0
-    from .documents import survey_document
-    doc = survey_document(store, survey_id)
+    over = budget_caution(preset, elapsed, durations) if status == "complete" else None
     if getattr(args, "json", False):
-        print(json.dumps({k: v for k, v in doc.items() if k != "documents"}, indent=2,
-                         default=str))
+        out = {k: v for k, v in doc.items() if k != "documents"}
+        out["timing"] = timing(preset, elapsed, durations)
+        out["warnings"] = [over] if over else []
+        print(json.dumps(out, indent=2, default=str))
     else:
         from .render import answers_table
         con.print(answers_table(doc["answers"], title=f"survey {survey_id}: answers"))
+    con.print(timing_line(preset, elapsed, durations))
+    if over:
+        con.print(f"[yellow]warning ({over['id']}):[/yellow] {over['message']}; {over['advice']}")
     con.print(f"survey {survey_id} {status} in {elapsed:.0f} s; report: {path}")
     if failures:
         con.print("[red]failed experiments:[/red] " + "; ".join(f"{n}: {e}" for n, e in failures.items()))
     return 130 if status == "interrupted" else (1 if failures else 0)
 
 
+def _analyse(store, survey_id, durations, con):
+    """{run id: result document} of the survey's runs, timed as the step "analysis"."""
+    from .documents import survey_run_documents
+    con.print("  analysing every run")
+    start = time.monotonic()
+    documents = survey_run_documents(store, survey_id)
+    durations["analysis"] = time.monotonic() - start
+    con.print(f"  analysis: {durations['analysis']:.1f} s")
+    return documents
+
+
+def budget_seconds(preset):
+    """The survey's time budget (the named threshold survey_budget_<preset>)."""
+    from .findings import THRESHOLDS
+    t = THRESHOLDS.get(f"survey_budget_{preset}")
+    return t.value if t else None
+
+
+def timing(preset, total_s, durations):
+    """The survey's times as data: seconds per step (each experiment, advise,
+    report), the total and the budget it is held to."""
+    return {"steps_s": {k: round(v, 1) for k, v in durations.items()},
+            "total_s": round(total_s, 1), "budget_s": budget_seconds(preset),
+            "budget_threshold": f"survey_budget_{preset}"}
+
+
+def timing_line(preset, total_s, durations):
+    """One line: each step's time, slowest first, and the total against the budget."""
+    steps = ", ".join(f"{k} {v:.1f} s" for k, v in
+                      sorted(durations.items(), key=lambda kv: -kv[1]))
+    budget = budget_seconds(preset)
+    of = f" of a {budget:.0f} s budget (survey_budget_{preset})" if budget else ""
+    return f"time: {steps}; total {total_s:.0f} s{of}"
+
+
+def budget_caution(preset, total_s, durations):
+    """A caution (as data) when the survey took longer than its budget, naming
+    the slowest steps; None within budget."""
+    from .findings import Caution
+    budget = budget_seconds(preset)
+    if budget is None or total_s <= budget:
+        return None
+    slowest = sorted(durations.items(), key=lambda kv: -kv[1])[:3]
+    return Caution(
+        id="survey_over_budget",
+        message=(f"the {preset} survey took {total_s:.0f} s, over its {budget:.0f} s budget "
+                 f"(survey_budget_{preset}); slowest: "
+                 + ", ".join(f"{k} {v:.0f} s" for k, v in slowest)),
+        value=round(total_s, 1), threshold=budget,
+        advice="a busy machine retakes preempted samples (check `uptime`); on a quiet one, trim "
+               "the slowest experiment's quick preset").as_dict()
+
+
 # Interleaved rounds of the advice checks (compile-and-run for GCC, child
 # processes with GLIBC_TUNABLES for glibc) per preset: the quick survey
 # trades CI width for time.
 ADVICE_ROUNDS = {"quick": (5, 5), "full": (9, 7)}
+# The quick survey's glibc checks use no control size above this: the
+# control above a 240 MiB non-temporal threshold is a 360 MiB copy, which
+# made each of the 10 check processes take 3.8-4.2 s instead of 0.6 s here
+# (2-vCPU KVM guest, load 4.5); the size below the changed range still
+# controls the check.
+ADVICE_CONTROL_MAX = {"quick": 64 << 20, "full": None}
 # What those checks took on a 2-vCPU KVM guest (seconds), for the estimate.
 ADVICE_SECONDS = {"quick": 12.0, "full": 95.0}
 
 
-def _advise(store, fp, preset, con):
+def _advise(store, fp, preset, con, documents=None):
     """Derive and check GCC/glibc advice from the survey's copy run; it is
     stored as that run's artifact, which the report shows."""
     from .advise import advise
     rounds_gcc, rounds_glibc = ADVICE_ROUNDS[preset]
     try:
-        advise(store, fp, check=True, rounds_gcc=rounds_gcc, rounds_glibc=rounds_glibc)
+        advise(store, fp, check=True, rounds_gcc=rounds_gcc, rounds_glibc=rounds_glibc,
+               documents=documents, control_max=ADVICE_CONTROL_MAX[preset])
     except MemfxError as e:
         con.print(f"[red]advice failed:[/red] {e}")
 

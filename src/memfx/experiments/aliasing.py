@@ -41,6 +41,7 @@ from .. import stats
 from ..answers import LOWER, Answer, Question, measured, not_measured
 from ..errors import MemfxError, ParamError
 from ..findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, threshold
+from ..plotspec import Mark, PlotSpec
 from ..units import format_size
 from .base import Experiment, Param, Point, Region, Trial, register
 from .copy import MODES, check_no_overlap, fill_pattern
@@ -173,6 +174,23 @@ class Aliasing(Experiment):
         Param("src_offset", "int", 0, "source start past a page boundary, bytes", "32",
               minimum=0, maximum=4095),
     ]
+    # ns per call vs (dst - src) mod 4096 as a signed offset on a symlog axis
+    # (the fine parts near 0 and 4096 readable), one panel per mode and size;
+    # each strategy solid, its same-misalignment control dashed, every sample
+    # visible, the penalty bands of aliasing.penalty_4k shaded
+    plots = (
+        PlotSpec("offset", "4K aliasing", x="offset", x_wrap=PAGE, series=("arm",),
+                 facets=("mode", "size_bytes"),
+                 facet_order=(("mode", ("throughput", "latency", "chained")),),
+                 facet_title="{size_bytes} B per call, {mode}; red: penalty bands",
+                 log_x=True, linthresh=64, linscale=2, xlim=(-2048, 2048), log_y=True,
+                 dashed=CONTROL_SUFFIX, dashed_label=" control (same misalignment)",
+                 xlabel="(dst - src) mod 4096, as a signed offset in bytes (symlog)",
+                 ylabel="ns per call (log)",
+                 marks=(Mark("aliasing.penalty_4k", details=True, at="bands[].signed",
+                             facet=("mode", "size_bytes"), band=True, alpha=0.06),)),
+    )
+
     presets = {
         "quick": {"sizes": "256,2K,16K", "fine_span": 64, "fine_step": 4, "coarse_step": 512,
                   "modes": "throughput", "samples": 7, "min_sample_ms": 0.2},

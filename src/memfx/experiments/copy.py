@@ -59,6 +59,7 @@ FSRC) are named in the step and crossover answers.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 
@@ -69,6 +70,7 @@ from ..errors import MemfxError, ParamError
 from .. import answers as ans
 from ..answers import Question
 from ..findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, threshold
+from ..plotspec import Mark, PlotSpec
 from ..units import format_size
 from .base import Experiment, Param, Point, Trial, register
 
@@ -636,16 +638,32 @@ _QNAME = {
 }
 
 
+# the plots: ops and modes in this order; a red line at each detected rep
+# movsb/stosb step (one detail per mode), labelled with its sizes
+_PLOT_ORDER = (("op", ("copy", "set")), ("mode", ("throughput", "latency", "chained")))
+_STEP_MARKS = tuple(
+    Mark(f"copy.{_QNAME[op]['step']}", details=True, where={"verdict": DETECTED},
+         facet=("mode",), only={"op": op}, label="{label_first} step {fast_up_to}→{slow_from} B")
+    for op in ("copy", "set"))
+
+
 def _q(op, role):
     qid = f"copy.{_QNAME[op][role]}"
     return next(q for q in QUESTIONS if q.id == qid)
 
 
+@functools.lru_cache(maxsize=1)
+def _kernel_rows():
+    """The core's kernel table, read once: the analysis asks for a row's
+    traffic at every point (a thousand calls of a quick run)."""
+    from .._lab import kernel_table
+    return kernel_table()
+
+
 def row_traffic(op, arm):
     """Bytes per call of `size` bytes as the kernel row declares them: a
     function size -> (read, written), or None without the row."""
-    from .._lab import kernel_table
-    row = kernel_table().get(kernel_name(op, arm))
+    row = _kernel_rows().get(kernel_name(op, arm))
     if row is None:
         return None
     return lambda size: row.traffic(size, 1)
@@ -982,6 +1000,23 @@ class Copy(Experiment):
               "up to this and 64 misalignments before timing, bytes", "1K", minimum=0,
               maximum=1 << 20),
     ]
+    plots = (
+        PlotSpec("calls", "ns per call vs size", series=("arm",), facets=("op", "mode"),
+                 facet_order=_PLOT_ORDER, facet_title="{op}, {mode}", size_x=True, log_y=True,
+                 xlabel="{op} size (bytes)", ylabel="ns per call (log)",
+                 marks=_STEP_MARKS + tuple(
+                     Mark(f"copy.{_QNAME[op][role]}", details=True,
+                          where={"kind": "envelope", "verdict": DETECTED, "op": op},
+                          facet=("mode",), only={"op": op}, label="{label_head}: {x}B",
+                          colour="purple", style="--", label_y=0.5)
+                     for op in ("copy", "set") for role in ("rep", "nt"))),
+        PlotSpec("zoom", "ns per call, small sizes (linear)", series=("arm",),
+                 facets=("op", "mode"), facet_order=_PLOT_ORDER,
+                 facet_title="{op}, {mode} (zoom)", x_max=512, xlim=(0, 520),
+                 ylim_percentile=95, xlabel="{op} size (bytes), linear, up to 512 B",
+                 ylabel="ns per call", marks=_STEP_MARKS),
+    )
+
     presets = {
         # quick stops at 32 MiB: larger copies take tens of ms per call, so most
         # samples on a shared machine see a context switch and are retaken

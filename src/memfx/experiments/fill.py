@@ -144,22 +144,11 @@ def l2_eviction_events(vendor, family, model):
                   f"model {m}; not guessing (they differ between generations)")
 
 
-def cpu_identity(cpuid):
-    """(vendor, display family, display model) from a cpuid(leaf, sub) function
-    (Intel SDM Vol. 2A, CPUID leaf 01H: extended family/model rules)."""
-    _, b, c, d = cpuid(0)
-    vendor = b.to_bytes(4, "little") + d.to_bytes(4, "little") + c.to_bytes(4, "little")
-    eax = cpuid(1)[0]
-    base_family, base_model = (eax >> 8) & 0xF, (eax >> 4) & 0xF
-    family = base_family + ((eax >> 20) & 0xFF if base_family == 0xF else 0)
-    model = base_model | (((eax >> 16) & 0xF) << 4 if base_family in (6, 0xF) else 0)
-    return vendor.decode("ascii", "replace"), family, model
-
-
 def attach_l2_events(lab, identity=None):
     """Add the L2 eviction events to the worker's hardware counter group
     (Lab.perf.add_raw_event) so every sample carries them.  Returns a status
     dict (never raises): counting, no_pmu, unknown_model or open_failed."""
+    from ..machine import cpu_identity
     vendor, family, model = identity or cpu_identity(lab.cpuid)
     events, note = l2_eviction_events(vendor, family, model)
     if events is None:
@@ -524,10 +513,12 @@ class Fill(Experiment):
     ]
     presets = {
         # nt_sse: non-temporal fills are where zeros ran 2-3x faster on a
-        # Zen 5 guest (issue 16), so the quick answer covers them too
+        # Zen 5 guest (issue 16), so the quick answer covers them too.
+        # 11 samples as the full preset: 15 took a third longer for the same
+        # verdicts here (issue 13's survey budget)
         "quick": {"kernels": "avx2,rep_stosb,memset,scalar8,nt_sse",
                   "values": "zero,one,zero_volatile",
-                  "points": 12, "samples": 15, "min_sample_ms": 1.0},
+                  "points": 12, "samples": 11, "min_sample_ms": 1.0},
         "full": {"points": 40, "samples": 11, "min_sample_ms": 1.0},
     }
 

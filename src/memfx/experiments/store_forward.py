@@ -51,6 +51,7 @@ from ..answers import (LOWER, NEITHER, Answer, Question, effect, evidence_keys, 
                        not_measured, pooled_values)
 from ..errors import ParamError
 from ..findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
+from ..plotspec import Mark, PlotSpec
 from .base import Experiment, Param, Point, Trial, register
 
 SEED = "003"
@@ -447,25 +448,11 @@ def store_forward_event(vendor, family, model):
     return None
 
 
-def cpu_identity():
-    """(vendor, family, model) from CPUID leaves 0 and 1 (Intel SDM Vol. 2A, CPUID)."""
-    from .._lab import cpuid
-    _, ebx, ecx, edx = cpuid(0)
-    vendor = struct.pack("<III", ebx, edx, ecx).decode("ascii", "replace")
-    eax = cpuid(1)[0]
-    family = (eax >> 8) & 0xF
-    model = (eax >> 4) & 0xF
-    if family == 0xF:
-        family += (eax >> 20) & 0xFF
-    if family in (6, 0xF) or family > 0xF:
-        model |= ((eax >> 16) & 0xF) << 4
-    return vendor, family, model
-
-
 def attach_store_forward_counter(lab):
     """Add the blocked-forwarding event to the Lab's hardware counter group
     (read with every sample); returns a one-line note of what happened."""
-    event = store_forward_event(*cpu_identity())
+    from ..machine import cpu_identity
+    event = store_forward_event(*cpu_identity(lab.cpuid))
     if event is None:
         return "not available: no encoding known for this CPU model"
     return lab.perf.add_raw_event(COUNTER_NAME, event["config"])
@@ -617,6 +604,26 @@ class StoreForward(Experiment):
               "matrix load offsets: all (every valid offset) or edges (where rules change)",
               "edges", choices=("all", "edges")),
     ]
+    # the entry-size curve (every sample; shaded: the sizes whose copy with
+    # 16-byte moves fails to forward), the two-store sweep, and one heatmap
+    # per load size: rows store size, columns load offset, colour = round trip
+    plots = (
+        PlotSpec("entry", "entry copies (shaded: sizes whose copy with moves of up to 16 bytes "
+                 "fails to forward)", x="entry_bytes", series=("arm", "widest"),
+                 hide_constant=True, select={"part": "entry"}, xticks=tuple(range(0, 65, 4)),
+                 xlabel="entry size S (bytes)", ylabel="ns per entry",
+                 marks=(Mark("store_forward.failing_entry_sizes", details=True,
+                             at="failing_sizes", where={"widest": 16}, band=True),)),
+        PlotSpec("two_stores", "two stores, then one 16-byte load", x="second_store_offset",
+                 select={"part": "two_stores"},
+                 xlabel="second 16-byte store at offset d (first at 0)",
+                 ylabel="ns per round trip"),
+        PlotSpec("matrix", "store-to-load forwarding", kind="heatmap", x="load_offset",
+                 y_param="store_bytes", select={"part": "matrix"}, facets=("load_bytes",),
+                 facet_title="load {load_bytes} B", value="cycles_est", clip_percentile=98,
+                 xlabel="load offset (B)", ylabel="store→load round trip"),
+    )
+
     presets = {
         "quick": {"samples": 9, "min_sample_ms": 0.2, "offsets": "edges"},
         "full": {"samples": 11, "min_sample_ms": 0.5, "widest": "16,32,64"},

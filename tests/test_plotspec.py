@@ -1,0 +1,73 @@
+"""One drawing path: every experiment declares its plots as PlotSpecs
+(plotspec.py) and plots.py draws them without knowing any experiment."""
+import inspect
+
+import pytest
+
+from memfx import plots
+from memfx.experiments import all_experiments
+from memfx.plotspec import Mark, PlotSpec
+
+
+@pytest.mark.parametrize("exp", all_experiments(), ids=lambda e: e.name)
+def test_every_experiment_declares_its_plots_as_plotspecs(exp):
+    assert exp.plots, f"{exp.name} declares no plot"
+    assert all(isinstance(spec, PlotSpec) for spec in exp.plots)
+    assert len({spec.name for spec in exp.plots}) == len(exp.plots)
+    ids = {q.id for q in exp.questions}
+    for spec in exp.plots:
+        for mark in spec.marks:
+            assert isinstance(mark, Mark)
+            # a mark reads a question the experiment declares
+            assert any(mark.asks(q) for q in ids), (spec.name, mark.question)
+
+
+def test_plots_module_knows_no_experiment():
+    source = inspect.getsource(plots)
+    assert not hasattr(plots, "PLOTTERS") and "@plotter" not in source
+    for exp in all_experiments():
+        assert f'"{exp.name}"' not in source, exp.name
+
+
+def _doc(points, answers=()):
+    return {"experiment": "none", "run_id": "t", "machine": {}, "points": points,
+            "answers": list(answers)}
+
+
+def _pt(arm, median, **params):
+    return {"arm": arm, "params": params, "median": median, "values": [median] * 3,
+            "metric": "ns_per_call", "unit": "ns"}
+
+
+def test_facets_wrap_dashed_controls_and_marks():
+    spec = PlotSpec("p", "t", x="offset", x_wrap=4096, facets=("size_bytes",),
+                    facet_title="{size_bytes} B", dashed=":c", dashed_label=" control",
+                    marks=(Mark("q.bands", details=True, at="bands[].span", facet=("size_bytes",),
+                                band=True),
+                           Mark("q.line", details=True, where={"verdict": "detected"},
+                                label="at {x}")))
+    pts = [_pt(a, 1.0 + o / 1000, offset=o, size_bytes=s) for s in (2048, 256)
+           for o in (0, 8, 4088) for a in ("v", "v:c")]
+    answers = [{"question": "q.bands", "verdict": "detected",
+                "details": [{"size_bytes": 256, "bands": [{"span": [1, 9]}]}]},
+               {"question": "q.line", "verdict": "measured",
+                "details": [{"verdict": "detected", "value": 64},
+                            {"verdict": "not_detected", "value": 128}]}]
+    doc = _doc(pts, answers)
+    panels = spec.panels(doc)
+    assert [(f, len(p)) for f, p in panels] == [({"size_bytes": 256}, 6), ({"size_bytes": 2048}, 6)]
+    assert spec.panel_title(panels[0][0]) == "256 B"
+    assert sorted(spec.x_of(p) for p in panels[0][1] if p["arm"] == "v") == [-8, 0, 8]
+    (band,) = spec.marks[:1]
+    assert band.items(doc, {"size_bytes": 256}) == [((1, 9), "")]
+    assert band.items(doc, {"size_bytes": 2048}) == []
+    assert plots.spec_marks(doc, spec) == [(64, "at 64", "-")]
+    import matplotlib.pyplot as plt
+    from plot_checks import figure_summary
+    fig = plt.figure()
+    ax = fig.add_subplot(1, 1, 1)
+    plots.draw_spec(doc, spec, ax, *panels[0])
+    (s,) = figure_summary(fig)
+    assert sorted(s["curve_labels"]) == ["v", "v control"]
+    assert len(s["bands"]) == 1 and s["title"] == "256 B"
+    plt.close(fig)
