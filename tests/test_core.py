@@ -398,3 +398,18 @@ def test_checkers_refuse_sizes_whose_buffers_would_overflow():
         _core.fill_check(rows["fill_scalar8"].index, 0, 0, 1, 0, 0, 2 ** 62, 2 ** 62)
     with pytest.raises(ValueError):
         _core.verify_copy(rows["copy_gpr_unrolled"].index, 2 ** 62, 8)
+
+
+def test_cycle_calibration_ignores_a_preempted_chain(monkeypatch):
+    # A chain that was preempted takes longer; it must not lower the
+    # estimate (a low estimate made a cell's chase "implausibly" fast).
+    from memfx import _lab
+    ticks = iter([1000, 1000, 9000, 8000, 1000])
+    monkeypatch.setattr(_lab._core, "add_chain", lambda adds: next(ticks))
+    lab = Lab(cpu=-1)
+    try:
+        best, spread = lab.cycles_per_tick(adds=2000, repeats=5)
+    finally:
+        lab.release()
+    assert best == pytest.approx(2.0)
+    assert spread == pytest.approx(1 - (2000 / 9000) / 2.0)
