@@ -475,12 +475,16 @@ def test_scaling_plot_draws_one_line_per_kind_and_level_over_threads():
            "params": {"cpus": [1, 0]}, "machine": MACHINE}
     fig = figure_for(document(run, s, include_values=True))
     panels = {p["title"]: p for p in figure_summary(fig)}
-    ax = next(a for a in fig.axes if "vs threads" in a.get_title())
-    lines = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_")]
-    # read L2, read DRAM, copy DRAM; x = 1 and 2 threads
-    assert sorted(ln.get_label() for ln in lines) == ["threads_copy dram", "threads_read dram",
-                                                      "threads_read l2"]
-    assert all(list(ln.get_xdata()) == [1, 2] for ln in lines)
+    # one panel per kind, one line per level; x = 1 and 2 threads, ticked as counts
+    axes = {a.get_title().split(":")[0]: a for a in fig.axes if "vs threads" in a.get_title()}
+    assert sorted(axes) == ["threads_copy", "threads_read"]
+    labels = {k: sorted(ln.get_label() for ln in a.get_lines() if not ln.get_label().startswith("_"))
+              for k, a in axes.items()}
+    assert labels == {"threads_copy": ["dram"], "threads_read": ["dram", "l2"]}
+    for a in axes.values():
+        assert all(list(ln.get_xdata()) == [1, 2] for ln in a.get_lines()
+                   if not ln.get_label().startswith("_"))
+        assert list(a.get_xticks()) == [1, 2]
     kinds = next(p for t, p in panels.items() if "one line per kind" in t)
     assert len(kinds["curves"]) == 1                          # team points stay out of it
     assert any("idle vs" in t for t in panels)

@@ -121,6 +121,9 @@ def draw_spec(doc, spec, ax, facet_values=None, pts=None):
             cache_bands(ax, doc.get("machine") or {}, min(xs), max(xs))
         elif spec.log_x and spec.x_max is None:
             ax.set_xscale("symlog", linthresh=spec.linthresh, linscale=spec.linscale)
+        elif all(float(x).is_integer() for x in xs) and len(set(xs)) <= 16:
+            # counts (threads, distances): tick the values measured, not 1.2, 1.4
+            ax.set_xticks(sorted(set(xs)))
         if spec.ylim_percentile:
             ax.set_ylim(0, float(np.percentile([p["median"] for p in pts],
                                                spec.ylim_percentile)) * 1.5)
