@@ -377,8 +377,9 @@ pts = exp.plan(params, machine)
 parts = sorted({{p.params.get("part", "") for p in pts}})
 print(json.dumps({{"parts": parts, "params": params}}))
 """
+    import memfx
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [os.path.join(os.path.dirname(__file__), "..", "src"), os.environ.get("PYTHONPATH", "")]))
+        [os.path.dirname(os.path.dirname(memfx.__file__)), os.environ.get("PYTHONPATH", "")]))
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                        timeout=120)
     assert p.returncode == 0, p.stderr

@@ -15,11 +15,13 @@ from pathlib import Path
 
 import pytest
 
+import memfx
 from memfx.documents import run_document, survey_document
 from memfx.errors import StoreError, StoreUnavailable
 from memfx.store import SCHEMA_VERSION, Store, open_store
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+# the memfx under test (installed, in place or sanitized), for child processes
+SRC = str(Path(memfx.__file__).resolve().parent.parent)
 EXPORT = Path(__file__).parent / "data" / "export_latency_small.json"
 
 # platformdirs (under pgserver) warns when XDG_RUNTIME_DIR is unset, as in CI

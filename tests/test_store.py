@@ -14,12 +14,14 @@ from pathlib import Path
 
 import pytest
 
+import memfx
 from memfx import store as store_mod
 from memfx.errors import StoreError
 from memfx.store import (APPLICATION_ID, SCHEMA_VERSION, Store, default_db_path,
                          utcnow_iso)
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+# the memfx under test (installed, in place or sanitized), for child processes
+SRC = str(Path(memfx.__file__).resolve().parent.parent)
 MACHINE = {"cpu": {"vendor": "GenuineIntel", "model": 85},
            "caches": [{"level": 1, "type": "Data", "size_bytes": 32768},
                       {"level": 2, "type": "Unified", "size_bytes": 1048576}]}

@@ -222,8 +222,11 @@ def test_team_run_fuzz_refuses_what_does_not_fit_and_never_writes_past_a_buffer(
     import subprocess
     import sys
     cpus = two_cpus()
+    import memfx
+    # the child imports the memfx this test imported (installed, in-place or
+    # sanitized), never the source tree's unbuilt _core directory
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [os.path.join(os.path.dirname(__file__), "..", "src"), os.environ.get("PYTHONPATH", "")]))
+        [os.path.dirname(os.path.dirname(memfx.__file__)), os.environ.get("PYTHONPATH", "")]))
     p = subprocess.run([sys.executable, "-c", FUZZ_CHILD, ",".join(map(str, cpus))],
                        capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
