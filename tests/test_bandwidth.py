@@ -515,3 +515,13 @@ def test_small_real_run_answers_every_question(tmp_path):
     assert a["bandwidth.read_l1d"]["value"] > 0
     assert a["bandwidth.read_dram"]["verdict"] == NOT_MEASURED
     assert a["bandwidth.write_l1d"]["verdict"] == NOT_MEASURED
+
+
+def test_loaded_latency_bars_name_their_sizes():
+    from memfx.plots import figure_for
+    s = _loaded("dram", 64 << 20, 100.0, 180.0) + _curve("read", "bw_read_avx2")
+    run = {"id": "r", "experiment": "bandwidth", "status": "complete",
+           "params": {"cpus": [1, 0]}, "machine": MACHINE}
+    fig = figure_for(document(run, s, include_values=True))
+    ax = next(a for a in fig.axes if "idle vs" in a.get_title())
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["64M"]     # not 67108864

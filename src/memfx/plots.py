@@ -146,7 +146,9 @@ def draw_spec(doc, spec, ax, facet_values=None, pts=None):
             ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=label,
                    color=colours[j % len(colours)])
         ax.set_xticks(range(len(cats)))
-        ax.set_xticklabels([str(c) for c in cats], rotation=30, fontsize=8)
+        sizes = spec.x == "size_bytes" and all(isinstance(c, int) for c in cats)
+        ax.set_xticklabels([format_size(c) if sizes else str(c) for c in cats],
+                           rotation=30, fontsize=8)
         ax.legend(fontsize=7)
     else:
         key = spec.value
