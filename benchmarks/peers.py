@@ -169,6 +169,16 @@ class Job:
     # A line that ends the useful part of the output: the tool is stopped
     # there (tinymembench goes on to a latency sweep that is not compared).
     stop_after: str | None = None
+    # The page size the figure is for.  "4k": the tool runs with transparent
+    # huge pages disabled for its process (prctl PR_SET_THP_DISABLE, inherited
+    # across fork and exec), as memfx holds its 4 KiB arms to 4 KiB pages --
+    # with THP "always", a tool that just mallocs gets huge pages whenever the
+    # kernel has some free, and its "4 KiB" figure is a mix.  "thp": the tool
+    # asks for them itself (madvise).  None: the tool chooses per arm (memfx).
+    # Either way the share of huge pages the tool really got is read from
+    # /proc/PID/smaps_rollup while it runs, and a figure on the wrong pages is
+    # not counted.
+    pages: str | None = "4k"
 
 
 @dataclass
@@ -194,6 +204,53 @@ def stop_group(pid: int, sig: int) -> None:
         pass
 
 
+PR_SET_THP_DISABLE = 41          # <linux/prctl.h>, since Linux 3.15
+
+
+def disable_thp() -> None:
+    """preexec_fn of a "4k" job: no transparent huge pages in the child."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_THP_DISABLE)")
+
+
+# The resident set is read this long after the start, then at this interval:
+# reading smaps_rollup walks the tool's page tables (about 1 ms per GiB of
+# 4 KiB pages) on the CPU the tool runs on, so it is read seldom.
+SHARE_FIRST_READ_S = 0.3
+SHARE_READ_INTERVAL_S = 1.5
+SHARE_MIN_RESIDENT = 8 * MiB     # below this the tool has not allocated its buffer yet
+THP_JOB_MIN_SHARE = 0.9          # a "thp" figure needs this much of the memory on huge pages
+FOURK_JOB_MAX_SHARE = 0.02       # a "4k" figure tolerates this much on huge pages
+
+
+def huge_page_share(pid: int) -> float | None:
+    """AnonHugePages / Rss of a running process, or None when it is small or gone."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return None
+    fields = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition(":")
+        if name in ("Rss", "AnonHugePages") and rest.split():
+            fields[name] = int(rest.split()[0]) * KiB
+    rss = fields.get("Rss", 0)
+    if rss < SHARE_MIN_RESIDENT:
+        return None
+    return fields.get("AnonHugePages", 0) / rss
+
+
+def wrong_pages(job: Job, share: float | None) -> str | None:
+    """Why a job's figures are not on the page size its measure is for, or None."""
+    if job.pages == "thp" and share is not None and share < THP_JOB_MIN_SHARE:
+        return f"asked for huge pages but got {100 * share:.0f}% of its memory on them"
+    if job.pages == "4k" and share is not None and share > FOURK_JOB_MAX_SHARE:
+        return f"should run on 4 KiB pages but had {100 * share:.0f}% on huge pages"
+    return None
+
+
 def run_job(job: Job) -> tuple[dict[str, float], dict]:
     """Run one command (inheriting this process's CPU affinity) and parse it."""
     env = dict(os.environ)
@@ -202,7 +259,8 @@ def run_job(job: Job) -> tuple[dict[str, float], dict]:
     try:
         # Own process group: lmbench forks workers, and a stop must reach them.
         proc = subprocess.Popen(job.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=env, start_new_session=True)
+                                text=True, env=env, start_new_session=True,
+                                preexec_fn=disable_thp if job.pages == "4k" else None)
     except OSError as exc:
         raise PeerError(f"cannot start {job.argv[0]}: {exc}") from exc
     # Reap the child with wait4 to get its own peak resident size (tinymembench's
@@ -221,11 +279,18 @@ def run_job(job: Job) -> tuple[dict[str, float], dict]:
         reader.start()
     started = time.monotonic()
     deadline = started + job.timeout_s
+    next_share_read = started + SHARE_FIRST_READ_S
+    share = None                # the largest huge-page share seen (None: never big enough)
     stopped = False
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
+        if time.monotonic() >= next_share_read:
+            seen = huge_page_share(proc.pid)
+            if seen is not None:
+                share = seen if share is None else max(share, seen)
+            next_share_read = time.monotonic() + SHARE_READ_INTERVAL_S
         if seen_stop.is_set() and not stopped:
             stop_group(proc.pid, signal.SIGTERM)
             stopped = True
@@ -241,10 +306,14 @@ def run_job(job: Job) -> tuple[dict[str, float], dict]:
     wall = max(time.monotonic() - started, 1e-9)
     # The share of the CPU the tool got: a wall-clock benchmark that shared its
     # CPU with other work reports inflated times (memfx drops such samples).
-    info = {"maxrss_kib": usage.ru_maxrss, "cpu_share": (usage.ru_utime + usage.ru_stime) / wall}
+    info = {"maxrss_kib": usage.ru_maxrss, "cpu_share": (usage.ru_utime + usage.ru_stime) / wall,
+            "huge_page_share": share}
     if proc.returncode != 0:
         tail = (stderr.strip() or stdout.strip()).splitlines()[-1:] or ["(no output)"]
         raise PeerError(f"exit status {proc.returncode}: {tail[0][:160]}")
+    why = wrong_pages(job, share)
+    if why:
+        raise PeerError(why)
     return job.parse(stdout, stderr, info), info
 
 
@@ -362,6 +431,8 @@ def memfx_jobs(tool: Tool, python: str, plan: Plan, ctx: RunContext) -> list[Job
             "--set", "kernels=avx2", "--set", "values=zero,one", "--set", f"min_size={size}",
             "--set", f"max_size={size}", "--set", "points=2"], parse_zero, env))
     jobs += memfx_bandwidth_jobs(base, common, env, plan, keys)
+    for job in jobs:
+        job.pages = None    # memfx madvises each buffer for its arm's page size and reports the share
     return jobs
 
 
@@ -415,8 +486,10 @@ def cpu_has(flag: str) -> bool:
 def multichase_jobs(tool, path, plan, ctx):
     # -s 64: one element per cache line; -T = the whole set: the visiting order
     # is one random cycle over all lines (the default -T 256K keeps it inside
-    # 256 KiB blocks, which is not memfx's pattern).  Prints the best of -n
-    # half-second samples.
+    # 256 KiB blocks, which is not memfx's pattern).  -a: the average of -n
+    # half-second samples, a typical figure like every other column (memfx's
+    # median; multichase's default, the best sample, reads 5-15 % lower on a
+    # host whose other tenants share the DRAM, as this one does).
     samples = "2" if ctx.quick else "3"
     jobs = []
     keys = {m.key for m in plan.measures}
@@ -425,11 +498,11 @@ def multichase_jobs(tool, path, plan, ctx):
             key = f"lat_{size}_{pages}"
             if key not in keys:
                 continue
-            argv = [path, "-m", str(size), "-s", "64", "-T", str(size), "-n", samples]
+            argv = [path, "-a", "-m", str(size), "-s", "64", "-T", str(size), "-n", samples]
             if pages == "thp":
                 argv.append("-H")
             jobs.append(Job(argv, lambda out, err, info, key=key:
-                            {key: last_float(r"^\s*([0-9.]+)\s*$", out, "latency figure")}))
+                            {key: last_float(r"^\s*([0-9.]+)\s*$", out, "latency figure")}, pages=pages))
     return jobs
 
 
@@ -449,7 +522,7 @@ def memory_latency_jobs(tool, path, plan, ctx):
             if pages == "thp":
                 argv.append("-hugepages")
             jobs.append(Job(argv, lambda out, err, info, key=key:
-                            {key: last_float(r"^\d+,([0-9.]+)\s*$", out, "KB,ns line")}))
+                            {key: last_float(r"^\d+,([0-9.]+)\s*$", out, "KB,ns line")}, pages=pages))
     return jobs
 
 

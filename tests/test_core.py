@@ -199,6 +199,46 @@ def test_lab_buffer_alignment_and_offset():
         lab.perf.close()
 
 
+def _vma_flags(address):
+    """The VmFlags of the mapping holding `address` (from /proc/self/smaps)."""
+    inside = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0] if line.split() else ""
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo <= address < hi
+            elif inside and head == "VmFlags:":
+                return set(line.split()[1:])
+    return None
+
+
+@pytest.mark.skipif(not hasattr(mmap, "MADV_NOHUGEPAGE") or not os.path.exists("/proc/self/smaps"),
+                    reason="needs Linux THP madvise and smaps")
+def test_buffers_say_which_page_size_they_are_measured_on():
+    """A 4 KiB arm must not be silently backed by huge pages (THP 'always'):
+    its buffer carries MADV_NOHUGEPAGE ('nh'), a THP arm's MADV_HUGEPAGE
+    ('hg'), and so do the fill experiment's kept mappings."""
+    probe = mmap.mmap(-1, 4 << 20)
+    try:
+        probe.madvise(mmap.MADV_NOHUGEPAGE)
+    except OSError:
+        pytest.skip("this kernel has no THP madvise")
+    if "nh" not in (_vma_flags(_core.address(probe)) or ()):
+        pytest.skip("this kernel reports no THP advice in VmFlags")
+    probe.close()
+    lab = Lab(cpu=-1)
+    try:
+        small = _vma_flags(lab.buffer(4 << 20).address)
+        huge = _vma_flags(lab.buffer(4 << 20, hugepages=True).address)
+        kept = _vma_flags(lab.kept_mapping("test", 4 << 20).address)
+        assert "nh" in small and "hg" not in small
+        assert "hg" in huge and "nh" not in huge
+        assert "nh" in kept
+    finally:
+        lab.close()
+
+
 def test_rdpmc_path_falls_back_for_events_without_user_access():
     """The bare-metal rdpmc path, exercised with a software event: its page
     maps, but the kernel gives no user-space index, so the core returns

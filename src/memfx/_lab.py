@@ -243,8 +243,7 @@ class Lab:
             m = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         except OSError as e:
             raise MemfxError(f"cannot map {format_size(length)}: {e.strerror}") from None
-        if hugepages and hasattr(mmap, "MADV_HUGEPAGE"):
-            m.madvise(mmap.MADV_HUGEPAGE)
+        _advise_pages(m, hugepages)
         base = _core.address(m)
         start = (-base) % align + offset
         if prefault:
@@ -631,6 +630,7 @@ class Lab:
             m = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         except OSError as e:
             raise MemfxError(f"cannot map {format_size(length)}: {e.strerror}") from None
+        _advise_pages(m, False)
         if prefault:
             _core.touch(m, 0, length, PAGE)
         region = Region(m, 0, size, _core.address(m))
@@ -695,6 +695,23 @@ def team_report(mode, release, threads, tsc_hz):
             gbs += (rd + wr) * th["calls"] / span if span > 0 else 0.0
         out["team_loader_gb_per_s"] = gbs
     return out
+
+
+def _advise_pages(mapping, hugepages):
+    """Say which page size a buffer is measured on, before its first touch.
+    THP asks for huge pages (MADV_HUGEPAGE).  Anything else is held to 4 KiB
+    pages (MADV_NOHUGEPAGE): with THP "enabled=always" the kernel would
+    otherwise back an aligned 2 MiB range with a huge page whenever one
+    happens to be free, and a "4k" arm would measure a mix that depends on how
+    fragmented memory is (seen here: 0 % of one 64 MiB buffer, and arms
+    labelled 4 KiB that were partly huge on other runs)."""
+    advice = getattr(mmap, "MADV_HUGEPAGE" if hugepages else "MADV_NOHUGEPAGE", None)
+    if advice is None:
+        return
+    try:
+        mapping.madvise(advice)
+    except OSError:
+        pass        # a kernel without THP: 4 KiB pages, and the share check says so
 
 
 def _unmap_all(mappings):
