@@ -207,12 +207,17 @@ def stop_group(pid: int, sig: int) -> None:
 PR_SET_THP_DISABLE = 41          # <linux/prctl.h>, since Linux 3.15
 
 
-def disable_thp() -> None:
-    """preexec_fn of a "4k" job: no transparent huge pages in the child."""
+def child_setup(cpu: int, no_thp: bool) -> Callable[[], None]:
+    """preexec_fn of a job: pin the tool to the measuring CPU, and for a "4k"
+    job turn transparent huge pages off in it."""
     import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_THP_DISABLE)")
+
+    def setup() -> None:
+        os.sched_setaffinity(0, {cpu})
+        if no_thp and libc.prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_THP_DISABLE)")
+    return setup
 
 
 # The resident set is read this long after the start, then at this interval:
@@ -251,8 +256,15 @@ def wrong_pages(job: Job, share: float | None) -> str | None:
     return None
 
 
-def run_job(job: Job) -> tuple[dict[str, float], dict]:
-    """Run one command (inheriting this process's CPU affinity) and parse it."""
+# How often the supervisor looks at a running tool.  It runs on another CPU
+# than the tool where there is one (see pin_to); on the measuring CPU each
+# look would preempt the tool (memfx rejects such samples: at 20 ms, most of
+# its 3 ms samples at 64 MiB were).
+POLL_INTERVAL_S = 0.05
+
+
+def run_job(job: Job, cpu: int) -> tuple[dict[str, float], dict]:
+    """Run one command pinned to `cpu` and parse its output."""
     env = dict(os.environ)
     if job.env:
         env.update(job.env)
@@ -260,7 +272,7 @@ def run_job(job: Job) -> tuple[dict[str, float], dict]:
         # Own process group: lmbench forks workers, and a stop must reach them.
         proc = subprocess.Popen(job.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=env, start_new_session=True,
-                                preexec_fn=disable_thp if job.pages == "4k" else None)
+                                preexec_fn=child_setup(cpu, job.pages == "4k"))
     except OSError as exc:
         raise PeerError(f"cannot start {job.argv[0]}: {exc}") from exc
     # Reap the child with wait4 to get its own peak resident size (tinymembench's
@@ -298,7 +310,7 @@ def run_job(job: Job) -> tuple[dict[str, float], dict]:
             stop_group(proc.pid, signal.SIGKILL)
             os.wait4(proc.pid, 0)
             raise PeerError(f"timed out after {job.timeout_s:.0f} s")
-        time.sleep(0.02)
+        time.sleep(POLL_INTERVAL_S)
     proc.returncode = 0 if stopped else os.waitstatus_to_exitcode(status)
     for reader in readers:
         reader.join()
@@ -769,7 +781,9 @@ def pin_to(cpu: int | None) -> int:
     chosen = allowed[-1] if cpu is None else cpu
     if chosen not in allowed:
         raise SystemExit(f"peers.py: CPU {chosen} is not in the allowed set {allowed}")
-    os.sched_setaffinity(0, {chosen})  # children (memfx and every peer) inherit it
+    # Every tool is pinned to `chosen` as it starts (child_setup); this
+    # supervisor keeps off that CPU when there is another one.
+    os.sched_setaffinity(0, set(allowed) - {chosen} or {chosen})
     return chosen
 
 
@@ -959,7 +973,7 @@ def main(argv: list[str] | None = None) -> int:
                           file=sys.stderr, flush=True)
                     started = time.monotonic()
                     try:
-                        figures, info = run_job(job)
+                        figures, info = run_job(job, cpu)
                         shares.setdefault(tool.name, []).append(info["cpu_share"])
                     except PeerError as exc:
                         failures.setdefault(tool.name, []).append(str(exc))

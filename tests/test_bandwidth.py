@@ -450,7 +450,7 @@ def test_plan_has_scaling_and_loaded_points_on_two_cpus(unpinned):
     assert not [p for p in exp.plan(none, MACHINE) if p.params.get("part")]
 
 
-def test_declared_plots_draw_one_line_per_kind_with_cache_bands():
+def test_declared_plots_draw_one_panel_per_kind_with_cache_bands():
     from plot_checks import figure_summary
     from memfx.plots import figure_for
     s = _curve("read", "bw_read_avx2") + _curve("write", "fill_avx2", 0.5) + \
@@ -459,9 +459,13 @@ def test_declared_plots_draw_one_line_per_kind_with_cache_bands():
            "machine": MACHINE}
     fig = figure_for(document(run, s, include_values=True))
     panels = {p["title"]: p for p in figure_summary(fig)}
-    kinds = next(p for t, p in panels.items() if "one line per kind" in t)
-    assert len(kinds["curves"]) == 3                          # read, write, nt_write
-    assert len(kinds["bands"]) >= 3 and kinds["xscale"] == "log"
+    # one panel per kind, in the declared order, each with its cache bands
+    kinds = [t.split(":")[0] for t in panels if t.endswith("GB/s vs working set")]
+    assert kinds == ["read", "write", "nt_write"]             # random has its own plot
+    for kind in kinds:
+        panel = panels[f"{kind}: GB/s vs working set"]
+        assert len(panel["curves"]) == 1
+        assert len(panel["bands"]) >= 3 and panel["xscale"] == "log"
     rnd = next(p for t, p in panels.items() if "random" in t)
     assert len(rnd["curves"]) == 2
 
@@ -486,8 +490,9 @@ def test_scaling_plot_draws_one_line_per_kind_and_level_over_threads():
         assert all(list(ln.get_xdata()) == [1, 2] for ln in a.get_lines()
                    if not ln.get_label().startswith("_"))
         assert list(a.get_xticks()) == [1, 2]
-    kinds = next(p for t, p in panels.items() if "one line per kind" in t)
-    assert len(kinds["curves"]) == 1                          # team points stay out of it
+    kinds = [t for t in panels if t.endswith("GB/s vs working set")]
+    assert kinds == ["read: GB/s vs working set"]             # team points stay out of it
+    assert len(panels[kinds[0]]["curves"]) == 1
     assert any("idle vs" in t for t in panels)
 
 

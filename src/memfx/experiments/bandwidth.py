@@ -535,9 +535,13 @@ class Bandwidth(Experiment):
     questions = _questions()
 
     plots = (
-        PlotSpec("kinds", "GB/s vs working set, one line per kind", kind="curve",
-                 x="size_bytes", series=("arm", "kernel", "pages"), size_x=True,
+        # one panel per kind (a full run has ~30 kind x kernel x page-size
+        # lines: on one panel the legend covered the curves)
+        PlotSpec("kinds", "GB/s vs working set, one panel per kind", kind="curve",
+                 x="size_bytes", series=("kernel", "pages"), size_x=True,
                  arms=("read", "write", "copy", "rmw", "nt_write", "nt_copy"),
+                 facets=("arm",), facet_title="{arm}: GB/s vs working set",
+                 facet_order=(("arm", ("read", "write", "copy", "rmw", "nt_write", "nt_copy")),),
                  ylabel="GB/s", xlabel="working set (bytes)"),
         PlotSpec("random", "sequential vs random line order (what the prefetchers give)",
                  kind="curve", x="size_bytes", series=("arm", "kernel", "pages"), size_x=True,
