@@ -812,19 +812,32 @@ def fmt_cell(stats: dict | None) -> str:
     return f"{fmt_value(stats['median'])} [{fmt_value(stats['min'])}-{fmt_value(stats['max'])}]"
 
 
-def build_table(plan: Plan, results: dict, peer_names: list[str]) -> tuple[list[str], list[list[str]]]:
-    header = ["measure", "memfx"] + peer_names + ["memfx/best peer"]
+def paired_ratios(by_rep: dict[str, dict[int, float]], peer: str) -> list[float]:
+    """memfx / peer within each repetition both measured.  A repetition's
+    jobs run seconds apart, so a host whose other tenants load the memory for
+    minutes at a time moves both figures of a pair alike: the ratios spread
+    less than the figures do."""
+    mine, theirs = by_rep.get("memfx", {}), by_rep.get(peer, {})
+    return [mine[r] / theirs[r] for r in sorted(mine) if r in theirs]
+
+
+def build_table(plan: Plan, results: dict, peer_names: list[str],
+                by_rep: dict | None = None) -> tuple[list[str], list[list[str]]]:
+    header = ["measure", "memfx"] + peer_names + ["memfx/best peer", "paired ratio"]
     rows = []
     for measure in plan.measures:
         per_tool = {name: summary(results[measure.key].get(name, [])) for name in ["memfx"] + peer_names}
         peers = [(name, s["median"]) for name, s in per_tool.items() if name != "memfx" and s]
-        ratio = "-"
+        ratio = paired = "-"
         if per_tool["memfx"] and peers:
             pick = max if measure.higher_is_better else min
             best_name, best = pick(peers, key=lambda item: item[1])
             ratio = f"{per_tool['memfx']['median'] / best:.2f} ({best_name})"
+            ratios = paired_ratios((by_rep or {}).get(measure.key, {}), best_name)
+            if len(ratios) > 1:
+                paired = f"{statistics.median(ratios):.2f} [{min(ratios):.2f}-{max(ratios):.2f}]"
         rows.append([f"{measure.label} [{measure.unit}]", fmt_cell(per_tool["memfx"])]
-                    + [fmt_cell(per_tool[name]) for name in peer_names] + [ratio])
+                    + [fmt_cell(per_tool[name]) for name in peer_names] + [ratio, paired])
     return header, rows
 
 
@@ -849,14 +862,16 @@ def machine_line(cpu: int) -> str:
             f"model {fields.get('model', '?')}), {os.cpu_count()} logical CPUs, pinned to CPU {cpu}")
 
 
-def report(args, cpu, plan, tools, missing, results, failures, timings, shares, reps_done) -> str:
+def report(args, cpu, plan, tools, missing, results, failures, timings, shares, reps_done,
+           by_rep=None) -> str:
     """The table and its notes; writes the --json document as a side effect."""
     lines = []
     ran_peers = [tool.name for tool, _ in tools if tool.name != "memfx"]
     shown_peers = [name for name in ran_peers if any(name in results[k] for k in results)]
-    header, rows = build_table(plan, results, shown_peers)
+    header, rows = build_table(plan, results, shown_peers, by_rep)
     lines.append(f"Machine: {machine_line(cpu)}")
-    lines.append(f"{reps_done} interleaved repetition(s); cells are median [min-max] over them.")
+    lines.append(f"{reps_done} interleaved repetition(s); cells are median [min-max] over them; "
+                 "the paired ratio is memfx / the best peer within each repetition, median [min-max].")
     lines.append(render_table(header, rows))
     for tool, path in tools:
         if tool.name in timings:
@@ -883,6 +898,8 @@ def report(args, cpu, plan, tools, missing, results, failures, timings, shares, 
             "measures": [{"key": m.key, "label": m.label, "unit": m.unit,
                           "higher_is_better": m.higher_is_better,
                           "figures": results[m.key],
+                          "per_rep": {tool: {str(r): v for r, v in reps.items()}
+                                      for tool, reps in (by_rep or {}).get(m.key, {}).items()},
                           "summary": {n: summary(v) for n, v in results[m.key].items()}}
                          for m in plan.measures],
             "tools": {tool.name: path for tool, path in tools},
@@ -960,6 +977,7 @@ def main(argv: list[str] | None = None) -> int:
             tools.append((tool, path))
 
     results: dict[str, dict[str, list[float]]] = {m.key: {} for m in plan.measures}
+    by_rep: dict[str, dict[str, dict[int, float]]] = {m.key: {} for m in plan.measures}
     failures: dict[str, list[str]] = {}
     timings: dict[str, float] = {}
     shares: dict[str, list[float]] = {}
@@ -986,10 +1004,11 @@ def main(argv: list[str] | None = None) -> int:
                     for key, value in figures.items():
                         if key in results and math.isfinite(value) and value > 0:
                             results[key].setdefault(tool.name, []).append(value)
+                            by_rep[key].setdefault(tool.name, {})[rep] = value
             if rep + 1 < args.reps:  # a table so far, in case the run is cut short
-                print(report(args, cpu, plan, tools, missing, results, failures, timings, shares, rep + 1),
-                      file=sys.stderr, flush=True)
-    print(report(args, cpu, plan, tools, missing, results, failures, timings, shares, args.reps))
+                print(report(args, cpu, plan, tools, missing, results, failures, timings, shares, rep + 1,
+                             by_rep), file=sys.stderr, flush=True)
+    print(report(args, cpu, plan, tools, missing, results, failures, timings, shares, args.reps, by_rep))
 
     return 0
 
