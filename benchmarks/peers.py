@@ -179,6 +179,7 @@ class Job:
     # /proc/PID/smaps_rollup while it runs, and a figure on the wrong pages is
     # not counted.
     pages: str | None = "4k"
+    buffer_bytes: int = 0       # the tool's working set, where the job knows it
 
 
 @dataclass
@@ -226,8 +227,12 @@ def child_setup(cpu: int, no_thp: bool) -> Callable[[], None]:
 SHARE_FIRST_READ_S = 0.3
 SHARE_READ_INTERVAL_S = 1.5
 SHARE_MIN_RESIDENT = 8 * MiB     # below this the tool has not allocated its buffer yet
-THP_JOB_MIN_SHARE = 0.9          # a "thp" figure needs this much of the memory on huge pages
+THP_JOB_MIN_SHARE = 0.5          # a "thp" figure needs this much of the memory on huge pages
 FOURK_JOB_MAX_SHARE = 0.02       # a "4k" figure tolerates this much on huge pages
+# A THP figure is only checked when the tool's buffer is this large: smaller
+# ones are mostly the program itself, and a buffer under 2 MiB cannot be one
+# huge page anyway (memfx's own THP arm is not huge-backed there either).
+THP_CHECK_MIN_BUFFER = 32 * MiB
 
 
 def huge_page_share(pid: int) -> float | None:
@@ -249,7 +254,8 @@ def huge_page_share(pid: int) -> float | None:
 
 def wrong_pages(job: Job, share: float | None) -> str | None:
     """Why a job's figures are not on the page size its measure is for, or None."""
-    if job.pages == "thp" and share is not None and share < THP_JOB_MIN_SHARE:
+    if (job.pages == "thp" and share is not None and share < THP_JOB_MIN_SHARE
+            and job.buffer_bytes >= THP_CHECK_MIN_BUFFER):
         return f"asked for huge pages but got {100 * share:.0f}% of its memory on them"
     if job.pages == "4k" and share is not None and share > FOURK_JOB_MAX_SHARE:
         return f"should run on 4 KiB pages but had {100 * share:.0f}% on huge pages"
@@ -514,7 +520,8 @@ def multichase_jobs(tool, path, plan, ctx):
             if pages == "thp":
                 argv.append("-H")
             jobs.append(Job(argv, lambda out, err, info, key=key:
-                            {key: last_float(r"^\s*([0-9.]+)\s*$", out, "latency figure")}, pages=pages))
+                            {key: last_float(r"^\s*([0-9.]+)\s*$", out, "latency figure")},
+                            pages=pages, buffer_bytes=size))
     return jobs
 
 
@@ -534,7 +541,8 @@ def memory_latency_jobs(tool, path, plan, ctx):
             if pages == "thp":
                 argv.append("-hugepages")
             jobs.append(Job(argv, lambda out, err, info, key=key:
-                            {key: last_float(r"^\d+,([0-9.]+)\s*$", out, "KB,ns line")}, pages=pages))
+                            {key: last_float(r"^\d+,([0-9.]+)\s*$", out, "KB,ns line")},
+                            pages=pages, buffer_bytes=size))
     return jobs
 
 
