@@ -2,10 +2,11 @@
 """memfx side by side with the established memory benchmarks (issue 16).
 
 Runs memfx and whichever peer benchmarks are installed (or pointed at with
---peer NAME=PATH) on one CPU, interleaved -- memfx, peer A, peer B, ..., then
-again, --reps times -- and prints one row per measure:
+--peer NAME=PATH) on one CPU, interleaved -- for each measure in turn, memfx,
+peer A, peer B, ...; then again, --reps times -- and prints one row per
+measure:
 
-    measure | memfx median [min-max] | each peer median [min-max] | memfx/best peer
+    measure | memfx median [min-max] | each peer median [min-max] | memfx/best peer | paired ratio
 
 Every measure uses the same access pattern on both sides: a random pointer
 chase over 64-byte elements (one cache line each) for latency, a sequential
@@ -180,6 +181,10 @@ class Job:
     # not counted.
     pages: str | None = "4k"
     buffer_bytes: int = 0       # the tool's working set, where the job knows it
+    # The measures the job yields figures for: a repetition runs the jobs in
+    # the order of their first measure, every tool's job for a measure back
+    # to back, so the figures a paired ratio divides are seconds apart.
+    keys: tuple[str, ...] = ()
 
 
 @dataclass
@@ -413,7 +418,7 @@ def memfx_jobs(tool: Tool, python: str, plan: Plan, ctx: RunContext) -> list[Job
                     for pages in ("4k", "thp")}
         jobs.append(Job(base + ["latency"] + common + arms + [
             "--set", f"min_size={size}", "--set", f"max_size={size}", "--set", "pages=4k,thp",
-            "--set", "refine=false"], parse_latency, env))
+            "--set", "refine=false"], parse_latency, env, keys=(f"lat_{size}_4k", f"lat_{size}_thp")))
     for size in plan.fill_sizes:
         if f"memset_{size}" not in keys:
             continue
@@ -423,7 +428,8 @@ def memfx_jobs(tool: Tool, python: str, plan: Plan, ctx: RunContext) -> list[Job
                     f"ntfill_{size}": memfx_point(doc, "one", size, kernel="nt_sse")["median"]}
         jobs.append(Job(base + ["fill"] + common + [
             "--set", "kernels=memset,nt_sse", "--set", "values=one", "--set", f"min_size={size}",
-            "--set", f"max_size={size}", "--set", "points=2"], parse_fill, env))
+            "--set", f"max_size={size}", "--set", "points=2"], parse_fill, env,
+            keys=(f"memset_{size}", f"ntfill_{size}")))
     size = plan.copy_size
     if f"copy_libc_{size}" in keys:
         def parse_copy(out, err, info, size=size):
@@ -437,7 +443,7 @@ def memfx_jobs(tool: Tool, python: str, plan: Plan, ctx: RunContext) -> list[Job
         jobs.append(Job(base + ["copy"] + common + [
             "--set", "ops=copy", "--set", "modes=throughput", "--set", "strategies=libc,nt",
             "--set", f"max_size={size}", "--set", "small_max=16", "--set", "per_octave=1",
-            "--set", "refine=false"], parse_copy, env))
+            "--set", "refine=false"], parse_copy, env, keys=(f"copy_libc_{size}", f"copy_nt_{size}")))
     if "zero_ratio" in keys:
         size = plan.zero_size
         def parse_zero(out, err, info, size=size):
@@ -447,7 +453,7 @@ def memfx_jobs(tool: Tool, python: str, plan: Plan, ctx: RunContext) -> list[Job
             return {"zero_ratio": zero / one}
         jobs.append(Job(base + ["fill"] + common + [
             "--set", "kernels=avx2", "--set", "values=zero,one", "--set", f"min_size={size}",
-            "--set", f"max_size={size}", "--set", "points=2"], parse_zero, env))
+            "--set", f"max_size={size}", "--set", "points=2"], parse_zero, env, keys=("zero_ratio",)))
     jobs += memfx_bandwidth_jobs(base, common, env, plan, keys)
     for job in jobs:
         job.pages = None    # memfx madvises each buffer for its arm's page size and reports the share
@@ -469,7 +475,7 @@ def memfx_bandwidth_jobs(base, common, env, plan, keys):
             return {f"bwread_{size}": memfx_point(memfx_document(out), "read", size)["median"]}
         jobs.append(Job(base + ["bandwidth"] + common + single + [
             "--set", "kinds=read", "--set", f"min_size={size}", "--set", f"max_size={size}"],
-            parse_read, env))
+            parse_read, env, keys=(f"bwread_{size}",)))
     size = plan.copy_size
     if f"bwwrite_{size}" in keys:
         def parse_write(out, err, info, size=size):
@@ -478,13 +484,13 @@ def memfx_bandwidth_jobs(base, common, env, plan, keys):
                     f"bwntwrite_{size}": memfx_point(doc, "nt_write", size)["median"]}
         jobs.append(Job(base + ["bandwidth"] + common + single + [
             "--set", "kinds=write,nt_write", "--set", f"min_size={size}", "--set", f"max_size={size}"],
-            parse_write, env))
+            parse_write, env, keys=(f"bwwrite_{size}", f"bwntwrite_{size}")))
     if f"bwcopy_{size}" in keys:
         def parse_copy(out, err, info, size=size):
             return {f"bwcopy_{size}": memfx_point(memfx_document(out), "copy", 2 * size)["median"] / 2}
         jobs.append(Job(base + ["bandwidth"] + common + single + [
             "--set", "kinds=copy", "--set", f"min_size={2 * size}", "--set", f"max_size={2 * size}"],
-            parse_copy, env))
+            parse_copy, env, keys=(f"bwcopy_{size}",)))
     return jobs
 
 
@@ -521,7 +527,7 @@ def multichase_jobs(tool, path, plan, ctx):
                 argv.append("-H")
             jobs.append(Job(argv, lambda out, err, info, key=key:
                             {key: last_float(r"^\s*([0-9.]+)\s*$", out, "latency figure")},
-                            pages=pages, buffer_bytes=size))
+                            pages=pages, buffer_bytes=size, keys=(key,)))
     return jobs
 
 
@@ -542,7 +548,7 @@ def memory_latency_jobs(tool, path, plan, ctx):
                 argv.append("-hugepages")
             jobs.append(Job(argv, lambda out, err, info, key=key:
                             {key: last_float(r"^\d+,([0-9.]+)\s*$", out, "KB,ns line")},
-                            pages=pages, buffer_bytes=size))
+                            pages=pages, buffer_bytes=size, keys=(key,)))
     return jobs
 
 
@@ -570,7 +576,8 @@ def lat_mem_rd_jobs(tool, path, plan, ctx):
         if missing:
             raise PeerError(f"no line for {', '.join(missing)}")
         return {k: figures[k] for k in keys}
-    return [Job([path, "-t", "-N", "1" if ctx.quick else "3", str(length_mb), "64"], parse)]
+    return [Job([path, "-t", "-N", "1" if ctx.quick else "3", str(length_mb), "64"], parse,
+                keys=tuple(sorted(keys)))]
 
 
 # ---------------------------------------------------------------- bandwidth peers
@@ -586,7 +593,7 @@ def likwid_jobs(tool, path, plan, ctx):
     def job(test, working_set, key, divisor):
         def parse(out, err, info):
             return {key: last_float(r"^MByte/s:\s*([0-9.]+)", out, "MByte/s line") / 1000 / divisor}
-        return Job([path, "-t", test, "-w", f"N:{working_set}B:1"], parse)
+        return Job([path, "-t", test, "-w", f"N:{working_set}B:1"], parse, keys=(key,))
     for size in plan.fill_sizes:
         if f"memset_{size}" in keys:
             jobs.append(job("store_avx", size, f"memset_{size}", 1))
@@ -620,7 +627,8 @@ def memory_bandwidth_jobs(tool, path, plan, ctx):
             if key in keys:
                 jobs.append(Job([path, "-threads", "1", "-sizekb", str(size // KiB), "-method", method],
                                 lambda out, err, info, key=key:
-                                {key: last_float(r"^\d+,([0-9.]+)(?:,[0-9.]+)*\s*$", out, "KB,GB/s line")}))
+                                {key: last_float(r"^\d+,([0-9.]+)(?:,[0-9.]+)*\s*$", out, "KB,GB/s line")},
+                                keys=(key,)))
     # bandwidth group: its asm read loop, AVX-512 where the CPU has it
     method = "avx512" if cpu_has("avx512f") else "avx"
     for size in plan.read_sizes.values():
@@ -628,7 +636,8 @@ def memory_bandwidth_jobs(tool, path, plan, ctx):
         if key in keys and size >= KiB:
             jobs.append(Job([path, "-threads", "1", "-sizekb", str(size // KiB), "-method", method],
                             lambda out, err, info, key=key:
-                            {key: last_float(r"^\d+,([0-9.]+)(?:,[0-9.]+)*\s*$", out, "KB,GB/s line")}))
+                            {key: last_float(r"^\d+,([0-9.]+)(?:,[0-9.]+)*\s*$", out, "KB,GB/s line")},
+                            keys=(key,)))
     return jobs
 
 
@@ -666,8 +675,9 @@ def tinymembench_jobs(tool, path, plan, ctx):
             raise PeerError(f"built with a {size_label(buffer)} buffer; the measures need "
                             f"{size_label(plan.copy_size)} (rebuild with SIZE changed, see README)")
         return figures
-    return [Job([path], parse, timeout_s=900, stop_after=r"SSE2 nontemporal fill\s*:")] if keys & {
-        f"{k}_{plan.copy_size}" for k in list(TINYMEMBENCH_ROWS.values()) + ["bwntwrite"]} else []
+    wanted = keys & {f"{k}_{plan.copy_size}" for k in list(TINYMEMBENCH_ROWS.values()) + ["bwntwrite"]}
+    return [Job([path], parse, timeout_s=900, stop_after=r"SSE2 nontemporal fill\s*:",
+                keys=tuple(sorted(wanted)))] if wanted else []
 
 
 def stream_jobs(tool, path, plan, ctx):
@@ -689,7 +699,7 @@ def stream_jobs(tool, path, plan, ctx):
         if not match:
             raise PeerError("no Copy line")
         return {key: size / float(match.group(2)) / 1e9 for key in wanted}
-    return [Job([path], parse, env={"OMP_NUM_THREADS": "1"})]
+    return [Job([path], parse, env={"OMP_NUM_THREADS": "1"}, keys=tuple(wanted))]
 
 
 def bw_mem_jobs(tool, path, plan, ctx):
@@ -701,7 +711,7 @@ def bw_mem_jobs(tool, path, plan, ctx):
         return []
     return [Job([path, "-N", "5", str(size), "bcopy"],
                 lambda out, err, info: {key: last_float(r"^\s*[0-9.]+\s+([0-9.]+)\s*$", out + "\n" + err,
-                                                        "MB MB/s line") / 1000})]
+                                                        "MB MB/s line") / 1000}, keys=(key,))]
 
 
 def zero_fill_bench_jobs(tool, path, plan, ctx):
@@ -722,7 +732,8 @@ def zero_fill_bench_jobs(tool, path, plan, ctx):
         if set(rates) != {"fill0", "fill1"}:
             raise PeerError("no fill0/fill1 rows in the CSV")
         return {"zero_ratio": statistics.median(rates["fill0"]) / statistics.median(rates["fill1"])}
-    return [Job([path, "--algos=fill0,fill1", f"--size={plan.zero_size}", "--csv"], parse)]
+    return [Job([path, "--algos=fill0,fill1", f"--size={plan.zero_size}", "--csv"], parse,
+                keys=("zero_ratio",))]
 
 
 TOOLS = [
@@ -968,6 +979,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def run_order(plan: Plan, jobs: list[tuple[Tool, Job]]) -> list[tuple[Tool, Job]]:
+    """Jobs in the order of their first measure (see Job.keys), memfx first
+    within a measure; a job that names no measure keeps its place at the end."""
+    index = {m.key: i for i, m in enumerate(plan.measures)}
+    def first(item):
+        tool, job = item
+        return min((index[k] for k in job.keys if k in index), default=len(index))
+    return sorted(jobs, key=first)     # stable: tool order within a measure
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cpu = pin_to(args.cpu)
@@ -992,27 +1013,27 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="memfx-peers-") as scratch:
         ctx = RunContext(cpu=cpu, quick=args.quick, db_path=os.path.join(scratch, "memfx.db"))
         planned = {tool.name: tool.jobs(tool, path, plan, ctx) for tool, path in tools}
+        schedule = run_order(plan, [(tool, job) for tool, _ in tools for job in planned[tool.name]])
         for rep in range(args.reps):
-            for tool, path in tools:
-                for job in planned[tool.name]:
-                    print(f"[rep {rep + 1}/{args.reps}] {tool.name}: {' '.join(job.argv[-6:])}",
-                          file=sys.stderr, flush=True)
-                    started = time.monotonic()
-                    try:
-                        figures, info = run_job(job, cpu)
-                        shares.setdefault(tool.name, []).append(info["cpu_share"])
-                    except PeerError as exc:
-                        failures.setdefault(tool.name, []).append(str(exc))
-                        continue
-                    except Exception as exc:  # a parser surprised by a peer's output
-                        failures.setdefault(tool.name, []).append(f"{type(exc).__name__}: {exc}")
-                        continue
-                    finally:
-                        timings[tool.name] = timings.get(tool.name, 0.0) + time.monotonic() - started
-                    for key, value in figures.items():
-                        if key in results and math.isfinite(value) and value > 0:
-                            results[key].setdefault(tool.name, []).append(value)
-                            by_rep[key].setdefault(tool.name, {})[rep] = value
+            for tool, job in schedule:
+                print(f"[rep {rep + 1}/{args.reps}] {tool.name}: {' '.join(job.argv[-6:])}",
+                      file=sys.stderr, flush=True)
+                started = time.monotonic()
+                try:
+                    figures, info = run_job(job, cpu)
+                    shares.setdefault(tool.name, []).append(info["cpu_share"])
+                except PeerError as exc:
+                    failures.setdefault(tool.name, []).append(str(exc))
+                    continue
+                except Exception as exc:  # a parser surprised by a peer's output
+                    failures.setdefault(tool.name, []).append(f"{type(exc).__name__}: {exc}")
+                    continue
+                finally:
+                    timings[tool.name] = timings.get(tool.name, 0.0) + time.monotonic() - started
+                for key, value in figures.items():
+                    if key in results and math.isfinite(value) and value > 0:
+                        results[key].setdefault(tool.name, []).append(value)
+                        by_rep[key].setdefault(tool.name, {})[rep] = value
             if rep + 1 < args.reps:  # a table so far, in case the run is cut short
                 print(report(args, cpu, plan, tools, missing, results, failures, timings, shares, rep + 1,
                              by_rep), file=sys.stderr, flush=True)
