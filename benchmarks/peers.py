@@ -139,9 +139,10 @@ def make_plan(cpu: int, quick: bool, only: set[str] | None) -> Plan:
                             "GB/s", True, "copy"))
     measures.append(Measure("zero_ratio", f"zero/non-zero AVX2 fill speed {size_label(plan.zero_size)}",
                             "x", True, "zero"))
-    # The non-zero fill's own speed, beside the ratio: a loop that cannot
-    # reach the memory's store bandwidth (zero-fill-bench's on 4 KiB pages:
-    # 18.5 GB/s here, against 26 with THP) shows no zero effect at all.
+    # The non-zero fill's own speed, beside the ratio: a loop that does not
+    # reach the memory's store bandwidth shows no zero effect at all (here
+    # zero-fill-bench on 4 KiB pages once filled at 18.5 GB/s with a ratio of
+    # 1.0, against 22-27 GB/s and 1.08-1.23 with THP).
     measures.append(Measure("zero_fill_one", f"non-zero AVX2 fill {size_label(plan.zero_size)}",
                             "GB/s", True, "zero"))
     for name, size in read_sizes.items():
