@@ -71,3 +71,18 @@ def test_facets_wrap_dashed_controls_and_marks():
     assert sorted(s["curve_labels"]) == ["v", "v control"]
     assert len(s["bands"]) == 1 and s["title"] == "256 B"
     plt.close(fig)
+
+
+def test_a_document_of_an_unknown_experiment_is_plotted_over_its_first_numeric_parameter():
+    """An imported run of an experiment this memfx does not know gets one
+    curve per arm; its x axis is the first parameter that is a number at
+    every point, not a kernel name that comes first."""
+    pts = [{"arm": arm, "params": {"kernel": "k_avx2", "size_bytes": size, "pages": "4k"},
+            "median": size / 1e9 * (1 + i), "unit": "ns", "metric": "ns_per_load"}
+           for i, arm in enumerate(("a", "b")) for size in (4096, 65536, 1 << 20)]
+    doc = {"experiment": "from_the_future", "run_id": "r", "machine": {}, "points": pts}
+    fig = plots.figure_for(doc)
+    axis = fig.axes[0]
+    assert axis.get_xscale() == "log"                   # a size axis
+    xs = sorted({x for line in axis.get_lines() for x in line.get_xdata()})
+    assert xs == [4096, 65536, 1 << 20]

@@ -232,12 +232,19 @@ def figure_for(doc, samples_values=None):
         for i, (spec, facet, pts) in enumerate(panels):
             draw_spec(doc, spec, fig.add_subplot(rows, cols, i + 1), facet, pts)
         fig.suptitle(_title(doc), fontsize=10)
-        fig.tight_layout()
+        # tight_layout ignores the suptitle: keep ~0.45 inch above the panels
+        # for it (it overlapped the first panel's title on tall figures)
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / (4.6 * rows)))
         return fig
     # an experiment this memfx does not know (an imported document): one
     # curve per arm over the first swept parameter
     fig = plt.figure(figsize=(10, 6), dpi=100)
-    key = next(iter(doc["points"][0]["params"]), None) if doc.get("points") else None
+    # the first parameter that is a number at every point (a kernel name or
+    # page size cannot be an x axis)
+    params = [p.get("params") or {} for p in doc.get("points") or []]
+    key = next((k for k in (params[0] if params else {})
+                if all(isinstance(q.get(k), (int, float)) and not isinstance(q.get(k), bool)
+                       for q in params)), None)
     draw_spec(doc, PlotSpec("points", _title(doc), x=key or "arm", size_x=bool(key) and
                             key.endswith("bytes")), fig.add_subplot(1, 1, 1))
     fig.tight_layout()

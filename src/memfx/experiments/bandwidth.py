@@ -486,6 +486,14 @@ def check_team(lab, cpus, kind, kernel, sizes=(0, 1, 63, 4096 + 24), seed=1):
 
 # ---- the experiment ---------------------------------------------------------------
 
+def where(level):
+    """The working sets a level's figure comes from, e.g. "3 working sets 2MB..8MB"."""
+    first, last = format_size(level["first_size"]), format_size(level["last_size"])
+    if level["points"] == 1:
+        return f"1 working set of {first}B"
+    return f"{level['points']} working sets {first}B..{last}B"
+
+
 @register
 class Bandwidth(Experiment):
     name = "bandwidth"
@@ -986,8 +994,7 @@ class Bandwidth(Experiment):
         flag = "; the samples spread widely (contended or noisy), take it with care" \
             if d["contended"] else ""
         a.because = (f"{a.value:.1f} GB/s{per_cycle} with {d['kernel']} ({d['pages']} pages), "
-                     f"{d['points']} working sets {format_size(d['first_size'])}B.."
-                     f"{format_size(d['last_size'])}B{how}{flag}")
+                     f"{where(d)}{how}{flag}")
         return a
 
     def _knee_answer(self, read_levels, caches):
