@@ -108,7 +108,7 @@ class Plan:
         return next(m for m in self.measures if m.key == key)
 
 
-def make_plan(cpu: int, quick: bool, only: set[str] | None) -> Plan:
+def make_plan(cpu: int, quick: bool, only: set[str] | None, match: list[str] | None = None) -> Plan:
     # Mid-cache points: half of the level's capacity sits well inside it on
     # every replacement policy; fall back to typical sizes when sysfs is silent.
     l1 = cache_size(cpu, 1) or 32 * KiB
@@ -155,7 +155,8 @@ def make_plan(cpu: int, quick: bool, only: set[str] | None) -> Plan:
                             "bandwidth"))
     measures.append(Measure(f"bwntwrite_{size}", f"NT write {size_label(size)}", "GB/s", True,
                             "bandwidth"))
-    plan.measures = [m for m in measures if only is None or m.group in only]
+    plan.measures = [m for m in measures if (only is None or m.group in only)
+                     and (match is None or any(text in m.label.lower() for text in match))]
     return plan
 
 
@@ -207,6 +208,9 @@ class Tool:
     how_to_get: str
     jobs: Callable[["Tool", str, Plan, RunContext], list[Job]]
     note: str = ""
+    # False: the tool's access pattern differs from memfx's (shown, but left
+    # out of the "peers' median" that memfx must agree with).
+    same_pattern: bool = True
 
 
 def stop_group(pid: int, sig: int) -> None:
@@ -529,6 +533,11 @@ def multichase_jobs(tool, path, plan, ctx):
             key = f"lat_{size}_{pages}"
             if key not in keys:
                 continue
+            # -H madvises an arena mapped at exactly the size asked for: one
+            # under 2 MiB holds no aligned 2 MiB span, so it is never on a
+            # huge page and its "THP" figure would be a 4 KiB-page one.
+            if pages == "thp" and size < 2 * MiB:
+                continue
             argv = [path, "-a", "-m", str(size), "-s", "64", "-T", str(size), "-n", samples]
             if pages == "thp":
                 argv.append("-H")
@@ -750,7 +759,7 @@ TOOLS = [
     Tool("MemoryLatency", ("MemoryLatency_amd64", "MemoryLatency"),
          "github.com/clamchowder/Microbenchmarks: cd MemoryLatency && make amd64", memory_latency_jobs),
     Tool("lat_mem_rd", ("lat_mem_rd",), "lmbench (github.com/intel/lmbench): make build", lat_mem_rd_jobs,
-         note="page-random order (-t), mid-L1/mid-L2 only"),
+         note="page-random order (-t), mid-L1/mid-L2 only; not the same pattern", same_pattern=False),
     Tool("likwid-bench", ("likwid-bench",), "Debian/Ubuntu package likwid, or github.com/RRZE-HPC/likwid",
          likwid_jobs, note="store_avx / store_mem_avx / copy_avx / copy_mem_avx; bandwidth: "
          "load / store / copy / store_mem, _avx512 where the CPU has it, else _avx"),
@@ -849,13 +858,20 @@ def paired_ratios(by_rep: dict[str, dict[int, float]], peer: str) -> list[float]
 
 
 def build_table(plan: Plan, results: dict, peer_names: list[str],
-                by_rep: dict | None = None) -> tuple[list[str], list[list[str]]]:
-    header = ["measure", "memfx"] + peer_names + ["memfx/best peer", "paired ratio"]
+                by_rep: dict | None = None,
+                other_pattern: set[str] = frozenset()) -> tuple[list[str], list[list[str]]]:
+    """One row per measure.  "memfx/peers' median" is what issue 16 holds
+    memfx to: its median over the median of the same-pattern peers' medians
+    (tools in `other_pattern` are shown but left out of it)."""
+    header = ["measure", "memfx"] + peer_names + ["memfx/peers' median", "memfx/best peer", "paired ratio"]
     rows = []
     for measure in plan.measures:
         per_tool = {name: summary(results[measure.key].get(name, [])) for name in ["memfx"] + peer_names}
         peers = [(name, s["median"]) for name, s in per_tool.items() if name != "memfx" and s]
-        ratio = paired = "-"
+        same = [value for name, value in peers if name not in other_pattern]
+        ratio = paired = versus_median = "-"
+        if per_tool["memfx"] and same:
+            versus_median = f"{per_tool['memfx']['median'] / statistics.median(same):.2f} (of {len(same)})"
         if per_tool["memfx"] and peers:
             pick = max if measure.higher_is_better else min
             best_name, best = pick(peers, key=lambda item: item[1])
@@ -864,7 +880,7 @@ def build_table(plan: Plan, results: dict, peer_names: list[str],
             if len(ratios) > 1:
                 paired = f"{statistics.median(ratios):.2f} [{min(ratios):.2f}-{max(ratios):.2f}]"
         rows.append([f"{measure.label} [{measure.unit}]", fmt_cell(per_tool["memfx"])]
-                    + [fmt_cell(per_tool[name]) for name in peer_names] + [ratio, paired])
+                    + [fmt_cell(per_tool[name]) for name in peer_names] + [versus_median, ratio, paired])
     return header, rows
 
 
@@ -895,7 +911,8 @@ def report(args, cpu, plan, tools, missing, results, failures, timings, shares, 
     lines = []
     ran_peers = [tool.name for tool, _ in tools if tool.name != "memfx"]
     shown_peers = [name for name in ran_peers if any(name in results[k] for k in results)]
-    header, rows = build_table(plan, results, shown_peers, by_rep)
+    other_pattern = {tool.name for tool, _ in tools if not tool.same_pattern}
+    header, rows = build_table(plan, results, shown_peers, by_rep, other_pattern)
     lines.append(f"Machine: {machine_line(cpu)}")
     lines.append(f"{reps_done} interleaved repetition(s); cells are median [min-max] over them; "
                  "the paired ratio is memfx / the best peer within each repetition, median [min-max].")
@@ -957,6 +974,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="comma-separated measure groups (latency, fill, copy, zero, bandwidth) and/or "
                              "tool "
                              "names; memfx always runs")
+    parser.add_argument("--match", metavar="TEXT[,TEXT]",
+                        help="only the measures whose label holds one of these texts (case-insensitive), "
+                             "e.g. --match 'chase 1 GiB' for the 1 GiB latency points")
     parser.add_argument("--reps", type=int, default=3, help="interleaved repetitions (default 3)")
     parser.add_argument("--quick", action="store_true", help="skip the 1 GiB points; shorter peer runs")
     parser.add_argument("--cpu", type=int, help="CPU to pin everything to (default: the last allowed one)")
@@ -984,6 +1004,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             parser.error(f"--only: unknown {', '.join(sorted(unknown))}")
         args.only_groups = (words & groups) or None
         args.only_tools = (words & tool_names) or None
+    args.match_texts = [w.strip().lower() for w in (args.match or "").split(",") if w.strip()] or None
     return args
 
 
@@ -1000,7 +1021,9 @@ def run_order(plan: Plan, jobs: list[tuple[Tool, Job]]) -> list[tuple[Tool, Job]
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cpu = pin_to(args.cpu)
-    plan = make_plan(cpu, args.quick, args.only_groups)
+    plan = make_plan(cpu, args.quick, args.only_groups, args.match_texts)
+    if not plan.measures:
+        raise SystemExit("peers.py: no measure left by --only/--match")
     peers_dir = Path(args.peers_dir).expanduser() if args.peers_dir else None
 
     tools, missing = [], []

@@ -239,6 +239,28 @@ def test_buffers_say_which_page_size_they_are_measured_on():
         lab.close()
 
 
+@pytest.mark.parametrize("size", [4096, 100_000, 512 << 10, (2 << 20) - 64, (2 << 20) + 64, 5 << 20])
+@pytest.mark.parametrize("offset", [0, 64, 4096 + 8])
+def test_a_thp_buffer_spans_whole_huge_pages(size, offset):
+    """The kernel backs only an aligned 2 MiB span that lies wholly inside one
+    mapping with a huge page; a THP buffer smaller than that (mid-L2 sizes)
+    must still sit in such spans, every time, or its arm measures 4 KiB pages
+    on some runs and huge pages on others.  (The buffer's own mmap is checked,
+    not the kernel's VMA: a VMA may have merged with a neighbour by chance.)"""
+    lab = Lab(cpu=-1)
+    try:
+        for _ in range(4):      # different placements of the mapping
+            region = lab.buffer(size, offset=offset, hugepages=True, prefault=False)
+            first = region.address // HUGE_PAGE * HUGE_PAGE
+            last = (region.address + max(size, 1) - 1) // HUGE_PAGE * HUGE_PAGE + HUGE_PAGE
+            lo = _core.address(region.buffer)
+            hi = lo + len(region.buffer)
+            assert (region.address - offset) % HUGE_PAGE == 0
+            assert lo <= first and last <= hi, (hex(lo), hex(first), hex(last), hex(hi))
+    finally:
+        lab.close()
+
+
 def test_rdpmc_path_falls_back_for_events_without_user_access():
     """The bare-metal rdpmc path, exercised with a software event: its page
     maps, but the kernel gives no user-space index, so the core returns

@@ -237,8 +237,12 @@ class Lab:
             raise ParamError(f"negative buffer size {size}")
         check_fits(size)
         align = max(align, HUGE_PAGE if hugepages else PAGE)
-        length = size + offset + align
-        length = (length + PAGE - 1) // PAGE * PAGE
+        # A huge page needs its whole aligned 2 MiB span inside the mapping:
+        # a THP buffer is mapped in whole huge pages past the aligned start, or
+        # one smaller than 2 MiB is huge-backed only when the mapping happens
+        # to land well (seen: a 512 KiB THP arm huge on one run, not the next).
+        granule = HUGE_PAGE if hugepages else PAGE
+        length = align + (size + offset + granule - 1) // granule * granule
         try:
             m = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         except OSError as e:
