@@ -6,7 +6,8 @@ Runs memfx and whichever peer benchmarks are installed (or pointed at with
 peer A, peer B, ...; then again, --reps times -- and prints one row per
 measure:
 
-    measure | memfx median [min-max] | each peer median [min-max] | memfx/best peer | paired ratio
+    measure | memfx median [min-max] | each peer median [min-max] |
+        memfx/peers' median | paired | memfx/best peer | paired ratio
 
 Every measure uses the same access pattern on both sides: a random pointer
 chase over 64-byte elements (one cache line each) for latency, a sequential
@@ -419,16 +420,18 @@ def memfx_jobs(tool: Tool, python: str, plan: Plan, ctx: RunContext) -> list[Job
     jobs = []
     latency_params = memfx_params(python, "latency")
     arms = ["--set", "arms=random"] if "arms" in latency_params else []
+    # One page size per run, as every peer runs: the job then sits next to
+    # the peers' jobs for the same measure, seconds apart (see run_order).
     for size in plan.latency_sizes.values():
-        if f"lat_{size}_4k" not in keys:
-            continue
-        def parse_latency(out, err, info, size=size):
-            doc = memfx_document(out)
-            return {f"lat_{size}_{pages}": memfx_point(doc, "random", size, pages=pages)["median"]
-                    for pages in ("4k", "thp")}
-        jobs.append(Job(base + ["latency"] + common + arms + [
-            "--set", f"min_size={size}", "--set", f"max_size={size}", "--set", "pages=4k,thp",
-            "--set", "refine=false"], parse_latency, env, keys=(f"lat_{size}_4k", f"lat_{size}_thp")))
+        for pages in ("4k", "thp"):
+            key = f"lat_{size}_{pages}"
+            if key not in keys:
+                continue
+            def parse_latency(out, err, info, size=size, pages=pages, key=key):
+                return {key: memfx_point(memfx_document(out), "random", size, pages=pages)["median"]}
+            jobs.append(Job(base + ["latency"] + common + arms + [
+                "--set", f"min_size={size}", "--set", f"max_size={size}", "--set", f"pages={pages}",
+                "--set", "refine=false"], parse_latency, env, keys=(key,)))
     for size in plan.fill_sizes:
         if f"memset_{size}" not in keys:
             continue
@@ -857,30 +860,50 @@ def paired_ratios(by_rep: dict[str, dict[int, float]], peer: str) -> list[float]
     return [mine[r] / theirs[r] for r in sorted(mine) if r in theirs]
 
 
+def paired_median_ratios(by_rep: dict[str, dict[int, float]], peers: list[str]) -> list[float]:
+    """memfx / the median of these peers' figures, within each repetition
+    that has memfx and at least one of them."""
+    mine = by_rep.get("memfx", {})
+    out = []
+    for r in sorted(mine):
+        theirs = [by_rep[p][r] for p in peers if r in by_rep.get(p, {})]
+        if theirs:
+            out.append(mine[r] / statistics.median(theirs))
+    return out
+
+
+def fmt_ratios(ratios: list[float]) -> str:
+    if len(ratios) < 2:
+        return "-"
+    return f"{statistics.median(ratios):.2f} [{min(ratios):.2f}-{max(ratios):.2f}]"
+
+
 def build_table(plan: Plan, results: dict, peer_names: list[str],
                 by_rep: dict | None = None,
                 other_pattern: set[str] = frozenset()) -> tuple[list[str], list[list[str]]]:
     """One row per measure.  "memfx/peers' median" is what issue 16 holds
     memfx to: its median over the median of the same-pattern peers' medians
-    (tools in `other_pattern` are shown but left out of it)."""
-    header = ["measure", "memfx"] + peer_names + ["memfx/peers' median", "memfx/best peer", "paired ratio"]
+    (tools in `other_pattern` are shown but left out of it); its paired
+    form divides within each repetition, whose jobs run seconds apart."""
+    header = ["measure", "memfx"] + peer_names + ["memfx/peers' median", "paired", "memfx/best peer",
+                                                   "paired ratio"]
     rows = []
     for measure in plan.measures:
         per_tool = {name: summary(results[measure.key].get(name, [])) for name in ["memfx"] + peer_names}
         peers = [(name, s["median"]) for name, s in per_tool.items() if name != "memfx" and s]
         same = [value for name, value in peers if name not in other_pattern]
-        ratio = paired = versus_median = "-"
+        ratio = paired = versus_median = paired_median = "-"
         if per_tool["memfx"] and same:
             versus_median = f"{per_tool['memfx']['median'] / statistics.median(same):.2f} (of {len(same)})"
+            same_names = [name for name, _ in peers if name not in other_pattern]
+            paired_median = fmt_ratios(paired_median_ratios((by_rep or {}).get(measure.key, {}), same_names))
         if per_tool["memfx"] and peers:
             pick = max if measure.higher_is_better else min
             best_name, best = pick(peers, key=lambda item: item[1])
             ratio = f"{per_tool['memfx']['median'] / best:.2f} ({best_name})"
-            ratios = paired_ratios((by_rep or {}).get(measure.key, {}), best_name)
-            if len(ratios) > 1:
-                paired = f"{statistics.median(ratios):.2f} [{min(ratios):.2f}-{max(ratios):.2f}]"
+            paired = fmt_ratios(paired_ratios((by_rep or {}).get(measure.key, {}), best_name))
         rows.append([f"{measure.label} [{measure.unit}]", fmt_cell(per_tool["memfx"])]
-                    + [fmt_cell(per_tool[name]) for name in peer_names] + [versus_median, ratio, paired])
+                    + [fmt_cell(per_tool[name]) for name in peer_names] + [versus_median, paired_median, ratio, paired])
     return header, rows
 
 
@@ -915,7 +938,8 @@ def report(args, cpu, plan, tools, missing, results, failures, timings, shares, 
     header, rows = build_table(plan, results, shown_peers, by_rep, other_pattern)
     lines.append(f"Machine: {machine_line(cpu)}")
     lines.append(f"{reps_done} interleaved repetition(s); cells are median [min-max] over them; "
-                 "the paired ratio is memfx / the best peer within each repetition, median [min-max].")
+                 "'paired' is memfx / the same-pattern peers' median, and the paired ratio memfx / the "
+                 "best peer, within each repetition, median [min-max].")
     lines.append(render_table(header, rows))
     for tool, path in tools:
         if tool.name in timings:
@@ -1008,14 +1032,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def run_order(plan: Plan, jobs: list[tuple[Tool, Job]]) -> list[tuple[Tool, Job]]:
-    """Jobs in the order of their first measure (see Job.keys), memfx first
-    within a measure; a job that names no measure keeps its place at the end."""
+def run_order(plan: Plan, jobs: list[tuple[Tool, Job]], rep: int = 0) -> list[tuple[Tool, Job]]:
+    """Jobs in the order of their first measure (see Job.keys); within a
+    measure memfx first on even repetitions and last on odd ones (A B C, then
+    C B A), so a host that drifts over a minute favours no tool; a job that
+    names no measure keeps its place at the end."""
     index = {m.key: i for i, m in enumerate(plan.measures)}
     def first(item):
         tool, job = item
         return min((index[k] for k in job.keys if k in index), default=len(index))
-    return sorted(jobs, key=first)     # stable: tool order within a measure
+    ordered = sorted(jobs, key=first)     # stable: tool order within a measure
+    if rep % 2 == 0:
+        return ordered
+    out, group = [], []
+    for item in ordered + [None]:
+        if group and (item is None or first(item) != first(group[0])):
+            out += group[::-1]
+            group = []
+        if item is not None:
+            group.append(item)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1044,9 +1080,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="memfx-peers-") as scratch:
         ctx = RunContext(cpu=cpu, quick=args.quick, db_path=os.path.join(scratch, "memfx.db"))
         planned = {tool.name: tool.jobs(tool, path, plan, ctx) for tool, path in tools}
-        schedule = run_order(plan, [(tool, job) for tool, _ in tools for job in planned[tool.name]])
+        planned_jobs = [(tool, job) for tool, _ in tools for job in planned[tool.name]]
         for rep in range(args.reps):
-            for tool, job in schedule:
+            for tool, job in run_order(plan, planned_jobs, rep):
                 print(f"[rep {rep + 1}/{args.reps}] {tool.name}: {' '.join(job.argv[-6:])}",
                       file=sys.stderr, flush=True)
                 started = time.monotonic()
