@@ -86,3 +86,20 @@ def test_a_document_of_an_unknown_experiment_is_plotted_over_its_first_numeric_p
     assert axis.get_xscale() == "log"                   # a size axis
     xs = sorted({x for line in axis.get_lines() for x in line.get_xdata()})
     assert xs == [4096, 65536, 1 << 20]
+
+
+def test_a_part_left_out_of_a_run_gets_no_empty_panel(monkeypatch):
+    """A run without one of its experiment's parts (a bandwidth run with
+    threads=1 has no scaling points) shows only the panels it measured;
+    a run with no point at all still gets one panel that says so."""
+    specs = (PlotSpec("a", "measured", x="size_bytes", arms=("m",)),
+             PlotSpec("b", "left out", x="threads", arms=("scaling",)))
+    monkeypatch.setattr(plots, "_declared_plots", lambda doc: specs)
+    doc = _doc([_pt("m", 1.0 + i, size_bytes=4096 << i) for i in range(3)])
+    assert [spec.name for spec, _, _ in plots.panels_for(doc)] == ["a"]
+    fig = plots.figure_for(doc)
+    assert len(fig.axes) == 1 and fig.axes[0].get_title() == "measured"
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+    empty = plots.panels_for(_doc([]))
+    assert [(spec.name, pts) for spec, _, pts in empty] == [("a", [])]

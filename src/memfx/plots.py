@@ -218,9 +218,12 @@ def spec_marks(doc, spec):
 
 def panels_for(doc):
     """[(spec, facet values, points)] of every panel the document's
-    experiment declares."""
-    return [(spec, facet, pts) for spec in _declared_plots(doc)
-            for facet, pts in spec.panels(doc)]
+    experiment declares that has points (a run that left a part out, e.g.
+    the bandwidth experiment's thread scaling, gets no empty panel for it);
+    the first panel alone when none has any, so the figure says so."""
+    panels = [(spec, facet, pts) for spec in _declared_plots(doc)
+              for facet, pts in spec.panels(doc)]
+    return [panel for panel in panels if panel[2]] or panels[:1]
 
 
 def figure_for(doc, samples_values=None):
