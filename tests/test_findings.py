@@ -25,6 +25,16 @@ def test_thresholds_are_named_data():
         threshold("no_such_threshold")
 
 
+def test_a_threshold_has_one_declaration():
+    """One name, one value: a second declaration of a name (min_ci_samples
+    was declared twice, with two wordings) is refused, not silently won."""
+    with pytest.raises(ValueError, match="declared twice"):
+        findings._thresholds(Threshold("x", 1, "s", "a"), Threshold("x", 2, "s", "b"))
+    source = open(findings.__file__).read()
+    for name in THRESHOLDS:
+        assert source.count(f'Threshold("{name}"') == 1, name
+
+
 # ---------------------------------------------------------------- data types
 
 def test_finding_as_dict_and_back():

@@ -303,6 +303,35 @@ def test_points_with_fewer_than_three_samples_are_not_concluded_from():
         assert not any("size_bytes=307200" in k for k in ans.evidence)
 
 
+def test_bimodal_points_are_not_read_as_a_plateau():
+    """Issue 16: on a shared last-level cache a point's samples can split
+    between 'resident' and 'evicted by a neighbour'.  Five of nine samples at
+    the L3 latency make a median that looks like an L3 plateau; flagged
+    bimodal (as build_points flags them), those points are no level."""
+    from memfx.results import build_points
+    levels = [(48 << 10, 1.5), (2 << 20, 5.0), (32 << 20, 20.0), (1 << 40, 90.0)]
+    sizes = size_grid(1024, 128 << 20, 4)
+    pts = [p for p in _points(_steps(levels), sizes)
+           if not (p["arm"] == "random" and 2 << 20 < p["params"]["size_bytes"] <= 32 << 20)]
+    contended = [s for s in sizes if 2 << 20 < s <= 32 << 20]
+    samples = [{"arm": "random", "point": {"size_bytes": s, "pages": "4k", "npad": 7},
+                "metric": "ns_per_load", "unit": "ns", "length": 1000, "ns": v * 1000, "value": v,
+                "counters": {}, "rejected": False}
+               for s in contended for v in [20.0, 20.2, 19.9, 20.1, 20.3, 90.0, 91.0, 89.5, 90.5]]
+    built = build_points(samples)
+    assert all("bimodal" in p["flags"] and p["median"] == pytest.approx(20.2, rel=0.01) for p in built)
+    a = _analyze(pts + built)
+    assert a["l2"].value == pytest.approx(5.0, rel=0.05)
+    assert a["l3"].verdict != "measured" and a["l3"].value is None
+    for ans in a.values():
+        assert not any(f"size_bytes={s}," in k or k.endswith(f"size_bytes={s}")
+                       for k in ans.evidence for s in contended), ans.question
+    # unflagged, the same medians would have made an L3 plateau at 20 ns
+    for p in built:
+        p["flags"] = []
+    assert _analyze(pts + built)["l3"].value == pytest.approx(20.0, rel=0.05)
+
+
 def test_no_cache_sizes_reported():
     levels = [(48 << 10, 1.5), (1 << 40, 90.0)]
     a = _analyze(_points(_steps(levels), size_grid(1024, 1 << 20, 4)), machine={"caches": []})

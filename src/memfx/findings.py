@@ -55,7 +55,14 @@ class Threshold:
 
 
 def _thresholds(*items: Threshold) -> Dict[str, Threshold]:
-    return {t.name: t for t in items}
+    """By name; a name declared twice is a mistake (the later one would
+    silently win), so it is refused at import."""
+    out: Dict[str, Threshold] = {}
+    for t in items:
+        if t.name in out:
+            raise ValueError(f"threshold {t.name!r} is declared twice")
+        out[t.name] = t
+    return out
 
 
 THRESHOLDS: Dict[str, Threshold] = _thresholds(
@@ -81,8 +88,6 @@ THRESHOLDS: Dict[str, Threshold] = _thresholds(
               "1.4826) of the wider group (stats.bimodal_split)"),
     Threshold("bimodal_share", 0.20, "ratio",
               "each group of a bimodal split holds at least this share of the samples (and >= 2)"),
-    Threshold("min_ci_samples", 3, "samples",
-              "a point's confidence interval is reported only from at least this many samples"),
     # issue 13: the quick survey (every experiment, the checked advice and the
     # report) stays within 2 minutes on the 2-vCPU KVM guest it was measured
     # on, the full one within 15; raise only with a measured reason

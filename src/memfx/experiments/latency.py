@@ -546,9 +546,14 @@ def size_of(point):
 
 
 def usable(point):
-    """A point to conclude from: at least MIN_POINT_SAMPLES samples."""
+    """A point to conclude from: at least MIN_POINT_SAMPLES samples, in one
+    group.  A bimodal point (results.build_points: a shared cache that a
+    neighbour took for part of the run) has a median that is one state of
+    the machine or between two, not a level (issue 16); it is plotted and
+    listed in the run's bimodal_points caution, not read as a plateau."""
     values = point.get("values") or []
-    return (point.get("n") or 0) >= MIN_POINT_SAMPLES and len(values) >= MIN_POINT_SAMPLES
+    return ((point.get("n") or 0) >= MIN_POINT_SAMPLES and len(values) >= MIN_POINT_SAMPLES
+            and "bimodal" not in (point.get("flags") or ()))
 
 
 def point_ns(point):
