@@ -429,8 +429,27 @@ def test_points_use_one_estimator_and_report_the_call_overhead():
     assert p["method"] == ESTIMATOR
     assert p["median"] == pytest.approx((500 + 6 * n + 3) / (2 * n))
     assert p["call_overhead_ns"] == pytest.approx(503.0)   # the median sample adds 3 ns
+    # its standard error from the samples' spread (MAD 2 ns in both lengths):
+    # sqrt((2N * se)^2 + (N * se)^2) / N with se = 1.2533 * 1.4826 * 2 / sqrt(7)
+    se = 1.2533 * 1.4826 * 2 / 7 ** 0.5
+    assert p["call_overhead_se_ns"] == pytest.approx(5 ** 0.5 * se, rel=1e-3)
     assert p["rejected"] == 1 and p["n"] == 7
     assert p["min"] <= p["ci_low"] <= p["median"] <= p["ci_high"] <= p["max"]
+
+
+def test_a_negative_call_overhead_comes_with_the_noise_that_explains_it():
+    """No fixed cost, noisy samples: the N/2N intercept can come out below
+    zero (seen: -24 us at 1 MiB); its standard error says it is noise."""
+    from memfx.results import build_points
+    rng = np.random.default_rng(5)
+    n = 10_000
+    samples = [_sample(length, 20.0 * length * (1 + 0.02 * rng.standard_normal()))
+               for length in (n, 2 * n) for _ in range(9)]
+    (p,) = build_points(samples)
+    assert p["call_overhead_ns"] is not None and p["call_overhead_se_ns"] > 0
+    assert abs(p["call_overhead_ns"]) < 3 * p["call_overhead_se_ns"]
+    # the spread of 2 % of 200 us per short sample is what the error is made of
+    assert 1_000 < p["call_overhead_se_ns"] < 20_000
 
 
 def test_points_keep_their_estimator_when_the_difference_is_noise():

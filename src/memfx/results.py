@@ -4,6 +4,7 @@ draw its findings, add noise cautions.  Pure analysis: nothing is measured."""
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -52,7 +53,9 @@ def _key(sample):
 # With samples of >= min_sample_ms the fixed cost of a call (fences, counter
 # reads: well under a microsecond) is < 0.1 % of a sample, so the per-sample
 # value is not biased by it; the N/2N fit is kept as `call_overhead_ns` to
-# show that.
+# show that, with its standard error `call_overhead_se_ns` (from the spread of
+# the two lengths' samples): an intercept within two of them of zero -- or
+# below zero, which no call costs -- is noise, not a fixed cost.
 ESTIMATOR = "per-sample median"
 # Which quantile is the "best sustained" figure: the fast tail, i.e. the low
 # quantile of a time and the high quantile of a bandwidth.
@@ -106,7 +109,8 @@ def build_points(samples, seed=0):
                      p10=p10, p90=p90, best=p90 if higher_is_better else p10,
                      best_quantile="p90" if higher_is_better else "p10")
         if metric.startswith("ns_per_") and len(lengths) >= 2:
-            point["call_overhead_ns"] = _call_overhead(accepted, lengths[0], long_len)
+            point["call_overhead_ns"], point["call_overhead_se_ns"] = _call_overhead(
+                accepted, lengths[0], long_len)
         split = stats.bimodal_split(values, min_separation=fnd.threshold("bimodal_separation"),
                                     gap_sigmas=fnd.threshold("bimodal_gap"),
                                     min_share=fnd.threshold("bimodal_share"))
@@ -121,15 +125,23 @@ def build_points(samples, seed=0):
 
 
 def _call_overhead(samples, short_len, long_len):
-    """Fixed ns per call from the medians of two run lengths (t = a + b * length),
-    or None when a length has fewer than two samples."""
-    short = [s["ns"] for s in samples if s["length"] == short_len]
-    long_ = [s["ns"] for s in samples if s["length"] == long_len]
+    """(a, standard error of a): the fixed ns per call from the medians of two
+    run lengths (t = a + b * length, so a = (L*m_S - S*m_L) / (L - S)), each
+    median's standard error taken as 1.2533 * sigma / sqrt(n) with sigma =
+    1.4826 * MAD (a normal sample's median); (None, None) when a length has
+    fewer than two samples."""
+    short = np.array([s["ns"] for s in samples if s["length"] == short_len], float)
+    long_ = np.array([s["ns"] for s in samples if s["length"] == long_len], float)
     if len(short) < 2 or len(long_) < 2:
-        return None
+        return None, None
     ms, ml = float(np.median(short)), float(np.median(long_))
-    per_length = (ml - ms) / (long_len - short_len)
-    return ms - per_length * short_len
+    span = long_len - short_len
+
+    def median_se(x, m):
+        return 1.2533 * 1.4826 * float(np.median(np.abs(x - m))) / math.sqrt(len(x))
+    intercept = (long_len * ms - short_len * ml) / span
+    se = math.hypot(long_len * median_se(short, ms), short_len * median_se(long_, ml)) / span
+    return intercept, se
 
 
 def flag_cautions(points):
