@@ -7,6 +7,7 @@ import math
 import os
 import shutil
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -566,13 +567,13 @@ def test_cli_without_copy_results_exits_2_and_leaves_db_unchanged(db_path):
     with Store(db_path) as store:
         rid = store.begin_run("latency", {}, "quick", None)
         store.finish_run(rid, "complete")
-    digest = hashlib.sha256(open(db_path, "rb").read()).hexdigest()
+    digest = hashlib.sha256(Path(db_path).read_bytes()).hexdigest()
     p = run_cli("advise", db=db_path, timeout=120)
     assert p.returncode == 2
     assert p.stderr.strip() == ("memfx: error: no copy results in DB; run `memfx run copy` "
                                 "or pass --run-missing")
     assert p.stdout == ""
-    assert hashlib.sha256(open(db_path, "rb").read()).hexdigest() == digest
+    assert hashlib.sha256(Path(db_path).read_bytes()).hexdigest() == digest
     with Store(db_path) as store:
         assert [r["id"] for r in store.runs()] == [rid]
         assert store.artifacts(rid) == {}

@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,7 +31,7 @@ def test_a_threshold_has_one_declaration():
     was declared twice, with two wordings) is refused, not silently won."""
     with pytest.raises(ValueError, match="declared twice"):
         findings._thresholds(Threshold("x", 1, "s", "a"), Threshold("x", 2, "s", "b"))
-    source = open(findings.__file__).read()
+    source = Path(findings.__file__).read_text()
     for name in THRESHOLDS:
         assert source.count(f'Threshold("{name}"') == 1, name
 
@@ -176,7 +177,7 @@ def test_noise_cautions_quiet_and_missing_cv():
 
 def test_module_imports_only_numpy_stdlib_and_memfx():
     import ast
-    tree = ast.parse(open(findings.__file__).read())
+    tree = ast.parse(Path(findings.__file__).read_text())
     roots = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
              for a in n.names}
     roots |= {n.module.split(".")[0] for n in ast.walk(tree)

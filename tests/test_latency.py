@@ -322,7 +322,10 @@ def test_bimodal_points_are_not_read_as_a_plateau():
     assert all("bimodal" in p["flags"] and p["median"] == pytest.approx(20.2, rel=0.01) for p in built)
     a = _analyze(pts + built)
     assert a["l2"].value == pytest.approx(5.0, rel=0.05)
-    assert a["l3"].verdict != "measured" and a["l3"].value is None
+    assert a["l3"].verdict == "inconclusive" and a["l3"].value is None
+    # it says why, and does not claim that nothing was measured there
+    assert "bimodal" in a["l3"].because and "two groups" in a["l3"].because
+    assert "was measured" not in a["l3"].because
     for ans in a.values():
         assert not any(f"size_bytes={s}," in k or k.endswith(f"size_bytes={s}")
                        for k in ans.evidence for s in contended), ans.question

@@ -3,6 +3,7 @@ ld.so diagnostics captured on the development machine, and a smoke test on
 the machine the tests run on."""
 
 import errno
+from pathlib import Path
 import json
 import os
 import shutil
@@ -570,7 +571,7 @@ def test_is_stdlib_helper_without_stdlib_module_names(monkeypatch):
 def test_module_imports_only_stdlib_and_errors():
     # module-level imports decide whether machine.py loads without the C core
     import ast
-    tree = ast.parse(open(machine.__file__).read())
+    tree = ast.parse(Path(machine.__file__).read_text())
     names = set()
     for node in tree.body:
         if isinstance(node, ast.Import):

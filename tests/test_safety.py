@@ -2,6 +2,7 @@
 (issue 14, items 1 and 4-7), and the CLI conventions of issue 9 item 8:
 each reproducer of the audit is a test here."""
 import json
+from pathlib import Path
 import os
 import shutil
 import signal
@@ -477,7 +478,7 @@ def test_survey_labels_go_to_the_survey_and_its_runs(tmp_path):
         (survey,) = st.surveys()
         assert survey["labels"] == {"batch": "7"}
         assert [r["labels"] for r in st.runs(labels={"batch": "7"})] == [{"batch": "7"}]
-    assert open(out).read().lstrip().lower().startswith("<!doctype html>")
+    assert Path(out).read_text().lstrip().lower().startswith("<!doctype html>")
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".r.html")]
 
 

@@ -1,4 +1,5 @@
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -269,7 +270,7 @@ def test_level_as_dict():
 
 def test_module_imports_only_numpy_and_stdlib():
     import ast
-    tree = ast.parse(open(stats.__file__).read())
+    tree = ast.parse(Path(stats.__file__).read_text())
     roots = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
              for a in n.names}
     roots |= {n.module.split(".")[0] for n in ast.walk(tree)

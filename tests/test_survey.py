@@ -1,6 +1,7 @@
 """`memfx survey`: selection, a complete survey with its report, and Ctrl-C
 keeping the finished runs and writing an incomplete report."""
 import os
+from pathlib import Path
 import signal
 import subprocess
 import sys
@@ -35,7 +36,7 @@ def test_survey_stores_runs_and_writes_report(tmp_path):
         runs = st.survey(survey["id"])["runs"]
         assert [r["experiment"] for r in runs] == ["fill_alloc"]
         assert runs[0]["status"] == "complete"
-    html = open(out).read()
+    html = Path(out).read_text()
     assert "fill_alloc" in html and html.lstrip().lower().startswith("<!doctype html>")
 
 
@@ -62,7 +63,7 @@ def test_survey_ctrl_c_keeps_runs_and_reports_incomplete(tmp_path):
         assert survey["status"] == "interrupted"
         status = {r["experiment"]: r["status"] for r in st.survey(survey["id"])["runs"]}
     assert status == {"fill_alloc": "complete", "latency": "interrupted"}
-    html = open(out).read()
+    html = Path(out).read_text()
     assert "incomplete" in html.lower() and "interrupted" in html.lower()
 
 

@@ -10,6 +10,7 @@ import resource
 import random
 import statistics
 import time
+import weakref
 from dataclasses import dataclass
 
 from . import _core
@@ -212,6 +213,12 @@ class Lab:
         self._holes = []          # (address, length) mapped by invalid_addresses()
         self.calibrations = []
         self._schedstat = _open_schedstat()
+        # A lab dropped without close() (a test, an exception) still closes
+        # its file: left to the garbage collector, the file's ResourceWarning
+        # lands in whatever stderr is current then -- another command's.
+        if self._schedstat is not None:
+            weakref.finalize(self, self._schedstat.close)
+        weakref.finalize(self, self.perf.close)       # its perf_event fds, likewise
         # Per-run scratch of the experiments (buffers shared by the arms of a
         # cell, events attached once): kept on the lab, never on the
         # registered experiment objects; emptied by close() at the end of the run.
@@ -599,6 +606,9 @@ class Lab:
         _unmap_all(self.run_buffers)
         self.run_buffers = []
         self.perf.close()
+        if self._schedstat is not None:
+            self._schedstat.close()
+            self._schedstat = None
 
     # -- core queries for the fill experiment --
     @staticmethod

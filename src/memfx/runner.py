@@ -102,6 +102,8 @@ def run_experiment(name, store: Store, machine: dict, preset="quick", overrides=
             _stop(proc)
             store.finish_run(run_id, "failed", error="the runner stopped unexpectedly")
             raise
+        finally:
+            proc.stdout.close()     # the pipe's file object; left to the GC it warns later
         if state["finished"] and proc.returncode == 0:
             store.finish_run(run_id, "complete")
             return run_id

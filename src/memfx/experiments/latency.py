@@ -330,18 +330,21 @@ class Latency(Experiment):
         knees = [describe_knee(levels[i], levels[i + 1], pts, huge, caches, main_pg)
                  for i in range(len(levels) - 1)]
         owner = [owning_cache(lv, caches) for lv in levels]
+        split = bimodal_sizes(data, main_pg)
         out = []
         for name, _ in CACHE_LEVELS:
             label = "L1d" if name == "l1d" else name.upper()      # as _cache_label names it
-            out.extend(self._cache_answers(label, caches, pts, levels, knees, owner, main_pg))
+            out.extend(self._cache_answers(label, caches, pts, levels, knees, owner, main_pg,
+                                           split))
         out.append(self._memory_answer(caches, pts, huge, main_pg))
         out.append(self._tlb_answer(knees, main_pg, bool(chase_curve(data, "thp"))))
         out.append(self._huge_page_answer(data, caches, pts, huge, main_pg))
         out.append(self._prefetch_answer(data, caches, pts, main_pg))
         return out
 
-    def _cache_answers(self, label, caches, pts, levels, knees, owner, pg):
-        """latency.<cache> and latency.<cache>_capacity for one reported cache."""
+    def _cache_answers(self, label, caches, pts, levels, knees, owner, pg, split=()):
+        """latency.<cache> and latency.<cache>_capacity for one reported cache
+        (`split`: sizes whose points were bimodal, measured but not used)."""
         q_lat = self.declared(label.lower())
         q_cap = self.declared(label.lower() + "_capacity")
         sizes = dict(caches)
@@ -351,6 +354,13 @@ class Latency(Experiment):
         cap = sizes[label]
         below = max([s for name, s in caches if s < cap], default=0)
         band = [p for p in pts if below < size_of(p) <= cap]
+        split_here = [s for s in split if below < s <= cap]
+        if not band and split_here:
+            why = (f"the {len(split_here)} working set(s) measured between {format_size(below)} "
+                   f"and {label} = {format_size(cap)} had their samples in two groups (bimodal: "
+                   f"a shared cache that a neighbour took for part of the run), so no level is "
+                   f"read from them; rerun on a quieter machine")
+            return [Answer(q_lat.id, INCONCLUSIVE, why), Answer(q_cap.id, INCONCLUSIVE, why)]
         if not band:
             why = (f"no working set between {format_size(below)} and {label} = {format_size(cap)} "
                    f"was measured (the sweep covered {format_size(size_of(pts[0]))}"
@@ -360,7 +370,9 @@ class Latency(Experiment):
         if not mine:
             why = (f"no flat plateau (>= 3 consecutive sizes of low spread) between "
                    f"{format_size(below)} and {label} = {format_size(cap)}: there the latency goes "
-                   f"from {point_ns(band[0]):.3g} to {point_ns(band[-1]):.3g} ns")
+                   f"from {point_ns(band[0]):.3g} to {point_ns(band[-1]):.3g} ns"
+                   + (f" ({len(split_here)} bimodal working set(s) there left out)"
+                      if split_here else ""))
             return [Answer(q_lat.id, INCONCLUSIVE, why), Answer(q_cap.id, INCONCLUSIVE, why)]
         # the level's latency: its first plateau (later ones under the same
         # reported size are steps of another cause: TLB reach, replacement)
@@ -564,6 +576,12 @@ def point_ns(point):
 def chase_curve(data, pages, arm="random"):
     """Usable points of one arm and page size, by size."""
     return sorted((p for p in data.select(arm, pages=pages) if usable(p)), key=size_of)
+
+
+def bimodal_sizes(data, pages, arm="random"):
+    """Sizes of the points left out of chase_curve for being bimodal."""
+    return sorted(size_of(p) for p in data.select(arm, pages=pages)
+                  if "bimodal" in (p.get("flags") or ()))
 
 
 def huge_backed(point):
