@@ -1059,7 +1059,8 @@ def main(argv: list[str] | None = None) -> int:
     cpu = pin_to(args.cpu)
     plan = make_plan(cpu, args.quick, args.only_groups, args.match_texts)
     if not plan.measures:
-        raise SystemExit("peers.py: no measure left by --only/--match")
+        print("peers.py: error: no measure left by --only/--match", file=sys.stderr)
+        return 2
     peers_dir = Path(args.peers_dir).expanduser() if args.peers_dir else None
 
     tools, missing = [], []

@@ -137,10 +137,10 @@ def _call_overhead(samples, short_len, long_len):
     ms, ml = float(np.median(short)), float(np.median(long_))
     span = long_len - short_len
 
-    def median_se(x, m):
-        return 1.2533 * 1.4826 * float(np.median(np.abs(x - m))) / math.sqrt(len(x))
+    def median_se(x):
+        return 1.2533 * 1.4826 * stats.mad_of(x) / math.sqrt(len(x))
     intercept = (long_len * ms - short_len * ml) / span
-    se = math.hypot(long_len * median_se(short, ms), short_len * median_se(long_, ml)) / span
+    se = math.hypot(long_len * median_se(short), short_len * median_se(long_)) / span
     return intercept, se
 
 

@@ -565,7 +565,11 @@ def usable(point):
     listed in the run's bimodal_points caution, not read as a plateau."""
     values = point.get("values") or []
     return ((point.get("n") or 0) >= MIN_POINT_SAMPLES and len(values) >= MIN_POINT_SAMPLES
-            and "bimodal" not in (point.get("flags") or ()))
+            and not bimodal(point))
+
+
+def bimodal(point):
+    return "bimodal" in (point.get("flags") or ())
 
 
 def point_ns(point):
@@ -580,8 +584,7 @@ def chase_curve(data, pages, arm="random"):
 
 def bimodal_sizes(data, pages, arm="random"):
     """Sizes of the points left out of chase_curve for being bimodal."""
-    return sorted(size_of(p) for p in data.select(arm, pages=pages)
-                  if "bimodal" in (p.get("flags") or ()))
+    return sorted(size_of(p) for p in data.select(arm, pages=pages) if bimodal(p))
 
 
 def huge_backed(point):
