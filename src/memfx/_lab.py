@@ -305,17 +305,22 @@ class Lab:
         handed to prefetch kernels, which never dereference them."""
         page = PAGE
         libc = _libc()
-        base = libc.mmap(None, ctypes.c_size_t(3 * page), 3, 0x22, -1, 0)  # RW, PRIVATE|ANON
+        # One reservation of five pages: RW, hole, RW, PROT_NONE, RW.  The
+        # PROT_NONE page is made inside it (mprotect), not by a later mmap:
+        # a one-page mmap right after the munmap lands in the one-page hole
+        # the kernel has just freed (seen on a Zen 4 guest, kernel 6.18), and
+        # "unmapped" would then be a PROT_NONE page.
+        base = libc.mmap(None, ctypes.c_size_t(5 * page), 3, 0x22, -1, 0)  # RW, PRIVATE|ANON
         if base in (None, ctypes.c_void_p(-1).value):
             raise MemfxError("cannot map the pages for an unmapped hole")
-        self._holes.append((base, 3 * page))
-        libc.munmap(ctypes.c_void_p(base + page), ctypes.c_size_t(page))
-        none = mmap.mmap(-1, page, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, prot=0)
-        self.buffers.append(none)
+        self._holes.append((base, 5 * page))
+        if (libc.munmap(ctypes.c_void_p(base + page), ctypes.c_size_t(page)) != 0
+                or libc.mprotect(ctypes.c_void_p(base + 3 * page), ctypes.c_size_t(page), 0) != 0):
+            raise MemfxError("cannot punch the unmapped and PROT_NONE pages of the hole")
         return {
             "null": 0,
             "unmapped": base + page + 64,
-            "prot_none": _core.address(none) + 64,
+            "prot_none": base + 3 * page + 64,
             # The upper half is the kernel's on x86-64 Linux (Documentation/
             # arch/x86/x86_64/mm.rst); this is the start of its text mapping.
             "kernel": 0xFFFFFFFF81000000,
@@ -737,13 +742,14 @@ def _unmap_all(mappings):
 
 
 def _libc():
-    """libc's mmap/munmap, for the holes of invalid_addresses() (Python's mmap
+    """libc's mmap/munmap/mprotect, for the holes of invalid_addresses() (Python's mmap
     cannot unmap part of a mapping)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
                           ctypes.c_int, ctypes.c_long)
     libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
     return libc
 
 
