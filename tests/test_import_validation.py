@@ -152,7 +152,7 @@ BAD_DOCUMENTS = {
     # the envelope
     "not an object": [1, 2, 3],
     "other format": mutated(_set(["format"], "memfx-result")),
-    "newer format_version": mutated(_set(["format_version"], 2)),
+    "newer format_version": mutated(_set(["format_version"], 3)),
     "no run": mutated(lambda d: d.pop("run")),
 }
 
@@ -238,6 +238,11 @@ def test_valid_import_then_every_reader(db, tmp_path):
     assert run_cli("export", run_id, "--format", "raw", "-o", str(out), db=str(db)).returncode == 0
     expected = valid_doc()
     expected["run"].setdefault("labels", {})              # exports carry the run's labels
+    # a format-1 document is exported as format 2: each sample names its
+    # replica, 0 for the one process a format-1 run had
+    expected["format_version"] = 2
+    for s in expected["samples"]:
+        s.setdefault("replica", 0)
     assert json.loads(out.read_text()) == expected        # nothing lost or changed on the way
 
 

@@ -89,7 +89,8 @@ def test_round_trip_in_batches(db):
 
     got = db.samples(run_id)
     assert [s["seq"] for s in got] == list(range(10))
-    assert [{k: v for k, v in s.items() if k != "seq"} for s in got] == sent
+    assert [{k: v for k, v in s.items() if k != "seq"} for s in got] == [
+        dict(s, replica=0) for s in sent]                   # one process: replica 0
     assert [s["rejected"] for s in got] == [i % 4 == 3 for i in range(10)]
     assert all(type(s["rejected"]) is bool for s in got)
 
@@ -111,7 +112,8 @@ def test_missing_optional_sample_keys_get_defaults(db):
     (s,) = db.samples(run_id)
     assert s == {"seq": 0, "arm": None, "point": {}, "metric": "gbps", "unit": None,
                  "value": 3.0, "length": None, "ns": None, "ticks": None,
-                 "cycles_est": None, "counters": {}, "rejected": False, "reason": None}
+                 "cycles_est": None, "counters": {}, "rejected": False, "reason": None,
+                 "replica": 0}
 
 
 def test_bad_samples_are_refused_whole(db):
@@ -236,11 +238,11 @@ def test_machine_dedupe(db):
 
 def test_schema_identity_and_pragmas(db):
     con = sqlite3.connect(db.path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     assert con.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     meta = dict(con.execute("SELECT key, value FROM meta"))
-    assert meta["schema_version"] == "3" and meta["created_by"] == "9.9"
+    assert meta["schema_version"] == "4" and meta["created_by"] == "9.9"
     assert meta["created"].endswith("Z")
     con.close()
     assert db._conn.execute("PRAGMA busy_timeout").fetchone()[0] == 30000
@@ -501,7 +503,7 @@ def test_export_import_round_trip(tmp_path):
         doc = a.export_run(run_id)
         original_run = a.run(run_id)
     text = json.dumps(doc)  # must be plain JSON
-    assert doc["format"] == "memfx-run" and doc["format_version"] == 1
+    assert doc["format"] == "memfx-run" and doc["format_version"] == 2
     assert len(doc["samples"]) == 6 and doc["machine"] == MACHINE
     with Store(tmp_path / "b.db") as b:
         assert b.import_run(json.loads(text)) == run_id
@@ -514,7 +516,7 @@ def test_export_import_round_trip(tmp_path):
 
 
 def test_import_rejects_unknown_formats(db):
-    doc = {"format": "memfx-run", "format_version": 2, "run": {}, "samples": []}
+    doc = {"format": "memfx-run", "format_version": 3, "run": {}, "samples": []}
     with pytest.raises(StoreError, match="newer memfx"):
         db.import_run(doc)
     with pytest.raises(StoreError, match="not a memfx-run"):
@@ -565,12 +567,15 @@ def test_a_schema_1_database_is_migrated_and_keeps_its_runs(tmp_path):
     con.execute("INSERT INTO meta VALUES ('schema_version', '1')")
     con.execute("INSERT INTO runs(id, experiment, status, started, started_unix)"
                 " VALUES ('old-run', 'latency', 'complete', '2026-01-01T00:00:00Z', 1767225600)")
+    con.execute("INSERT INTO samples(run_id, seq, metric, value) VALUES ('old-run', 0, 'x', 1.5)")
     con.commit()
     con.close()
     with Store(path) as st:
         (run,) = st.runs()
         assert run["id"] == "old-run" and run["labels"] == {}
         assert st.run("latest")["id"] == "old-run"
+        (s,) = st.samples("old-run")             # schema 4: one process, replica 0
+        assert s["replica"] == 0 and s["value"] == 1.5
     con = sqlite3.connect(path)
     assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     con.close()

@@ -208,18 +208,26 @@ def measure(job, emit):
 
     exp = get_experiment(job["experiment"])
     params, machine = job["params"], job["machine"]
-    lab = Lab(cpu=params["cpu"], seed=params["seed"], min_sample_ms=params["min_sample_ms"])
+    # A replica is this whole process: its own seed gives it fresh chain
+    # permutations, arm orders and buffer offsets, and its buffers are new
+    # physical pages (issue 22).
+    replica = int(job.get("replica", 0))
+    seed = params["seed"] + replica
+    params = dict(params, seed=seed)     # what prepare() draws its orders from
+    lab = Lab(cpu=params["cpu"], seed=seed, min_sample_ms=params["min_sample_ms"])
     emit({"type": "info", "pid": os.getpid(), "cpu": lab.cpu, "tsc_hz": lab.tsc_hz,
           "counters": [n for _, names in lab.perf.groups for n in names],
           "perf_notes": lab.perf.notes})
     exp.verify(lab, params)
-    rng = random.Random(params["seed"])
+    rng = random.Random(seed)
     cells = group_cells(exp.plan(params, machine))
     emit({"type": "plan", "cells": len(cells)})
     measured = []
     i = 0
     while i < len(cells):
         recs = measure_cell(exp, cells[i], params, lab, rng)
+        for rec in recs:
+            rec["replica"] = replica
         measured.extend(recs)
         emit({"type": "samples", "samples": recs, "cell": i, "label": _label(cells[i])})
         i += 1

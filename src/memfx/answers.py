@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -35,9 +35,17 @@ LOWER, HIGHER, NEITHER = "lower", "higher", ""
 
 _ID = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9_]+$")
 
+# A question's no-effect band: 1 +- the named threshold effect_band.
+EFFECT_BAND = "effect_band"
+# Units whose values are counts of things found (ranges of a strategy
+# table, knees, ways, sets, TLB entries): compared as equal or different,
+# never as ratios, and given no CI.
+DISCRETE_UNITS = frozenset({"ranges", "levels", "ways", "sets", "entries"})
+
 __all__ = ["Question", "Answer", "NOT_MEASURED", "ANSWER_VERDICTS", "LOWER", "HIGHER",
            "NEITHER", "point_key", "evidence_keys", "not_measured", "measured",
-           "effect", "pooled_values", "complete_answers"]
+           "effect", "pooled_values", "complete_answers", "EFFECT_BAND", "DISCRETE_UNITS",
+           "band_verdict", "combine_replicas"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,11 @@ class Question:
     better: str = NEITHER
     # The seed's own question: the report opens with one card per headline.
     headline: bool = False
+    # An effect question's no-effect band: EFFECT_BAND (1 +- the threshold
+    # effect_band) or (low, high) in the question's unit.  Its verdict is
+    # detected when the CI lies wholly outside the band, not detected when
+    # wholly inside, inconclusive otherwise.  None: not an effect question.
+    band: Any = None
 
     def __post_init__(self):
         if not _ID.match(self.id):
@@ -69,9 +82,25 @@ class Question:
     def experiment(self) -> str:
         return self.id.split(".", 1)[0]
 
+    def no_effect_band(self) -> Optional[Tuple[float, float]]:
+        """(low, high) of the no-effect band, or None."""
+        if self.band is None:
+            return None
+        if self.band == EFFECT_BAND:
+            b = threshold("effect_band")
+            return (1.0 - b, 1.0 + b)
+        low, high = self.band
+        return (float(low), float(high))
+
+    @property
+    def discrete(self) -> bool:
+        return self.unit in DISCRETE_UNITS
+
     def as_dict(self) -> Dict[str, Any]:
+        band = self.no_effect_band()
         return {"question": self.id, "asks": self.asks, "seed": self.seed, "unit": self.unit,
-                "decides": self.decides, "better": self.better, "headline": self.headline}
+                "decides": self.decides, "better": self.better, "headline": self.headline,
+                "band": list(band) if band else None}
 
 
 @dataclass
@@ -176,6 +205,8 @@ def effect(q: Question, a, b, because: str, *, evidence=(), details=(),
            estimator: str = "ratio of medians", effect_min: Optional[float] = None,
            seed: int = 0) -> Answer:
     """An effect answer: median(a)/median(b) with a bootstrap CI; verdict by
+    the question's no-effect band (:func:`band_verdict`), or, given
+    ``effect_min`` or for a question without a band, by
     :func:`findings.effect_verdict` (named thresholds effect_min, min_samples)."""
     a = np.asarray(a, float)
     b = np.asarray(b, float)
@@ -183,8 +214,13 @@ def effect(q: Question, a, b, because: str, *, evidence=(), details=(),
     if a.size == 0 or b.size == 0:
         return not_measured(q, "one side of the comparison has no samples")
     r = stats.ratio_of_medians(a, b, confidence=threshold("ci_level"), seed=seed)
-    verdict = effect_verdict(r["ratio"], r["ci_low"], r["ci_high"], r["n_a"], r["n_b"],
-                             effect_min=effect_min)
+    band = q.no_effect_band() if effect_min is None else None
+    if band is not None:
+        verdict = (band_verdict(band, r["ci_low"], r["ci_high"])
+                   if min(r["n_a"], r["n_b"]) >= threshold("min_samples") else INCONCLUSIVE)
+    else:
+        verdict = effect_verdict(r["ratio"], r["ci_low"], r["ci_high"], r["n_a"], r["n_b"],
+                                 effect_min=effect_min)
     lo, hi = (r["ci_low"], r["ci_high"]) if min(a.size, b.size) >= threshold("min_ci_samples") \
         else (None, None)
     return Answer(question=q.id, verdict=verdict, because=because, value=r["ratio"],
@@ -211,3 +247,92 @@ def complete_answers(questions: Sequence[Question], given: Iterable[Answer],
         by_id[a.question] = a
     reason = failure or "the analysis gave no answer (the sweep did not reach it)"
     return [by_id.get(q.id) or not_measured(q, reason) for q in questions]
+
+
+def band_verdict(band, ci_low, ci_high) -> str:
+    """detected when the CI lies wholly outside ``band`` (low, high), not
+    detected when wholly inside it, inconclusive otherwise or without a CI."""
+    if ci_low is None or ci_high is None or not (math.isfinite(ci_low) and math.isfinite(ci_high)):
+        return INCONCLUSIVE
+    low, high = band
+    if ci_low > high or ci_high < low:
+        return DETECTED
+    if ci_low >= low and ci_high <= high:
+        return NOT_DETECTED
+    return INCONCLUSIVE
+
+
+# --------------------------------------------------------------------------
+# replicas: one answer from the answers of independent worker processes
+
+
+def _fmt(v) -> str:
+    return "-" if v is None else f"{v:.3g}"
+
+
+def combine_replicas(q: Question, pooled: Mapping[str, Any],
+                     per_replica: Sequence[Optional[Mapping[str, Any]]],
+                     seed: int = 0) -> Dict[str, Any]:
+    """The answer of a run measured in several replicas (worker processes).
+
+    ``pooled`` is the answer of the analysis of every replica's samples
+    together (its value is the answer's value); ``per_replica`` the answer
+    of each replica analysed alone (None where its analysis failed).
+
+    - The CI is the replica-level one (stats.combine_replicas: replicas
+      resampled, then each replica's value within its own CI), widened to
+      hold the pooled value; a value measured by fewer than two replicas
+      gets no CI: a CI from one process is not a CI.
+    - Discrete answers (counts: ranges, knees, ways) get no CI.
+    - An effect question (with a band) is decided by that CI against its
+      band; any other detected / not detected verdict stands only when every
+      replica that answered agrees, else it is inconclusive.
+    - ``replicas`` keeps each replica's verdict, value and CI."""
+    out = dict(pooled)
+    out["replicas"] = [
+        {"replica": i, "verdict": a.get("verdict"), "value": a.get("value"),
+         "ci_low": a.get("ci_low"), "ci_high": a.get("ci_high")} if a else
+        {"replica": i, "verdict": NOT_MEASURED, "value": None, "ci_low": None, "ci_high": None}
+        for i, a in enumerate(per_replica)]
+    if pooled.get("verdict") == NOT_MEASURED:
+        return out
+    answered = [a for a in per_replica if a and a.get("verdict") != NOT_MEASURED]
+    valued = [a for a in answered if a.get("value") is not None]
+    value = pooled.get("value")
+    notes = []
+    lo = hi = None
+    if q.discrete:
+        out["ci_scope"] = "none (a count)"
+    elif value is not None and len(valued) >= 2:
+        c = stats.combine_replicas([a["value"] for a in valued],
+                                   [a.get("ci_low") for a in valued],
+                                   [a.get("ci_high") for a in valued],
+                                   confidence=threshold("ci_level"), seed=seed)
+        if c["ci_low"] is not None:
+            lo, hi = min(c["ci_low"], value), max(c["ci_high"], value)
+        out["ci_scope"] = f"{len(valued)} replicas"
+    elif value is not None:
+        notes.append(f"measured by {len(valued)} of {len(per_replica)} replicas: no "
+                     f"replica-level CI")
+        out["ci_scope"] = "none (one replica)"
+    out["ci_low"], out["ci_high"] = lo, hi
+    verdict = pooled.get("verdict")
+    band = q.no_effect_band()
+    if band is not None and verdict in (DETECTED, NOT_DETECTED, INCONCLUSIVE):
+        decided = band_verdict(band, lo, hi)
+        if decided != verdict:
+            notes.append(f"{decided.replace('_', ' ')} across replicas ({', '.join(_fmt(a['value']) for a in valued)}): "
+                         f"CI {_fmt(lo)}-{_fmt(hi)} against the no-effect band "
+                         f"{_fmt(band[0])}-{_fmt(band[1])}")
+        verdict = decided
+    elif verdict in (DETECTED, NOT_DETECTED):
+        others = [a.get("verdict") for a in answered]
+        if any(v != verdict for v in others):
+            agree = sum(v == verdict for v in others)
+            notes.append(f"replicas disagree: {verdict.replace('_', ' ')} in {agree} of "
+                         f"{len(others)}")
+            verdict = INCONCLUSIVE
+    out["verdict"] = verdict
+    if notes:
+        out["because"] = (str(out.get("because") or "").rstrip(". ") + "; " + "; ".join(notes)).lstrip("; ")
+    return out

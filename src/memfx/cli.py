@@ -314,9 +314,13 @@ def cmd_compare(args):
         a_label, a_answers = group_answers(store, args.a)
         b_label, b_answers = group_answers(store, args.b)
     else:
-        a_label, a_answers, _ = side(store, args.a)
-        b_label, b_answers, _ = side(store, args.b)
-    doc = compare(a_answers, b_answers, limit, a_label, b_label)
+        a_label, a_answers, a_doc = side(store, args.a)
+        b_label, b_answers, b_doc = side(store, args.b)
+        history, n_history = _compare_history(store, a_doc, b_doc)
+    if getattr(args, "group_by", None) == "cpu-model":
+        history, n_history = None, 0
+    doc = compare(a_answers, b_answers, limit, a_label, b_label, history=history,
+                  n_history=n_history)
     if args.json:
         print(json.dumps(doc, indent=2, default=str))
     elif args.format == "markdown":
@@ -327,10 +331,25 @@ def cmd_compare(args):
         con.print(compare_table(doc))
         c = doc["counts"]
         con.print(", ".join(f"{n} {k}" for k, n in sorted(c.items())))
+    if doc["noisy"]:
+        sys.stderr.write(f"memfx: within the noise of a noisy run (not counted as regressed): "
+                         f"{', '.join(doc['noisy'])}\n")
     if doc["regressed"]:
         sys.stderr.write(f"memfx: regressed beyond {limit:.0%}: {', '.join(doc['regressed'])}\n")
         return 1
     return 0
+
+
+def _compare_history(store, a_doc, b_doc):
+    """The machine's history for `compare`: earlier complete surveys of the
+    one machine both sides were measured on (None when they differ)."""
+    from .documents import machine_history
+    mids = {a_doc.get("machine_id"), b_doc.get("machine_id")}
+    if len(mids) != 1 or None in mids:
+        return None, 0
+    exclude = {d.get("survey_id") for d in (a_doc, b_doc)}
+    before = max(str(d.get("started") or "") for d in (a_doc, b_doc)) or None
+    return machine_history(store, mids.pop(), exclude=exclude, before=before)
 
 
 def cmd_export(args):

@@ -3,29 +3,46 @@
 For every question answered on both sides: A's and B's value, the ratio B/A
 with a confidence interval, and a verdict:
 
-- ``regressed`` / ``improved``: the ratio moved beyond the threshold in the
-  direction the question calls worse / better (``Question.better``) and its CI
-  excludes no change;
+- ``regressed`` / ``improved``: the ratio moved beyond the band in the
+  direction the question calls worse / better (``Question.better``) and its
+  CI lies wholly beyond the band;
 - ``changed``: the same for a question whose direction is neither (an
-  effect's size);
-- ``changed-answer``: the verdict itself changed (detected <-> not detected);
-- ``unchanged``; ``not comparable`` when either side has no value.
+  effect's size), or a count (ranges, knees, ways) or set that differs --
+  counts and sets are equal or different, never ratios;
+- ``changed-answer``: the verdict itself changed (detected <-> not detected;
+  inconclusive on one side is not a changed answer);
+- ``noisy``: it would have regressed, but a side's own cautions say its run
+  was noisy and the ratio does not clear the band by the noisy margin;
+- ``unchanged``; ``not judged`` when a side has no CI (a value from one
+  process or one replica says nothing about the noise); ``not comparable``
+  when either side has no value.
 
-The ratio's CI combines both answers' CIs on the log scale (each bootstrap
-CI read as a normal interval of the log value: se = ln(hi/lo) / (2 z)), so it
-comes from the samples without re-running anything.  Pure functions of
-result documents: nothing is measured or stored here.
+The band is the threshold (``--threshold``), widened per question by the
+machine's own history where the store holds at least
+``history_min_surveys`` earlier surveys of it: ``history_sigmas`` times the
+run-to-run spread (robust CV) of that question's value, times sqrt(2) for
+the difference of two runs.  Each row says which band it used.
+
+The ratio's CI combines both answers' replica-level CIs on the log scale
+(each CI read as a normal interval of the log value: se = ln(hi/lo) / (2 z)).
+Pure functions of result documents: nothing is measured or stored here.
 """
 from __future__ import annotations
 
 import math
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
+import numpy as np
+
 from .findings import DETECTED, NOT_DETECTED, threshold
 
 REGRESSED, IMPROVED, CHANGED = "regressed", "improved", "changed"
 CHANGED_ANSWER, UNCHANGED, NOT_COMPARABLE = "changed-answer", "unchanged", "not comparable"
-COMPARE_SCHEMA_VERSION = 1
+NOT_JUDGED, NOISY = "not judged", "noisy"
+COMPARE_SCHEMA_VERSION = 2
+
+# Units whose values are counts (answers.DISCRETE_UNITS): equal or different.
+_DISCRETE = ("ranges", "levels", "ways", "sets", "entries")
 
 # z of a two-sided normal interval at the ci_level threshold (0.95 -> 1.96).
 _Z = {0.90: 1.645, 0.95: 1.960, 0.99: 2.576}
@@ -59,45 +76,97 @@ def ratio_ci(a: Mapping[str, Any], b: Mapping[str, Any]):
     return r, r * math.exp(-half), r * math.exp(half)
 
 
-def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float) -> Dict[str, Any]:
-    """One row of the comparison for two answers to the same question."""
+def history_spread(values) -> Optional[float]:
+    """Run-to-run spread of one question's value over earlier surveys: the
+    robust CV (1.4826 MAD / median) of the positive values; None for fewer
+    than history_min_surveys of them."""
+    v = np.asarray([x for x in values if _positive(x)], float)
+    if v.size < threshold("history_min_surveys"):
+        return None
+    med = float(np.median(v))
+    return 1.4826 * float(np.median(np.abs(v - med))) / med
+
+
+def _signature(a: Mapping[str, Any]):
+    """What a count or set answer says, for equal / different: its value and
+    the labels of its details (the ranges, knees or ways themselves)."""
+    labels = tuple(str(d.get("label")) for d in a.get("details") or [] if isinstance(d, dict))
+    return a.get("value"), labels
+
+
+def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float,
+                    spread: Optional[float] = None, n_history: int = 0) -> Dict[str, Any]:
+    """One row of the comparison for two answers to the same question;
+    ``spread``: the question's run-to-run spread in the machine's history."""
     row = {"question": a.get("question") or b.get("question"),
            "asks": b.get("asks") or a.get("asks"), "unit": b.get("unit") or a.get("unit"),
            "better": b.get("better", a.get("better", "")),
            "a_verdict": a.get("verdict"), "b_verdict": b.get("verdict"),
            "a": a.get("value"), "a_ci": [a.get("ci_low"), a.get("ci_high")],
            "b": b.get("value"), "b_ci": [b.get("ci_low"), b.get("ci_high")]}
+    band = limit
+    row["band_source"] = "threshold"
+    if spread is not None:
+        widened = threshold("history_sigmas") * math.sqrt(2) * spread
+        if widened > band:
+            band = widened
+            row["band_source"] = f"history ({n_history} earlier surveys)"
+    row["band"] = band
     r, lo, hi = ratio_ci(a, b)
     row.update(ratio=r, ratio_ci_low=lo, ratio_ci_high=hi)
-    flipped = {a.get("verdict"), b.get("verdict")} == {DETECTED, NOT_DETECTED}
-    if flipped:
+    verdicts = {a.get("verdict"), b.get("verdict")}
+    noisy = bool(a.get("noisy") or b.get("noisy"))
+    if noisy:
+        row["noisy"] = True
+    if verdicts == {DETECTED, NOT_DETECTED}:
         row["verdict"] = CHANGED_ANSWER
-    elif r is None:
+        return row
+    if verdicts == {NOT_DETECTED}:
+        row["verdict"] = UNCHANGED          # no effect on either side: its size is noise
+        row["reason"] = "not detected on both sides"
+        return row
+    if (row["unit"] in _DISCRETE) and a.get("value") is not None and b.get("value") is not None:
+        row["verdict"] = UNCHANGED if _signature(a) == _signature(b) else CHANGED
+        row["ratio_ci_low"] = row["ratio_ci_high"] = None
+        return row
+    if r is None:
         row["verdict"] = NOT_COMPARABLE
-    else:
-        up = r > 1 + limit and (lo is None or lo > 1)
-        down = r < 1 / (1 + limit) and (hi is None or hi < 1)
-        better = row["better"]
-        if not (up or down):
-            row["verdict"] = UNCHANGED
-        elif not better:
-            row["verdict"] = CHANGED
-        elif (up and better == "lower") or (down and better == "higher"):
-            row["verdict"] = REGRESSED
+        return row
+    if lo is None:
+        row["verdict"] = NOT_JUDGED
+        row["reason"] = "a side has no CI (a value from one process or one replica)"
+        return row
+    up = lo > 1 + band
+    down = hi < 1 / (1 + band)
+    better = row["better"]
+    if not (up or down):
+        row["verdict"] = UNCHANGED
+    elif not better:
+        row["verdict"] = CHANGED
+    elif (up and better == "lower") or (down and better == "higher"):
+        margin = 1 + band * threshold("noisy_margin")
+        if noisy and not (lo > margin or hi < 1 / margin):
+            row["verdict"] = NOISY
         else:
-            row["verdict"] = IMPROVED
+            row["verdict"] = REGRESSED
+    else:
+        row["verdict"] = IMPROVED
     return row
 
 
 def compare(a_answers: Iterable[Mapping[str, Any]], b_answers: Iterable[Mapping[str, Any]],
-            limit: float = 0.05, a_label: str = "A", b_label: str = "B") -> Dict[str, Any]:
-    """The comparison document of two answer lists (question ids matched)."""
+            limit: float = 0.05, a_label: str = "A", b_label: str = "B",
+            history: Optional[Mapping[str, List[float]]] = None,
+            n_history: int = 0) -> Dict[str, Any]:
+    """The comparison document of two answer lists (question ids matched).
+    ``history``: {question: [value of each earlier survey of the machine]}."""
     a_by = {x["question"]: x for x in a_answers}
     b_by = {x["question"]: x for x in b_answers}
     rows: List[Dict[str, Any]] = []
     for qid in list(a_by) + [q for q in b_by if q not in a_by]:
         if qid in a_by and qid in b_by:
-            rows.append(compare_answers(a_by[qid], b_by[qid], limit))
+            spread = history_spread((history or {}).get(qid, [])) if history else None
+            rows.append(compare_answers(a_by[qid], b_by[qid], limit, spread, n_history))
         else:
             side = a_by.get(qid) or b_by.get(qid)
             rows.append({"question": qid, "asks": side.get("asks"), "unit": side.get("unit"),
@@ -109,8 +178,13 @@ def compare(a_answers: Iterable[Mapping[str, Any]], b_answers: Iterable[Mapping[
     for r in rows:
         counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
     return {"compare_schema_version": COMPARE_SCHEMA_VERSION, "a": a_label, "b": b_label,
-            "threshold": limit, "rows": rows, "counts": counts,
-            "regressed": [r["question"] for r in rows if r["verdict"] == REGRESSED]}
+            "threshold": limit, "history_surveys": n_history if history else 0,
+            "band": (f"widened by the machine's history ({n_history} earlier surveys)"
+                     if history else "the threshold alone (fewer than "
+                     f"{threshold('history_min_surveys')} earlier surveys of this machine)"),
+            "rows": rows, "counts": counts,
+            "regressed": [r["question"] for r in rows if r["verdict"] == REGRESSED],
+            "noisy": [r["question"] for r in rows if r["verdict"] == NOISY]}
 
 
 def parse_threshold(text: str) -> float:
@@ -138,7 +212,7 @@ def _num(v, unit=""):
 def markdown(doc: Mapping[str, Any]) -> str:
     """The comparison as a Markdown table (for CI logs and pull requests)."""
     lines = [f"memfx compare: A = {doc['a']}, B = {doc['b']}, threshold "
-             f"{doc['threshold']:.0%}", "",
+             f"{doc['threshold']:.0%}; band: {doc.get('band', 'the threshold')}", "",
              "| question | A | B | B/A [95% CI] | verdict |", "|---|---|---|---|---|"]
     for r in doc["rows"]:
         if r.get("ratio") is None:

@@ -85,6 +85,49 @@ def _machine_surveys(store, mid):
     return out
 
 
+def noisy_runs(docs):
+    """Run ids whose own samples say the run was noisy: more than the
+    threshold noisy_run of its samples rejected (preempted or migrated)."""
+    from .findings import threshold
+    out = set()
+    for d in docs:
+        pts = d.get("points") or []
+        taken = sum((p.get("n") or 0) + (p.get("rejected") or 0) for p in pts)
+        rejected = sum(p.get("rejected") or 0 for p in pts)
+        if taken and rejected / taken > threshold("noisy_run"):
+            out.add(d.get("run_id"))
+    return out
+
+
+def _tag_noisy(answers, docs):
+    noisy = noisy_runs(docs)
+    return [dict(a, noisy=True) if a.get("run_id") in noisy else a for a in answers]
+
+
+_SURVEY_ANSWERS = {}      # (database, survey id) -> answers of a complete survey
+
+
+def machine_history(store, machine, exclude=(), before=None, most=5):
+    """({question: [value of each survey]}, n) over the newest ``most``
+    complete surveys of machine id ``machine`` other than ``exclude`` and
+    started before ``before``; (None, n) with fewer than the threshold
+    history_min_surveys of them."""
+    from .findings import threshold
+    surveys = [s for s in _machine_surveys(store, machine)
+               if s["status"] == "complete" and s["id"] not in exclude
+               and (before is None or (s.get("started") or "") < before)][:most]
+    if len(surveys) < threshold("history_min_surveys"):
+        return None, len(surveys)
+    values = {}
+    for s in surveys:
+        key = (str(store.path), s["id"])
+        if key not in _SURVEY_ANSWERS:
+            _SURVEY_ANSWERS[key] = survey_document(store, s["id"])["answers"]
+        for a in _SURVEY_ANSWERS[key]:
+            values.setdefault(a["question"], []).append(a.get("value"))
+    return values, len(surveys)
+
+
 def side(store, key):
     """(label, answers, document) for a compare side: a run id or prefix,
     ``latest`` / ``latest:EXP``, a survey id or prefix, or a machine id
@@ -96,10 +139,10 @@ def side(store, key):
             raise MemfxError(f"no survey of machine {key} in {store.path}")
         done = [s for s in surveys if s["status"] == "complete"] or surveys
         doc = survey_document(store, done[0]["id"])
-        return f"{key} (survey {doc['survey_id']})", doc["answers"], doc
+        return f"{key} (survey {doc['survey_id']})", _tag_noisy(doc["answers"], doc["documents"]), doc
     if key.startswith("s-"):
         doc = survey_document(store, key)
-        return f"survey {doc['survey_id']}", doc["answers"], doc
+        return f"survey {doc['survey_id']}", _tag_noisy(doc["answers"], doc["documents"]), doc
     try:
         doc = run_document(store, key)
     except StoreError as run_error:
@@ -107,5 +150,6 @@ def side(store, key):
             doc = survey_document(store, key)
         except StoreError:
             raise run_error from None
-        return f"survey {doc['survey_id']}", doc["answers"], doc
-    return f"run {doc['run_id']}", doc["answers"], doc
+        return f"survey {doc['survey_id']}", _tag_noisy(doc["answers"], doc["documents"]), doc
+    answers = [dict(a, run_id=doc["run_id"]) for a in doc["answers"]]
+    return f"run {doc['run_id']}", _tag_noisy(answers, [doc]), doc

@@ -72,6 +72,22 @@ THRESHOLDS: Dict[str, Threshold] = _thresholds(
               "relative change of the cycle-estimate calibration before/after a block that counts as drift"),
     Threshold("effect_min", 0.03, "ratio",
               "smallest relative effect (|ratio - 1|) that is called detected"),
+    Threshold("effect_band", 0.05, "ratio",
+              "half-width of the no-effect band of an effect question (a ratio within 1 +- this "
+              "is no effect) unless the question declares its own band: detected when the "
+              "replica-level CI lies wholly outside the band, not detected when wholly inside"),
+    Threshold("history_min_surveys", 3, "surveys",
+              "earlier surveys of the same machine id from which `compare` widens a question's "
+              "band by its run-to-run spread"),
+    Threshold("history_sigmas", 2.0, "sigmas",
+              "how many run-to-run standard deviations (robust CV over the history, x sqrt(2) "
+              "for two runs) the widened band of `compare` spans"),
+    Threshold("noisy_margin", 2.0, "x band",
+              "a regression between runs whose cautions say they were noisy is called one only "
+              "when its CI clears this multiple of the band; else it reads `noisy`"),
+    Threshold("noisy_run", 0.20, "ratio",
+              "share of a run's samples rejected (preempted, migrated) above which the run is "
+              "noisy for `compare`"),
     Threshold("ci_level", 0.95, "probability",
               "confidence level of every confidence interval"),
     Threshold("min_samples", 5, "samples",

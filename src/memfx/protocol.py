@@ -97,6 +97,11 @@ class Param:
 
 
 # Parameters every experiment has: how each data point is sampled.
+# What every experiment's presets set for the common parameters (before its
+# own preset): a quick run trades samples within a replica for a second
+# replica -- a CI from one process is not a CI (issue 22).
+COMMON_PRESETS = {"quick": {"replicas": 2}, "full": {"replicas": 3}}
+
 COMMON_PARAMS = [
     Param("samples", "int", 11, "timed samples per point and run length (more = tighter CIs)",
           "21", minimum=3, maximum=10000),
@@ -104,7 +109,11 @@ COMMON_PARAMS = [
           minimum=0.05, maximum=1000),
     Param("cpu", "int", -1, "CPU to pin the measuring thread to; -1 = the last allowed CPU", "0",
           minimum=-1),
-    Param("seed", "int", 1, "seed of the random orders (chains, arm shuffles)", "7", minimum=0),
+    Param("seed", "int", 1, "seed of the random orders (chains, arm shuffles); replica r uses "
+          "seed + r", "7", minimum=0),
+    Param("replicas", "int", 3, "independent worker processes per run, each with fresh buffers, "
+          "chain permutations and offsets; every CI rests on the spread between them "
+          "(quick: 2)", "5", minimum=1, maximum=50),
     Param("arms", "list:str", ["all"], "arms (variants) to measure, comma-separated; all = every "
           "arm of the experiment (see its description)", "random"),
 ]

@@ -276,11 +276,13 @@ def details_tables(answers):
 def compare_table(doc):
     from rich.text import Text
     t = Table(title=_plain(f"compare A = {doc['a']}  vs  B = {doc['b']}  "
-                           f"(threshold {doc['threshold']:.0%})"), width=100)
+                           f"(threshold {doc['threshold']:.0%}; band: "
+                           f"{doc.get('band', 'the threshold')})"), width=100)
     for c in ("question", "A", "B", "B/A [95% CI]", "verdict"):
         t.add_column(c)
     style = {"regressed": "bold red", "improved": "bold green", "changed-answer": "magenta",
-             "changed": "yellow", "unchanged": "", "not comparable": "dim"}
+             "changed": "yellow", "unchanged": "", "not comparable": "dim",
+             "not judged": "dim", "noisy": "yellow"}
     for r in doc["rows"]:
         unit = r.get("unit") or ""
         ratio = "-" if r.get("ratio") is None else (

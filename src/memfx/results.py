@@ -95,22 +95,38 @@ def build_points(samples, seed=0):
             points.append(base)
             continue
         unit = accepted[0]["unit"]
-        lengths = sorted({s["length"] for s in accepted})
-        long_len = lengths[-1]
-        longest = [s for s in accepted if s["length"] == long_len]
+        # Each replica (worker process) calibrates its own run lengths: its
+        # longest length's samples are its values, and the point's values
+        # are every replica's.
+        by_replica = OrderedDict()
+        for s in accepted:
+            by_replica.setdefault(s.get("replica") or 0, []).append(s)
+        longest, groups, overhead = [], [], (None, None)
+        for replica in sorted(by_replica):
+            mine = by_replica[replica]
+            lengths = sorted({s["length"] for s in mine})
+            chosen = [s for s in mine if s["length"] == lengths[-1]]
+            longest.extend(chosen)
+            groups.append([s["value"] for s in chosen])
+            if metric.startswith("ns_per_") and len(lengths) >= 2 and overhead[0] is None:
+                overhead = _call_overhead(mine, lengths[0], lengths[-1])
         values = np.array([s["value"] for s in longest], float)
         summ = stats.summarize(values, seed=seed)
+        ci = (summ.ci_low, summ.ci_high)
+        if len(groups) >= 2:      # the CI holds the spread between replicas
+            ci = stats.hierarchical_ci(groups, confidence=fnd.threshold("ci_level"), seed=seed)
         p10, p90 = (float(q) for q in np.quantile(values, [BEST_LOW, BEST_HIGH]))
         higher_is_better = not metric.startswith("ns_per_")
         point = dict(base, unit=unit, n=len(longest), min=summ.min, median=summ.median,
                      max=summ.max, mad=summ.mad, cv=summ.cv,
-                     ci_low=summ.ci_low if summ.n >= min_ci else None,
-                     ci_high=summ.ci_high if summ.n >= min_ci else None,
+                     ci_low=ci[0] if summ.n >= min_ci else None,
+                     ci_high=ci[1] if summ.n >= min_ci else None,
                      p10=p10, p90=p90, best=p90 if higher_is_better else p10,
                      best_quantile="p90" if higher_is_better else "p10")
-        if metric.startswith("ns_per_") and len(lengths) >= 2:
-            point["call_overhead_ns"], point["call_overhead_se_ns"] = _call_overhead(
-                accepted, lengths[0], long_len)
+        if len(groups) >= 2:
+            point["replicas"] = [float(np.median(g)) for g in groups]
+        if overhead[0] is not None:       # from the first replica with two run lengths
+            point["call_overhead_ns"], point["call_overhead_se_ns"] = overhead
         split = stats.bimodal_split(values, min_separation=fnd.threshold("bimodal_separation"),
                                     gap_sigmas=fnd.threshold("bimodal_gap"),
                                     min_share=fnd.threshold("bimodal_share"))
@@ -230,8 +246,34 @@ def analyze(run, samples, experiment=None):
         qmap = {q.id: q for q in questions}
         answers = [a.as_dict(qmap[a.question])
                    for a in complete_answers(questions, given, failure)]
+        replicas = sorted({s.get("replica") or 0 for s in samples if not s.get("rejected")})
+        if len(replicas) >= 2 and failure is None:
+            answers = _replica_answers(exp, run, samples, replicas, answers, qmap)
+        else:
+            for a in answers:
+                if a.get("ci_low") is not None:
+                    a["ci_scope"] = "one process"
     cautions = point_cautions(data.points)
     return data, answers, cautions, errors
+
+
+def _replica_answers(exp, run, samples, replicas, pooled, qmap):
+    """Each question's answer from every replica's samples (``pooled``), its
+    CI and verdict from the answers of each replica analysed alone
+    (answers.combine_replicas)."""
+    from .answers import combine_replicas
+    per = []
+    for r in replicas:
+        mine = [s for s in samples if (s.get("replica") or 0) == r]
+        data = run_data(run, mine)
+        try:
+            given = {a.question: a.as_dict(qmap[a.question]) for a in exp.analyze(data)
+                     if a.question in qmap}
+        except Exception:    # noqa: BLE001 -- a replica's partial data; the pooled answer stands
+            given = {}
+        per.append(given)
+    return [combine_replicas(qmap[a["question"]], a, [p.get(a["question"]) for p in per])
+            for a in pooled]
 
 
 def findings_view(answers):

@@ -75,40 +75,59 @@ def import_path(package_root):
     return path
 
 
-def run_experiment(name, store: Store, machine: dict, preset="quick", overrides=None,
-                   survey_id=None, on_progress=None, on_info=None, labels=None):
-    """Measure and store one run; returns its run id.  KeyboardInterrupt is
-    turned into RunInterrupted after the run has been marked interrupted."""
-    exp, params, points = prepare(name, preset, overrides, machine)
-    run_id = store.begin_run(name, params, preset, machine, survey_id=survey_id, labels=labels)
-    job = {"experiment": name, "params": params, "machine": machine}
-    with tempfile.TemporaryFile(mode="w+") as errfile:
-        proc = subprocess.Popen(worker_command(), stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=errfile, text=True)
-        state = {"cells": len(points), "done": 0, "error": None, "finished": False}
-        try:
-            proc.stdin.write(json.dumps(job))
-            proc.stdin.close()
-            for line in proc.stdout:
-                _handle(line, store, run_id, state, on_progress, on_info)
-            proc.wait()
-        except KeyboardInterrupt:
-            _stop(proc)
-            for line in proc.stdout:        # keep what was already measured
-                _handle(line, store, run_id, state, None, None)
-            store.finish_run(run_id, "interrupted", error="interrupted by the user (Ctrl-C)")
-            raise RunInterrupted(run_id) from None
-        except BaseException:
-            _stop(proc)
-            store.finish_run(run_id, "failed", error="the runner stopped unexpectedly")
-            raise
-        finally:
-            proc.stdout.close()     # the pipe's file object; left to the GC it warns later
-        if state["finished"] and proc.returncode == 0:
-            store.finish_run(run_id, "complete")
-            return run_id
-        errfile.seek(0)
-        tail = errfile.read()[-2000:].strip()
+class Measurement:
+    """One run: begun in the store, measured by ``replicas`` worker processes
+    (each a replica: fresh buffers, permutations and offsets; see
+    _worker.measure), and finished.  A survey measures the replicas of its
+    runs in rounds, so that each run's replicas are spread over time
+    (survey.py); ``run_experiment`` measures them one after another."""
+
+    def __init__(self, name, store: Store, machine: dict, preset="quick", overrides=None,
+                 survey_id=None, labels=None):
+        self.name, self.store, self.machine = name, store, machine
+        self.exp, self.params, self.points = prepare(name, preset, overrides, machine)
+        self.replicas = int(self.params.get("replicas") or 1)
+        self.run_id = store.begin_run(name, self.params, preset, machine, survey_id=survey_id,
+                                      labels=labels)
+        self.measured = 0          # replicas measured so far
+        self.finished = False
+
+    def measure_replica(self, replica, on_progress=None, on_info=None):
+        """Measure one replica in its own worker process, streaming its
+        samples into the store.  Ctrl-C marks the run interrupted (keeping
+        every sample) and raises RunInterrupted; a failed worker marks it
+        failed and raises MemfxError."""
+        store, run_id = self.store, self.run_id
+        job = {"experiment": self.name, "params": self.params, "machine": self.machine,
+               "replica": replica}
+        with tempfile.TemporaryFile(mode="w+") as errfile:
+            proc = subprocess.Popen(worker_command(), stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=errfile, text=True)
+            state = {"cells": len(self.points), "done": 0, "error": None, "finished": False,
+                     "replica": replica, "replicas": self.replicas}
+            try:
+                proc.stdin.write(json.dumps(job))
+                proc.stdin.close()
+                for line in proc.stdout:
+                    _handle(line, store, run_id, state, on_progress, on_info)
+                proc.wait()
+            except KeyboardInterrupt:
+                _stop(proc)
+                for line in proc.stdout:        # keep what was already measured
+                    _handle(line, store, run_id, state, None, None)
+                self.finish("interrupted", error="interrupted by the user (Ctrl-C)")
+                raise RunInterrupted(run_id) from None
+            except BaseException:
+                _stop(proc)
+                self.finish("failed", error="the runner stopped unexpectedly")
+                raise
+            finally:
+                proc.stdout.close()     # the pipe's file object; left to the GC it warns later
+            if state["finished"] and proc.returncode == 0:
+                self.measured += 1
+                return
+            errfile.seek(0)
+            tail = errfile.read()[-2000:].strip()
         if state["error"]:
             reason = state["error"]
         elif proc.returncode and proc.returncode < 0:
@@ -117,8 +136,26 @@ def run_experiment(name, store: Store, machine: dict, preset="quick", overrides=
             reason = f"the measuring worker exited with status {proc.returncode}"
         if tail and not state["error"]:
             reason += ": " + tail.splitlines()[-1]
-        store.finish_run(run_id, "failed", error=reason)
+        if self.replicas > 1:
+            reason = f"replica {replica + 1} of {self.replicas}: {reason}"
+        self.finish("failed", error=reason)
         raise MemfxError(f"run {run_id} failed: {reason} (samples measured so far are kept)")
+
+    def finish(self, status="complete", error=None):
+        self.store.finish_run(self.run_id, status, error=error)
+        self.finished = True
+
+
+def run_experiment(name, store: Store, machine: dict, preset="quick", overrides=None,
+                   survey_id=None, on_progress=None, on_info=None, labels=None):
+    """Measure and store one run (every replica, one after another); returns
+    its run id.  KeyboardInterrupt is turned into RunInterrupted after the
+    run has been marked interrupted."""
+    m = Measurement(name, store, machine, preset, overrides, survey_id=survey_id, labels=labels)
+    for replica in range(m.replicas):
+        m.measure_replica(replica, on_progress, on_info)
+    m.finish("complete")
+    return m.run_id
 
 
 def _handle(line, store, run_id, state, on_progress, on_info):
@@ -127,17 +164,23 @@ def _handle(line, store, run_id, state, on_progress, on_info):
     except json.JSONDecodeError:
         return
     kind = msg.get("type")
+    # progress counts the cells of every replica: this one's, after the
+    # replicas before it (assumed to have had as many cells)
+    before = state["replica"] * state["cells"]
+    total = state["replicas"] * state["cells"]
     if kind == "samples":
         store.add_samples(run_id, msg["samples"])
         state["done"] += 1
         if on_progress:
-            on_progress(state["done"], state["cells"], msg.get("label", ""))
+            on_progress(before + state["done"], total, msg.get("label", ""))
     elif kind == "plan":
         state["cells"] = msg["cells"]
         if on_progress:
-            on_progress(state["done"], state["cells"], "")
+            on_progress(state["replica"] * msg["cells"] + state["done"],
+                        state["replicas"] * msg["cells"], "")
     elif kind == "info":
-        store.set_artifact(run_id, "worker", msg)
+        if state["replica"] == 0:       # one worker's setup speaks for the run
+            store.set_artifact(run_id, "worker", msg)
         if on_info:
             on_info(msg)
     elif kind == "error":

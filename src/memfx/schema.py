@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from .errors import MemfxError
 
 EXPORT_FORMAT = "memfx-run"
-EXPORT_FORMAT_VERSION = 1
+EXPORT_FORMAT_VERSION = 2
 
 RUNNING, COMPLETE, INTERRUPTED, FAILED = "running", "complete", "interrupted", "failed"
 STATUSES = (RUNNING, COMPLETE, INTERRUPTED, FAILED)
@@ -455,6 +455,9 @@ SAMPLE = Object({
     "counters": Field(Nullable(Object(others=Scalar(MAX_NAME)))),
     "rejected": Field(Boolean()),
     "reason": Field(Nullable(Text(MAX_TEXT))),
+    # export format 2: the worker process (replica) that took the sample;
+    # format 1 documents have none (one process: replica 0)
+    "replica": Field(Integer(0, 1000)),
 }, others=None)
 
 # --label key=value pairs of a run or survey (store.py keeps them as text).
@@ -581,8 +584,12 @@ def _check_envelope(doc) -> None:
     if version > EXPORT_FORMAT_VERSION:
         raise SchemaError(f"{EXPORT_FORMAT} document was written by a newer memfx "
                           f"(format_version {version} > {EXPORT_FORMAT_VERSION})")
-    if version != EXPORT_FORMAT_VERSION:
+    if version < 1:
         raise SchemaError(f"unknown {EXPORT_FORMAT} format_version {version}")
+    if version < 2 and any(isinstance(s, dict) and "replica" in s
+                           for s in doc.get("samples") or []):
+        raise SchemaError(f"{EXPORT_FORMAT} format_version {version} documents have no "
+                          f"sample replicas (format 2 does)")
 
 
 def _declared_params(experiment: str) -> dict:

@@ -25,6 +25,8 @@ __all__ = [
     "Level",
     "summarize",
     "bootstrap_ci",
+    "hierarchical_ci",
+    "combine_replicas",
     "per_op_difference",
     "ratio_of_medians",
     "reject_outliers_mad",
@@ -195,6 +197,111 @@ def bootstrap_ci(values, statistic: Callable = np.median, confidence: float = 0.
         return v, v
     rng = np.random.default_rng(seed)
     return _percentile_interval(_boot_stats(a, statistic, n_boot, rng), confidence)
+
+
+def hierarchical_ci(groups, confidence: float = 0.95, n_boot: int = 1000,
+                    seed: int = 0) -> Tuple[float, float]:
+    """Two-level bootstrap CI of the median of samples nested in replicas:
+    each resample draws the replicas with replacement, then the samples
+    within each drawn replica with replacement, and takes the median of all
+    drawn samples.  ``groups``: one sequence of values per replica.
+
+    A CI from one process covers only the spread inside it (one set of
+    physical pages, one chain permutation, one stretch of host time); the
+    replicas bring the spread between them in.  One non-empty group -> the
+    ordinary bootstrap of that group."""
+    _check_boot_args(confidence, n_boot)
+    parts = [_clean(g) for g in groups]
+    parts = [g for g in parts if g.size]
+    if not parts:
+        raise ValueError("no values to summarise")
+    if len(parts) == 1:
+        return bootstrap_ci(parts[0], np.median, confidence, n_boot, seed)
+    rng = np.random.default_rng(seed)
+    r = len(parts)
+    width = max(g.size for g in parts)
+    table = np.full((r, width), np.nan)
+    for i, g in enumerate(parts):
+        table[i, :g.size] = g
+    sizes = np.array([g.size for g in parts])
+    n_boot = int(n_boot)
+    chosen = rng.integers(0, r, size=(n_boot, r))                  # replicas drawn
+    # samples within each drawn replica: uniform indices below its own size
+    within = (rng.random((n_boot, r, width)) * sizes[chosen][:, :, None]).astype(int)
+    drawn = table[chosen[:, :, None], within]
+    # a shorter replica fills its row past its size with its own draws
+    # (indices < size) -- equal weight per sample would over-weight long
+    # replicas, which are no more independent than short ones
+    drawn = drawn.reshape(n_boot, r * width)
+    boot = _row_medians(drawn) if np.isfinite(drawn).all() else np.nanmedian(drawn, axis=1)
+    return _percentile_interval(boot, confidence)
+
+
+def combine_replicas(values, ci_lows=None, ci_highs=None, confidence: float = 0.95,
+                     n_boot: int = 2000, seed: int = 0) -> Dict[str, float]:
+    """A replica-level estimate and CI from each replica's own estimate and
+    CI (a derived figure -- a ratio, a knee, a plateau's median -- that
+    cannot be recomputed from pooled samples).
+
+    Two levels, as :func:`hierarchical_ci`: the replicas are drawn with
+    replacement, and each drawn replica's value is drawn from its own
+    sampling distribution (a normal with the standard error its CI implies,
+    on the log scale when the values are positive: ratios and times are).
+    The statistic is the mean of the drawn values.  A bootstrap over R
+    replicas under-states the variance between them by (R - 1) / R (the
+    plug-in variance); the between-replica part of each draw is stretched
+    by sqrt(R / (R - 1)) about the estimate for that.
+
+    Returns ``{"value", "ci_low", "ci_high", "n"}``; value is the mean (the
+    geometric mean for positive values).  Fewer than two usable replicas ->
+    ci_low/ci_high None."""
+    _check_boot_args(confidence, n_boot)
+    v = np.asarray([np.nan if x is None else x for x in values], float)
+    lo = np.asarray([np.nan if x is None else x for x in (ci_lows or [None] * v.size)], float)
+    hi = np.asarray([np.nan if x is None else x for x in (ci_highs or [None] * v.size)], float)
+    keep = np.isfinite(v)
+    v, lo, hi = v[keep], lo[keep], hi[keep]
+    if v.size == 0:
+        return {"value": None, "ci_low": None, "ci_high": None, "n": 0}
+    log = bool((v > 0).all() and (np.isnan(lo) | (lo > 0)).all())
+    z = _z_of(confidence)
+    if log:
+        centre_v = np.log(v)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            se = (np.log(hi) - np.log(lo)) / (2 * z)
+    else:
+        centre_v = v
+        se = (hi - lo) / (2 * z)
+    se = np.where(np.isfinite(se) & (se > 0), se, 0.0)
+    estimate = float(np.mean(centre_v))
+    if v.size < 2:
+        value = math.exp(estimate) if log else estimate
+        return {"value": value, "ci_low": None, "ci_high": None, "n": int(v.size)}
+    rng = np.random.default_rng(seed)
+    r = v.size
+    chosen = rng.integers(0, r, size=(int(n_boot), r))
+    between = centre_v[chosen].mean(axis=1)
+    within = (se[chosen] * rng.standard_normal(chosen.shape)).mean(axis=1)
+    # only the between-replica part is under-stated by the resampling
+    boot = estimate + (between - estimate) * math.sqrt(r / (r - 1)) + within
+    low, high = _percentile_interval(boot, confidence)
+    if log:
+        return {"value": math.exp(estimate), "ci_low": math.exp(low), "ci_high": math.exp(high),
+                "n": int(r)}
+    return {"value": estimate, "ci_low": low, "ci_high": high, "n": int(r)}
+
+
+def _z_of(confidence: float) -> float:
+    """z of a two-sided normal interval at ``confidence`` (0.95 -> 1.96):
+    erf(z / sqrt 2) = confidence, by bisection."""
+    lo, hi = 0.0, 10.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if math.erf(mid / math.sqrt(2)) < confidence:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
 
 
 def per_op_difference(short_ns, long_ns, short_len: float, long_len: float,

@@ -31,7 +31,7 @@ from memfx.schema import (COMPLETE, EXPORT_FORMAT, EXPORT_FORMAT_VERSION,  # noq
                           FAILED, INTERRUPTED, MACHINE, POINT, RUNNING, STATUSES,
                           SchemaError, readable, readable_params, validate_export)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 APPLICATION_ID = 0x4D454D46  # "MEMF": marks the file as a memfx results DB
 FINAL_STATUSES = (COMPLETE, INTERRUPTED, FAILED)
 
@@ -41,7 +41,7 @@ BUSY_TIMEOUT_MS = 30_000
 SAMPLE_DEFAULTS = {
     "arm": None, "point": None, "metric": None, "unit": None, "value": None,
     "length": None, "ns": None, "ticks": None, "cycles_est": None,
-    "counters": None, "rejected": False, "reason": None,
+    "counters": None, "rejected": False, "reason": None, "replica": 0,
 }
 REQUIRED_SAMPLE_KEYS = ("metric",)
 
@@ -100,7 +100,13 @@ def _add_machine_state(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE runs ADD COLUMN machine_state TEXT")
 
 
-MIGRATIONS: dict[int, Migration] = {1: _add_labels, 2: _add_machine_state}
+def _add_replica(conn: sqlite3.Connection) -> None:
+    # Schema 4: every sample names the replica (worker process) that took it;
+    # older rows were all measured by one process, replica 0.
+    conn.execute("ALTER TABLE samples ADD COLUMN replica INTEGER NOT NULL DEFAULT 0")
+
+
+MIGRATIONS: dict[int, Migration] = {1: _add_labels, 2: _add_machine_state, 3: _add_replica}
 
 # Label keys and values: short, printable, no "=" in keys.
 _LABEL_KEY = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
@@ -927,6 +933,8 @@ def _sample_dict(row: sqlite3.Row) -> dict:
         if sample[key] is not None and not (isinstance(sample[key], int) and sample[key] >= 0):
             sample[key] = None
             garbled.append(key)
+    if not (isinstance(sample["replica"], int) and sample["replica"] >= 0):
+        sample["replica"] = 0
     for key in ("arm", "metric", "unit", "reason"):
         if sample[key] is not None and not isinstance(sample[key], str):
             sample[key] = str(sample[key])

@@ -47,7 +47,7 @@ def run_survey(args, get_machine, open_store, console):
     from .documents import survey_document
     from .outputs import atomic_output
     from .report import write_report
-    from .runner import RunInterrupted, prepare, run_experiment
+    from .runner import Measurement, RunInterrupted, prepare
     preset = "full" if args.full else "quick"
     names = select(_split(args.only), _split(args.skip))
     fp = get_machine()
@@ -69,35 +69,58 @@ def run_survey(args, get_machine, open_store, console):
     documents = None            # {run id: result document}, made once after the runs
     con.print(f"[bold]memfx survey {survey_id}[/bold] ({preset}): {len(names)} experiments, "
               f"about {sum(guesses.values()):.0f} s")
+    open_runs = {}              # name -> Measurement begun and not yet finished
     try:
         with _progress(args.quiet) as prog:
             overall = prog.add_task("survey", total=sum(guesses.values()), label="") if prog else None
-            for i, name in enumerate(names, 1):
-                start = time.monotonic()
-                base = sum(durations.values())
-                task = prog.add_task(f"{i}/{len(names)} {name}", total=None, label="") if prog else None
+            # Rounds: replica r of every experiment, then replica r + 1 of
+            # every experiment, ... so that a run's replicas are minutes apart
+            # and a host that is busy for a while hits one replica of many
+            # runs, not every replica of one (issue 22).
+            rounds = max(prepared[n][1].get("replicas", 1) for n in names)
+            for rnd in range(rounds):
+                for i, name in enumerate(names, 1):
+                    if name in failures:
+                        continue
+                    if rnd == 0:
+                        try:
+                            open_runs[name] = Measurement(name, store, fp, preset, {},
+                                                          survey_id=survey_id)
+                        except MemfxError as e:
+                            failures[name] = str(e)
+                            con.print(f"[red]{name} failed:[/red] {e}")
+                            continue
+                    m = open_runs.get(name)
+                    if m is None or rnd >= m.replicas:
+                        continue
+                    start = time.monotonic()
+                    base = sum(durations.values())
+                    title = f"{i}/{len(names)} {name}" + (f" ({rnd + 1}/{rounds})" if rounds > 1 else "")
+                    task = prog.add_task(title, total=None, label="") if prog else None
 
-                def on_progress(done, total, label, task=task, name=name, start=start, base=base):
-                    if not prog:
-                        return
-                    prog.update(task, completed=done, total=total, label=label[:40])
-                    # the overall bar moves with time spent, capped at this
-                    # experiment's share until it ends
-                    prog.update(overall, completed=base + min(time.monotonic() - start, guesses[name]))
+                    def on_progress(done, total, label, task=task, name=name, start=start,
+                                    base=base, share=guesses[name] / m.replicas):
+                        if not prog:
+                            return
+                        # the run's bar counts every replica's cells; show this round's
+                        prog.update(task, completed=done, total=total, label=label[:40])
+                        prog.update(overall, completed=base + min(time.monotonic() - start, share))
 
-                try:
-                    run_experiment(name, store, fp, preset, {}, survey_id=survey_id,
-                                   on_progress=on_progress)
-                except MemfxError as e:   # one experiment failing does not end the survey
-                    failures[name] = str(e)
-                    con.print(f"[red]{name} failed:[/red] {e}")
-                durations[name] = time.monotonic() - start
-                if prog:
-                    prog.update(task, visible=False)
-                    prog.update(overall, total=sum(durations.values()) + sum(
-                        guesses[n] for n in names[i:]) + guesses.get("advise", 0),
-                        completed=sum(durations.values()))
-                con.print(f"  {name}: {durations[name]:.1f} s")
+                    try:
+                        m.measure_replica(rnd, on_progress=on_progress)
+                        if m.measured == m.replicas:
+                            m.finish("complete")
+                            del open_runs[name]
+                    except MemfxError as e:   # one experiment failing does not end the survey
+                        failures[name] = str(e)
+                        open_runs.pop(name, None)
+                        con.print(f"[red]{name} failed:[/red] {e}")
+                    durations[name] = durations.get(name, 0.0) + time.monotonic() - start
+                    if prog:
+                        prog.update(task, visible=False)
+                        prog.update(overall, completed=sum(durations.values()))
+                    con.print(f"  {name}" + (f" replica {rnd + 1}" if rounds > 1 else "")
+                              + f": {time.monotonic() - start:.1f} s")
         # the survey's runs are analysed once, here, for the advice, the
         # report and the survey document alike
         documents = _analyse(store, survey_id, durations, con)
@@ -109,6 +132,11 @@ def run_survey(args, get_machine, open_store, console):
             con.print(f"  advise: {durations['advise']:.1f} s")
     except (RunInterrupted, KeyboardInterrupt):
         status = "interrupted"
+        for m in open_runs.values():     # begun, waiting for a later round
+            if not m.finished:
+                m.finish("interrupted", error="interrupted by the user (Ctrl-C) after "
+                         f"{m.measured} of {m.replicas} replicas")
+        open_runs.clear()
         con.print("[yellow]interrupted: keeping the finished runs and writing the report[/yellow]")
     store.finish_survey(survey_id, status)
     if documents is None:

@@ -125,7 +125,7 @@ class Assoc(Experiment):
         Question("assoc.leading_dimension", "How much slower is summing a column of a "
                  "1024x1024 double matrix than of the same matrix with a padded leading "
                  "dimension (1032)?", "ratio", "004",
-                 "ratio of medians ns per element, ld = n vs ld = n + pad"),
+                 "ratio of medians ns per element, ld = n vs ld = n + pad", band=ans.EFFECT_BAND),
     )
     plots = (
         PlotSpec("stride", "random chase of M lines spaced `stride` apart", kind="curve",

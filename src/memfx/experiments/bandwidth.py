@@ -168,7 +168,7 @@ def _questions():
         Question("bandwidth.random_vs_sequential", "How much faster is a sequential read than "
                  "reading the same lines in random order (what the prefetchers give)?", "ratio",
                  "004", "ratio of medians sequential / random GB/s, same width, pooled over each "
-                 "level's points; value = DRAM (else the largest level measured)", headline=True),
+                 "level's points; value = DRAM (else the largest level measured)", headline=True, band=ans.EFFECT_BAND),
         Question("bandwidth.nt_write_crossover", "From which working set does a non-temporal "
                  "write beat a normal one?", "bytes", "004",
                  "smallest size from which nt_write's median GB/s exceeds the best normal write "
@@ -176,18 +176,18 @@ def _questions():
         Question("bandwidth.nt_readback", "What does reading back data written with "
                  "non-temporal stores cost, against data written normally?", "ratio", "004",
                  "ratio of medians nt_write_readback / write_readback GB/s per level; value = "
-                 "the last cache level measured (the data would still be cached)"),
+                 "the last cache level measured (the data would still be cached)", band=ans.EFFECT_BAND),
         Question("bandwidth.thread_scaling", "How does the aggregate bandwidth scale from 1 to all "
                  "CPUs, per level?", "ratio", "004",
                  "speed-up = ratio of medians aggregate GB/s at N threads / 1 thread (each thread "
                  "its own buffer, started at one barrier, timed to the last finisher), per level "
                  "and kind in details; value = read in DRAM at the most threads (else the "
-                 "largest level measured)", better=HIGHER),
+                 "largest level measured)", better=HIGHER, band=ans.EFFECT_BAND),
         Question("bandwidth.loaded_latency", "How much longer is a random load while the other "
                  "CPUs stream reads?", "ratio", "004",
                  "ratio of medians loaded / idle ns per load of a random 64-byte-line chase, the "
                  "loaders covering every accepted sample; per working set in details; value = "
-                 "DRAM (else the largest size measured)"),
+                 "DRAM (else the largest size measured)", band=ans.EFFECT_BAND),
     ]
     return tuple(qs)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 # The protocol types live in memfx.protocol (the lab imports them without
 # importing any experiment); re-exported here for the experiments.
 from ..errors import ParamError
-from ..protocol import COMMON_PARAMS, PARSERS, Param, Point, Region, Trial  # noqa: F401
+from ..protocol import COMMON_PARAMS, COMMON_PRESETS, PARSERS, Param, Point, Region, Trial  # noqa: F401
 
 REGISTRY: dict[str, "Experiment"] = {}
 
@@ -75,7 +75,7 @@ class Experiment:
             raise ParamError(f"unknown preset {preset!r} for {self.name}: "
                              f"choose {', '.join(self.presets)}")
         values = {p.name: p.default for p in table.values()}
-        for source in (self.presets[preset], overrides or {}):
+        for source in (COMMON_PRESETS.get(preset, {}), self.presets[preset], overrides or {}):
             for name, raw in source.items():
                 if name not in table:
                     raise ParamError(f"unknown parameter {name!r} for experiment {self.name}; "

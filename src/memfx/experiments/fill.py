@@ -950,19 +950,19 @@ class FillAlloc(Experiment):
                  "malloc+memset on memory fresh from the OS?", "ratio", SEED,
                  "time malloc+memset / calloc (alloc, zero, touch every page, free): median over "
                  "sizes of per-size ratios of medians, two-stage bootstrap CI; detected beyond "
-                 "effect_min"),
+                 "effect_min", band=ans.EFFECT_BAND),
         Question("fill_alloc.calloc_vs_memset_recycled", "How much faster is calloc than "
                  "malloc+memset on recycled heap memory?", "ratio", SEED,
-                 "time malloc+memset / calloc on reused heap memory, as for fresh memory"),
+                 "time malloc+memset / calloc on reused heap memory, as for fresh memory", band=ans.EFFECT_BAND),
         Question("fill_alloc.mmap_vs_calloc", "Is mmap + first touch faster than calloc on "
                  "fresh memory?", "ratio", SEED,
-                 "time calloc / mmap first touch, fresh memory, over sizes"),
+                 "time calloc / mmap first touch, fresh memory, over sizes", band=ans.EFFECT_BAND),
         Question("fill_alloc.thp_first_touch", "How much cheaper is the first touch of memory "
                  "backed by transparent huge pages than by 4 KiB pages?", "ratio", "004",
-                 "time 4 KiB first touch / THP first touch, fresh memory, over sizes"),
+                 "time 4 KiB first touch / THP first touch, fresh memory, over sizes", band=ans.EFFECT_BAND),
         Question("fill_alloc.populate_vs_touch", "Is MAP_POPULATE cheaper than faulting pages in "
                  "by touching them?", "ratio", "004",
-                 "time touch / MAP_POPULATE, fresh memory, over sizes"),
+                 "time touch / MAP_POPULATE, fresh memory, over sizes", band=ans.EFFECT_BAND),
         Question("fill_alloc.ns_per_page", "What does obtaining one 4 KiB page from the OS cost "
                  "(map, first touch, unmap)?", "ns", "004",
                  "median ns per 4 KiB page of mmap first touch at the largest size measured; THP "
@@ -971,12 +971,12 @@ class FillAlloc(Experiment):
                  "cheaper than faulting 4 KiB pages in by touching them?", "ratio", "004",
                  "time touch / MADV_POPULATE_WRITE (map, obtain, touch, unmap), fresh memory, "
                  "median over sizes of per-size ratios of medians; not measured where the "
-                 "kernel refuses the advice (before Linux 5.14)"),
+                 "kernel refuses the advice (before Linux 5.14)", band=ans.EFFECT_BAND),
         Question("fill_alloc.thp_populate_vs_touch", "Is pre-faulting transparent huge pages "
                  "(MADV_HUGEPAGE + MADV_POPULATE_WRITE) cheaper than touching them?", "ratio",
                  "004", "time THP touch / THP MADV_POPULATE_WRITE, regions of 2 MiB or more "
                  "(with THP in madvise mode, MAP_POPULATE faults the pages in before "
-                 "MADV_HUGEPAGE can apply, so the huge-page arm pre-faults with the madvise)"),
+                 "MADV_HUGEPAGE can apply, so the huge-page arm pre-faults with the madvise)", band=ans.EFFECT_BAND),
         Question("fill_alloc.munmap_per_page", "What does unmapping a touched region cost per "
                  "4 KiB page?", "ns", "004",
                  "median over samples of munmap's own time (fenced TSC reads around the call) / "

@@ -28,7 +28,8 @@ from dataclasses import replace
 import numpy as np
 
 from .. import stats
-from ..answers import (LOWER, NEITHER, NOT_MEASURED, Answer, Question, effect, evidence_keys,
+from ..answers import (EFFECT_BAND, LOWER, NEITHER, NOT_MEASURED, Answer, Question, effect,
+                       evidence_keys,
                        measured, not_measured, point_key, pooled_values)
 from ..errors import ParamError
 from ..findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED
@@ -58,8 +59,8 @@ KNEE_ESTIMATOR = ("knee: where ln(latency) crosses the midpoint between two plat
                   "(stats.find_levels); CI = last size on the plateau .. first size on the next")
 
 
-def _question(name, asks, unit, decides, better):
-    return Question(f"latency.{name}", asks, unit, "004", decides, better)
+def _question(name, asks, unit, decides, better, band=None):
+    return Question(f"latency.{name}", asks, unit, "004", decides, better, band=band)
 
 
 # question name, and the cache in words, of each cache level the OS may report
@@ -95,11 +96,11 @@ QUESTIONS = (
     _question("huge_page_benefit", "How much slower is a random chase in memory with 4 KiB "
                                    "pages than with transparent huge pages?", "x",
               f"ratio of medians 4k/thp at the largest working set measured with both, "
-              f">= {MEMORY_FROM:g}x the largest cache; verdict by effect_min", NEITHER),
+              f">= {MEMORY_FROM:g}x the largest cache; verdict by effect_band", NEITHER, EFFECT_BAND),
     _question("prefetch_benefit", "How much faster is a sequential chase than a random one in "
                                   "memory (hardware prefetch)?", "x",
               f"ratio of medians random/sequential at the largest working set, >= "
-              f"{MEMORY_FROM:g}x the largest cache; verdict by effect_min", NEITHER),
+              f"{MEMORY_FROM:g}x the largest cache; verdict by effect_band", NEITHER, EFFECT_BAND),
 )
 # The seed's own questions: the report opens with a card for each.
 QUESTIONS = tuple(replace(q, headline=True) if q.id in ("latency.memory", "latency.l3_capacity")

@@ -171,24 +171,24 @@ class Matmul(Experiment):
         Question("matmul.transposed", "What share of the naive loop's time does the "
                  "transposed form take?", "ratio", "004",
                  "ratio of medians transposed / naive at the largest N measured (Drepper: "
-                 "0.234)", headline=True),
+                 "0.234)", headline=True, band=ans.EFFECT_BAND),
         Question("matmul.blocked", "What share does the blocked form (SM = line / 8) take?",
-                 "ratio", "004", "ratio of medians blocked / naive (Drepper: 0.173)"),
+                 "ratio", "004", "ratio of medians blocked / naive (Drepper: 0.173)", band=ans.EFFECT_BAND),
         Question("matmul.blocked_simd", "What share does the blocked SSE2 form take?",
-                 "ratio", "004", "ratio of medians blocked_simd / naive (Drepper: 0.0947)"),
+                 "ratio", "004", "ratio of medians blocked_simd / naive (Drepper: 0.0947)", band=ans.EFFECT_BAND),
         Question("matmul.init_column_vs_row", "How much longer does initialising a matrix "
                  "column by column take than row by row?", "ratio", "004",
                  "ratio of medians init_column / init_row (time per matrix) at the largest "
                  "init_n measured (Drepper: 0.127 / 0.048 s = 2.65); the whole 2 x 2 table "
-                 "beside Drepper's in details"),
+                 "beside Drepper's in details", band=ans.EFFECT_BAND),
         Question("matmul.init_nt_vs_normal", "Do non-temporal stores change the time of a "
                  "row-order matrix initialisation?", "ratio", "004",
                  "ratio of medians init_row_nt / init_row at the largest init_n measured "
-                 "(Drepper: 0.048 / 0.048 s = 1.00)"),
+                 "(Drepper: 0.048 / 0.048 s = 1.00)", band=ans.EFFECT_BAND),
         Question("matmul.init_nt_column", "What do non-temporal stores do to a column-order "
                  "initialisation?", "ratio", "004",
                  "ratio of medians init_column_nt / init_column at the largest init_n "
-                 "measured (Drepper: 0.160 / 0.127 s = 1.26)"),
+                 "measured (Drepper: 0.160 / 0.127 s = 1.26)", band=ans.EFFECT_BAND),
     )
     plots = (
         PlotSpec("times", "time per 8 rows of the product, by form", kind="bars", x="arm",

@@ -85,27 +85,27 @@ class Misaligned(Experiment):
         Question("misaligned.line_split_load", "How much dearer is a load that splits a "
                  "cache line than an aligned one (throughput)?", "ratio", "004",
                  f"ratio of medians, line-splitting offsets vs aligned offsets (pooled), "
-                 f"{MAIN_WIDTH}-byte loads; every width in details", headline=True),
+                 f"{MAIN_WIDTH}-byte loads; every width in details", headline=True, band=ans.EFFECT_BAND),
         Question("misaligned.page_split_load", "How much dearer is a load that splits a "
                  "4 KiB page than an aligned one (throughput)?", "ratio", "004",
                  f"ratio of medians, page-splitting offsets vs aligned offsets, "
-                 f"{MAIN_WIDTH}-byte loads"),
+                 f"{MAIN_WIDTH}-byte loads", band=ans.EFFECT_BAND),
         Question("misaligned.line_split_store", "How much dearer is a store that splits a "
                  "cache line (throughput)?", "ratio", "004",
-                 f"as line_split_load, {MAIN_WIDTH}-byte stores"),
+                 f"as line_split_load, {MAIN_WIDTH}-byte stores", band=ans.EFFECT_BAND),
         Question("misaligned.page_split_store", "How much dearer is a store that splits a "
                  "4 KiB page (throughput)?", "ratio", "004",
-                 f"as page_split_load, {MAIN_WIDTH}-byte stores"),
+                 f"as page_split_load, {MAIN_WIDTH}-byte stores", band=ans.EFFECT_BAND),
         Question("misaligned.line_split_latency", "How much longer is the load-to-use "
                  "latency of a line-splitting load?", "ratio", "004",
-                 f"ratio of medians, dependent {MAIN_WIDTH}-byte loads"),
+                 f"ratio of medians, dependent {MAIN_WIDTH}-byte loads", band=ans.EFFECT_BAND),
         Question("misaligned.page_split_latency", "How much longer is the load-to-use "
                  "latency of a page-splitting load?", "ratio", "004",
-                 f"ratio of medians, dependent {MAIN_WIDTH}-byte loads"),
+                 f"ratio of medians, dependent {MAIN_WIDTH}-byte loads", band=ans.EFFECT_BAND),
         Question("misaligned.unaligned_in_line", "Does a misaligned load that stays inside "
                  "its line cost anything?", "ratio", "004",
                  f"ratio of medians, offsets not a multiple of the width that do not split vs "
-                 f"aligned offsets, {MAIN_WIDTH}-byte loads"),
+                 f"aligned offsets, {MAIN_WIDTH}-byte loads", band=ans.EFFECT_BAND),
     )
     plots = tuple(
         PlotSpec(f"{mode}", f"{title} by offset in the line", kind="curve", x="offset",

@@ -275,15 +275,15 @@ class Prefetch(Experiment):
                  "(unmapped, PROT_NONE, kernel, non-canonical, NULL) dearer than one of an "
                  "L1-resident line?", "ratio", "001",
                  "ratio of medians, dearest invalid target vs the L1 line, prefetcht0, "
-                 "throughput mode"),
+                 "throughput mode", band=ans.EFFECT_BAND),
         Question("prefetch.traps", "Does a prefetch of an invalid address ever trap into the "
                  "kernel (system time, page faults)?", "ratio", "001",
                  f"system-time share of the prefetch loops' CPU time (getrusage) over all "
-                 f"invalid targets; detected above {TRAP_SYSTEM_SHARE:.0%}", headline=True),
+                 f"invalid targets; detected above {TRAP_SYSTEM_SHARE:.0%}", headline=True, band=(0.0, TRAP_SYSTEM_SHARE)),
         Question("prefetch.seed_loop", "Does the seed's unguarded prefetch of next->next (NULL "
                  "at the list's end) cost more than guarding it with a branch?", "ratio", "001",
                  "ratio of medians unguarded / guarded on the shortest list measured (the most "
-                 "NULL prefetches per node); every level in details"),
+                 "NULL prefetches per node); every level in details", band=ans.EFFECT_BAND),
         Question("prefetch.tlb_priming", "Does a prefetch to a page whose translation is missing "
                  "prime the TLB (a 'strong' prefetch)?", "ratio", "001",
                  "speed-up none / prefetch of a dependent walk over pages in random order at "
@@ -292,7 +292,7 @@ class Prefetch(Experiment):
         Question("prefetch.stream_gain", "Does a software prefetch speed up a streaming loop "
                  "beyond the hardware prefetchers?", "ratio", "004",
                  "speed-up none / prefetch at the best distance, smallest stride measured",
-                 better=HIGHER),
+                 better=HIGHER, band=ans.EFFECT_BAND),
         Question("prefetch.stream_distance", "Which prefetch distance serves a streaming loop "
                  "best?", "elements", "004",
                  "the distance with the lowest median time per load, smallest stride"),

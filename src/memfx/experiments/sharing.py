@@ -383,7 +383,7 @@ class Sharing(Experiment):
                  f"{1 + PENALTY_MIN:.1f}x, not detected when below; atomic increments and every "
                  f"distance in details; inconclusive when the threads did not run at the same "
                  f"time",
-                 headline=True),
+                 headline=True, band=(0.0, 1 + PENALTY_MIN)),
         Question("sharing.line_size", "From which distance on do per-thread counters stop "
                  "slowing each other down (the line size false sharing implies)?", "bytes",
                  "004", f"the first distance after the last one whose ratio to far-apart "

@@ -47,8 +47,8 @@ import struct
 import numpy as np
 
 from .. import stats
-from ..answers import (LOWER, NEITHER, Answer, Question, effect, evidence_keys, measured,
-                       not_measured, pooled_values)
+from ..answers import (EFFECT_BAND, LOWER, NEITHER, Answer, Question, effect, evidence_keys,
+                       measured, not_measured, pooled_values)
 from ..errors import ParamError
 from ..findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
 from ..plotspec import Mark, PlotSpec
@@ -551,7 +551,7 @@ class StoreForward(Experiment):
                  "32-byte one, as in the seed?", "x", SEED,
                  "ratio of medians of ns per entry, 28 vs 32 bytes, moves of up to 16 bytes, in "
                  "the seed's append loop (the dependent copy loop when append was not run)",
-                 better=LOWER, headline=True),
+                 better=LOWER, headline=True, band=EFFECT_BAND),
         Question("store_forward.failing_entry_sizes",
                  "Which entry sizes fail to forward when copied the way compilers do, and what "
                  "does a failure cost?", "x", SEED,
@@ -563,7 +563,7 @@ class StoreForward(Experiment):
                  "With the entry kept in registers and stored with the same moves (the seed's "
                  "fix), is a 28-byte entry still slower than a 32-byte one?", "x", SEED,
                  "ratio of medians, registers arm, 28 vs 32 bytes, moves of up to 16 bytes",
-                 better=LOWER),
+                 better=LOWER, band=EFFECT_BAND),
         Question("store_forward.matrix",
                  "Which store/load sizes and offsets fail to forward, and what does a failure "
                  "cost?", "cycles", SEED,

@@ -181,7 +181,7 @@ class Tlb(Experiment):
                  "on 4 KiB pages, past the L2 TLB's reach?", "ratio", "004",
                  "ratio of medians 4k / 1g (ns per load) at the largest page count measured "
                  "on both; every common page count in details; not measured where no 1 GiB "
-                 "hugetlb pages are reserved"),
+                 "hugetlb pages are reserved", band=ans.EFFECT_BAND),
     )
     plots = (
         PlotSpec("reach", "one load per page, pages in random order: 4 KiB vs huge pages",
