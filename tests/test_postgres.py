@@ -314,6 +314,7 @@ def test_concurrent_migration_one_host_wins_the_others_wait(pg_url):
     _sql(pg_url, "ALTER TABLE runs DROP COLUMN machine_state")
     _sql(pg_url, "ALTER TABLE runs DROP COLUMN labels")
     _sql(pg_url, "ALTER TABLE surveys DROP COLUMN labels")
+    _sql(pg_url, "ALTER TABLE samples DROP COLUMN replica")
     _sql(pg_url, "UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     env = dict(os.environ, PYTHONPATH=SRC)
     procs = [subprocess.Popen([sys.executable, "-c", _WRITER, pg_url, str(i), "2"],
@@ -353,6 +354,7 @@ def test_an_older_schema_is_migrated(pg_url):
     _sql(pg_url, "ALTER TABLE runs DROP COLUMN machine_state")
     _sql(pg_url, "ALTER TABLE runs DROP COLUMN labels")
     _sql(pg_url, "ALTER TABLE surveys DROP COLUMN labels")
+    _sql(pg_url, "ALTER TABLE samples DROP COLUMN replica")
     _sql(pg_url, "UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     with open_store(pg_url) as st:
         rid = st.begin_run("latency", {}, "quick", MACHINE, labels={"a": "b"})

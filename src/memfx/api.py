@@ -58,8 +58,10 @@ def points(doc):
     """A result document's points as flat records (DataFrame-ready)."""
     out = []
     for p in doc["points"]:
-        rec = {k: v for k, v in p.items() if k not in ("params", "counters", "flags", "modes")}
+        rec = {k: v for k, v in p.items()
+               if k not in ("params", "counters", "flags", "modes", "replicas")}
         rec["flags"] = ",".join(p.get("flags") or [])
+        rec.update({f"replica_{i}": v for i, v in enumerate(p.get("replicas") or [])})
         rec.update({f"mode_{k}": v for k, v in (p.get("modes") or {}).items()})
         rec.update(p["params"])
         rec.update({f"counter_{k}": v for k, v in (p.get("counters") or {}).items()})

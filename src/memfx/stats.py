@@ -243,18 +243,20 @@ def combine_replicas(values, ci_lows=None, ci_highs=None, confidence: float = 0.
     CI (a derived figure -- a ratio, a knee, a plateau's median -- that
     cannot be recomputed from pooled samples).
 
-    Two levels, as :func:`hierarchical_ci`: the replicas are drawn with
-    replacement, and each drawn replica's value is drawn from its own
-    sampling distribution (a normal with the standard error its CI implies,
-    on the log scale when the values are positive: ratios and times are).
-    The statistic is the mean of the drawn values.  A bootstrap over R
-    replicas under-states the variance between them by (R - 1) / R (the
-    plug-in variance); the between-replica part of each draw is stretched
-    by sqrt(R / (R - 1)) about the estimate for that.
+    The estimate is the mean of the replica values (on the log scale, i.e.
+    the geometric mean, when every value is positive: ratios, times,
+    bandwidths); the CI is the Student-t interval over the replicas,
+    mean +- t(R - 1) * se, with se^2 = the replicas' sample variance / R --
+    which holds each replica's own sampling noise as well as the spread
+    between processes --, and never below what the replicas' own CIs imply
+    (two replicas that agree by chance are still each as uncertain as its
+    CI says).  Why not a bootstrap over the replicas: with R = 2 or 3 its
+    percentile interval covers the true value in 69 % / 82 % of simulated
+    runs, and the next run's value in 56 % / 69 %; the t interval covers
+    them in 95 % and 93 % / 91 % (normal replicas; see tests/test_replicas.py).
 
-    Returns ``{"value", "ci_low", "ci_high", "n"}``; value is the mean (the
-    geometric mean for positive values).  Fewer than two usable replicas ->
-    ci_low/ci_high None."""
+    Returns ``{"value", "ci_low", "ci_high", "n"}``; fewer than two usable
+    replicas -> ci_low/ci_high None."""
     _check_boot_args(confidence, n_boot)
     v = np.asarray([np.nan if x is None else x for x in values], float)
     lo = np.asarray([np.nan if x is None else x for x in (ci_lows or [None] * v.size)], float)
@@ -268,27 +270,69 @@ def combine_replicas(values, ci_lows=None, ci_highs=None, confidence: float = 0.
     if log:
         centre_v = np.log(v)
         with np.errstate(divide="ignore", invalid="ignore"):
-            se = (np.log(hi) - np.log(lo)) / (2 * z)
+            se_own = (np.log(hi) - np.log(lo)) / (2 * z)
     else:
         centre_v = v
-        se = (hi - lo) / (2 * z)
-    se = np.where(np.isfinite(se) & (se > 0), se, 0.0)
+        se_own = (hi - lo) / (2 * z)
+    se_own = np.where(np.isfinite(se_own) & (se_own > 0), se_own, 0.0)
     estimate = float(np.mean(centre_v))
-    if v.size < 2:
-        value = math.exp(estimate) if log else estimate
-        return {"value": value, "ci_low": None, "ci_high": None, "n": int(v.size)}
-    rng = np.random.default_rng(seed)
+    back = math.exp if log else float
     r = v.size
-    chosen = rng.integers(0, r, size=(int(n_boot), r))
-    between = centre_v[chosen].mean(axis=1)
-    within = (se[chosen] * rng.standard_normal(chosen.shape)).mean(axis=1)
-    # only the between-replica part is under-stated by the resampling
-    boot = estimate + (between - estimate) * math.sqrt(r / (r - 1)) + within
-    low, high = _percentile_interval(boot, confidence)
-    if log:
-        return {"value": math.exp(estimate), "ci_low": math.exp(low), "ci_high": math.exp(high),
-                "n": int(r)}
-    return {"value": estimate, "ci_low": low, "ci_high": high, "n": int(r)}
+    if r < 2:
+        return {"value": back(estimate), "ci_low": None, "ci_high": None, "n": int(r)}
+    se = math.sqrt(max(float(np.var(centre_v, ddof=1)), float(np.mean(se_own ** 2))) / r)
+    half = _t_of(confidence, r - 1) * se
+    return {"value": back(estimate), "ci_low": back(estimate - half),
+            "ci_high": back(estimate + half), "n": int(r)}
+
+
+def _t_of(confidence: float, df: int) -> float:
+    """Two-sided Student-t quantile at ``confidence`` with ``df`` degrees of
+    freedom (df 1 at 0.95 -> 12.71), by bisection on the t CDF (the
+    regularized incomplete beta function, by its continued fraction)."""
+    target = 0.5 + confidence / 2
+    lo, hi = 0.0, 1e3
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if _t_cdf(mid, df) < target:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def _t_cdf(t: float, df: int) -> float:
+    x = df / (df + t * t)
+    tail = 0.5 * _betainc(df / 2, 0.5, x)
+    return 1 - tail if t >= 0 else tail
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta I_x(a, b) (Numerical Recipes' continued
+    fraction, Lentz's method)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    if x > (a + 1) / (a + b + 2):
+        return 1.0 - _betainc(b, a, 1 - x)
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                     + a * math.log(x) + b * math.log(1 - x)) / a
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    f = d
+    for m in range(1, 300):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            f *= c * d
+        if abs(c * d - 1.0) < 1e-12:
+            break
+    return front * f
 
 
 def _z_of(confidence: float) -> float:

@@ -1,0 +1,265 @@
+"""Answers that hold from run to run (issue 22): replicas, replica-level
+CIs, verdicts decided against a no-effect band, and a `compare` that judges
+only what it can.  Synthetic data: nothing here measures."""
+import math
+
+import numpy as np
+import pytest
+
+from memfx import stats
+from memfx.answers import (EFFECT_BAND, Answer, Question, band_verdict, combine_replicas,
+                           effect)
+from memfx.compare import (CHANGED, CHANGED_ANSWER, NOISY, NOT_JUDGED, REGRESSED, UNCHANGED,
+                           compare, compare_answers, history_spread)
+from memfx.findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, threshold
+from memfx.results import build_points, document
+
+
+# ---- the CI holds the spread between replicas --------------------------------
+
+def _replica_groups(means, sd=0.01, n=11, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.normal(m, sd, n) for m in means]
+
+
+def test_hierarchical_ci_covers_the_spread_a_single_process_misses():
+    means = [10.0, 10.5, 11.0, 11.5]
+    groups = _replica_groups(means)
+    grand = float(np.mean(means))
+    one_lo, one_hi = stats.bootstrap_ci(groups[0])          # what one process says
+    assert not one_lo <= grand <= one_hi
+    lo, hi = stats.hierarchical_ci(groups)
+    assert lo <= grand <= hi
+    assert hi - lo > 10 * (one_hi - one_lo)
+    # resampling the replicas: the interval reaches towards the outer replicas
+    assert lo < 10.5 and hi > 11.0
+
+
+def test_hierarchical_ci_of_one_replica_is_the_ordinary_bootstrap():
+    (g,) = _replica_groups([5.0])
+    assert stats.hierarchical_ci([g], seed=3) == stats.bootstrap_ci(g, seed=3)
+
+
+def test_combine_replicas_covers_the_true_value_and_the_next_run():
+    """The property the CI is for, in simulation: normal replicas whose
+    between-process spread dwarfs each replica's own CI."""
+    rng = np.random.default_rng(1)
+    for r, want_true, want_next in ((2, 0.92, 0.88), (3, 0.92, 0.86)):
+        hits_true = hits_next = 0
+        trials = 2000
+        for t in range(trials):
+            v = 100 + rng.normal(0, 1, r)
+            c = stats.combine_replicas(list(v), list(v - 0.05), list(v + 0.05))
+            nxt = float(np.mean(100 + rng.normal(0, 1, r)))
+            hits_true += c["ci_low"] <= 100 <= c["ci_high"]
+            hits_next += c["ci_low"] <= nxt <= c["ci_high"]
+        assert hits_true / trials >= want_true, (r, hits_true / trials)
+        assert hits_next / trials >= want_next, (r, hits_next / trials)
+
+
+def test_combine_replicas_never_narrower_than_the_replicas_own_cis():
+    # two replicas that agree exactly: the CI is still what their own CIs say
+    c = stats.combine_replicas([2.0, 2.0], [1.8, 1.8], [2.2, 2.2])
+    assert c["value"] == pytest.approx(2.0)
+    assert c["ci_low"] < 1.9 and c["ci_high"] > 2.1
+
+
+def test_combine_replicas_needs_two_replicas_for_a_ci():
+    c = stats.combine_replicas([3.0, None], [2.0, None], [4.0, None])
+    assert c["value"] == pytest.approx(3.0) and c["ci_low"] is None and c["n"] == 1
+
+
+def test_t_quantiles():
+    assert stats._t_of(0.95, 1) == pytest.approx(12.706, abs=1e-3)
+    assert stats._t_of(0.95, 2) == pytest.approx(4.303, abs=1e-3)
+    assert stats._t_of(0.95, 30) == pytest.approx(2.042, abs=1e-3)
+
+
+def test_points_carry_replica_medians_and_a_replica_level_ci():
+    def samples(replica, centre, length):
+        return [{"arm": "a", "point": {"size_bytes": 4096}, "metric": "ns_per_load",
+                 "unit": "ns", "value": centre + 0.001 * i, "length": length,
+                 "ns": (centre + 0.001 * i) * length, "cycles_est": None, "counters": {},
+                 "rejected": False, "replica": replica} for i in range(9)]
+    # each replica calibrates its own run length: both count
+    (p,) = build_points(samples(0, 4.0, 1000) + samples(1, 5.0, 1300))
+    assert p["n"] == 18
+    assert p["replicas"] == pytest.approx([4.004, 5.004])
+    assert p["ci_low"] < 4.1 and p["ci_high"] > 4.9
+
+
+# ---- verdicts with a margin --------------------------------------------------
+
+def test_band_verdict():
+    band = (0.95, 1.05)
+    assert band_verdict(band, 1.10, 1.30) == DETECTED
+    assert band_verdict(band, 0.50, 0.90) == DETECTED
+    assert band_verdict(band, 0.97, 1.03) == NOT_DETECTED
+    assert band_verdict(band, 0.97, 1.08) == INCONCLUSIVE
+    assert band_verdict(band, None, None) == INCONCLUSIVE
+
+
+Q_EFFECT = Question("toy.effect", "Is a slower than b?", "ratio", "004", "ratio of medians",
+                    band=EFFECT_BAND)
+Q_THRESHOLD = Question("toy.far", "Is it far dearer?", "ratio", "004", "above 2x",
+                       band=(0.0, 2.0))
+Q_KNEE = Question("toy.found", "Is there a crossover?", "bytes", "002", "a crossing exists")
+Q_COUNT = Question("toy.ranges", "Which strategy wins where?", "ranges", "002", "ranges")
+
+
+def test_effect_band_comes_from_the_named_threshold():
+    b = threshold("effect_band")
+    assert Q_EFFECT.no_effect_band() == (pytest.approx(1 - b), pytest.approx(1 + b))
+    assert Q_THRESHOLD.no_effect_band() == (0.0, 2.0)
+    assert Q_KNEE.no_effect_band() is None
+    assert Q_EFFECT.as_dict()["band"] == [pytest.approx(1 - b), pytest.approx(1 + b)]
+
+
+def test_effect_uses_the_question_band():
+    rng = np.random.default_rng(0)
+    a = rng.normal(1.04, 0.001, 40)      # 4 %: outside effect_min (3 %), inside the 5 % band
+    b = rng.normal(1.00, 0.001, 40)
+    assert effect(Q_EFFECT, a, b, "").verdict == NOT_DETECTED
+
+
+def _answer(q, verdict, value, lo=None, hi=None, because="x"):
+    return Answer(q.id, verdict, because, value, lo, hi).as_dict(q)
+
+
+def test_combined_effect_verdict_is_decided_by_the_replica_ci_against_the_band():
+    pooled = _answer(Q_EFFECT, DETECTED, 1.06, 1.05, 1.07)        # one process: "detected"
+    reps = [_answer(Q_EFFECT, DETECTED, 1.06, 1.05, 1.07),
+            _answer(Q_EFFECT, NOT_DETECTED, 1.01, 1.00, 1.02)]
+    out = combine_replicas(Q_EFFECT, pooled, reps)
+    assert out["verdict"] == INCONCLUSIVE                          # the CI now spans the edge
+    assert out["ci_low"] < 1.05 < out["ci_high"]
+    assert [r["value"] for r in out["replicas"]] == [1.06, 1.01]
+    assert "across replicas" in out["because"]
+    # replicas that agree far outside the band: detected, with a replica CI
+    reps = [_answer(Q_EFFECT, DETECTED, 2.0, 1.9, 2.1), _answer(Q_EFFECT, DETECTED, 2.1, 2.0, 2.2)]
+    out = combine_replicas(Q_EFFECT, _answer(Q_EFFECT, DETECTED, 2.05, 2.0, 2.1), reps)
+    assert out["verdict"] == DETECTED and out["ci_scope"] == "2 replicas"
+    assert out["ci_low"] <= 2.05 <= out["ci_high"]
+
+
+def test_a_threshold_band_decides_above_and_below():
+    reps = [_answer(Q_THRESHOLD, DETECTED, v, v - 0.1, v + 0.1) for v in (2.8, 3.0, 2.9)]
+    assert combine_replicas(Q_THRESHOLD, reps[2], reps)["verdict"] == DETECTED
+    reps = [_answer(Q_THRESHOLD, NOT_DETECTED, v, v - 0.1, v + 0.1) for v in (1.2, 1.3, 1.25)]
+    assert combine_replicas(Q_THRESHOLD, reps[2], reps)["verdict"] == NOT_DETECTED
+    # two replicas 7 % apart near the threshold: a t interval with one degree
+    # of freedom reaches across it -- inconclusive, honestly
+    reps = [_answer(Q_THRESHOLD, DETECTED, v, v - 0.1, v + 0.1) for v in (2.8, 3.0)]
+    assert combine_replicas(Q_THRESHOLD, reps[0], reps)["verdict"] == INCONCLUSIVE
+
+
+def test_other_verdicts_stand_only_when_every_replica_agrees():
+    pooled = _answer(Q_KNEE, DETECTED, 12e6)
+    reps = [_answer(Q_KNEE, DETECTED, 12e6), _answer(Q_KNEE, NOT_DETECTED, None)]
+    out = combine_replicas(Q_KNEE, pooled, reps)
+    assert out["verdict"] == INCONCLUSIVE and "replicas disagree" in out["because"]
+    reps = [_answer(Q_KNEE, DETECTED, 12e6), _answer(Q_KNEE, DETECTED, 13e6)]
+    assert combine_replicas(Q_KNEE, pooled, reps)["verdict"] == DETECTED
+
+
+def test_counts_get_no_ci_and_one_replica_no_ci():
+    out = combine_replicas(Q_COUNT, _answer(Q_COUNT, MEASURED, 6, 5, 7),
+                           [_answer(Q_COUNT, MEASURED, 6, 5, 7), _answer(Q_COUNT, MEASURED, 6, 5, 7)])
+    assert out["ci_low"] is None and out["ci_high"] is None
+    q = Question("toy.ns", "How long?", "ns", "004", "median")
+    out = combine_replicas(q, _answer(q, MEASURED, 5.0, 4.9, 5.1),
+                           [_answer(q, MEASURED, 5.0, 4.9, 5.1), Answer(q.id, "not_measured", "no").as_dict(q)])
+    assert out["ci_low"] is None and "1 of 2 replicas" in out["because"]
+
+
+def test_a_run_with_two_replicas_answers_from_both(monkeypatch):
+    """The analysis of a stored run: each replica analysed alone, then combined."""
+    def samples(replica, a, b):
+        out = []
+        for arm, centre in (("aligned", a), ("split", b)):
+            for i in range(9):
+                v = centre * (1 + 0.001 * i)
+                out.append({"arm": arm, "point": {"width": 8, "offset": 0 if arm == "aligned" else 60,
+                                                  "position": "line", "mode": "load"},
+                            "metric": "ns_per_access", "unit": "ns", "value": v, "length": 1000,
+                            "ns": v * 1000, "cycles_est": None, "counters": {},
+                            "rejected": False, "replica": replica})
+        return out
+    run = {"id": "r", "experiment": "misaligned", "status": "complete", "params": {}, "machine": {}}
+    doc = document(run, samples(0, 1.0, 2.0) + samples(1, 1.0, 2.2))
+    answered = [a for a in doc["answers"] if a.get("replicas")]
+    assert answered, [a["because"] for a in doc["answers"]]
+    for a in answered:
+        assert len(a["replicas"]) == 2
+
+
+# ---- compare -----------------------------------------------------------------
+
+def _row(a, b, limit=0.05, **kw):
+    return compare_answers(a, b, limit, **kw)
+
+
+def _num(q, value, lo, hi, verdict=MEASURED, **extra):
+    return dict(question=q, unit="ns", better="lower", verdict=verdict, value=value,
+                ci_low=lo, ci_high=hi, **extra)
+
+
+def test_counts_are_equal_or_different_never_ratios():
+    a = dict(question="copy.best_strategy", unit="ranges", verdict=MEASURED, value=9,
+             details=[{"label": "rep_movsb 32K-32M"}])
+    b = dict(a, value=6)
+    row = _row(a, b)
+    assert row["verdict"] == CHANGED and row["ratio_ci_low"] is None
+    assert _row(a, dict(a))["verdict"] == UNCHANGED
+    # the same count of different ranges is a different set
+    c = dict(a, details=[{"label": "avx2 32K-32M"}])
+    assert _row(a, c)["verdict"] == CHANGED
+
+
+def test_rows_without_a_ci_are_not_judged():
+    row = _row(_num("x.y", 10.0, None, None), _num("x.y", 20.0, None, None))
+    assert row["verdict"] == NOT_JUDGED
+    row = _row(_num("x.y", 10.0, 9.9, 10.1), _num("x.y", 20.0, None, None))
+    assert row["verdict"] == NOT_JUDGED
+
+
+def test_regressed_only_when_the_ratio_ci_clears_the_band():
+    assert _row(_num("x.y", 10, 9.9, 10.1), _num("x.y", 12, 11.9, 12.1))["verdict"] == REGRESSED
+    # the point moved 20 % but the CI reaches back into the band
+    assert _row(_num("x.y", 10, 8, 12), _num("x.y", 12, 10, 14))["verdict"] == UNCHANGED
+
+
+def test_not_detected_twice_is_unchanged_and_inconclusive_is_no_changed_answer():
+    a = dict(question="f.z", unit="ratio", verdict=NOT_DETECTED, value=1.00, ci_low=0.99,
+             ci_high=1.01)
+    b = dict(a, value=1.04, ci_low=1.035, ci_high=1.045)
+    assert _row(a, b)["verdict"] == UNCHANGED
+    c = dict(a, verdict=DETECTED, value=1.5, ci_low=1.4, ci_high=1.6)
+    assert _row(a, c)["verdict"] == CHANGED_ANSWER
+    d = dict(c, verdict=INCONCLUSIVE, value=1.5, ci_low=1.4, ci_high=1.6)
+    assert _row(c, d)["verdict"] != CHANGED_ANSWER
+
+
+def test_a_noisy_run_reads_noisy_unless_the_ratio_clears_the_margin():
+    a = _num("x.y", 10, 9.9, 10.1)
+    b = _num("x.y", 10.8, 10.7, 10.9, noisy=True)       # 8 %: beyond 5 %, not beyond 2 x 5 %
+    assert _row(a, b)["verdict"] == NOISY
+    doc = compare([a], [b])
+    assert doc["regressed"] == [] and doc["noisy"] == ["x.y"]
+    c = _num("x.y", 13, 12.9, 13.1, noisy=True)
+    assert _row(a, c)["verdict"] == REGRESSED
+
+
+def test_history_widens_the_band():
+    a = _num("x.y", 10, 9.9, 10.1)
+    b = _num("x.y", 11, 10.9, 11.1)                      # +10 %
+    assert _row(a, b)["verdict"] == REGRESSED
+    history = [10, 11.5, 9.2, 10.8, 9.5]                  # the machine swings ~10 % run to run
+    spread = history_spread(history)
+    assert spread > 0.05
+    row = _row(a, b, spread=spread, n_history=len(history))
+    assert row["verdict"] == UNCHANGED and row["band_source"].startswith("history")
+    assert row["band"] > 0.05
+    assert history_spread([10, 11]) is None               # too few earlier surveys
+    doc = compare([a], [b], history={"x.y": history}, n_history=5)
+    assert doc["regressed"] == [] and "history" in doc["band"]
