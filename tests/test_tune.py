@@ -187,6 +187,12 @@ def test_candidates_come_from_the_copy_advice_and_the_os_cache_size():
     assert [c["name"] for c in T.propose(props, GLIBC, agree)] == ["rep_movsb_threshold"]
     # a proposal equal to the current value is no candidate; nothing known, nothing proposed
     assert T.propose(advice_props(rep_movsb_threshold=2112), GLIBC, agree) == []
+    # no proposal (the kernels' curves gain too little), but a measured crossover: the
+    # program decides; an "above everywhere" optimum (below glibc's minimum) is none
+    kept = [dict(p, optimum=1 << 20) for p in advice_props(non_temporal_threshold=None)]
+    assert [(c["value"], c["source"]) for c in T.propose(kept, GLIBC, agree)] == [(1 << 20, "copy")]
+    low = [dict(p, optimum=100) for p in advice_props(non_temporal_threshold=None)]
+    assert T.propose(low, GLIBC, agree) == []
     assert T.propose([], {}, {}) == []
 
 
@@ -400,3 +406,34 @@ def test_no_copy_run_is_one_line_and_exit_2(db_path, capsys):
         pass
     code, out, err = run_main(["tune", "--db", db_path, "--", "true"], capsys)
     assert code == 2 and err.count("\n") == 1 and "no copy results" in err
+
+
+def test_ctrl_c_kills_the_programs_whole_process_group(tmp_path):
+    """SIGINT to memfx while the program runs: memfx stops and the program's
+    background child (same process group) is gone too."""
+    import signal
+    import time
+    pid_file = tmp_path / "child.pid"
+    script = tmp_path / "hangs.sh"
+    script.write_text(f"#!/bin/sh\nsleep 60 &\necho $! > {pid_file}\nwait\n")
+    script.chmod(0o755)
+    driver = ("import os, sys\nfrom memfx import tune as T\n"
+              f"T.Runner([{str(script)!r}]).run(dict(os.environ), 'round 1')\n")
+    proc = subprocess.Popen([sys.executable, "-c", driver], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(pid_file.read_text())
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode != 0 and b"KeyboardInterrupt" in err
+    for _ in range(100):                 # the killed child is reaped by init soon after
+        try:
+            state = open(f"/proc/{child}/stat").read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            break
+        if state == "Z":                 # dead, not yet reaped by its new parent
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"the program's child {child} survived Ctrl-C")

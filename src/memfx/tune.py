@@ -357,9 +357,22 @@ def propose(advice_tunables, glibc, machine, latency_doc=None, user_tunables=Non
                     "name": name, "value": int(value), "current": current,
                     "functions": list(functions), "reason": reason, "source": source})
     for p in advice_tunables or []:
-        if p.get("proposed") is not None and p.get("name") in GOVERNS:
+        if p.get("name") not in GOVERNS:
+            continue
+        where = f"copy run {p.get('run_id') or '?'}"
+        if p.get("proposed") is not None:
             add(p["name"], p["tunable"], p["proposed"],
-                f"copy run {p.get('run_id') or '?'}: {p.get('reason') or 'measured optimum'}",
+                f"{where}: {p.get('reason') or 'measured optimum'}",
+                "copy", GOVERNS[p["name"]], thresholds.get(p["name"]))
+            continue
+        # advise keeps glibc's value when the kernels' curves gain less than
+        # effect_min from moving it; the program itself (its cache
+        # footprint, its mix of sizes) may still gain: the check decides
+        best = p.get("optimum")
+        floor = NT_MINIMUM if p["name"] == "non_temporal_threshold" else 0
+        if isinstance(best, int) and best > floor:
+            add(p["name"], p["tunable"], best,
+                f"{where}: the measured crossover of its curves ({p.get('reason')})",
                 "copy", GOVERNS[p["name"]], thresholds.get(p["name"]))
     # glibc sizes its non-temporal threshold from the cache size CPUID gives
     # it; where the operating system reports a smaller last-level cache, the
@@ -620,6 +633,16 @@ def _result_text(r):
             f"[{_pct(r['ci_low'] - 1)}, {_pct(r['ci_high'] - 1)}] over {r['n']} rounds")
 
 
+def _interval(lo, hi):
+    """Sizes lo..hi (hi None: no end) as a half-open interval: [2112, 4K)."""
+    from .units import format_size
+    def size(n):
+        return str(n) if n < 10000 else format_size(n)
+    if lo == hi:
+        return size(lo)
+    return f"[{size(lo)}, {'inf' if hi is None else size(hi + 1)})"
+
+
 def render(doc, console):
     """The tune document for people (rich)."""
     from rich.markup import escape
@@ -635,7 +658,7 @@ def render(doc, console):
                        title=f"Profile ({prof['processes']} process(es))")
         for fn, f in prof["functions"].items():
             add_row(t, fn, str(f["calls"]), format_size(f["bytes"]),
-                    ", ".join(f"{format_size(b['min'])}-{format_size(b['max'])}: {b['calls']}"
+                    ", ".join(f"{_interval(b['min'], b['max'])}: {b['calls']}"
                               for b in f["buckets"]))
         console.print(t)
         if not prof["functions"]:
@@ -643,8 +666,7 @@ def render(doc, console):
         rows = [r for r in prof["regions"] if r["calls"]]
         if rows:
             console.print("at glibc's current thresholds: " + "; ".join(
-                f"{r['group']} {format_size(r['min'])}.."
-                f"{'' if r['max'] is None else format_size(r['max'])}: {r['calls']} calls"
+                f"{r['group']} {_interval(r['min'], r['max'])}: {r['calls']} calls"
                 for r in rows))
     for c in doc.get("dropped") or []:
         console.print(f"[dim]not checked: {escape(c['id'])}: {escape(c['why'])}[/dim]")
