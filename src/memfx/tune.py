@@ -46,6 +46,7 @@ import numpy as np
 
 from . import findings as fnd
 from . import stats
+from .advise import _pct
 from .errors import MemfxError
 
 SCHEMA_VERSION = 1
@@ -620,10 +621,6 @@ def answers(doc):
                     "estimator": "median of paired speedups (baseline / candidate per round)",
                     "evidence": [], "details": []})
     return out
-
-
-def _pct(x):
-    return "?" if x is None else f"{x * 100:+.1f}%"
 
 
 def _result_text(r):
