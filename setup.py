@@ -1,5 +1,6 @@
-"""Builds the C core.  Baseline x86-64 ISA only: wide-vector kernels carry
-their own target attributes and are chosen at run time."""
+"""Builds the C core and the `memfx tune` interposer.  Baseline x86-64 ISA
+only: wide-vector kernels carry their own target attributes and are chosen
+at run time."""
 import glob
 
 from setuptools import Extension, setup
@@ -14,4 +15,15 @@ core = Extension(
     define_macros=[("MFX_CFLAGS", '"%s"' % " ".join(CFLAGS))],
 )
 
-setup(ext_modules=[core])
+# Not a Python module: a shared library that `memfx tune` puts in LD_PRELOAD
+# (memfx/_interpose*.so).  Only its memcpy/memmove/memset (and __*_chk)
+# symbols are exported; its own fallback loops must never become calls.
+interpose = Extension(
+    "memfx._interpose",
+    sources=["src/memfx/_interpose/interpose.c"],
+    extra_compile_args=CFLAGS + ["-fvisibility=hidden", "-fno-builtin",
+                                 "-fno-tree-loop-distribute-patterns"],
+    libraries=["dl", "pthread"],
+)
+
+setup(ext_modules=[core, interpose])

@@ -284,7 +284,22 @@ def cmd_show(args):
     _, _, doc = side(store, args.run)
     if doc.get("kind") == "survey":
         return _emit_survey_document(doc, args)
+    if isinstance(doc.get("tune"), dict):           # a `memfx tune` record: its own document
+        return _emit_tune_document(doc["tune"], args)
     return _emit_document(doc, args)
+
+
+def _emit_tune_document(doc, args):
+    if args.json:
+        print(json.dumps(doc, indent=2, default=str))
+        return 0
+    from .render import text
+    from .tune import render
+    con = _console()
+    render(doc, con)
+    con.print(text(f"run {doc['run_id']} stored; see it again with: memfx show {doc['run_id']}",
+                   "dim"))
+    return 0
 
 
 def _emit_survey_document(doc, args):
@@ -593,6 +608,47 @@ def cmd_advise(args):
     return 0
 
 
+def cmd_tune(args):
+    from .advise import NoCopyResults
+    from .pgstore import is_url
+    from .runner import run_experiment
+    from .tune import EXIT_PROGRAM_FAILED, ProgramFailed, check_command, interposer_path, tune
+    argv = list(args.cmd or [])
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if args.runs < 1 or args.runs > 1000:
+        raise MemfxError(f"--runs: expected 1..1000 rounds, got {args.runs}")
+    if not args.timeout > 0:
+        raise MemfxError(f"--timeout: expected a positive number of seconds, got {args.timeout:g}")
+    allowed = sorted(os.sched_getaffinity(0))
+    cpu = allowed[-1] if args.cpu is None else args.cpu
+    if cpu not in allowed:
+        raise MemfxError(f"--cpu {cpu}: not one of the CPUs this process may use "
+                         f"({', '.join(map(str, allowed))})")
+    check_command(argv)                   # bad input fails before the DB is touched
+    interposer_path()
+    db = _db_path(args)
+    if not args.run_missing and not is_url(db) and not os.path.exists(db):
+        raise NoCopyResults("no copy results in DB; run `memfx run copy` or pass --run-missing")
+    store = _open_store(args)
+    fp = _machine()
+    err = _console_err()
+
+    def run_missing(name):                # --run-missing is the user's consent to measure
+        err.print(f"[dim]no complete {name} run in the DB: running {name} --quick[/dim]")
+        return run_experiment(name, store, fp, "quick", {})
+    try:
+        doc = tune(argv, store, fp, rounds=args.runs, timeout_s=args.timeout, cpu=cpu,
+                   show_output=args.show_output, run_missing=args.run_missing,
+                   runner_fn=run_missing,
+                   progress=None if args.json else (lambda msg: err.print(f"[dim]{msg}[/dim]",
+                                                                     soft_wrap=True)))
+    except ProgramFailed as e:
+        sys.stderr.write(f"memfx: error: {e}\n")
+        return EXIT_PROGRAM_FAILED
+    return _emit_tune_document(doc, args)
+
+
 # ---- parser ----------------------------------------------------------------
 
 def _params_help():
@@ -743,6 +799,39 @@ def build_parser():
     sp.add_argument("--no-check", action="store_true",
                     help="skip the measured checks (advice is then marked unchecked)")
     db(sp)
+
+    sp = add("tune", cmd_tune, "profile a program's memcpy/memmove/memset sizes, propose the "
+             "GLIBC_TUNABLES that change glibc's choice at those sizes (from the stored copy "
+             "results), and measure each on the program itself",
+             formatter_class=argparse.RawDescriptionHelpFormatter,
+             epilog="example: memfx tune --runs 9 -- ./ring_copy 48M 8 4\n\n"
+                    "exit status: 0 done (with or without a recommendation); 1 the program "
+                    "failed, was killed or timed out (one line says which run); 2 bad input "
+                    "(no command, a static or set-uid executable, no copy run without "
+                    "--run-missing); 130 Ctrl-C (the program's process group is killed).\n"
+                    "The program's environment is kept; only GLIBC_TUNABLES (a candidate "
+                    "appended with ':') and, for the profiling run, LD_PRELOAD change. "
+                    "stdin is /dev/null.")
+    sp.add_argument("--json", action="store_true",
+                    help="print the tune document (schema_version 1) as JSON")
+    sp.add_argument("--runs", type=int, default=7, metavar="N",
+                    help="rounds of the check: each runs the baseline and every candidate once, "
+                         "in a shuffled order (default 7; e.g. --runs 15)")
+    sp.add_argument("--timeout", type=float, default=300.0, metavar="S",
+                    help="seconds each run of the program may take before its process group is "
+                         "killed (default 300; e.g. --timeout 60)")
+    sp.add_argument("--show-output", action="store_true",
+                    help="let the program write to this terminal (default: its stdout and "
+                         "stderr go to /dev/null)")
+    sp.add_argument("--cpu", type=int, metavar="N",
+                    help="pin every run to this CPU (default: the last CPU this process may "
+                         "use; e.g. --cpu 1)")
+    sp.add_argument("--run-missing", action="store_true",
+                    help="run the copy experiment (quick preset) first when the DB has no "
+                         "complete copy run (default: say so and exit 2)")
+    db(sp)
+    sp.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]",
+                    help="the program to tune and its arguments, after --")
     return p
 
 

@@ -9,8 +9,16 @@ from .results import RESULT_SCHEMA_VERSION, document
 
 
 def run_document(store, run_id, include_values=False):
+    """A run's result document; a `memfx tune` record also carries its tune
+    document (``tune``) and one answer per checked candidate."""
     run = store.run(run_id)
-    return document(run, store.samples(run["id"]), include_values=include_values)
+    doc = document(run, store.samples(run["id"]), include_values=include_values)
+    if run["experiment"] == "tune":
+        from .tune import ARTIFACT, answers
+        tuned = store.artifacts(run["id"]).get(ARTIFACT)
+        if isinstance(tuned, dict):
+            doc.update(tune=tuned, answers=answers(tuned))
+    return doc
 
 
 def survey_run_documents(store, survey_id):

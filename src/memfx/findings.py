@@ -112,6 +112,11 @@ THRESHOLDS: Dict[str, Threshold] = _thresholds(
               "survey warns that it is over its budget"),
     Threshold("survey_budget_full", 900.0, "s",
               "wall time of `memfx survey --full` above which the survey warns"),
+    # issue 25: whole-program wall times on a shared machine move by a
+    # percent or two between runs even when nothing changed
+    Threshold("tune_noise_band", 0.02, "ratio",
+              "`memfx tune` recommends a setting only when the CI of its paired speedup lies "
+              "wholly above 1 + this"),
 )
 
 
