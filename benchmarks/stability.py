@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Do memfx's answers hold from run to run? (issue 22)
+
+A/A: K quick surveys of the unchanged machine, one after another, into one
+database; then, per question:
+
+    verdicts     the verdict of each survey, and whether all K agree
+    evidence     whether every survey's answer rests on the same points
+    between-CV   the coefficient of variation of its value over the K surveys
+    coverage     the share of the other surveys' values that fall inside each
+                 survey's CI (over every survey that has a CI)
+
+and `memfx compare` over every pair of surveys (default threshold): its exit
+status and the questions it flagged.  A CI that the next run falls outside
+of, or a `compare` that flags an unchanged machine, is a bug.
+
+A/B: K surveys as they are (A), then K with a real change (B):
+
+    --change glibc   GLIBC_TUNABLES hides the wide-vector and string features
+                     from glibc (glibc.cpu.hwcaps=-AVX2,...), so that libc's
+                     memcpy and memset really change: copy.libc_* should move
+    --change hog     a memory-bandwidth hog (numpy copies of two 256 MiB arrays)
+                     runs on another CPU during the B surveys: bandwidth and
+                     latency in memory should move
+
+and `memfx compare A_i B_j` over every pair: which questions it flags, and
+in how many of the pairs.
+
+This is a benchmark, not a test: it measures for minutes, and its figures
+depend on the machine and on how busy it is.  Run it with nothing else
+running.  It uses the memfx installed in this Python (`pip install .`).
+
+    python benchmarks/stability.py aa --runs 5
+    python benchmarks/stability.py aa --runs 5 --only latency,copy,misaligned
+    python benchmarks/stability.py ab --change glibc --runs 3 --only copy
+    python benchmarks/stability.py ab --change hog --runs 3 --only latency,bandwidth
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# what the glibc change hides (glibc's cpu features names, glibc 2.26 and newer)
+HIDDEN_FEATURES = ("AVX2", "AVX512F", "AVX512VL", "AVX512BW", "ERMS", "FSRM",
+                   "AVX_Fast_Unaligned_Load", "Fast_Unaligned_Copy")
+HOG = """
+import os, sys, numpy as np
+os.sched_setaffinity(0, {int(sys.argv[1])})
+a = np.ones(32 << 20); b = np.empty_like(a)
+while True:
+    np.copyto(b, a); np.copyto(a, b)
+"""
+
+
+def memfx(*args, env=None, check=True):
+    cmd = [sys.executable, "-m", "memfx.cli", *args]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if check and r.returncode not in (0, 1):
+        sys.exit(f"stability: {' '.join(cmd[2:])} failed ({r.returncode}): "
+                 f"{(r.stderr.strip().splitlines() or ['?'])[-1]}")
+    return r
+
+
+def survey(db, only, env=None, label=""):
+    """One quick survey; returns its id."""
+    with tempfile.TemporaryDirectory() as tmp:
+        args = ["survey", "--quick", "-q", "--no-advise", "--json", "--db", db,
+                "-o", str(Path(tmp) / "report.html")]
+        if only:
+            args += ["--only", only]
+        r = memfx(*args, env=env)
+    doc = json.loads(r.stdout)
+    print(f"  survey {doc['survey_id']} {label} {doc['timing']['total_s']:.0f} s", file=sys.stderr)
+    return doc["survey_id"]
+
+
+def answers(db, survey_id):
+    r = memfx("show", survey_id, "--json", "--db", db)
+    return {a["question"]: a for a in json.loads(r.stdout)["answers"]}
+
+
+def compare(db, a, b):
+    r = memfx("compare", a, b, "--json", "--db", db, check=False)
+    if r.returncode not in (0, 1):
+        sys.exit(f"stability: compare {a} {b} failed: {r.stderr.strip()}")
+    doc = json.loads(r.stdout)
+    flagged = [row["question"] for row in doc["rows"]
+               if row["verdict"] in ("regressed", "improved", "changed", "changed-answer")]
+    return r.returncode, flagged, doc
+
+
+def aa_table(db, ids):
+    """Per-question verdict agreement, between-run CV and CI coverage."""
+    per = [answers(db, s) for s in ids]
+    rows, hits, tries = [], 0, 0
+    for q in per[0]:
+        runs = [p.get(q) for p in per if p.get(q)]
+        verdicts = [a["verdict"] for a in runs]
+        values = [a.get("value") for a in runs if isinstance(a.get("value"), (int, float))]
+        cv = None
+        if len(values) >= 2 and all(v > 0 for v in values):
+            mean = sum(values) / len(values)
+            cv = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) / mean
+        q_hits = q_tries = 0
+        for i, a in enumerate(runs):
+            lo, hi = a.get("ci_low"), a.get("ci_high")
+            if lo is None or hi is None:
+                continue
+            for j, b in enumerate(runs):
+                if i != j and isinstance(b.get("value"), (int, float)):
+                    q_tries += 1
+                    q_hits += lo <= b["value"] <= hi
+        hits, tries = hits + q_hits, tries + q_tries
+        evidence = {tuple(a.get("evidence") or []) for a in runs}
+        rows.append({"question": q, "headline": bool(runs[0].get("headline")),
+                     "verdicts": verdicts, "agree": len(set(verdicts)) == 1, "cv": cv,
+                     "same_evidence": len(evidence) == 1,
+                     "coverage": q_hits / q_tries if q_tries else None})
+    return rows, (hits / tries if tries else None), tries
+
+
+def cmd_aa(args):
+    db = args.db or str(Path(tempfile.mkdtemp(prefix="memfx-aa-")) / "aa.db")
+    print(f"A/A: {args.runs} quick surveys into {db}", file=sys.stderr)
+    ids = [survey(db, args.only, label=f"({i + 1}/{args.runs})") for i in range(args.runs)]
+    rows, coverage, tries = aa_table(db, ids)
+    pairs = []
+    for a, b in itertools.combinations(ids, 2):
+        status, flagged, _ = compare(db, a, b)
+        pairs.append({"a": a, "b": b, "exit": status, "flagged": flagged})
+    print(f"\n{'question':42} {'verdicts (all surveys)':34} {'agree':5} {'CV':>6} {'coverage':>8} "
+          f"evidence")
+    for r in rows:
+        mark = "*" if r["headline"] else " "
+        v = ",".join(x[:4] for x in r["verdicts"])
+        cv = "-" if r["cv"] is None else f"{r['cv']:.1%}"
+        cov = "-" if r["coverage"] is None else f"{r['coverage']:.0%}"
+        print(f"{mark}{r['question']:41} {v:34} {'yes' if r['agree'] else 'NO':5} {cv:>6} {cov:>8} "
+              f"{'same' if r['same_evidence'] else 'DIFFERS'}")
+    head = [r for r in rows if r["headline"]]
+    print(f"\nheadline verdicts the same in all {len(ids)} surveys: "
+          f"{sum(r['agree'] for r in head)} of {len(head)}; all questions: "
+          f"{sum(r['agree'] for r in rows)} of {len(rows)}")
+    print(f"the same evidence (point keys) in every survey: "
+          f"{sum(r['same_evidence'] for r in rows)} of {len(rows)} questions")
+    if coverage is not None:
+        print(f"CI coverage over the numeric answers: {coverage:.1%} of {tries} "
+              f"(run i's CI, run j's value)")
+    alarms = [p for p in pairs if p["exit"] != 0]
+    print(f"compare: {len(pairs) - len(alarms)} of {len(pairs)} pairs exit 0")
+    for p in alarms:
+        print(f"  {p['a']} vs {p['b']}: exit {p['exit']}, flagged {', '.join(p['flagged'])}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"surveys": ids, "questions": rows,
+                                               "coverage": coverage, "pairs": pairs}, indent=1))
+    return 0
+
+
+def cmd_ab(args):
+    db = args.db or str(Path(tempfile.mkdtemp(prefix="memfx-ab-")) / "ab.db")
+    print(f"A/B ({args.change}): {args.runs} + {args.runs} quick surveys into {db}",
+          file=sys.stderr)
+    a_ids = [survey(db, args.only, label=f"A {i + 1}") for i in range(args.runs)]
+    env, hog = dict(os.environ), None
+    if args.change == "glibc":
+        hidden = ",".join("-" + f for f in HIDDEN_FEATURES)
+        tun = f"glibc.cpu.hwcaps={hidden}"
+        env["GLIBC_TUNABLES"] = f"{env['GLIBC_TUNABLES']}:{tun}" if env.get("GLIBC_TUNABLES") else tun
+    else:
+        cpus = sorted(os.sched_getaffinity(0))
+        hog = subprocess.Popen([sys.executable, "-c", HOG, str(cpus[0])])
+    try:
+        b_ids = [survey(db, args.only, env=env, label=f"B {i + 1}") for i in range(args.runs)]
+    finally:
+        if hog:
+            hog.kill()
+            hog.wait()
+    counts, exits = {}, []
+    for a, b in itertools.product(a_ids, b_ids):
+        status, flagged, _ = compare(db, a, b)
+        exits.append(status)
+        for q in flagged:
+            counts[q] = counts.get(q, 0) + 1
+    n = len(a_ids) * len(b_ids)
+    print(f"\ncompare A_i B_j: {exits.count(1)} of {n} pairs exit 1")
+    for q, c in sorted(counts.items(), key=lambda kv: -kv[1]):
+        print(f"  {q:44} flagged in {c} of {n} pairs")
+    # and the A/A pairs within A, for the false alarms beside it
+    aa = [compare(db, a, b)[0] for a, b in itertools.combinations(a_ids, 2)]
+    print(f"A/A within A: {aa.count(0)} of {len(aa)} pairs exit 0")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"a": a_ids, "b": b_ids, "flagged": counts,
+                                               "exits": exits}, indent=1))
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="mode", required=True)
+    for name in ("aa", "ab"):
+        p = sub.add_parser(name)
+        p.add_argument("--runs", type=int, default=5 if name == "aa" else 3,
+                       help="surveys per side (default: %(default)s)")
+        p.add_argument("--only", default=None,
+                       help="experiments of each survey, comma-separated (default: every one)")
+        p.add_argument("--db", default=None, help="database (default: a new temporary one)")
+        p.add_argument("--json", default=None, help="write every figure to this file")
+        if name == "ab":
+            p.add_argument("--change", choices=("glibc", "hog"), required=True)
+    args = ap.parse_args(argv)
+    if args.runs < 2:
+        ap.error("--runs must be at least 2")
+    return cmd_aa(args) if args.mode == "aa" else cmd_ab(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
