@@ -335,6 +335,18 @@ def test_thread_scaling_is_the_speed_up_per_level_and_kind_with_dram_read_first(
     assert _team_answers(s)["bandwidth.read_dram"]["value"] == pytest.approx(16.0, rel=0.02)
 
 
+def test_thread_scaling_answers_from_its_declared_cell_only():
+    """Issue 22: the same evidence every run -- a run whose DRAM read cell is
+    missing says so, instead of answering from L3 (1.98 -> 1.30 'regressed')."""
+    s = (_scaling("read", "l1d", 12 << 10, 160, 320) + _scaling("read", "l2", 384 << 10, 80, 156)
+         + _scaling("copy", "dram", 64 << 20, 16, 16) + _curve("read", "bw_read_avx2"))
+    a = _team_answers(s)["bandwidth.thread_scaling"]
+    assert a["verdict"] == NOT_MEASURED and a["value"] is None
+    assert "read in DRAM with 2 threads" in a["because"]
+    assert {(d["level"], d["kind"]) for d in a["details"]} == {("l1d", "read"), ("l2", "read"),
+                                                               ("dram", "copy")}
+
+
 def test_loaded_latency_is_loaded_over_idle_per_size():
     s = _loaded("l2", 384 << 10, 4.0, 4.4) + _loaded("dram", 64 << 20, 100.0, 180.0)
     a = _team_answers(s)["bandwidth.loaded_latency"]

@@ -263,3 +263,10 @@ def test_history_widens_the_band():
     assert history_spread([10, 11]) is None               # too few earlier surveys
     doc = compare([a], [b], history={"x.y": history}, n_history=5)
     assert doc["regressed"] == [] and "history" in doc["band"]
+
+
+def test_a_share_that_can_be_zero_gets_no_negative_ci():
+    c = stats.combine_replicas([0.0, 0.003])          # zero blocks the log scale
+    assert c["ci_low"] == 0.0 and c["ci_high"] > 0.003
+    c = stats.combine_replicas([-1.0, 1.0])           # a signed quantity keeps its sign
+    assert c["ci_low"] < 0

@@ -284,7 +284,10 @@ def combine_replicas(values, ci_lows=None, ci_highs=None, confidence: float = 0.
     # replicas' own CIs rest on many samples each, so their floor takes z
     half = max(_t_of(confidence, r - 1) * math.sqrt(float(np.var(centre_v, ddof=1)) / r),
                z * math.sqrt(float(np.mean(se_own ** 2)) / r))
-    return {"value": back(estimate), "ci_low": back(estimate - half),
+    low = estimate - half
+    if not log and (v >= 0).all() and not (lo < 0).any():
+        low = max(low, 0.0)       # a share or a count of events is never negative
+    return {"value": back(estimate), "ci_low": back(low),
             "ci_high": back(estimate + half), "n": int(r)}
 
 
