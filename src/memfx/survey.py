@@ -8,6 +8,8 @@ import statistics
 import sys
 import time
 
+from rich.markup import escape
+
 from .errors import MemfxError
 
 
@@ -90,7 +92,7 @@ def run_survey(args, get_machine, open_store, console):
                                    on_progress=on_progress)
                 except MemfxError as e:   # one experiment failing does not end the survey
                     failures[name] = str(e)
-                    con.print(f"[red]{name} failed:[/red] {e}")
+                    con.print(f"[red]{name} failed:[/red] {escape(str(e))}")
                 durations[name] = time.monotonic() - start
                 if prog:
                     prog.update(task, visible=False)
@@ -110,6 +112,8 @@ def run_survey(args, get_machine, open_store, console):
     except (RunInterrupted, KeyboardInterrupt):
         status = "interrupted"
         con.print("[yellow]interrupted: keeping the finished runs and writing the report[/yellow]")
+    if status == "complete" and names and len(failures) == len(names):
+        status = "failed"          # nothing was measured: not a complete survey
     store.finish_survey(survey_id, status)
     if documents is None:
         documents = _analyse(store, survey_id, durations, con)
@@ -132,10 +136,10 @@ def run_survey(args, get_machine, open_store, console):
         con.print(answers_table(doc["answers"], title=f"survey {survey_id}: answers"))
     con.print(timing_line(preset, elapsed, durations))
     if over:
-        con.print(f"[yellow]warning ({over['id']}):[/yellow] {over['message']}; {over['advice']}")
-    con.print(f"survey {survey_id} {status} in {elapsed:.0f} s; report: {path}")
+        con.print(f"[yellow]warning ({over['id']}):[/yellow] " + escape(f"{over['message']}; {over['advice']}"))
+    con.print(f"survey {survey_id} {status} in {elapsed:.0f} s; report: {escape(str(path))}")
     if failures:
-        con.print("[red]failed experiments:[/red] " + "; ".join(f"{n}: {e}" for n, e in failures.items()))
+        con.print("[red]failed experiments:[/red] " + escape("; ".join(f"{n}: {e}" for n, e in failures.items())))
     return 130 if status == "interrupted" else (1 if failures else 0)
 
 
@@ -215,7 +219,7 @@ def _advise(store, fp, preset, con, documents=None):
         advise(store, fp, check=True, rounds_gcc=rounds_gcc, rounds_glibc=rounds_glibc,
                documents=documents, control_max=ADVICE_CONTROL_MAX[preset])
     except MemfxError as e:
-        con.print(f"[red]advice failed:[/red] {e}")
+        con.print(f"[red]advice failed:[/red] {escape(str(e))}")
 
 
 class _NoProgress:
