@@ -81,7 +81,7 @@ def run_experiment(name, store: Store, machine: dict, preset="quick", overrides=
     turned into RunInterrupted after the run has been marked interrupted."""
     exp, params, points = prepare(name, preset, overrides, machine)
     run_id = store.begin_run(name, params, preset, machine, survey_id=survey_id, labels=labels)
-    job = {"experiment": name, "params": params, "machine": machine}
+    job = {"experiment": name, "params": params, "machine": machine, "parent_pid": os.getpid()}
     with tempfile.TemporaryFile(mode="w+") as errfile:
         proc = subprocess.Popen(worker_command(), stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=errfile, text=True)
