@@ -139,13 +139,15 @@ def test_mask_secrets():
     assert mask_secrets("/plain/path.db") == "/plain/path.db"
 
 
-def test_no_secret_on_a_connection_failure():
+def test_no_secret_on_a_connection_failure(tmp_path):
     pytest.importorskip("psycopg")
-    url = f"postgresql://memfx:{SECRET}@127.0.0.1:1/memfx?connect_timeout=2"
-    for p in (run_cli("runs", db=url, timeout=60),
-              run_cli("push", "--all", "--to", url, timeout=60)):
-        assert p.returncode == 2, p.stderr
-        assert SECRET not in p.stderr + p.stdout and "Traceback" not in p.stderr
+    for url in (f"postgresql://memfx:{SECRET}@127.0.0.1:1/memfx?connect_timeout=2",
+                f"postgres://memfx@127.0.0.1:1/memfx?password={SECRET}&connect_timeout=2"):
+        for p in (run_cli("runs", db=url, timeout=60),
+                  run_cli("report", "-o", str(tmp_path / "r.html"), db=url, timeout=60),
+                  run_cli("push", "--all", "--to", url, timeout=60)):
+            assert p.returncode == 2, p.stderr
+            assert SECRET not in p.stderr + p.stdout and "Traceback" not in p.stderr
 
 
 def test_psycopg_log_lines_never_reach_stderr():
