@@ -778,6 +778,9 @@ def _check_utf8(argv):
             raise MemfxError(f"{what} is not valid UTF-8: {shown}") from None
 
 
+_DEVICE_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
+
+
 def _stdout_failed(probe=False) -> bool:
     """Whether standard output cannot take what is waiting for it (probe:
     or one more line, for when a failed write left nothing waiting)."""
@@ -830,7 +833,8 @@ def main(argv=None):
             raise
         return _stdout_lost(OSError(errno.EIO, os.strerror(errno.EIO)))
     except OSError as e:
-        if not _stdout_failed(probe=True):
+        # errors a full or failing device gives; the probe writes a newline
+        if e.errno not in _DEVICE_FULL or not _stdout_failed(probe=True):
             raise
         return _stdout_lost(e)
 
