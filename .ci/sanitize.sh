@@ -48,7 +48,8 @@ PY
 # when it aborts pytest itself
 status=0
 python -m pytest -q -p no:cacheprovider --capture=sys \
-    "$repo/tests/test_core.py" "$repo/tests/test_core_fuzz.py" "$repo/tests/test_team.py" 2>&1 | tee "$work/pytest.log" \
+    "$repo/tests/test_core.py" "$repo/tests/test_core_fuzz.py" "$repo/tests/test_team.py" \
+    "$repo/tests/test_binding_safety.py" 2>&1 | tee "$work/pytest.log" \
     || status=$?
 unset LD_PRELOAD
 

@@ -212,6 +212,10 @@ class Tool:
     # False: the tool's access pattern differs from memfx's (shown, but left
     # out of the "peers' median" that memfx must agree with).
     same_pattern: bool = True
+    # True: the tool sleeps between its own timed loops (likwid-bench idles
+    # about a second per run), so its share of the CPU over the whole run
+    # says nothing about whether other work shared the CPU while it timed.
+    idles_by_design: bool = False
 
 
 def stop_group(pid: int, sig: int) -> None:
@@ -363,9 +367,26 @@ def last_float(pattern: str, text: str, what: str) -> float:
 
 
 def memfx_env() -> dict[str, str]:
-    src = REPO_ROOT / "src"
-    path = os.environ.get("PYTHONPATH", "")
-    return {"PYTHONPATH": f"{src}{os.pathsep}{path}" if path else str(src)}
+    """What the memfx jobs add to the environment: nothing.  They run the
+    memfx installed for --python (`pip install .`); the repository's src/
+    holds no built extension, and put first on PYTHONPATH it would shadow
+    the installed memfx with a memfx._core that has no kernels."""
+    return {}
+
+
+def memfx_problem(python: str) -> str | None:
+    """Why `python` cannot run memfx's kernels (None when it can)."""
+    probe = "import memfx._core as c; c.kernels; print(c.__file__)"
+    try:
+        out = subprocess.run([python, "-c", probe], capture_output=True, text=True,
+                             env={**os.environ, **memfx_env()}, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"cannot run {python}: {exc}"
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        return (f"{python} cannot import memfx with its C core ({last}); "
+                "install it first: pip install .")
+    return None
 
 
 _memfx_params_cache: dict[str, set[str]] = {}
@@ -765,7 +786,8 @@ TOOLS = [
          note="page-random order (-t), mid-L1/mid-L2 only; not the same pattern", same_pattern=False),
     Tool("likwid-bench", ("likwid-bench",), "Debian/Ubuntu package likwid, or github.com/RRZE-HPC/likwid",
          likwid_jobs, note="store_avx / store_mem_avx / copy_avx / copy_mem_avx; bandwidth: "
-         "load / store / copy / store_mem, _avx512 where the CPU has it, else _avx"),
+         "load / store / copy / store_mem, _avx512 where the CPU has it, else _avx",
+         idles_by_design=True),
     Tool("tinymembench", ("tinymembench",),
          "github.com/ssvb/tinymembench: SIZE in main.c set to 64 MiB, then make", tinymembench_jobs),
     Tool("MemoryBandwidth", ("MemoryBandwidth_amd64", "MemoryBandwidth"),
@@ -948,12 +970,15 @@ def report(args, cpu, plan, tools, missing, results, failures, timings, shares, 
             if shares.get(tool.name):
                 share = f", CPU share {100 * statistics.median(shares[tool.name]):.0f}% (median over runs)"
             lines.append(f"  {tool.name}: {path}{note}, {timings[tool.name]:.0f} s{share}")
+    idle_by_design = {tool.name for tool, _ in tools if tool.idles_by_design}
     crowded = sorted(name for name, values in shares.items()
-                     if name != "memfx" and values and statistics.median(values) < 0.9)
+                     if name != "memfx" and name not in idle_by_design and values
+                     and statistics.median(values) < 0.9)
     if crowded:
-        lines.append(f"  Note: {', '.join(crowded)} got under 90% of the CPU: other work ran on it, "
-                     "so their wall-clock figures are inflated (memfx rejects samples with a context "
-                     "switch). Compare on an idle machine.")
+        lines.append(f"  Note: {', '.join(crowded)} ran on the CPU under 90% of their wall time "
+                     "((user + system time) / elapsed, median over runs): for a tool that computes "
+                     "flat out, other work shared its CPU and its wall-clock figures are inflated "
+                     "(memfx rejects samples with a context switch). Compare on an idle machine.")
     for name, messages in failures.items():
         distinct = sorted(set(messages))
         lines.append(f"  {name} failed {len(messages)}x: " + "; ".join(distinct[:4]))
@@ -1061,6 +1086,10 @@ def main(argv: list[str] | None = None) -> int:
     if not plan.measures:
         print("peers.py: error: no measure left by --only/--match", file=sys.stderr)
         return 2
+    problem = memfx_problem(args.python)
+    if problem:
+        print(f"peers.py: error: {problem}", file=sys.stderr)
+        return 2
     peers_dir = Path(args.peers_dir).expanduser() if args.peers_dir else None
 
     tools, missing = [], []
@@ -1106,7 +1135,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(report(args, cpu, plan, tools, missing, results, failures, timings, shares, rep + 1,
                              by_rep), file=sys.stderr, flush=True)
     print(report(args, cpu, plan, tools, missing, results, failures, timings, shares, args.reps, by_rep))
-
+    if not any("memfx" in per_tool for per_tool in results.values()):
+        # a table without the tool it compares is not a comparison
+        print("peers.py: error: memfx produced no figure (every memfx cell is '-'); "
+              "see its failures above", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -378,12 +378,22 @@ def test_missing_or_misplaced_buffers_raise_value_error():
         _core.touch(None, 0, 100, 1)
 
 
-def test_rdpmc_pages_are_mmap_objects_never_addresses():
+def test_rdpmc_pages_are_only_pages_the_binding_mapped(tmp_path):
+    # issue 26 item 2: a read-only mapping of anything else (a file with a
+    # forged rdpmc index) is refused, and so is a perf_rdpmc of a non-perf fd
     k = kernel_table()["copy_gpr_unrolled"]
-    for pages, error in (([0x1000], TypeError), ([bytearray(4096)], TypeError),
-                         ([mmap.mmap(-1, 4096)], ValueError)):     # writable: not a perf page
-        with pytest.raises(error):
-            _core.run(k.index, None, 0, None, 0, 0, 0, 1, 0, [], pages)
+    forged = tmp_path / "page"
+    forged.write_bytes(b"\xff" * mmap.PAGESIZE)
+    with open(forged, "rb") as f:
+        ro = mmap.mmap(f.fileno(), mmap.PAGESIZE, prot=mmap.PROT_READ)
+        for pages in ([0x1000], [bytearray(4096)], [mmap.mmap(-1, 4096)], [ro]):
+            with pytest.raises(TypeError, match="PerfPage"):
+                _core.run(k.index, None, 0, None, 0, 0, 0, 1, 0, [], pages)
+        with pytest.raises(ValueError, match="perf_event"):
+            _core.perf_rdpmc(f.fileno())
+        with pytest.raises(ValueError, match="perf_event"):
+            _core.perf_map(f.fileno())
+        ro.close()
     assert not hasattr(PerfCounters(hardware=False), "page_addresses")
 
 
@@ -429,18 +439,22 @@ def test_link_chain_refuses_what_does_not_fit():
         _core.link_chain(b"\0" * 64, 0, 16, 4)                         # read-only
 
 
-def test_a_chain_whose_buffer_moved_or_closed_is_refused():
+def test_a_chains_buffer_cannot_move_or_close_under_it():
+    # the chain holds an export of its buffer (issue 26 item 2): a resize or
+    # close that would leave its pointers stale is refused instead
     k = kernel_table()["chase_ptr"]
     buf = bytearray(64)
     chain = _core.link_chain(buf, 0, 8, 8)
-    buf.extend(bytes(1 << 20))           # reallocated: the linked pointers are stale
-    with pytest.raises(ValueError, match="moved"):
-        _core.run(k.index, None, 0, chain, 0, 0, 0, 3, 0)
+    with pytest.raises(BufferError):
+        buf.extend(bytes(1 << 20))
     m = mmap.mmap(-1, 4096)
-    chain = _core.link_chain(m, 0, 8, 512)
+    chain_m = _core.link_chain(m, 0, 8, 512)
+    with pytest.raises(BufferError):
+        m.close()
+    _core.run(k.index, None, 0, chain, 0, 0, 0, 3, 0)
+    _core.run(k.index, None, 0, chain_m, 0, 0, 0, 3, 0)
+    del chain, chain_m
     m.close()
-    with pytest.raises(ValueError):
-        _core.run(k.index, None, 0, chain, 0, 0, 0, 3, 0)
 
 
 def test_every_row_declares_a_footprint_that_grows_with_size():

@@ -36,6 +36,9 @@ def test_binding_fuzz_every_row_in_a_child():
     assert not summary["never_ran"], summary["never_ran"]
     assert len(summary["only_refused"]) <= 12, summary["only_refused"]   # the threaded rows
     assert not summary["never_refused"], summary["never_refused"]
+    # link / write / relink / shrink / walk sequences ran, and some walks were refused
+    seq = summary["sequences"]
+    assert seq["walks"] > 40 and 0 < seq["refused_walks"] < seq["walks"], seq
 
 
 # ---------------------------------------------------------------------------
@@ -168,6 +171,7 @@ def _child():  # noqa: C901 - one self-contained driver
                  valid_shape=False, chain=(16, 8, 1, 1), chain_start=3)
         def one_call(size, count, aux, value, dst, src, valid_shape, chain, chain_start):
             areas = []
+            chain_obj = None
             try:
                 dst_area, dst_off = dst
                 if dst_area is not None:
@@ -238,6 +242,7 @@ def _child():  # noqa: C901 - one self-contained driver
                                      f"(size {size}, count {count}, aux {aux:#x}, dst_off {dst_off}, "
                                      f"declared [{lo}, {hi}))")
             finally:
+                chain_obj = src_obj = None       # a chain holds an export of its area's view
                 for a in areas:
                     a.close()
 
@@ -245,6 +250,7 @@ def _child():  # noqa: C901 - one self-contained driver
 
     for row in rows:
         fuzz_row(row)
+    sequences = chain_sequences(rows, refused)
     # Rows whose smallest call needs more room than the largest area drawn
     # here (the threaded rows' control area and counters: 12 KiB and more)
     # can only be refused; their valid calls are tested where the lab builds
@@ -254,8 +260,123 @@ def _child():  # noqa: C901 - one self-contained driver
     never_ran = sorted(n for n, s in stats.items() if not s["ran"] and n not in too_big)
     never_refused = sorted(n for n, s in stats.items() if not s["refused"])
     print(json.dumps({"rows": len(rows), "never_ran": never_ran, "never_refused": never_refused,
-                      "only_refused": sorted(too_big),
+                      "only_refused": sorted(too_big), "sequences": sequences,
                       "calls": sum(s["ran"] + s["refused"] for s in stats.values())}))
+
+
+def chain_sequences(rows, refused):
+    """Issue 26 item 2: sequences of link, write, relink, shrink and walk on
+    one bytearray that Python keeps writing.  No sequence may crash; a walk
+    of a chain whose next-pointers are all intact must run; a refused link
+    changes no byte; a linked buffer cannot be resized."""
+    import numpy as np
+    from hypothesis import HealthCheck, given, seed, settings
+    from hypothesis import strategies as st
+
+    from memfx import _core
+
+    walkers = [r for r in rows if _core.footprint(r.index, 64, 1, 0)[2] > 0]
+    dst = bytearray(4096)                       # pf_lat_*: targets and their cursor
+    counts = {"walks": 0, "refused_walks": 0, "examples": 0}
+
+    def intact(buf, chain):
+        base = _core.address(buf) + chain.offset
+        span = chain.elements * chain.element_bytes
+        for e in range(chain.elements):
+            at = chain.offset + e * chain.element_bytes
+            p = int.from_bytes(buf[at:at + 8], "little") - base
+            if not (0 <= p < span and p % chain.element_bytes == 0):
+                return False
+        return True
+
+    words = st.one_of(st.sampled_from([0, 8, 0x10, 2 ** 63, 2 ** 64 - 8, 0xFFFF_8000_0000_0000]),
+                      st.integers(0, 2 ** 64 - 1), st.integers(-64, 4096).map(lambda d: ("in", d)))
+    links = st.tuples(st.just("link"), st.sampled_from([8, 16, 24, 64]), st.integers(1, 48),
+                      st.integers(0, 512), st.integers(0, 2 ** 32),
+                      st.sampled_from(["ok", "ok", "repeat", "range"]))
+    walks = st.tuples(st.just("walk"), st.integers(0, 7), st.integers(0, len(walkers) - 1),
+                      st.integers(0, 300), st.integers(0, 60))
+    ops = st.one_of(
+        links, walks, walks,
+        st.tuples(st.just("write"), st.integers(0, 4088), words),
+        # a write over a next-pointer of a linked chain (element e of chain c)
+        st.tuples(st.just("write"), st.tuples(st.integers(0, 7), st.integers(0, 47)), words),
+        st.tuples(st.just("shrink"), st.integers(0, 4095)),
+        st.tuples(st.just("drop"), st.integers(0, 7)))
+
+    @seed(26)
+    @settings(max_examples=max(60, 4 * EXAMPLES_PER_ROW), deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(st.tuples(links).map(list), st.lists(ops, min_size=1, max_size=25))
+    def sequence(first, rest):
+        steps = first + rest
+        counts["examples"] += 1
+        buf = bytearray(4096)
+        chains = []
+        for step in steps:
+            kind = step[0]
+            if kind == "link":
+                _, elem, n, offset, order_seed, how = step
+                order = np.random.default_rng(order_seed).permutation(n)
+                if how == "repeat" and n > 1:
+                    order[-1] = order[0]
+                elif how == "range":
+                    order[-1] = n + 3
+                before = bytes(buf)
+                linked, err = refused(lambda: _core.link_chain(buf, offset, elem, n, order))
+                if linked is not None:
+                    chains.append(linked)
+                else:
+                    assert bytes(buf) == before, "a refused link wrote the buffer"
+                linked = None          # only `chains` holds chains (and so the buffer)
+            elif kind == "write":
+                _, at, word = step
+                if isinstance(word, tuple):     # an address near or inside the buffer
+                    word = (_core.address(buf) + word[1]) % 2 ** 64
+                if isinstance(at, tuple):
+                    if not chains:
+                        continue
+                    target = chains[at[0] % len(chains)]
+                    at = target.offset + (at[1] % target.elements) * target.element_bytes
+                    target = None
+                if at + 8 <= len(buf):
+                    buf[at:at + 8] = word.to_bytes(8, "little")
+            elif kind == "shrink":
+                try:
+                    del buf[step[1]:]
+                    buf.extend(bytes(4096 - len(buf)))      # regrown (maybe at the same address)
+                    assert not chains, "a linked buffer was resized"
+                except BufferError:
+                    assert chains, "an unlinked buffer could not be resized"
+            elif kind == "walk" and chains:
+                _, which, w, count, start = step
+                walk(buf, chains, which, w, count, start)
+            elif kind == "drop" and chains:
+                del chains[step[1] % len(chains)]
+        for which in range(len(chains)):       # at the end, a chase of every chain left
+            walk(buf, chains, which, plain, 100, 0)
+        chains.clear()
+        del buf[:]                           # no chain left: the buffer is the caller's again
+
+    plain = next(i for i, r in enumerate(walkers) if r.name == "chase_ptr")
+
+    def walk(buf, chains, which, w, count, start):
+        """Walk chain `which` with walker row w: it runs, or it is refused
+        (never when the chain is intact and its elements are large enough)."""
+        chain, row = chains[which % len(chains)], walkers[w]
+        off = chain.offset + (start % chain.elements) * chain.element_bytes
+        whole = intact(buf, chain)
+        fits = chain.element_bytes >= _core.footprint(row.index, 64, count, 0)[2]
+        _, err = refused(lambda: _core.run(row.index, dst, 0, chain, off, 64, 0, count, 0))
+        # the error's traceback holds the call's frames, and so the chain
+        message, err, chain = (str(err) if err is not None else None), None, None
+        counts["walks"] += 1
+        if message is not None:
+            counts["refused_walks"] += 1
+            assert not (whole and fits), f"{row.name}: refused a walk of an intact chain: {message}"
+
+    sequence()
+    return counts
 
 
 if __name__ == "__main__":

@@ -507,7 +507,10 @@ def test_export_import_round_trip(tmp_path):
     assert len(doc["samples"]) == 6 and doc["machine"] == MACHINE
     with Store(tmp_path / "b.db") as b:
         assert b.import_run(json.loads(text)) == run_id
-        assert b.export_run(run_id) == doc
+        # the survey was still running when exported: it is stored as
+        # interrupted, as no process here runs it (issue 26 item 3)
+        assert doc["survey"]["status"] == "running"
+        assert b.export_run(run_id) == dict(doc, survey=dict(doc["survey"], status="interrupted"))
         assert b.run(run_id) == original_run
         assert b.survey(doc["survey"]["id"])["argv"] == ["memfx", "survey"]
         with pytest.raises(StoreError, match=f"run {run_id} already in"):

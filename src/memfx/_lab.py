@@ -131,7 +131,7 @@ class PerfCounters:
         pages = []
         try:
             for fd in fds:
-                pages.append(mmap.mmap(fd, mmap.PAGESIZE, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ))
+                pages.append(_core.perf_map(fd))     # the binding maps it: only perf pages
         except OSError as e:
             self.notes["rdpmc"] = f"mmap of the perf page failed: {os.strerror(e.errno)}; using read()"
             for m in pages:

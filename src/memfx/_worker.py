@@ -242,6 +242,24 @@ def measure(job, emit):
     lab.close()
 
 
+PR_SET_PDEATHSIG = 1      # prctl(2)
+
+
+def die_with_parent(parent_pid):
+    """Ask the kernel to SIGKILL this process when its parent ends (a kill -9
+    of memfx must not leave a pinned worker spinning), then check the parent
+    did not end before the request: a worker whose parent is already gone
+    has been re-parented, and exits."""
+    import ctypes
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass                 # no prctl: the parent still sees EOF and stops it
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os._exit(1)
+
+
 def main():
     # Ctrl-C reaches the whole process group; the parent decides what to keep.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -252,7 +270,8 @@ def main():
         out.flush()
 
     try:
-        job = json.loads(sys.stdin.read())
+        job = json.loads(sys.stdin.read())    # a parent gone before writing it: EOF
+        die_with_parent(job.get("parent_pid"))
         measure(job, emit)
     except MemfxError as e:
         emit({"type": "error", "kind": type(e).__name__, "message": str(e)})

@@ -3,6 +3,7 @@ cause is one line on stderr and exit status 2."""
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import re
@@ -34,7 +35,7 @@ def _db_path(args) -> str:
     """The --db path or postgresql:// URL, else $MEMFX_DB, else the default
     path; refuses an empty path, a directory and anything that is not a
     regular file (a FIFO would hang the open)."""
-    from .pgstore import is_url
+    from .pgstore import classify_target
     from .store import default_db_path
     given = getattr(args, "db", None)
     if given is None:
@@ -43,8 +44,24 @@ def _db_path(args) -> str:
         return str(default_db_path())
     if not given.strip():
         raise MemfxError("--db: empty path")
-    if is_url(given):
+    if classify_target(given, "--db" if getattr(args, "db", None) else "MEMFX_DB") == "url":
         return given
+    return _sqlite_path(given)
+
+
+# The files SQLite keeps beside a database: a store opened at one of these
+# names would be taken by SQLite as the journal of the database beside it,
+# and deleted (with the runs in it) the next time that database is opened.
+SQLITE_SIBLING_SUFFIXES = ("-wal", "-shm", "-journal")
+
+
+def _sqlite_path(given: str) -> str:
+    """`given` as the path of an SQLite results database, or MemfxError."""
+    from .pgstore import mask_secrets
+    if given.endswith(SQLITE_SIBLING_SUFFIXES):
+        raise MemfxError(f"--db {mask_secrets(given)}: a name ending in "
+                         f"{'/'.join(SQLITE_SIBLING_SUFFIXES)} is SQLite's own file beside a "
+                         "database, not a results database")
     path = os.path.expanduser(given)
     try:
         st = os.stat(path)
@@ -510,18 +527,18 @@ def cmd_machines(args):
 def cmd_push(args):
     from . import __version__
     from .fleet import push, push_selection
-    from .pgstore import is_url
+    from .pgstore import classify_target, mask_secrets
     from .store import Store, default_db_path
     target = args.to or os.environ.get("MEMFX_DB") or None
     if not target:
         raise MemfxError("push needs a target: --to postgresql://... (or MEMFX_DB)")
-    if not is_url(target):
-        raise MemfxError(f"--to: expected a postgresql:// URL, got {target!r}")
+    if classify_target(target, "--to" if args.to else "MEMFX_DB") != "url":
+        raise MemfxError(f"--to: expected a postgresql:// URL, got {mask_secrets(target)!r}")
     if args.all and args.ids:
         raise MemfxError("give run/survey ids or --all, not both")
-    source_path = os.path.expanduser(args.db) if args.db else str(default_db_path())
-    if is_url(source_path):
+    if args.db and classify_target(args.db, "--db") == "url":
         raise MemfxError("push copies from a local SQLite file: --db takes a path here")
+    source_path = _sqlite_path(args.db) if args.db else str(default_db_path())
     if not os.path.isfile(source_path):
         raise MemfxError(f"no results database at {source_path}")
     source = Store(source_path, memfx_version=__version__)
@@ -569,7 +586,12 @@ def parse_age(text):
     m = _AGE.match(text or "")
     if not m:
         raise MemfxError(f"--older-than: expected an age like 30d or 12h, got {text!r}")
-    return float(m.group(1)) * (86400 if m.group(2) == "d" else 3600)
+    import time
+    age = float(m.group(1)) * (86400 if m.group(2) == "d" else 3600)
+    if not age <= time.time():          # also inf and nan
+        raise MemfxError(f"--older-than {text.strip()} reaches back before 1970: "
+                         "no run can be that old")
+    return age
 
 
 def cmd_prune(args):
@@ -595,12 +617,13 @@ def cmd_advise(args):
         copy_sources(store)         # fails now, before anything is measured
     fp = _machine()
     err = Console(stderr=True)
+    from rich.markup import escape
 
     def run_missing(name):          # --run-missing is the user's consent to measure
         err.print(f"[dim]no complete {name} run in the DB: running {name} --quick[/dim]")
         return run_experiment(name, store, fp, "quick", {})
     doc = advise(store, fp, check=not args.no_check, run_missing=args.run_missing, runner=run_missing,
-                 progress=None if args.json else (lambda msg: err.print(f"[dim]{msg}[/dim]")))
+                 progress=None if args.json else (lambda msg: err.print(f"[dim]{escape(msg)}[/dim]")))
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
@@ -848,15 +871,63 @@ def _tolerant_streams():
             pass
 
 
+def _check_utf8(argv):
+    """Arguments (and MEMFX_DB) that are not valid UTF-8 reach Python as lone
+    surrogates, which no file name, database or message can encode: refused
+    up front, whichever command they were meant for."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    named = [(f"argument {i}", a) for i, a in enumerate(given, 1)]
+    named.append(("MEMFX_DB", os.environ.get("MEMFX_DB") or ""))
+    for what, text in named:
+        try:
+            str(text).encode("utf-8")
+        except UnicodeEncodeError:
+            shown = str(text).encode("utf-8", "backslashreplace").decode("ascii", "replace")
+            raise MemfxError(f"{what} is not valid UTF-8: {shown}") from None
+
+
+_DEVICE_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
+
+
+def _stdout_failed(probe=False) -> bool:
+    """Whether standard output cannot take what is waiting for it (probe:
+    or one more line, for when a failed write left nothing waiting)."""
+    try:
+        if probe:
+            sys.stdout.write("\n")
+        sys.stdout.flush()
+        return False
+    except OSError:
+        return True
+
+
+def _abandon_stdout():
+    # What could not be written is dropped, and the interpreter's final flush
+    # goes nowhere instead of printing a traceback of its own.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, AttributeError, ValueError):
+        pass
+
+
 def main(argv=None):
+    """Exit status: 0 ok; 1 a regression (compare) or a failed experiment
+    (survey); 2 bad input, an unusable store, or standard output that cannot
+    be written (a full device: one line on stderr); 130 interrupted."""
     try:
         _tolerant_streams()
+        _check_utf8(argv)
         parser = build_parser()
         args = parser.parse_args(argv)
         if not getattr(args, "fn", None):
             parser.print_help()
             return EXIT_USAGE
-        return args.fn(args)
+        status = args.fn(args)
+        if _stdout_failed():
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return status
     except MemfxError as e:
         sys.stderr.write(f"memfx: error: {e}\n")
         return EXIT_USAGE
@@ -865,7 +936,21 @@ def main(argv=None):
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
+    except SystemExit as e:            # argparse's --help and usage errors
+        if e.code not in (0, None) or not _stdout_failed():
+            raise
+        return _stdout_lost(OSError(errno.EIO, os.strerror(errno.EIO)))
+    except OSError as e:
+        # errors a full or failing device gives; the probe writes a newline
+        if e.errno not in _DEVICE_FULL or not _stdout_failed(probe=True):
+            raise
+        return _stdout_lost(e)
 
+
+def _stdout_lost(e: OSError) -> int:
+    _abandon_stdout()
+    sys.stderr.write(f"memfx: error: cannot write standard output: {e.strerror or e}\n")
+    return EXIT_USAGE
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -180,6 +180,8 @@ def group_answers(store, model_key):
     (case-insensitive; one model must match): per question the median of
     the hosts' values, and as its interval the spread min..max across hosts
     (memfx compare reads it as the CI: a conservative stand-in)."""
+    if not model_key.strip():
+        raise MemfxError("--group-by cpu-model: an empty CPU model names no machines")
     machines = machines_document(store)["machines"]
     models = sorted({m["cpu_model"] for m in machines})
     matching = [m for m in models if model_key.lower() in m.lower()]

@@ -75,9 +75,13 @@ def atomic_output(path, protect=()):
     path = check_output_path(path, protect)
     directory, name = os.path.split(os.path.abspath(path))
     ext = name[name.rfind("."):] if "." in name else ""     # ".png" is a name with an extension
+    prefix, suffix = f".{name[:MAX_NAME_PART]}.", f".tmp{ext[:16]}"
+    _remove_stale_temporaries(directory, prefix, suffix)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{name[:MAX_NAME_PART]}.", suffix=f".tmp{ext[:16]}",
-                                   dir=directory)
+        # the writer's pid is in the name, so that a later writer can tell a
+        # temporary left by a killed process (SIGKILL runs no cleanup) from
+        # one still being written
+        fd, tmp = tempfile.mkstemp(prefix=f"{prefix}{os.getpid()}.", suffix=suffix, dir=directory)
     except OSError as e:
         raise MemfxError(f"cannot write {path}: {e.strerror or e}") from None
     os.close(fd)
@@ -95,6 +99,30 @@ def atomic_output(path, protect=()):
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+def _remove_stale_temporaries(directory, prefix, suffix):
+    """Remove the temporaries of atomic_output(`prefix`...`suffix`) in
+    `directory` whose writing process no longer exists."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for entry in names:
+        if not (entry.startswith(prefix) and entry.endswith(suffix)):
+            continue
+        pid = entry[len(prefix):].split(".", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue                     # still running (or not ours to signal)
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OverflowError, ValueError):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(directory, entry))
 
 
 def write_text_output(path, write, protect=(), newline=None):

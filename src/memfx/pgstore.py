@@ -21,6 +21,7 @@ user is told to `memfx push` them later (_fail_over).
 """
 from __future__ import annotations
 
+import logging
 import re
 import sys
 import urllib.parse
@@ -30,6 +31,13 @@ from .store import (_SCHEMA_V1, BUSY_TIMEOUT_MS, SCHEMA_VERSION, Store, default_
                     utcnow_iso)
 
 URL_SCHEMES = ("postgresql://", "postgres://")
+
+# psycopg logs "error ignored in rollback ..." when a connection is lost
+# inside a transaction; with no logging configured Python prints that on
+# stderr before memfx's own one-line message.  memfx reports the error
+# itself, so psycopg's log records go nowhere.
+logging.getLogger("psycopg").addHandler(logging.NullHandler())
+logging.getLogger("psycopg").propagate = False
 APPLICATION = "memfx"            # the marker in meta: this database is ours
 # The advisory lock every write transaction holds (any fixed 64-bit key;
 # these are the bytes of "MEMF", as APPLICATION_ID in store.py).
@@ -41,12 +49,59 @@ def is_url(target) -> bool:
     return isinstance(target, str) and target.startswith(URL_SCHEMES)
 
 
+# What a store target looks like when it is meant as a URL: a scheme with
+# "//" ("postgresq://..."), a word and ":/" ("postgresql:/user:pw@/db"), or
+# credentials ("user:pw@host").  Such a target is never taken as a file path.
+_SCHEME_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:/")
+
+
+def looks_like_url(target: str) -> bool:
+    return "://" in target or bool(_SCHEME_LIKE.match(target)) or \
+        ("@" in target and ":" in target)
+
+
+def mask_secrets(text: str) -> str:
+    """`text` with anything that may be a password replaced by ***: the part
+    after the first ':' of the user information (before the last '@' of the
+    authority) and password=... parameters.  Works on text that is not a
+    valid URL, which is when it is needed most (a message about a typo)."""
+    text = re.sub(r"(?i)(password\s*=\s*)('[^']*'|[^&\s]*)", r"\1***", text)
+    at = text.rfind("@")
+    if at < 0:
+        return text
+    start = text.find("://")
+    start = start + 3 if start >= 0 else (m.end() if (m := _SCHEME_LIKE.match(text)) else 0)
+    userinfo = text[start:at]
+    colon = userinfo.find(":")
+    if colon < 0:
+        return text
+    return text[:start] + userinfo[:colon + 1] + "***" + text[at:]
+
+
+def classify_target(target: str, what: str) -> str:
+    """"url" for a PostgreSQL URL, "path" for a file path; anything else that
+    looks like a URL is refused (StoreError: one line, secret masked)."""
+    if is_url(target):
+        try:
+            parts = urllib.parse.urlsplit(target)
+            parts.port                      # noqa: B018 (raises on a bad port)
+        except ValueError as e:
+            raise StoreError(f"{what}: not a valid PostgreSQL URL ({e}): "
+                             f"{mask_secrets(target)}") from None
+        return "url"
+    if looks_like_url(target):
+        raise StoreError(f"{what}: {mask_secrets(target)} looks like a URL but is not a "
+                         f"postgresql:// or postgres:// one")
+    return "path"
+
+
 def redact(url: str) -> str:
     """The URL without its password (what messages and reports show)."""
     try:
         parts = urllib.parse.urlsplit(url)
+        parts.port                          # noqa: B018 (raises on a bad port)
     except ValueError:
-        return "postgresql://..."
+        return mask_secrets(url)
     query = urllib.parse.urlencode(
         [(k, "***" if k == "password" else v)
          for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)], safe="/:")

@@ -254,9 +254,26 @@ def figure_for(doc, samples_values=None):
     return fig
 
 
+def draw(doc, save, rc=None):
+    """Draw a document's figure and return save(fig).  A '$' in a label (a
+    CPU model, an arm name, a parameter value) starts matplotlib's mathtext,
+    which can fail to parse; the second attempt draws every label literally."""
+    last_error = None
+    for parse_math in (True, False):
+        try:
+            with matplotlib.rc_context({**(rc or {}), "text.parse_math": parse_math}):
+                fig = figure_for(doc)
+                try:
+                    return save(fig)
+                finally:
+                    plt.close(fig)
+        except Exception as err:
+            last_error = err
+            plt.close("all")
+    raise last_error
+
+
 def plot_document(doc, path):
     """Draw a result document (whose points carry 'values') to a file."""
-    fig = figure_for(doc)
-    fig.savefig(path)
-    plt.close(fig)
+    draw(doc, lambda fig: fig.savefig(path))
     return path

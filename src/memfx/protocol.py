@@ -73,7 +73,8 @@ class Param:
                 s for s in str(value).split(",") if s.strip()]
             if not items:
                 raise ParamError(f"{self.name}: expected a comma-separated list, got {value!r}")
-            return [self._check(PARSERS[inner](v, self.name)) for v in items]
+            # a value given twice would measure every point twice: keep the first
+            return list(dict.fromkeys(self._check(PARSERS[inner](v, self.name)) for v in items))
         if isinstance(value, str) and self.kind != "str" and value.strip().lower() == "auto" \
                 and self.default == "auto":
             return "auto"

@@ -296,33 +296,18 @@ def seed_text(seed) -> str:
 def _figure_data_uri(doc) -> str:
     """The run's plot as a data URI: SVG (text kept as escaped <text>, so a
     label cannot inject markup), PNG when the SVG would be too heavy."""
-    import matplotlib
-    import matplotlib.pyplot as plt
-
     from . import plots
-    last_error = None
-    # A '$' in a label (a CPU name, a parameter value) starts mathtext and can
-    # make drawing fail; the second attempt draws every label literally.
-    for parse_math in (True, False):
-        rc = {"svg.fonttype": "none", "svg.hashsalt": "memfx-report", "text.parse_math": parse_math}
-        try:
-            with matplotlib.rc_context(rc):
-                fig = plots.figure_for(doc)
-                try:
-                    buf = io.BytesIO()
-                    fig.savefig(buf, format="svg", metadata={"Date": None})
-                    data, mime = buf.getvalue(), "image/svg+xml"
-                    if len(data) > MAX_SVG_BYTES:
-                        buf = io.BytesIO()
-                        fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
-                        data, mime = buf.getvalue(), "image/png"
-                finally:
-                    plt.close(fig)
-            return f"data:{mime};base64," + base64.b64encode(data).decode("ascii")
-        except Exception as err:
-            last_error = err
-            plt.close("all")
-    raise last_error
+
+    def save(fig):
+        buf = io.BytesIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+        data, mime = buf.getvalue(), "image/svg+xml"
+        if len(data) > MAX_SVG_BYTES:
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
+            data, mime = buf.getvalue(), "image/png"
+        return f"data:{mime};base64," + base64.b64encode(data).decode("ascii")
+    return plots.draw(doc, save, {"svg.fonttype": "none", "svg.hashsalt": "memfx-report"})
 
 
 def plot_html(view) -> str:

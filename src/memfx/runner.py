@@ -99,7 +99,7 @@ class Measurement:
         failed and raises MemfxError."""
         store, run_id = self.store, self.run_id
         job = {"experiment": self.name, "params": self.params, "machine": self.machine,
-               "replica": replica}
+               "replica": replica, "parent_pid": os.getpid()}
         with tempfile.TemporaryFile(mode="w+") as errfile:
             proc = subprocess.Popen(worker_command(), stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=errfile, text=True)

@@ -659,12 +659,34 @@ class Store:
         """Store a raw-export document as a new run. The document is checked
         whole against the schema (memfx.schema) before anything is written."""
         run = _check_export_doc(doc)
+        doc = _imported_as_settled(doc)
+        run = doc["run"]
         prepared = self._prepare_import(doc, run)
         with self._write() as conn:
             if _exists(conn, "runs", run["id"]):
                 raise StoreError(f"run {run['id']} already in {self.path}")
+            self._check_joins_own_survey(conn, doc)
             self._insert_run(conn, doc, prepared)
         return run["id"]
+
+    def _check_joins_own_survey(self, conn, doc: dict) -> None:
+        # An imported run may only join a survey that is the one it was
+        # exported with: the same row (started, argv, preset...) and no run of
+        # the same experiment in it already.  Anything else would change a
+        # survey measured here, or merge two surveys under one id.
+        survey = doc.get("survey")
+        if not survey:
+            return
+        row = conn.execute("SELECT * FROM surveys WHERE id = ?", (survey["id"],)).fetchone()
+        if row is None:
+            return
+        stored = _survey_dict(row)
+        keys = [k for k in ("started", "preset", "argv", "labels") if k in survey]
+        if any(stored.get(k) != survey.get(k) for k in keys) or conn.execute(
+                "SELECT 1 FROM runs WHERE survey_id = ? AND experiment = ?",
+                (survey["id"], doc["run"]["experiment"])).fetchone():
+            raise StoreError(f"run {doc['run']['id']} names survey {survey['id']}, which is "
+                             f"already in {self.path} and is not the survey it was exported with")
 
     def push_run(self, doc: dict) -> str:
         """Store a raw-export document (export_run) under its own run id,
@@ -1033,6 +1055,18 @@ def _check_export_doc(doc) -> dict:
 def _csv_cell(value):
     # Nested point values (lists, dicts) stay readable and parseable.
     return _dumps(value, "point value") if isinstance(value, (list, dict)) else value
+
+
+def _imported_as_settled(doc: dict) -> dict:
+    """An imported run (and its survey) still marked running was cut off where
+    it was exported: it is stored as interrupted, so that no process here
+    seems to own it (rm and prune would never let it go)."""
+    out = dict(doc)
+    for key in ("run", "survey"):
+        item = doc.get(key)
+        if item and item.get("status") == RUNNING:
+            out[key] = dict(item, status=INTERRUPTED)
+    return out
 
 
 def open_store(target=None, memfx_version: str = "0") -> Store:

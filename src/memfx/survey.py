@@ -8,6 +8,8 @@ import statistics
 import sys
 import time
 
+from rich.markup import escape
+
 from .errors import MemfxError
 
 
@@ -88,7 +90,7 @@ def run_survey(args, get_machine, open_store, console):
                                                           survey_id=survey_id)
                         except MemfxError as e:
                             failures[name] = str(e)
-                            con.print(f"[red]{name} failed:[/red] {e}")
+                            con.print(f"[red]{name} failed:[/red] {escape(str(e))}")
                             continue
                     m = open_runs.get(name)
                     if m is None or rnd >= m.replicas:
@@ -114,7 +116,7 @@ def run_survey(args, get_machine, open_store, console):
                     except MemfxError as e:   # one experiment failing does not end the survey
                         failures[name] = str(e)
                         open_runs.pop(name, None)
-                        con.print(f"[red]{name} failed:[/red] {e}")
+                        con.print(f"[red]{name} failed:[/red] {escape(str(e))}")
                     durations[name] = durations.get(name, 0.0) + time.monotonic() - start
                     if prog:
                         prog.update(task, visible=False)
@@ -138,6 +140,8 @@ def run_survey(args, get_machine, open_store, console):
                          f"{m.measured} of {m.replicas} replicas")
         open_runs.clear()
         con.print("[yellow]interrupted: keeping the finished runs and writing the report[/yellow]")
+    if status == "complete" and names and len(failures) == len(names):
+        status = "failed"          # nothing was measured: not a complete survey
     store.finish_survey(survey_id, status)
     if documents is None:
         documents = _analyse(store, survey_id, durations, con)
@@ -160,10 +164,10 @@ def run_survey(args, get_machine, open_store, console):
         con.print(answers_table(doc["answers"], title=f"survey {survey_id}: answers"))
     con.print(timing_line(preset, elapsed, durations))
     if over:
-        con.print(f"[yellow]warning ({over['id']}):[/yellow] {over['message']}; {over['advice']}")
-    con.print(f"survey {survey_id} {status} in {elapsed:.0f} s; report: {path}")
+        con.print(f"[yellow]warning ({over['id']}):[/yellow] " + escape(f"{over['message']}; {over['advice']}"))
+    con.print(f"survey {survey_id} {status} in {elapsed:.0f} s; report: {escape(str(path))}")
     if failures:
-        con.print("[red]failed experiments:[/red] " + "; ".join(f"{n}: {e}" for n, e in failures.items()))
+        con.print("[red]failed experiments:[/red] " + escape("; ".join(f"{n}: {e}" for n, e in failures.items())))
     return 130 if status == "interrupted" else (1 if failures else 0)
 
 
@@ -243,7 +247,7 @@ def _advise(store, fp, preset, con, documents=None):
         advise(store, fp, check=True, rounds_gcc=rounds_gcc, rounds_glibc=rounds_glibc,
                documents=documents, control_max=ADVICE_CONTROL_MAX[preset])
     except MemfxError as e:
-        con.print(f"[red]advice failed:[/red] {e}")
+        con.print(f"[red]advice failed:[/red] {escape(str(e))}")
 
 
 class _NoProgress:

@@ -30,6 +30,7 @@ struct mfx_footprint {
     size_t dst_bytes;
     size_t src_bytes;
     size_t chain_element_min;
+    int chain_written;       /* the walk also stores into the chain's elements */
 };
 
 /* A row's footprint as a function of the call's arguments (size, count,
@@ -73,16 +74,41 @@ struct mfx_kernel {
     const char *doc;          /* one line */
 };
 
+/* Whether one call of k with args a stays inside dst_room bytes from a->dst
+ * and src_room bytes from a->src, and walks no chain: what a checker that
+ * owns its buffers (verify_copy, fill_check) asks before each call, as the
+ * binding does for run(). */
+static inline int mfx_fits(const struct mfx_kernel *k, const struct mfx_args *a, size_t dst_room,
+                           size_t src_room)
+{
+    struct mfx_footprint fp = {0, 0, 0, 0};
+    k->footprint(a, &fp);
+    return !fp.chain_element_min && fp.dst_bytes <= dst_room && fp.src_bytes <= src_room;
+}
+
 /* Footprints shared by several tables. */
 void mfx_footprint_none(const struct mfx_args *a, struct mfx_footprint *f);
 
 /* Link a cyclic pointer chain of n elements of `element` bytes at base:
  * element order[i]'s first word gets the address of element order[i + 1]
  * (order NULL = address order; else n int32 or int64 indices, itemsize 4
- * or 8, signed or not).  Every index is checked to be below n and used once.  Returns 0, or -1 with a message in msg (the region is then
- * left partly written and must not be walked).  kernels/chase.c. */
+ * or 8, signed or not).  Every index is checked to be below n and used once
+ * before anything is written.  Returns 0, or -1 with a message in msg (the
+ * region is then untouched).  kernels/chase.c. */
 int mfx_link_chain(char *base, size_t n, size_t element, const void *order, int order_itemsize,
                    int order_signed, char *msg, size_t msglen);
+
+/* 1 when every first word of the n elements at base points at one of them
+ * (element-aligned), else 0.  kernels/chase.c. */
+int mfx_chain_intact(const char *base, size_t n, size_t element);
+
+/* The fault guard of the chase kernels (guard.c): install around a call,
+ * arm with a sigsetjmp target on the thread that walks, disarm (NULL) after
+ * the walk.  A SIGSEGV/SIGBUS while armed returns to the target with 1. */
+#include <setjmp.h>
+void mfx_guard_install(void);
+void mfx_guard_remove(void);
+void mfx_guard_arm(sigjmp_buf *target);
 
 /* Each file in kernels/ exports a table terminated by a row with name NULL;
  * kernel_table.c lists the tables. */

@@ -21,7 +21,7 @@ extern const struct mfx_kernel *const mfx_kernel_tables[];
 int mfx_perf_open(uint32_t type, uint64_t config, int group_fd, int pinned_cpu_only);
 int mfx_perf_rdpmc(const volatile struct perf_event_mmap_page *pc, uint64_t *value);
 uint64_t mfx_add_chain(uint64_t n);
-int mfx_fill_check(mfx_kernel_fn fn, uint64_t value, uint64_t aux, uint64_t count,
+int mfx_fill_check(const struct mfx_kernel *k, uint64_t value, uint64_t aux, uint64_t count,
                    uint64_t src_word, unsigned expect, size_t max_size, size_t max_offset,
                    long long fail[5]);
 
@@ -88,13 +88,18 @@ static const struct mfx_kernel *usable_kernel(Py_ssize_t index)
 
 /* ---- pointer chains ---- */
 
-/* A chain linked in C inside a caller's buffer (link_chain).  It keeps the
- * buffer object, not a view, so the buffer can still be closed; run()
- * re-acquires it and refuses it if it moved or shrank.  Only link_chain
- * creates these, so a chase kernel only ever walks next-pointers C wrote. */
+/* A chain linked in C inside a caller's buffer (link_chain).  It holds an
+ * export of the buffer for its whole life, so the buffer cannot be resized,
+ * closed or unmapped under it (a bytearray shrunk and regrown at the same
+ * address would pass an address check with its pointers gone); run()
+ * re-acquires it and refuses it if it moved or shrank all the same.  Python
+ * can still write the buffer's bytes, so a walk that only reads through the
+ * chain runs under the fault guard (guard.c) and one that writes through
+ * it is checked whole first (mfx_chain_intact). */
 typedef struct {
     PyObject_HEAD
     PyObject *buffer;
+    Py_buffer export;    /* held from link_chain to dealloc */
     char *base;          /* the buffer's address when the chain was linked */
     Py_ssize_t offset;   /* of element 0 in the buffer */
     Py_ssize_t element;  /* bytes per element */
@@ -103,6 +108,8 @@ typedef struct {
 
 static void chain_dealloc(ChainObject *c)
 {
+    if (c->buffer)
+        PyBuffer_Release(&c->export);
     Py_XDECREF(c->buffer);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
@@ -186,14 +193,18 @@ static PyObject *py_link_chain(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     if (order_items)
         PyBuffer_Release(&order);
-    PyBuffer_Release(&view);
-    if (rc < 0)
+    if (rc < 0) {
+        PyBuffer_Release(&view);
         return PyErr_Format(PyExc_ValueError, "%s", msg);
+    }
     ChainObject *c = PyObject_New(ChainObject, &ChainType);
-    if (!c)
+    if (!c) {
+        PyBuffer_Release(&view);
         return NULL;
+    }
     Py_INCREF(obj);
     c->buffer = obj;
+    c->export = view;
     c->base = base;
     c->offset = offset;
     c->element = element;
@@ -299,11 +310,117 @@ static int check_chain(const struct mfx_kernel *k, const struct region *r, Py_ss
     return 0;
 }
 
-/* rdpmc_pages: the mmap objects of hardware counters' perf_event pages
- * (read-only mappings of at least struct perf_event_mmap_page). */
-static PyObject *mmap_type;
+/* A walk that writes through its chain (chase_ptr_inc) must not leave it:
+ * every next-pointer is checked before the call (the GIL stays held during
+ * it, so no Python thread writes in between). */
+static int check_chain_intact(const struct mfx_kernel *k, const struct region *r)
+{
+    const ChainObject *c = r->chain;
+    if (!mfx_chain_intact((const char *)r->view.buf + c->offset, (size_t)c->n, (size_t)c->element)) {
+        PyErr_Format(PyExc_ValueError,
+                     "kernel %s: the chain was written since link_chain (a next-pointer leaves "
+                     "it); link it again", k->name);
+        return -1;
+    }
+    return 0;
+}
 
-static int acquire_pages(PyObject *pages_obj, Py_buffer *views, int *n_pages)
+static PyObject *chain_left(const struct mfx_kernel *k)
+{
+    return PyErr_Format(PyExc_ValueError,
+                        "kernel %s left its chain (a fault): the chain was written since "
+                        "link_chain; link it again", k->name);
+}
+
+/* ---- perf pages ---- */
+
+/* Whether fd is a perf_event fd: rdpmc with the index of a page mapped from
+ * anything else (a file with forged contents) faults, so only the pages the
+ * kernel writes for a perf event are read. */
+static int is_perf_fd(int fd)
+{
+    char link[64], target[64];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n < 0)
+        return 0;
+    target[n] = 0;
+    return strcmp(target, "anon_inode:[perf_event]") == 0;
+}
+
+/* A perf event's mmap page, mapped by the binding itself from a perf fd
+ * (perf_map); run() reads only these with rdpmc. */
+typedef struct {
+    PyObject_HEAD
+    void *page;          /* NULL once closed */
+    size_t length;
+    Py_ssize_t in_use;   /* run() calls reading it now (the GIL is released there) */
+} PerfPageObject;
+
+static PyTypeObject PerfPageType;
+
+static void perf_page_unmap(PerfPageObject *p)
+{
+    if (p->page)
+        munmap(p->page, p->length);
+    p->page = NULL;
+}
+
+static void perf_page_dealloc(PerfPageObject *p)
+{
+    perf_page_unmap(p);
+    Py_TYPE(p)->tp_free((PyObject *)p);
+}
+
+static PyObject *perf_page_close(PerfPageObject *p, PyObject *noargs)
+{
+    if (p->in_use)
+        return PyErr_Format(PyExc_BufferError, "the perf page is being read by a kernel call");
+    perf_page_unmap(p);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef perf_page_methods[] = {
+    {"close", (PyCFunction)perf_page_close, METH_NOARGS, "unmap the page"},
+    {NULL},
+};
+
+static PyTypeObject PerfPageType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "memfx._core.PerfPage",
+    .tp_basicsize = sizeof(PerfPageObject),
+    .tp_dealloc = (destructor)perf_page_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "a perf event's mmap page mapped by perf_map(); pass it in run()'s rdpmc_pages",
+    .tp_methods = perf_page_methods,
+};
+
+/* perf_map(fd) -> PerfPage: the event's first mmap page, read-only. */
+static PyObject *py_perf_map(PyObject *self, PyObject *args)
+{
+    int fd;
+    if (!PyArg_ParseTuple(args, "i", &fd))
+        return NULL;
+    if (!is_perf_fd(fd))
+        return PyErr_Format(PyExc_ValueError, "fd %d is not a perf_event fd", fd);
+    size_t length = (size_t)sysconf(_SC_PAGESIZE);
+    void *page = mmap(NULL, length, PROT_READ, MAP_SHARED, fd, 0);
+    if (page == MAP_FAILED)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    PerfPageObject *p = PyObject_New(PerfPageObject, &PerfPageType);
+    if (!p) {
+        munmap(page, length);
+        return NULL;
+    }
+    p->page = page;
+    p->length = length;
+    p->in_use = 0;
+    return (PyObject *)p;
+}
+
+/* rdpmc_pages: PerfPage objects (perf_map), open; each is marked in use
+ * until release_pages. */
+static int acquire_pages(PyObject *pages_obj, PerfPageObject **pages, int *n_pages)
 {
     *n_pages = 0;
     if (pages_obj == Py_None)
@@ -319,30 +436,37 @@ static int acquire_pages(PyObject *pages_obj, Py_buffer *views, int *n_pages)
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *m = PySequence_Fast_GET_ITEM(seq, i);
-        int is_mmap = PyObject_IsInstance(m, mmap_type);
-        if (is_mmap < 0)
-            goto fail;
-        if (!is_mmap) {
-            PyErr_SetString(PyExc_TypeError, "rdpmc pages must be mmap objects of perf events");
+        if (!PyObject_TypeCheck(m, &PerfPageType)) {
+            PyErr_SetString(PyExc_TypeError, "rdpmc pages must be PerfPage objects (perf_map)");
             goto fail;
         }
-        if (PyObject_GetBuffer(m, &views[*n_pages], PyBUF_SIMPLE) < 0)
-            goto fail;
-        (*n_pages)++;
-        if (!views[*n_pages - 1].readonly ||
-            views[*n_pages - 1].len < (Py_ssize_t)sizeof(struct perf_event_mmap_page)) {
-            PyErr_Format(PyExc_ValueError, "rdpmc page %zd is not a read-only perf_event page", i);
+        PerfPageObject *p = (PerfPageObject *)m;
+        if (!p->page) {
+            PyErr_Format(PyExc_ValueError, "rdpmc page %zd is closed", i);
             goto fail;
         }
+        Py_INCREF(p);
+        p->in_use++;
+        pages[(*n_pages)++] = p;
     }
     Py_DECREF(seq);
     return 0;
 fail:
     Py_DECREF(seq);
-    for (int i = 0; i < *n_pages; i++)
-        PyBuffer_Release(&views[i]);
+    for (int i = 0; i < *n_pages; i++) {
+        pages[i]->in_use--;
+        Py_DECREF(pages[i]);
+    }
     *n_pages = 0;
     return -1;
+}
+
+static void release_pages(PerfPageObject **pages, int n_pages)
+{
+    for (int i = 0; i < n_pages; i++) {
+        pages[i]->in_use--;
+        Py_DECREF(pages[i]);
+    }
 }
 
 /* run(kernel, dst, dst_off, src, src_off, size, value, count, aux, perf_fds, rdpmc_pages)
@@ -389,13 +513,14 @@ static PyObject *py_run(PyObject *self, PyObject *args)
         return NULL;
     }
     struct mfx_args a = {dst.addr, src.addr, (size_t)size, value, count, aux};
-    struct mfx_footprint fp = {0, 0, 0};
+    struct mfx_footprint fp = {0, 0, 0, 0};
     k->footprint(&a, &fp);
-    Py_buffer page_views[MFX_PERF_MAX];
+    PerfPageObject *page_views[MFX_PERF_MAX];
     int n_pages = 0;
     if (check_extent(k, &dst, dst_off, fp.dst_bytes) < 0 ||
         check_extent(k, &src, src_off, fp.src_bytes) < 0 ||
         (fp.chain_element_min && check_chain(k, &src, src_off, fp.chain_element_min) < 0) ||
+        (fp.chain_written && check_chain_intact(k, &src) < 0) ||
         acquire_pages(pages_obj, page_views, &n_pages) < 0) {
         release_region(&src);
         release_region(&dst);
@@ -406,29 +531,44 @@ static PyObject *py_run(PyObject *self, PyObject *args)
     uint64_t pmc_before[MFX_PERF_MAX], pmc_after[MFX_PERF_MAX];
     int pmc_ok = n_pages > 0;
     struct mfx_perf_sample before[2], after[2];
-    uint64_t t0, t1, result;
-    uint32_t aux_begin, aux_end;
-    int perr = 0;
+    uint64_t t0 = 0, t1 = 0, result = 0;
+    uint32_t aux_begin, aux_end = 0;
+    int perr = 0, faulted = 0, guarded = fp.chain_element_min && !fp.chain_written;
+    sigjmp_buf walk;
 
-    Py_BEGIN_ALLOW_THREADS
+    if (guarded)
+        mfx_guard_install();
+    /* a walk that writes through its chain keeps the GIL (see check_chain_intact) */
+    PyThreadState *released = fp.chain_written ? NULL : PyEval_SaveThread();
     for (int i = 0; i < n_leaders && !perr; i++)
         perr = mfx_perf_read_group(leader[i], &before[i]);
     mfx_tsc_end(&aux_begin);
     for (int i = 0; i < n_pages && pmc_ok; i++)
-        pmc_ok = mfx_perf_rdpmc(page_views[i].buf, &pmc_before[i]) == 0;
-    t0 = mfx_tsc_begin();
-    result = k->fn(&a);
-    t1 = mfx_tsc_end(&aux_end);
+        pmc_ok = mfx_perf_rdpmc(page_views[i]->page, &pmc_before[i]) == 0;
+    if (sigsetjmp(walk, 0) != 0) {
+        faulted = 1;          /* from the guard: the walk left its chain */
+    } else {
+        if (guarded)
+            mfx_guard_arm(&walk);
+        t0 = mfx_tsc_begin();
+        result = k->fn(&a);
+        t1 = mfx_tsc_end(&aux_end);
+        mfx_guard_arm(NULL);
+    }
     for (int i = 0; i < n_pages && pmc_ok; i++)
-        pmc_ok = mfx_perf_rdpmc(page_views[i].buf, &pmc_after[i]) == 0;
+        pmc_ok = mfx_perf_rdpmc(page_views[i]->page, &pmc_after[i]) == 0;
     for (int i = 0; i < n_leaders && !perr; i++)
         perr = mfx_perf_read_group(leader[i], &after[i]);
-    Py_END_ALLOW_THREADS
+    if (released)
+        PyEval_RestoreThread(released);
+    if (guarded)
+        mfx_guard_remove();
 
-    for (int i = 0; i < n_pages; i++)
-        PyBuffer_Release(&page_views[i]);
+    release_pages(page_views, n_pages);
     release_region(&src);
     release_region(&dst);
+    if (faulted)
+        return chain_left(k);
     if (perr) {
         errno = -perr;
         return PyErr_SetFromErrno(PyExc_OSError);
@@ -487,6 +627,7 @@ static PyObject *py_team_run(PyObject *self, PyObject *args)
     struct region *regions = PyMem_Calloc((size_t)n * 2, sizeof *regions);
     PyObject *out = NULL;
     Py_ssize_t held = 0;
+    int any_guarded = 0;
     if (!m || !regions) {
         PyErr_NoMemory();
         goto done;
@@ -522,7 +663,7 @@ static PyObject *py_team_run(PyObject *self, PyObject *args)
         if (acquire_region(src, "src", src_obj, src_off, 0) < 0)
             goto done;
         struct mfx_args a = {dst->addr, src->addr, (size_t)size, value, count, aux};
-        struct mfx_footprint fp = {0, 0, 0};
+        struct mfx_footprint fp = {0, 0, 0, 0};
         k->footprint(&a, &fp);
         /* the last chunk starts (chunks - 1) * size bytes further on */
         size_t reach = (chunks - 1) > SIZE_MAX / ((size_t)size ? (size_t)size : 1)
@@ -531,11 +672,23 @@ static PyObject *py_team_run(PyObject *self, PyObject *args)
             PyErr_Format(PyExc_ValueError, "member %zd: a chase cannot be split in chunks", i);
             goto done;
         }
+        if (fp.chain_written) {
+            /* other members may write its chain while it walks: run() only */
+            PyErr_Format(PyExc_ValueError, "member %zd: kernel %s writes through its chain and "
+                         "runs alone (run), not in a team", i, k->name);
+            goto done;
+        }
+        if (fp.chain_element_min && background && i > 0) {
+            PyErr_Format(PyExc_ValueError, "member %zd: a background loader cannot walk a chain", i);
+            goto done;
+        }
         if (check_extent(k, dst, dst_off, fp.dst_bytes ? mfx_sat_add(fp.dst_bytes, reach) : 0) < 0 ||
             check_extent(k, src, src_off, fp.src_bytes ? mfx_sat_add(fp.src_bytes, reach) : 0) < 0 ||
             (fp.chain_element_min && check_chain(k, src, src_off, fp.chain_element_min) < 0))
             goto done;
         m[i].chunks = chunks;
+        m[i].guarded = fp.chain_element_min != 0;
+        any_guarded |= m[i].guarded;
         m[i].kernel = k;
         m[i].args = a;
         m[i].cpu = cpu;
@@ -544,9 +697,18 @@ static PyObject *py_team_run(PyObject *self, PyObject *args)
     uint64_t release = 0;
     int rc, err = 0;
     unsigned bad = 0;
+    if (any_guarded)
+        mfx_guard_install();
     Py_BEGIN_ALLOW_THREADS
     rc = mfx_team_run(m, (unsigned)n, background, &release, &err, &bad);
     Py_END_ALLOW_THREADS
+    if (any_guarded)
+        mfx_guard_remove();
+    for (Py_ssize_t i = 0; rc == MFX_POOL_OK && i < n; i++)
+        if (m[i].faulted) {
+            chain_left(m[i].kernel);
+            goto done;
+        }
     if (rc == MFX_POOL_CPU) {
         PyErr_Format(PyExc_ValueError, "member %u: CPU %llu is out of range or given twice", bad,
                      (unsigned long long)m[bad].cpu);
@@ -591,6 +753,25 @@ int mfx_verify_copy_kernel(const struct mfx_kernel *k, size_t max_size, unsigned
                            int all_pairs, uint64_t aux, uint64_t count, const char *as_group,
                            long size_skew, char *msg, size_t msglen);
 
+/* The checkers run with the GIL released and cannot be interrupted, so what
+ * one call may do is bounded: about max_size^2 / 2 bytes per placement and
+ * pass, for every placement (offsets, misalignment pairs) and pass (count).
+ * The checks memfx makes stay 32x below the bound. */
+#define CHECK_MAX_COUNT 1024
+#define CHECK_MAX_BYTES 17179869184.0    /* 2^34 */
+
+static int check_work(Py_ssize_t max_size, double placements, unsigned long long count)
+{
+    double work = ((double)max_size + 1) * ((double)max_size + 1) / 2 * placements * (double)count;
+    if (count > CHECK_MAX_COUNT || work > CHECK_MAX_BYTES) {
+        PyErr_Format(PyExc_ValueError, "a check of max_size %zd x %.0f placements x count %llu is "
+                     "too long to run uninterruptibly (count <= %d, about 2^34 bytes in all)",
+                     max_size, placements, count, CHECK_MAX_COUNT);
+        return -1;
+    }
+    return 0;
+}
+
 /* verify_copy(index, max_size, max_misalign, all_pairs=False, aux=0, count=1,
  *             as_group=None, size_skew=0) -> None, or the first mismatch as a
  * message (kernels/copy.c). */
@@ -610,12 +791,17 @@ static PyObject *py_verify_copy(PyObject *self, PyObject *args)
     /* the checker allocates about max_size bytes per buffer: keep the sums far from overflow */
     if (max_size < 0 || max_size > (Py_ssize_t)1 << 30)
         return PyErr_Format(PyExc_ValueError, "max_size must be 0..2^30");
+    if (check_work(max_size, all_pairs ? (double)max_misalign * max_misalign : max_misalign,
+                   count) < 0)
+        return NULL;
     char msg[512];
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = mfx_verify_copy_kernel(kernels[index], (size_t)max_size, max_misalign, all_pairs, aux,
                                 count, as_group, size_skew, msg, sizeof msg);
     Py_END_ALLOW_THREADS
+    if (rc == -2)
+        return PyErr_Format(PyExc_ValueError, "%s", msg);
     if (rc)
         return PyUnicode_FromString(msg);
     Py_RETURN_NONE;
@@ -756,6 +942,8 @@ static PyObject *py_perf_rdpmc(PyObject *self, PyObject *args)
     int fd;
     if (!PyArg_ParseTuple(args, "i", &fd))
         return NULL;
+    if (!is_perf_fd(fd))
+        return PyErr_Format(PyExc_ValueError, "fd %d is not a perf_event fd", fd);
     long page = sysconf(_SC_PAGESIZE);
     void *pc = mmap(NULL, page, PROT_READ, MAP_SHARED, fd, 0);
     if (pc == MAP_FAILED)
@@ -830,12 +1018,17 @@ static PyObject *py_fill_check(PyObject *self, PyObject *args)
         expect > 255)
         return PyErr_Format(PyExc_ValueError,
                             "need max_size 0..2^30, max_offset 1..2^20, expect < 256");
+    if (check_work(max_size, (double)max_offset, count) < 0)
+        return NULL;
     long long fail[5] = {0, 0, 0, 0, 0};
     int r;
     Py_BEGIN_ALLOW_THREADS
-    r = mfx_fill_check(k->fn, value, aux, count, src_word, expect, (size_t)max_size,
+    r = mfx_fill_check(k, value, aux, count, src_word, expect, (size_t)max_size,
                        (size_t)max_offset, fail);
     Py_END_ALLOW_THREADS
+    if (r == -2)
+        return PyErr_Format(PyExc_ValueError, "kernel %s with count %llu, aux %llu reaches past "
+                            "the checker's buffer", k->name, count, aux);
     if (r < 0)
         return PyErr_NoMemory();
     if (r == 0)
@@ -858,7 +1051,7 @@ static PyObject *py_footprint(PyObject *self, PyObject *args)
     if (size < 0)
         return PyErr_Format(PyExc_ValueError, "negative size");
     struct mfx_args a = {(void *)(uintptr_t)dst_address, NULL, (size_t)size, 0, count, aux};
-    struct mfx_footprint fp = {0, 0, 0};
+    struct mfx_footprint fp = {0, 0, 0, 0};
     kernels[index]->footprint(&a, &fp);
     /* saturated extents come back as PY_SSIZE_T_MAX: larger than any buffer */
     size_t cap = (size_t)PY_SSIZE_T_MAX;
@@ -875,8 +1068,8 @@ static PyMethodDef methods[] = {
     {"run", py_run, METH_VARARGS,
      "run(index, dst, dst_off, src, src_off, size, value, count, aux, perf_fds=None, "
      "rdpmc_pages=None) -> (ticks, cpu_begin, cpu_end, result, counter_deltas[+rdpmc deltas]); "
-     "the row's footprint is checked against dst and src (ValueError); rdpmc_pages are the "
-     "perf pages' mmap objects"},
+     "the row's footprint is checked against dst and src (ValueError); rdpmc_pages are "
+     "PerfPage objects from perf_map"},
     {"team_run", py_team_run, METH_VARARGS,
      "team_run(members, background=False) -> (release_tsc, [(tsc_start, tsc_end, cpu_start, "
      "cpu_end, switches, wait_ns, calls, result), ...]): kernel rows on pinned threads started "
@@ -901,6 +1094,8 @@ static PyMethodDef methods[] = {
     {"perf_ioctl", py_perf_ioctl, METH_VARARGS, "perf_ioctl(fd, 'enable'|'disable'|'reset')"},
     {"perf_read", py_perf_read, METH_VARARGS, "perf_read(leader) -> (values..., enabled, running)"},
     {"perf_rdpmc", py_perf_rdpmc, METH_VARARGS, "perf_rdpmc(fd) -> value or None"},
+    {"perf_map", py_perf_map, METH_VARARGS,
+     "perf_map(fd) -> PerfPage: the perf event's mmap page (fd must be a perf_event fd)"},
     {"address", py_address, METH_VARARGS, "address(buffer) -> int"},
     {"touch", py_touch, METH_VARARGS, "touch(buf, offset, length, stride)"},
     {NULL, NULL, 0, NULL},
@@ -915,18 +1110,16 @@ PyMODINIT_FUNC PyInit__core(void)
         return PyErr_NoMemory();
     if (PyType_Ready(&ChainType) < 0)
         return NULL;
-    PyObject *mmap_module = PyImport_ImportModule("mmap");
-    if (!mmap_module)
-        return NULL;
-    mmap_type = PyObject_GetAttrString(mmap_module, "mmap");
-    Py_DECREF(mmap_module);
-    if (!mmap_type)
+    if (PyType_Ready(&PerfPageType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (!m)
         return NULL;
     Py_INCREF(&ChainType);
     if (PyModule_AddObject(m, "Chain", (PyObject *)&ChainType) < 0)
+        return NULL;
+    Py_INCREF(&PerfPageType);
+    if (PyModule_AddObject(m, "PerfPage", (PyObject *)&PerfPageType) < 0)
         return NULL;
     PyObject *info = Py_BuildValue("{s:s,s:s}", "compiler", "gcc " __VERSION__, "cflags", MFX_CFLAGS);
     if (!info || PyModule_AddObject(m, "build_info", info) < 0)

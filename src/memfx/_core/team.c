@@ -253,9 +253,19 @@ static void team_member(void *ctx, unsigned i)
             sw0 = mfx_thread_switches();
             wait0 = run_queue_wait_ns();
         }
-        t0 = mfx_tsc_end(&cpu0);
-        result = m->kernel->fn(&m->args);
-        t1 = mfx_tsc_end(&cpu1);
+        sigjmp_buf walk;
+        if (sigsetjmp(walk, 0) != 0) {
+            m->faulted = 1;      /* from the guard (guard.c): the walk left its chain */
+            t0 = t1 = result = 0;
+            cpu0 = cpu1 = 0;
+        } else {
+            if (m->guarded)
+                mfx_guard_arm(&walk);
+            t0 = mfx_tsc_end(&cpu0);
+            result = m->kernel->fn(&m->args);
+            t1 = mfx_tsc_end(&cpu1);
+            mfx_guard_arm(NULL);
+        }
         calls = 1;
         if (c->background)
             __atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
@@ -297,6 +307,7 @@ int mfx_team_run(struct mfx_team_member *members, unsigned n, int background, ui
     for (unsigned i = 0; i < n; i++) {
         cpus[i] = members[i].cpu;
         members[i].ran = 0;
+        members[i].faulted = 0;
     }
     struct team_call call;
     memset(&call, 0, sizeof call);

@@ -33,6 +33,7 @@ struct mfx_team_member {
                               * dst and src advanced by (k mod chunks) * size bytes (0 or 1:
                               * always the same bytes); short calls let a loader stream a
                               * large buffer and still stop soon after member 0 */
+    int guarded;             /* the kernel walks a chain: run it under the fault guard */
     /* out */
     uint64_t tsc_start, tsc_end;    /* after the barrier (and delay); after the last call */
     uint32_t cpu_start, cpu_end;
@@ -41,6 +42,7 @@ struct mfx_team_member {
     uint64_t calls;                 /* calls made (background loaders: >= 1) */
     uint64_t result;                /* what the last call returned */
     int ran;
+    int faulted;                    /* guarded, and the walk faulted (left its chain) */
 };
 
 /* One team call (see team.c); *release = TSC at the barrier's release. */

@@ -2,6 +2,7 @@
  * so the time per step is the load-to-use latency of wherever the chain
  * lives (Drepper, "What every programmer should know about memory", 3.3.2). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "../core.h"
 
@@ -51,12 +52,76 @@ static void chase_inc_footprint(const struct mfx_args *a, struct mfx_footprint *
     (void)a;
     f->src_bytes = 16;
     f->chain_element_min = 16;
+    f->chain_written = 1;
 }
 
-/* Two passes over the elements' first words: clear them, then link in
- * `order`, refusing an index out of range or seen before (its word is no
- * longer zero: a linked word holds a non-null address; the latest element's
- * word is written one step later, so it is compared directly).  n indices, each
+/* A chain may start at any offset the caller chose: memcpy, not a
+ * (possibly misaligned) pointer store. */
+static void store_pointer(char *at, const char *p)
+{
+    memcpy(at, &p, sizeof p);
+}
+
+static int64_t order_at(const void *order, int itemsize, int is_signed, size_t i)
+{
+    if (itemsize == 4)
+        return is_signed ? (int64_t)((const int32_t *)order)[i]
+                         : (int64_t)((const uint32_t *)order)[i];
+    return ((const int64_t *)order)[i];
+}
+
+/* Every index below n and none twice (a bitmap of the elements seen), so
+ * that a refused order leaves the region as it was: a chain already linked
+ * there stays whole. */
+static int check_order(size_t n, const void *order, int itemsize, int is_signed, char *msg,
+                       size_t msglen)
+{
+    unsigned char *seen = calloc(n / 8 + 1, 1);
+    if (!seen) {
+        snprintf(msg, msglen, "no memory to check a chain order of %zu elements", n);
+        return -1;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        int64_t v = order_at(order, itemsize, is_signed, i);
+        uint64_t e = (uint64_t)v;
+        if (e >= n) {
+            if (is_signed || itemsize == 4)
+                snprintf(msg, msglen, "chain order[%zu] = %lld is not an element index below %zu", i,
+                         (long long)v, n);
+            else
+                snprintf(msg, msglen, "chain order[%zu] = %llu is not an element index below %zu", i,
+                         (unsigned long long)e, n);
+            rc = -1;
+        } else if (seen[e / 8] & (1u << (e % 8))) {
+            snprintf(msg, msglen, "chain order[%zu] = %llu repeats an element", i,
+                     (unsigned long long)e);
+            rc = -1;
+        } else {
+            seen[e / 8] |= (unsigned char)(1u << (e % 8));
+        }
+    }
+    free(seen);
+    return rc;
+}
+
+/* Whether every element's first word holds the address of an element of
+ * the same chain (n elements of `element` bytes from base): what a walk
+ * that also writes through the chain needs before it starts. */
+int mfx_chain_intact(const char *base, size_t n, size_t element)
+{
+    uintptr_t lo = (uintptr_t)base, span = (uintptr_t)(n * element);
+    for (size_t e = 0; e < n; e++) {
+        uintptr_t p;
+        memcpy(&p, base + e * element, sizeof p);
+        if (p - lo >= span || (p - lo) % element)
+            return 0;
+    }
+    return 1;
+}
+
+/* The order is checked whole first (check_order); then one pass over the
+ * elements' first words in `order`, each written once: n indices, each
  * below n and none twice, make one cycle through every element. */
 int mfx_link_chain(char *base, size_t n, size_t element, const void *order, int order_itemsize,
                    int order_signed, char *msg, size_t msglen)
@@ -65,38 +130,19 @@ int mfx_link_chain(char *base, size_t n, size_t element, const void *order, int 
         snprintf(msg, msglen, "a chain needs at least one element of a multiple of 8 bytes");
         return -1;
     }
-    for (size_t e = 0; e < n; e++)
-        *(void **)(base + e * element) = NULL;
+    if (order && check_order(n, order, order_itemsize, order_signed, msg, msglen) < 0)
+        return -1;          /* refused before a byte of the region is written */
     uint64_t first = 0, prev = 0;
     for (size_t i = 0; i < n; i++) {
-        int64_t signed_e = (int64_t)i;
-        if (order && order_itemsize == 4)
-            signed_e = order_signed ? (int64_t)((const int32_t *)order)[i]
-                                    : (int64_t)((const uint32_t *)order)[i];
-        else if (order)
-            signed_e = ((const int64_t *)order)[i];
-        uint64_t e = (uint64_t)signed_e;
-        if (e >= n) {
-            if (order_signed || order_itemsize == 4)
-                snprintf(msg, msglen, "chain order[%zu] = %lld is not an element index below %zu", i,
-                         (long long)signed_e, n);
-            else
-                snprintf(msg, msglen, "chain order[%zu] = %llu is not an element index below %zu", i,
-                         (unsigned long long)e, n);
-            return -1;
-        }
-        if (*(void **)(base + e * element) != NULL || (i > 0 && e == prev)) {
-            snprintf(msg, msglen, "chain order[%zu] = %llu repeats an element", i,
-                     (unsigned long long)e);
-            return -1;
-        }
+        /* the order was checked whole (check_order): each e is below n, once */
+        uint64_t e = order ? (uint64_t)order_at(order, order_itemsize, order_signed, i) : i;
         if (i == 0)
             first = e;
         else
-            *(void **)(base + prev * element) = base + e * element;
+            store_pointer(base + prev * element, base + e * element);
         prev = e;
     }
-    *(void **)(base + prev * element) = base + first * element;
+    store_pointer(base + prev * element, base + first * element);
     return 0;
 }
 

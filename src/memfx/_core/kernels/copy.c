@@ -915,8 +915,9 @@ static uint64_t xorshift(uint64_t *x)
  * unchanged.  The kernel runs `count` times with the given aux (timing
  * mode), exactly as timed.  as_group (NULL = the row's group) and
  * size_skew (bytes added to the size the kernel is told) exist so that
- * tests can show the checks fail on a wrong kernel.  Returns 0, or -1 with
- * a message in msg. */
+ * tests can show the checks fail on a wrong kernel.  Returns 0, -1 with
+ * a message in msg, or -2 (and a message) when the row's footprint for a
+ * call does not fit the checker's buffers (mfx_fits): nothing is called. */
 int mfx_verify_copy_kernel(const struct mfx_kernel *k, size_t max_size, unsigned max_misalign,
                            int all_pairs, uint64_t aux, uint64_t count, const char *as_group,
                            long size_skew, char *msg, size_t msglen)
@@ -974,6 +975,14 @@ int mfx_verify_copy_kernel(const struct mfx_kernel *k, size_t max_size, unsigned
                  * wrong size so that the checks must fail */
                 size_t told = (size_skew < 0 && n == 0) ? 0 : (size_t)((long)n + size_skew);
                 struct mfx_args args = {d, s, told, 0x1234567890ABCD00ull | value, count, aux};
+                size_t room = (span + 63) / 64 * 64;
+                if (!mfx_fits(k, &args, room - (size_t)(d - dst), room - (size_t)(s - src))) {
+                    snprintf(msg, msglen, "kernel %s with size %zu, count %llu, aux %llu reaches "
+                             "past the checker's buffers", k->name, told,
+                             (unsigned long long)count, (unsigned long long)aux);
+                    rc = -2;
+                    goto out;
+                }
                 k->fn(&args);
                 /* reference */
                 if (kind == COPY)

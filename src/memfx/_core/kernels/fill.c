@@ -386,14 +386,15 @@ __attribute__((target("avx512f"))) static uint64_t fill_avx512(const struct mfx_
 
 /* ---- byte-exact checker ------------------------------------------------- */
 
-/* Run `fn` once (with `count` passes) for every size 0..max_size and dst
+/* Run kernel k once (with `count` passes) for every size 0..max_size and dst
  * offset 0..max_offset-1 from a 64-byte-aligned base, with 64 guard bytes on
  * both sides; after each call the region must hold `expect` everywhere and
  * the guards must be unchanged.  Returns 0, or 1 with fail[] = {size,
  * offset, index relative to dst (negative = head guard), expected, got};
- * -1 when out of memory.  `src_word` is what a kernel reading its value
- * from src sees. */
-int mfx_fill_check(mfx_kernel_fn fn, uint64_t value, uint64_t aux, uint64_t count,
+ * -1 when out of memory; -2 when the row's footprint for a call does not fit
+ * the checker's buffer (mfx_fits: nothing is called then).  `src_word` is
+ * what a kernel reading its value from src sees. */
+int mfx_fill_check(const struct mfx_kernel *k, uint64_t value, uint64_t aux, uint64_t count,
                    uint64_t src_word, unsigned expect, size_t max_size, size_t max_offset,
                    long long fail[5])
 {
@@ -420,7 +421,11 @@ int mfx_fill_check(mfx_kernel_fn fn, uint64_t value, uint64_t aux, uint64_t coun
             memset(buf, guard, used);
             unsigned char *dst = buf + G + off;
             struct mfx_args a = {dst, (const void *)&word, n, value, count, aux};
-            fn(&a);
+            if (!mfx_fits(k, &a, alloc - (G + off), sizeof word)) {
+                bad = -2;
+                break;
+            }
+            k->fn(&a);
             const unsigned char *where = NULL;
             if (memcmp(buf, ref_guard, G + off))
                 where = buf;
