@@ -221,9 +221,9 @@ def test_a_survey_in_which_every_experiment_failed_is_failed_and_markup_prints_a
         tmp_path, monkeypatch, capsys):
     from memfx import cli
 
-    def fail(name, *a, **k):
-        raise MemfxError(f"{name}: [/] disk full [bold")
-    monkeypatch.setattr("memfx.runner.run_experiment", fail)
+    def fail(self, *a, **k):
+        raise MemfxError(f"{self.name}: [/] disk full [bold")
+    monkeypatch.setattr("memfx.runner.Measurement.measure_replica", fail)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "[").mkdir()
     db = str(tmp_path / "f.db")
