@@ -32,6 +32,7 @@ running.  It uses the memfx installed in this Python (`pip install .`).
 
     python benchmarks/stability.py aa --runs 5
     python benchmarks/stability.py aa --runs 5 --only latency,copy,misaligned
+    python benchmarks/stability.py aa --db aa.db --surveys s-1,s-2,s-3   # analyse again
     python benchmarks/stability.py ab --change glibc --runs 3 --only copy
     python benchmarks/stability.py ab --change hog --runs 3 --only latency,bandwidth
 """
@@ -128,8 +129,11 @@ def aa_table(db, ids):
 
 def cmd_aa(args):
     db = args.db or str(Path(tempfile.mkdtemp(prefix="memfx-aa-")) / "aa.db")
-    print(f"A/A: {args.runs} quick surveys into {db}", file=sys.stderr)
-    ids = [survey(db, args.only, label=f"({i + 1}/{args.runs})") for i in range(args.runs)]
+    if args.surveys:      # analyse surveys already measured (stored samples are re-analysed)
+        ids = args.surveys.split(",")
+    else:
+        print(f"A/A: {args.runs} quick surveys into {db}", file=sys.stderr)
+        ids = [survey(db, args.only, label=f"({i + 1}/{args.runs})") for i in range(args.runs)]
     rows, coverage, tries = aa_table(db, ids)
     pairs = []
     for a, b in itertools.combinations(ids, 2):
@@ -213,6 +217,10 @@ def main(argv=None):
                        help="experiments of each survey, comma-separated (default: every one)")
         p.add_argument("--db", default=None, help="database (default: a new temporary one)")
         p.add_argument("--json", default=None, help="write every figure to this file")
+        if name == "aa":
+            p.add_argument("--surveys", default=None,
+                           help="analyse these surveys of --db (comma-separated ids) instead of "
+                                "measuring new ones")
         if name == "ab":
             p.add_argument("--change", choices=("glibc", "hog"), required=True)
     args = ap.parse_args(argv)

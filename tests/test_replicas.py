@@ -270,3 +270,13 @@ def test_a_share_that_can_be_zero_gets_no_negative_ci():
     assert c["ci_low"] == 0.0 and c["ci_high"] > 0.003
     c = stats.combine_replicas([-1.0, 1.0])           # a signed quantity keeps its sign
     assert c["ci_low"] < 0
+
+
+def test_a_share_question_combines_on_the_linear_scale():
+    q = Question("toy.share", "Does it trap?", "ratio", "001", "share", band=(0.0, 0.05),
+                 scale="linear")
+    reps = [_answer(q, NOT_DETECTED, 0.005, 0.004, 0.006),
+            _answer(q, NOT_DETECTED, 1e-5, 0.0, 2e-5)]
+    out = combine_replicas(q, reps[0], reps)
+    assert out["ci_high"] < 0.05 and out["ci_low"] == 0.0      # on the log scale: 1e10
+    assert out["verdict"] == NOT_DETECTED

@@ -70,6 +70,9 @@ class Question:
     # detected when the CI lies wholly outside the band, not detected when
     # wholly inside, inconclusive otherwise.  None: not an effect question.
     band: Any = None
+    # The scale on which replicas are combined: "log" (times, bandwidths,
+    # ratios: multiplicative) or "linear" (a share that can be zero).
+    scale: str = "log"
 
     def __post_init__(self):
         if not _ID.match(self.id):
@@ -307,7 +310,8 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
         c = stats.combine_replicas([a["value"] for a in valued],
                                    [a.get("ci_low") for a in valued],
                                    [a.get("ci_high") for a in valued],
-                                   confidence=threshold("ci_level"), seed=seed)
+                                   confidence=threshold("ci_level"), seed=seed,
+                                   log=None if q.scale == "log" else False)
         if c["ci_low"] is not None:
             lo, hi = min(c["ci_low"], value), max(c["ci_high"], value)
         out["ci_scope"] = f"{len(valued)} replicas"

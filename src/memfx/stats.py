@@ -238,7 +238,8 @@ def hierarchical_ci(groups, confidence: float = 0.95, n_boot: int = 1000,
 
 
 def combine_replicas(values, ci_lows=None, ci_highs=None, confidence: float = 0.95,
-                     n_boot: int = 2000, seed: int = 0) -> Dict[str, float]:
+                     n_boot: int = 2000, seed: int = 0,
+                     log: Optional[bool] = None) -> Dict[str, float]:
     """A replica-level estimate and CI from each replica's own estimate and
     CI (a derived figure -- a ratio, a knee, a plateau's median -- that
     cannot be recomputed from pooled samples).
@@ -255,6 +256,10 @@ def combine_replicas(values, ci_lows=None, ci_highs=None, confidence: float = 0.
     runs, and the next run's value in 56 % / 69 %; the t interval covers
     them in 95 % and 93 % / 91 % (normal replicas; see tests/test_replicas.py).
 
+    ``log``: None = the log scale when every value is positive; False for a
+    share that may be zero in one replica and not in another (its log spread
+    would be unbounded).
+
     Returns ``{"value", "ci_low", "ci_high", "n"}``; fewer than two usable
     replicas -> ci_low/ci_high None."""
     _check_boot_args(confidence, n_boot)
@@ -265,7 +270,8 @@ def combine_replicas(values, ci_lows=None, ci_highs=None, confidence: float = 0.
     v, lo, hi = v[keep], lo[keep], hi[keep]
     if v.size == 0:
         return {"value": None, "ci_low": None, "ci_high": None, "n": 0}
-    log = bool((v > 0).all() and (np.isnan(lo) | (lo > 0)).all())
+    positive = bool((v > 0).all() and (np.isnan(lo) | (lo > 0)).all())
+    log = positive if log is None else (log and positive)
     z = _z_of(confidence)
     if log:
         centre_v = np.log(v)

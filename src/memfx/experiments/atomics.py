@@ -92,7 +92,7 @@ class Atomics(Experiment):
         Question("atomics.lost_updates", "Does a plain (not locked) increment lose updates when "
                  "threads share a variable?", "ratio", "004",
                  "share of the increments lost (1 - final / made), median over samples, at the "
-                 "most threads measured; detected when above 0"),
+                 "most threads measured; detected when above 0", scale="linear"),
     )
     plots = (
         PlotSpec("ops", "ns per operation per thread, by thread count", kind="bars", x="arm",

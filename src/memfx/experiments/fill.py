@@ -548,7 +548,7 @@ class Fill(Experiment):
         Question("fill.l2_evictions", "Which share of L2 evictions is silent when filling zeros "
                  "beyond L2 (L2_LINES_OUT.SILENT / NON_SILENT)?", "ratio", SEED,
                  "median over zero-arm samples beyond L2 of silent / (silent + non-silent) "
-                 "evictions; needs a PMU and known encodings for the CPU model"),
+                 "evictions; needs a PMU and known encodings for the CPU model", scale="linear"),
     )
     plots = (
         PlotSpec("avx2", "AVX2 fill bandwidth by stored value", select={"kernel": "avx2"},

@@ -279,7 +279,8 @@ class Prefetch(Experiment):
         Question("prefetch.traps", "Does a prefetch of an invalid address ever trap into the "
                  "kernel (system time, page faults)?", "ratio", "001",
                  f"system-time share of the prefetch loops' CPU time (getrusage) over all "
-                 f"invalid targets; detected above {TRAP_SYSTEM_SHARE:.0%}", headline=True, band=(0.0, TRAP_SYSTEM_SHARE)),
+                 f"invalid targets; detected above {TRAP_SYSTEM_SHARE:.0%}", headline=True,
+                 band=(0.0, TRAP_SYSTEM_SHARE), scale="linear"),
         Question("prefetch.seed_loop", "Does the seed's unguarded prefetch of next->next (NULL "
                  "at the list's end) cost more than guarding it with a branch?", "ratio", "001",
                  "ratio of medians unguarded / guarded on the shortest list measured (the most "
