@@ -99,6 +99,21 @@ def test_an_import_does_not_join_a_survey_it_was_not_exported_with(tmp_path):
     store.close()
 
 
+def test_a_run_naming_a_survey_it_does_not_carry_joins_no_survey(tmp_path):
+    db = str(tmp_path / "s.db")
+    store = Store(db)
+    survey_id = store.begin_survey("quick", ["survey"])
+    store.finish_survey(survey_id, "complete")
+    store.close()
+    doc = raw_doc()
+    doc["run"]["survey_id"] = survey_id
+    doc.pop("survey", None)
+    src = tmp_path / "join.json"
+    src.write_text(json.dumps(doc))
+    one_line_exit_2(run_cli("import", str(src), db=db), "not in the document")
+    assert Store(db).runs(survey_id=survey_id) == []
+
+
 # ---- 5. one classifier, no secret in any message ----------------------------------
 
 @pytest.mark.parametrize("target", [
@@ -108,6 +123,7 @@ def test_an_import_does_not_join_a_survey_it_was_not_exported_with(tmp_path):
     f"mysql://memfx:{SECRET}@db.example/memfx",
     f"postgresql://memfx:{SECRET}@db.example:notaport/memfx",
     f"http://db.example/memfx?password={SECRET}",
+    f"host=/tmp dbname=memfx password={SECRET}",          # libpq's keyword/value form
 ])
 def test_url_like_targets_are_refused_with_the_password_masked(tmp_path, target):
     with pytest.raises(StoreError) as e:

@@ -92,7 +92,16 @@ def classify_target(target: str, what: str) -> str:
     if looks_like_url(target):
         raise StoreError(f"{what}: {mask_secrets(target)} looks like a URL but is not a "
                          f"postgresql:// or postgres:// one")
+    if _CONNINFO.match(target):
+        raise StoreError(f"{what}: {mask_secrets(target)} looks like a libpq connection string; "
+                         f"give a postgresql:// URL (or a file path without '=')")
     return "path"
+
+
+# libpq's keyword/value form ("host=/run/pg dbname=memfx password=..."): a
+# path that begins with one of its keywords and '=' is almost surely one
+_CONNINFO = re.compile(r"^\s*(host|hostaddr|port|dbname|user|password|passfile|service|"
+                       r"sslmode|options|application_name|connect_timeout)\s*=", re.I)
 
 
 def redact(url: str) -> str:

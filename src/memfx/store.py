@@ -676,6 +676,12 @@ class Store:
         # survey measured here, or merge two surveys under one id.
         survey = doc.get("survey")
         if not survey:
+            named = doc["run"].get("survey_id")
+            # a run naming a survey without carrying it joins no survey here
+            if named and _exists(conn, "surveys", named):
+                raise StoreError(f"run {doc['run']['id']} names survey {named}, which is in "
+                                 f"{self.path} but not in the document: import the survey's "
+                                 f"own export")
             return
         row = conn.execute("SELECT * FROM surveys WHERE id = ?", (survey["id"],)).fetchone()
         if row is None:
