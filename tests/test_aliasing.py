@@ -103,14 +103,15 @@ def test_find_bands_on_synthetic_ratios():
     assert find_bands(small) == ([], [])
 
 
-def synthetic(penalised, factor=2.0, arms=("avx512", "rep_movsb"), size=256):
-    """Points for each arm and its control; arm avx512 is `factor` slower at
-    the offsets in `penalised`, rep_movsb never."""
+def synthetic(penalised, factor=2.0, arms=("avx512", "rep_movsb"), size=256, slow_arm="rep_movsb"):
+    """Points for each arm and its control; `slow_arm` (rep_movsb: the
+    declared combination's kernel) is `factor` slower at the offsets in
+    `penalised`, the other arms never."""
     rng = np.random.default_rng(0)
     points = []
     for arm in arms:
         for o in offsets(64, 1, 512):
-            for a, slow in ((arm, arm == "avx512" and o in penalised), (control_arm(arm), False)):
+            for a, slow in ((arm, arm == slow_arm and o in penalised), (control_arm(arm), False)):
                 vals = 20.0 * (factor if slow else 1.0) * (1 + 0.01 * rng.standard_normal(5))
                 points.append({"arm": a, "params": {"size_bytes": size, "offset": o,
                                                     "mode": "throughput"},
@@ -136,10 +137,15 @@ def test_analyze_reports_the_band_per_kernel_in_one_answer():
     assert "-32..-1" in a.because and "1 of the 2" in a.because
     rows = {d["kernel"]: d for d in a.details}
     assert set(rows) == {"avx512", "rep_movsb"}           # no control arm is a kernel row
-    assert [b["signed"] for b in rows["avx512"]["bands"]] == [[-32, -1]]
-    assert rows["avx512"]["verdict"] == "detected"
-    assert rows["rep_movsb"]["verdict"] == "not_detected" and rows["rep_movsb"]["bands"] == []
-    assert a.evidence and all(k.startswith("avx512") for k in a.evidence)
+    assert [b["signed"] for b in rows["rep_movsb"]["bands"]] == [[-32, -1]]
+    assert rows["rep_movsb"]["verdict"] == "detected"
+    assert rows["avx512"]["verdict"] == "not_detected" and rows["avx512"]["bands"] == []
+    assert a.evidence and all(k.startswith("rep_movsb") for k in a.evidence)
+    # a band in another kernel only: the declared combination (rep movsb,
+    # 256 B) answers, and the other band is named beside it
+    other = answers_of(synthetic(set(range(4064, 4096)), slow_arm="avx512"))["aliasing.penalty_4k"]
+    assert other.verdict == "not_detected" and other.value < 1.1
+    assert "a band in 1 of the 2" in other.because
 
 
 def test_no_band_and_lone_offsets():
@@ -147,7 +153,7 @@ def test_no_band_and_lone_offsets():
     assert flat.verdict == "not_detected" and flat.value < 1.1 and flat.value is not None
     lone = answers_of(synthetic({12}, factor=5.0))["aliasing.penalty_4k"]
     assert lone.verdict == "inconclusive" and "+12" in lone.because and 4.5 < lone.value < 5.5
-    row = next(d for d in lone.details if d["kernel"] == "avx512")
+    row = next(d for d in lone.details if d["kernel"] == "rep_movsb")
     assert row["isolated_offsets"] == {"12": pytest.approx(lone.value)}
 
 
@@ -157,8 +163,10 @@ def test_bands_in_several_combinations_are_details_of_one_answer():
     data = RunData("aliasing", {}, {}, a.points + b.points)
     ans = answers_of(data)["aliasing.penalty_4k"]
     assert len(ans.details) == 4 and "2 of the 4" in ans.because
-    assert 2.9 < ans.value < 3.1               # the largest band slowdown: 2 KiB, x3
-    assert "2KB" in ans.because and "mostly at +1..+31" in ans.because
+    # the declared combination (256 B), not the largest band (2 KiB, x3):
+    # a maximum over cells is another cell from run to run (issue 22)
+    assert 1.9 < ans.value < 2.1
+    assert "256B" in ans.because and "mostly at +1..+31" in ans.because
     assert sorted(b["signed"] for d in ans.details for b in d["bands"]) == [[1, 31], [1, 63]]
 
 

@@ -116,6 +116,13 @@ def test_a_run_naming_a_survey_it_does_not_carry_joins_no_survey(tmp_path):
 
 # ---- 5. one classifier, no secret in any message ----------------------------------
 
+def test_a_driver_message_quoting_the_password_is_masked():
+    from memfx.pgstore import _without_secret
+    url = f"postgresql://memfx:{SECRET}%zz@127.0.0.1:1/memfx"
+    msg = f'invalid percent-encoded token: "{SECRET}%zz"'
+    assert SECRET not in _without_secret(msg, url) and "***" in _without_secret(msg, url)
+
+
 @pytest.mark.parametrize("target", [
     f"postgresq://memfx:{SECRET}@db.example/memfx",
     f"postgresql:/memfx:{SECRET}@/memfx?host=/tmp",

@@ -134,6 +134,19 @@ def _translate_schema(sqlite_schema: str) -> str:
     return sql
 
 
+def _without_secret(text: str, url: str) -> str:
+    """`text` (a driver's message) with the URL's password, as written in
+    the URL or decoded, replaced by ***: libpq quotes the token it could not
+    parse ("invalid percent-encoded token: ...")."""
+    try:
+        raw = urllib.parse.urlsplit(url).netloc.rpartition("@")[0].partition(":")[2]
+    except ValueError:
+        raw = ""
+    for secret in {raw, urllib.parse.unquote(raw)} - {""}:
+        text = text.replace(secret, "***")
+    return mask_secrets(text)
+
+
 def _first_line(error: Exception) -> str:
     text = str(error).strip() or type(error).__name__
     return text.splitlines()[0]
@@ -227,7 +240,8 @@ class PostgresStore(Store):
         try:
             raw = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
         except (psycopg.Error, ValueError) as e:
-            raise StoreError(f"cannot connect to {self.path}: {_first_line(e)}") from None
+            raise StoreError(f"cannot connect to {self.path}: "
+                             f"{_without_secret(_first_line(e), url)}") from None
         self._conn = _Connection(raw)
         try:
             # As SQLite's busy timeout: a writer waits this long for the lock,
