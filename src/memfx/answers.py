@@ -45,7 +45,7 @@ DISCRETE_UNITS = frozenset({"ranges", "levels", "ways", "sets", "entries"})
 __all__ = ["Question", "Answer", "NOT_MEASURED", "ANSWER_VERDICTS", "LOWER", "HIGHER",
            "NEITHER", "point_key", "evidence_keys", "not_measured", "measured",
            "effect", "pooled_values", "complete_answers", "EFFECT_BAND", "DISCRETE_UNITS",
-           "band_verdict", "combine_replicas"]
+           "band_verdict", "combine_replicas", "SEEDS", "explain_inconclusive"]
 
 
 @dataclass(frozen=True)
@@ -340,3 +340,49 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
     if notes:
         out["because"] = (str(out.get("because") or "").rstrip(". ") + "; " + "; ".join(notes)).lstrip("; ")
     return out
+
+
+# --------------------------------------------------------------------------
+# the seed stories: what a person reading memfx's answers came to ask
+
+# Each seed story (shared/seeds) as (short title, the question it asks); the
+# terminal and the report group the headline answers under these.
+SEEDS = {
+    "000": ("hardware store elimination", "are zeros stored faster than other values?"),
+    "001": ("strong prefetch", "does prefetching NULL or a bad address cost, or trap?"),
+    "002": ("rep movs/stos", "when does rep movsb win, and what does 4K aliasing cost?"),
+    "003": ("a tale of two copies", "why is a 28-byte entry slower than a 32-byte one?"),
+    "004": ("Drepper's memory paper", "what do this machine's caches, TLBs and RAM cost?"),
+}
+
+# Words that show a sentence already says why an answer is inconclusive.
+_REASONED = ("inconclusive", "not conclusive", "disagree", "within the noise", "across",
+             "too few", "no ci", "noisy", "straddl", "cannot tell")
+
+
+def explain_inconclusive(answer: Dict[str, Any]) -> Dict[str, Any]:
+    """``answer`` (a dict) with the reason appended to ``because`` when it is
+    inconclusive and its sentence does not yet say why: the CI reaching
+    across the no-effect band, or no CI at all."""
+    if answer.get("verdict") != INCONCLUSIVE:
+        return answer
+    because = str(answer.get("because") or "").rstrip(" .")
+    if any(w in because.lower() for w in _REASONED):
+        return answer
+    lo, hi = answer.get("ci_low"), answer.get("ci_high")
+    band = answer.get("band")
+    if not band:
+        e = threshold("effect_min")
+        band = (1 - e, 1 + e)
+    if lo is None or hi is None:
+        why = ("inconclusive: there is no CI to decide it (too few samples, or a value "
+               "from one replica)")
+    elif lo > band[1] or hi < band[0] or (lo >= band[0] and hi <= band[1]):
+        where = "inside" if lo >= band[0] and hi <= band[1] else "beyond"
+        why = (f"inconclusive although its CI {_fmt(lo)}-{_fmt(hi)} lies {where} the no-effect "
+               f"band {_fmt(band[0])}-{_fmt(band[1])}: too few samples on a side, or the "
+               f"rule ({answer.get('decides') or 'its declared comparison'}) did not hold")
+    else:
+        why = (f"inconclusive: its CI {_fmt(lo)}-{_fmt(hi)} reaches across the edge of the "
+               f"no-effect band {_fmt(band[0])}-{_fmt(band[1])}")
+    return dict(answer, because=(because + "; " + why) if because else why[0].upper() + why[1:])

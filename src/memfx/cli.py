@@ -10,6 +10,7 @@ import re
 import stat
 import sys
 
+from .cli_show import cmd_compare, cmd_export, cmd_runs, cmd_show, emit_document  # noqa: F401
 from .errors import MemfxError
 
 EXIT_USAGE = 2
@@ -25,10 +26,9 @@ class _Parser(argparse.ArgumentParser):
 
 def _console():
     from rich.console import Console
-    con = Console()
-    if not con.is_terminal:      # piped or redirected: don't squeeze tables into 80 columns
-        con = Console(width=140)
-    return con
+
+    from .screen import term_width
+    return Console(width=term_width())     # COLUMNS, the tty's width, or 100 when piped
 
 
 def _db_path(args) -> str:
@@ -256,157 +256,7 @@ def cmd_run(args):
                          f"marked interrupted\n")
         return EXIT_INTERRUPTED
     doc = document(store.run(run_id), store.samples(run_id))
-    return _emit_document(doc, args)
-
-
-def _emit_document(doc, args):
-    if args.json:
-        print(json.dumps(doc, indent=2, default=str))
-        return 0
-    from .render import print_document
-    con = _console()
-    print_document(doc, con, details=getattr(args, "details", False))
-    from .render import text
-    con.print(text(f"run {doc['run_id']} stored; plot it with: memfx plot {doc['run_id']}", "dim"))
-    return 0
-
-
-def cmd_runs(args):
-    wanted = _labels(args.label)
-    store = _open_store(args, must_exist=True)
-    runs = store.runs(experiment=args.experiment, labels=wanted)
-    if args.json:
-        print(json.dumps(runs, indent=2, default=str))
-        return 0
-    from .render import add_row, safe_table
-    t = safe_table("id", "started", "experiment", "preset", "status", "samples", "seconds",
-                   "labels", "machine", title=f"Runs in {store.path}")
-    machines = {}
-    for r in runs:
-        if r.get("machine_id") not in machines:
-            cpu = (store.run(r["id"]).get("machine") or {}).get("cpu") or {}
-            machines[r.get("machine_id")] = f"#{r.get('machine_id')} {cpu.get('model_name', '?')}"
-        duration = r.get("duration_s")
-        add_row(t, r["id"], r["started"], r["experiment"], r.get("preset") or "", r["status"],
-                str(r["n_samples"]), f"{duration:.1f}" if isinstance(duration, (int, float)) else "-",
-                " ".join(f"{k}={v}" for k, v in sorted(r["labels"].items())),
-                machines[r.get("machine_id")])
-    _console().print(t)
-    return 0
-
-
-def cmd_show(args):
-    from .documents import side
-    store = _open_store(args, must_exist=True)
-    _, _, doc = side(store, args.run)
-    if doc.get("kind") == "survey":
-        return _emit_survey_document(doc, args)
-    if isinstance(doc.get("tune"), dict):           # a `memfx tune` record: its own document
-        return _emit_tune_document(doc["tune"], args)
-    return _emit_document(doc, args)
-
-
-def _emit_tune_document(doc, args):
-    if args.json:
-        print(json.dumps(doc, indent=2, default=str))
-        return 0
-    from .render import text
-    from .tune import render
-    con = _console()
-    render(doc, con)
-    con.print(text(f"run {doc['run_id']} stored; see it again with: memfx show {doc['run_id']}",
-                   "dim"))
-    return 0
-
-
-def _emit_survey_document(doc, args):
-    if args.json:
-        print(json.dumps(doc, indent=2, default=str))
-        return 0
-    from .render import answers_table, print_document
-    con = _console()
-    con.print(answers_table(doc["answers"], title=f"survey {doc['survey_id']} "
-                                                  f"({doc['status']}): answers"))
-    if getattr(args, "details", False):
-        for d in doc["documents"]:
-            print_document(d, con, details=True)
-    return 0
-
-
-def cmd_compare(args):
-    from .compare import compare, markdown, parse_threshold
-    from .documents import side
-    try:
-        limit = parse_threshold(args.threshold)
-    except ValueError as e:
-        raise MemfxError(str(e)) from None
-    store = _open_store(args, must_exist=True)
-    if getattr(args, "group_by", None) == "cpu-model":    # A and B name CPU models of the fleet
-        from .fleet import group_answers
-        a_label, a_answers = group_answers(store, args.a)
-        b_label, b_answers = group_answers(store, args.b)
-    else:
-        a_label, a_answers, a_doc = side(store, args.a)
-        b_label, b_answers, b_doc = side(store, args.b)
-        history, n_history = _compare_history(store, a_doc, b_doc)
-    if getattr(args, "group_by", None) == "cpu-model":
-        history, n_history = None, 0
-    doc = compare(a_answers, b_answers, limit, a_label, b_label, history=history,
-                  n_history=n_history)
-    if args.json:
-        print(json.dumps(doc, indent=2, default=str))
-    elif args.format == "markdown":
-        print(markdown(doc))
-    else:
-        from .render import compare_table
-        con = _console()
-        con.print(compare_table(doc))
-        c = doc["counts"]
-        con.print(", ".join(f"{n} {k}" for k, n in sorted(c.items())))
-    if doc["noisy"]:
-        sys.stderr.write(f"memfx: within the noise of a noisy run (not counted as regressed): "
-                         f"{', '.join(doc['noisy'])}\n")
-    if doc["regressed"]:
-        sys.stderr.write(f"memfx: regressed beyond {limit:.0%}: {', '.join(doc['regressed'])}\n")
-        return 1
-    return 0
-
-
-def _compare_history(store, a_doc, b_doc):
-    """The machine's history for `compare`: earlier complete surveys of the
-    one machine both sides were measured on (None when they differ)."""
-    from .documents import machine_history
-    mids = {a_doc.get("machine_id"), b_doc.get("machine_id")}
-    if len(mids) != 1 or None in mids:
-        return None, 0
-    exclude = {d.get("survey_id") for d in (a_doc, b_doc)}
-    before = max(str(d.get("started") or "") for d in (a_doc, b_doc)) or None
-    return machine_history(store, mids.pop(), exclude=exclude, before=before)
-
-
-def cmd_export(args):
-    from .outputs import check_output_path, write_text_output
-    from .results import document
-    db = _db_path(args)
-    if args.output is not None:
-        check_output_path(args.output, protect=[db])     # before any work
-    store = _open_store(args, must_exist=True)
-    run = store.run(args.run)
-
-    def write(out):
-        if args.format == "csv":
-            store.samples_csv(run["id"], out)
-        elif args.format == "raw":
-            json.dump(store.export_run(run["id"]), out, indent=1)
-            out.write("\n")
-        else:
-            json.dump(document(run, store.samples(run["id"])), out, indent=2, default=str)
-            out.write("\n")
-    if args.output is None:
-        write(sys.stdout)
-    else:
-        write_text_output(args.output, write, protect=[db], newline="")
-    return 0
+    return emit_document(doc, args)
 
 
 def cmd_import(args):
@@ -731,30 +581,47 @@ def build_parser():
     label(sp, "only runs with this label (repeatable: all must match)")
     sp.add_argument("--json", action="store_true")
     db(sp)
-    sp = add("show", cmd_show, "one run's or survey's answers, re-analysed from its samples")
-    sp.add_argument("run", help="run or survey id, unique prefix, " + RUN_HELP.split(", ", 1)[1])
+    sp = add("show", cmd_show, "one run's or survey's answers, re-analysed from its samples; "
+             "a survey leads with the seed questions' answers",
+             epilog="example: memfx show latest-survey 'fill.*'")
+    sp.add_argument("run", help="run or survey id, unique prefix, 'latest-survey' (the latest "
+                    "complete survey), " + RUN_HELP.split(", ", 1)[1])
+    sp.add_argument("pattern", nargs="?", metavar="QUESTIONS",
+                    help="only the questions whose id matches this glob, e.g. 'fill.*'")
     sp.add_argument("--json", action="store_true", help="print the result document as JSON")
+    sp.add_argument("--all", action="store_true", help="a survey: every answer, not only the "
+                    "seed questions'")
     sp.add_argument("--details", action="store_true",
-                    help="also each answer's details and the point table")
+                    help="every answer with its whole sentence, its details and the point table")
+    sp.add_argument("--warnings", action="store_true", help="also every run's warnings")
     db(sp)
     sp = add("compare", cmd_compare, "compare two runs, surveys or machines question by question; "
              "exit 1 when anything regressed beyond the threshold",
              epilog="example: memfx compare s-20261123-1200-ab12 latest --threshold 5%%")
-    sp.add_argument("a", help="run id, survey id (s-...), machine id (m-...) or 'latest'")
+    sp.add_argument("a", help="run id, survey id (s-...), machine id (m-...), 'latest' or "
+                    "'latest-survey'")
     sp.add_argument("b", help="the same, compared against A (ratios are B/A)")
+    sp.add_argument("pattern", nargs="?", metavar="QUESTIONS",
+                    help="only the questions whose id matches this glob, e.g. 'copy.*'")
+    sp.add_argument("--all", action="store_true",
+                    help="every row (default: the summary and the rows that changed)")
     sp.add_argument("--threshold", default="5%",
                     help="smallest change called improved/regressed (default 5%%)")
     sp.add_argument("--json", action="store_true", help="print the comparison as JSON")
     sp.add_argument("--format", choices=("table", "markdown"), default="table",
-                    help="table (terminal) or markdown")
+                    help="table (terminal) or markdown (at most 40 lines, for a pull request)")
     sp.add_argument("--group-by", choices=("cpu-model",),
                     help="A and B name CPU models: each side is the median of its machines "
                          "(newest runs), with the spread across hosts as its interval")
     db(sp)
-    sp = add("export", cmd_export, "write a run as a result document (json), raw samples (raw) or CSV")
-    sp.add_argument("run", help=RUN_HELP)
+    sp = add("export", cmd_export, "write a run or a survey as a result document (json), raw "
+             "samples (raw, a run) or CSV")
+    sp.add_argument("run", help="run or survey id, unique prefix, 'latest-survey', "
+                    + RUN_HELP.split(", ", 1)[1])
     sp.add_argument("--format", choices=("json", "csv", "raw"), default="json",
-                    help="json = result document; raw = importable run with samples; csv = one row per sample")
+                    help="json = result document (a survey's: all its answers); raw = "
+                         "importable run with samples; csv = a run: one row per sample, a "
+                         "survey: one row per answer")
     sp.add_argument("-o", "--output", metavar="FILE", help="file to write (default stdout)")
     db(sp)
     sp = add("import", cmd_import, "import a run written by `memfx export --format raw`")

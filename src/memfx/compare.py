@@ -209,21 +209,73 @@ def _num(v, unit=""):
     return f"{v:.4g}"
 
 
-def markdown(doc: Mapping[str, Any]) -> str:
-    """The comparison as a Markdown table (for CI logs and pull requests)."""
-    lines = [f"memfx compare: A = {doc['a']}, B = {doc['b']}, threshold "
-             f"{doc['threshold']:.0%}; band: {doc.get('band', 'the threshold')}", "",
-             "| question | A | B | B/A [95% CI] | verdict |", "|---|---|---|---|---|"]
-    for r in doc["rows"]:
-        if r.get("ratio") is None:
-            ratio = "-"
-        elif r.get("ratio_ci_low") is None:
-            ratio = f"{r['ratio']:.3f}"
-        else:
-            ratio = f"{r['ratio']:.3f} [{r['ratio_ci_low']:.3f}, {r['ratio_ci_high']:.3f}]"
-        unit = r.get("unit") or ""
-        lines.append(f"| `{r['question']}` | {_num(r.get('a'), unit)} | {_num(r.get('b'), unit)} "
-                     f"| {ratio} | {r['verdict']} |")
-    c = doc["counts"]
-    lines += ["", ", ".join(f"{n} {k}" for k, n in sorted(c.items()))]
-    return "\n".join(lines)
+# A pull-request comment: at most this many lines of Markdown.
+MARKDOWN_LINES = 40
+# Rows hidden by default (terminal and Markdown): nothing changed, or
+# nothing to judge.  Any other verdict is listed, most urgent first.
+QUIET = (UNCHANGED, NOT_JUDGED, NOT_COMPARABLE)
+_URGENCY = (REGRESSED, NOISY, CHANGED_ANSWER, CHANGED, "inconclusive", IMPROVED)
+
+
+def summary(doc: Mapping[str, Any]) -> str:
+    """One line: how many rows got each verdict, regressions first, and
+    the threshold."""
+    c = dict(doc.get("counts") or {})
+    order = [v for v in _URGENCY if v in c] + sorted(v for v in c if v not in _URGENCY)
+    counts = ", ".join(f"{c[v]} {v}" for v in order) or "no question on either side"
+    return f"{counts} (B/A, threshold {doc['threshold']:.0%})"
+
+
+def sides(doc: Mapping[str, Any]) -> str:
+    """One line: what A and B are."""
+    return f"A = {doc['a']}, B = {doc['b']}"
+
+
+def changed(rows) -> List[Mapping[str, Any]]:
+    """The rows with a verdict that is not QUIET, most urgent first."""
+    rank = {v: i for i, v in enumerate(_URGENCY)}
+    return sorted((r for r in rows if r.get("verdict") not in QUIET),
+                  key=lambda r: rank.get(r.get("verdict"), len(rank)))
+
+
+def _ratio_cell(r) -> str:
+    if r.get("ratio") is None:
+        return "-"
+    if r.get("ratio_ci_low") is None:
+        return f"{r['ratio']:.3f}"
+    return f"{r['ratio']:.3f} [{r['ratio_ci_low']:.3f}, {r['ratio_ci_high']:.3f}]"
+
+
+def _md_row(r) -> str:
+    unit = r.get("unit") or ""
+    return (f"| `{r['question']}` | {_num(r.get('a'), unit)} | {_num(r.get('b'), unit)} "
+            f"| {_ratio_cell(r)} | {r['verdict']} |")
+
+
+def markdown(doc: Mapping[str, Any], max_lines: int = MARKDOWN_LINES) -> str:
+    """The comparison for a pull request, in at most ``max_lines`` lines:
+    the summary, a table of the changed rows (as many as fit), and every
+    other row folded into one <details> block, one line per verdict."""
+    head = [f"**memfx compare: {summary(doc)}**", "",
+            f"{sides(doc)}; band: {doc.get('band', 'the threshold')}.", ""]
+    table = ["| question | A | B | B/A [95% CI] | verdict |", "|---|---|---|---|---|"]
+    rows = list(doc["rows"])
+    shown = changed(rows)
+    # lines left for the table: the fold takes a blank line, <details>, its
+    # summary, a blank line, one line per verdict and </details>
+    folded_verdicts = {r["verdict"] for r in rows}
+    fold_lines = 4 + len(folded_verdicts) + 1
+    room = max(0, max_lines - len(head) - len(table) - fold_lines)
+    listed = shown[:room]
+    rest = [r for r in rows if r not in listed]
+    lines = head + ((table + [_md_row(r) for r in listed]) if listed
+                    else ["No question changed beyond the threshold."])
+    if rest:
+        lines += ["", f"<details><summary>{len(rest)} more rows (ratio B/A)</summary>", ""]
+        for verdict in dict.fromkeys(r["verdict"] for r in rest):
+            items = [r for r in rest if r["verdict"] == verdict]
+            lines.append(f"{verdict} ({len(items)}): " + ", ".join(
+                f"`{r['question']}` {'-' if r.get('ratio') is None else format(r['ratio'], '.3f')}"
+                for r in items) + "<br>")
+        lines.append("</details>")
+    return "\n".join(lines[:max_lines])

@@ -13,6 +13,7 @@ def run_document(store, run_id, include_values=False):
     document (``tune``) and one answer per checked candidate."""
     run = store.run(run_id)
     doc = document(run, store.samples(run["id"]), include_values=include_values)
+    doc.setdefault("survey_id", run.get("survey_id"))
     if run["experiment"] == "tune":
         from .tune import ARTIFACT, answers
         tuned = store.artifacts(run["id"]).get(ARTIFACT)
@@ -161,3 +162,70 @@ def side(store, key):
         return f"survey {doc['survey_id']}", _tag_noisy(doc["answers"], doc["documents"]), doc
     answers = [dict(a, run_id=doc["run_id"]) for a in doc["answers"]]
     return f"run {doc['run_id']}", _tag_noisy(answers, [doc]), doc
+
+
+def document_of(store, key):
+    """The document ``key`` names: a survey's (``s-...``, ``latest-survey``,
+    or a survey prefix that is no run's) or a run's (id, prefix, ``latest``,
+    ``latest:EXP``)."""
+    _, _, doc = side(store, key)
+    return doc
+
+
+# The columns of `memfx export SURVEY --format csv` and memfx.answers(), in order.
+ANSWER_COLUMNS = ("question", "verdict", "value", "unit", "ci_low", "ci_high", "run_id",
+                  "survey_id", "machine_id", "because", "experiment", "seed", "headline",
+                  "asks")
+
+
+def answer_records(doc):
+    """One flat record per answer of a run's or a survey's document (the
+    ANSWER_COLUMNS), each naming its run, survey and machine (``m-...``)."""
+    if doc.get("kind") == "survey":
+        runs = {d["run_id"]: d for d in doc.get("documents") or []}
+        survey_id = doc.get("survey_id")
+    else:
+        runs = {doc.get("run_id"): doc}
+        survey_id = doc.get("survey_id")
+    out = []
+    for a in doc.get("answers") or []:
+        run_id = a.get("run_id") or doc.get("run_id")
+        run = runs.get(run_id) or {}
+        rec = {k: a.get(k) for k in ANSWER_COLUMNS}
+        rec.update(run_id=run_id, survey_id=survey_id or run.get("survey_id"),
+                   machine_id=run.get("machine_id") or doc.get("machine_id"),
+                   experiment=a.get("experiment") or str(a.get("question", "")).split(".")[0],
+                   headline=bool(a.get("headline")))
+        out.append(rec)
+    return out
+
+
+def public_runs(store, runs):
+    """Stored runs as the CLI and the API show them: ``machine_id`` is the
+    stable ``m-...`` id and ``machine_row`` the machines-table row it was
+    (local to one database)."""
+    by_row = {}
+    for m in store.machines():
+        for row in m["row_ids"]:
+            by_row[row] = m["machine_id"]
+    out = []
+    for r in runs:
+        r = dict(r)
+        row = r.pop("machine_id", None)
+        r["machine_row"] = row
+        r["machine_id"] = by_row.get(row)
+        out.append(r)
+    return out
+
+
+def survey_advice(store, doc):
+    """The advice stored with a survey's runs (`memfx advise` in the
+    survey), or None."""
+    for d in doc.get("documents") or []:
+        try:
+            advice = store.artifacts(d["run_id"]).get("advice")
+        except StoreError:
+            continue
+        if isinstance(advice, dict):
+            return advice
+    return None

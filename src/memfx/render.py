@@ -190,73 +190,21 @@ def findings_table(findings, title="Findings"):
     return t
 
 
-def print_document(doc, console=None, details=False):
-    """Answers first; the point table and each answer's details with ``details``."""
-    console = console or Console()
-    answers = doc.get("answers") or []
-    if answers:
-        console.print(answers_table(answers, title=f"{doc['experiment']}: answers"))
-        if details:
-            for t in details_tables(answers):
-                console.print(t)
-    elif doc.get("findings"):
-        console.print(findings_table(doc["findings"]))
-    if doc["points"] and (details or not answers):
-        console.print(points_table(doc))
-    if doc["warnings"]:
-        console.print(cautions_table(doc["warnings"]))
-    if doc.get("error"):
-        console.print(Text("error: ", style="red") + text(doc["error"]))
-
-
 # ---- answers (issue 9: the answer is what a user reads first) --------------
-
-ANSWER_STYLE = dict(VERDICT_STYLE, not_measured="dim")
-
 
 def _plain(value):
     """Stored text as a rich Text (never markup), control characters removed."""
     return text(value)
 
 
-def value_ci_text(value, lo, hi, unit):
-    """'7.1 ns [6.9, 7.3]'; no CI shown when there is none."""
-    if value is None:
-        return "-"
-    s = fmt_value(value, unit)
-    if lo is not None and hi is not None:
-        if unit == "bytes":
-            s += f" [{fmt_value(lo, unit)}, {fmt_value(hi, unit)}]"
-        else:
-            s += f" [{fmt(lo)}, {fmt(hi)}]"
-    return s
-
-
-def answers_table(answers, title="Answers", width=100):
-    """One row per question: id, verdict, value [CI], the sentence; fits `width` columns."""
-    from rich.text import Text
-    t = Table(title=text(title), width=width, show_lines=False)
-    t.add_column("question", no_wrap=True, max_width=30)
-    t.add_column("verdict", no_wrap=True)
-    t.add_column("value [95% CI]", max_width=26)
-    t.add_column("because", ratio=1)
-    for a in answers:
-        t.add_row(_plain(a.get("question")),
-                  Text(str(a.get("verdict")), style=ANSWER_STYLE.get(a.get("verdict"), "")),
-                  _plain(value_ci_text(a.get("value"), a.get("ci_low"), a.get("ci_high"),
-                                       a.get("unit") or "")),
-                  _plain(a.get("because")))
-    return t
-
-
-def details_tables(answers):
-    """Per answer with details: its sub-results."""
+def details_tables(answers, width=100):
+    """Per answer with details: its sub-results, in tables ``width`` wide."""
     out = []
     for a in answers:
         det = a.get("details") or []
         if not det:
             continue
-        t = Table(title=_plain(f"{a['question']}: {a.get('asks', '')}"), width=100)
+        t = Table(title=_plain(f"{a['question']}: {a.get('asks', '')}"), width=width)
         keys = []
         for d in det:
             for k in d:
@@ -271,24 +219,3 @@ def details_tables(answers):
             t.caption = f"{len(det) - 60} more rows in --json"
         out.append(t)
     return out
-
-
-def compare_table(doc):
-    from rich.text import Text
-    t = Table(title=_plain(f"compare A = {doc['a']}  vs  B = {doc['b']}  "
-                           f"(threshold {doc['threshold']:.0%}; band: "
-                           f"{doc.get('band', 'the threshold')})"), width=100)
-    for c in ("question", "A", "B", "B/A [95% CI]", "verdict"):
-        t.add_column(c)
-    style = {"regressed": "bold red", "improved": "bold green", "changed-answer": "magenta",
-             "changed": "yellow", "unchanged": "", "not comparable": "dim",
-             "not judged": "dim", "noisy": "yellow"}
-    for r in doc["rows"]:
-        unit = r.get("unit") or ""
-        ratio = "-" if r.get("ratio") is None else (
-            f"{r['ratio']:.3f}" if r.get("ratio_ci_low") is None
-            else f"{r['ratio']:.3f} [{r['ratio_ci_low']:.3f}, {r['ratio_ci_high']:.3f}]")
-        t.add_row(_plain(r["question"]), _plain(fmt_value(r.get("a"), unit)),
-                  _plain(fmt_value(r.get("b"), unit)), ratio,
-                  Text(r["verdict"], style=style.get(r["verdict"], "")))
-    return t

@@ -253,6 +253,8 @@ def analyze(run, samples, experiment=None):
             for a in answers:
                 if a.get("ci_low") is not None:
                     a["ci_scope"] = "one process"
+        from .answers import explain_inconclusive
+        answers = [explain_inconclusive(a) for a in answers]
     cautions = point_cautions(data.points)
     return data, answers, cautions, errors
 

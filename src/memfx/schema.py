@@ -367,7 +367,7 @@ def _describe(node: Node) -> str:
 
 # ---- the raw-export document, format_version 1 ----------------------------
 
-RUN_ID = Text(MAX_ID, pattern=ID_PATTERN, forbidden=("latest",))
+RUN_ID = Text(MAX_ID, pattern=ID_PATTERN, forbidden=("latest", "latest-survey"))
 NAME = Text(MAX_NAME, multiline=False)
 SHORT = Nullable(Text(MAX_NAME))
 COUNT = Integer(0, MAX_INT)

@@ -870,8 +870,9 @@ class Store:
             raise StoreError(f"no run {run_id!r} in {self.path}")
 
     def _resolve(self, conn: sqlite3.Connection, table: str, kind: str, key: str) -> str:
-        """Full id, unique prefix, "latest" or (runs) "latest:EXPERIMENT" ->
-        full id.  For runs, latest means the latest complete run."""
+        """Full id, unique prefix, "latest" or (runs) "latest:EXPERIMENT" or
+        (surveys) "latest-survey" -> full id.  For runs, latest means the
+        latest complete run; latest-survey is the latest complete survey."""
         if table == "runs" and (key == "latest" or key.startswith("latest:")):
             experiment = key[len("latest:"):] if ":" in key else None
             if experiment == "":
@@ -883,6 +884,14 @@ class Store:
             if row is None:
                 what = f"complete {experiment} run" if experiment else "complete run"
                 raise StoreError(f"no {what} in {self.path}")
+            return row[0]
+        if key == LATEST_SURVEY:
+            if table != "surveys":
+                raise StoreError(f"no {kind} {key!r}: latest-survey names a survey")
+            row = conn.execute("SELECT id FROM surveys WHERE status = ? ORDER BY started DESC,"
+                               " rowid DESC LIMIT 1", (COMPLETE,)).fetchone()
+            if row is None:
+                raise StoreError(f"no complete survey in {self.path}")
             return row[0]
         if key == "latest":
             row = conn.execute(f"SELECT id FROM {table} ORDER BY started DESC, rowid DESC"
@@ -904,6 +913,9 @@ class Store:
 
 
 # ---- module-level row helpers -------------------------------------------
+
+# The id that names the latest complete survey wherever an id is taken.
+LATEST_SURVEY = "latest-survey"
 
 _INSERT_SAMPLE = ("INSERT INTO samples(run_id, seq, " + ", ".join(SAMPLE_DEFAULTS) + ")"
                   " VALUES (" + ", ".join("?" * (len(SAMPLE_DEFAULTS) + 2)) + ")")

@@ -160,8 +160,10 @@ def run_survey(args, get_machine, open_store, console):
         out["warnings"] = [over] if over else []
         print(json.dumps(out, indent=2, default=str))
     else:
-        from .render import answers_table
-        con.print(answers_table(doc["answers"], title=f"survey {survey_id}: answers"))
+        from .documents import survey_advice
+        from .screen import survey_screen, term_width
+        for line in survey_screen(doc, term_width(), advice=survey_advice(store, doc)):
+            con.print(line, markup=False, highlight=False, soft_wrap=True)
     con.print(timing_line(preset, elapsed, durations))
     if over:
         con.print(f"[yellow]warning ({over['id']}):[/yellow] " + escape(f"{over['message']}; {over['advice']}"))

@@ -577,7 +577,10 @@ def _pair_detail(op, mode, pair):
 
 
 def _ranges_text(ranges):
-    return "; ".join(f"{r['strategy']} {format_size(r['min_size'])}–{format_size(r['max_size'])}B"
+    """'avx2 16B–30B; rep_movsb at 32MB only' (a range of one size says so)."""
+    return "; ".join(f"{r['strategy']} at {format_size(r['min_size'])}B only"
+                     if r["min_size"] == r["max_size"] else
+                     f"{r['strategy']} {format_size(r['min_size'])}B–{format_size(r['max_size'])}B"
                      for r in ranges)
 
 
@@ -765,6 +768,7 @@ def _envelope_answer(q, op, points, challenger, others, other_name, pair_details
              "crossings": [dict(crossing_dict(c), envelope_below=who.get(c.low),
                                 envelope_above=who.get(c.high)) for c in found],
              "challenger_wins_at": sum(s > 0 for s in signs),
+             "challenger_wins_sizes": [x for x, g in zip(common, signs) if g > 0],
              "envelope_wins_at": sum(s < 0 for s in signs), "sizes": len(common),
              "largest_size": common[-1]}
         details.append(d)
@@ -785,9 +789,11 @@ def _envelope_answer(q, op, points, challenger, others, other_name, pair_details
             why = (f"{challenger} never starts to beat {other_name}: it is faster below "
                    f"~{format_size(found[0].size)}B and slower above ({mode})")
         elif d["challenger_wins_at"]:
+            at = ", ".join(f"{format_size(x)}B" for x in d["challenger_wins_sizes"][:4])
             why = (f"{challenger} beats {other_name} clearly at only {d['challenger_wins_at']} "
-                   f"scattered size(s) of {d['sizes']} (fewer than {MIN_RUN} in a row: no "
-                   f"crossover; {mode})")
+                   f"of the {d['sizes']} sizes measured ({at}), never at {MIN_RUN} sizes in a "
+                   f"row, so there is no size from which it wins ({mode}); a size where it "
+                   f"alone is fastest still shows as a range of its own in the best strategy")
         else:
             why = (f"{challenger} never beats {other_name} clearly up to "
                    f"{format_size(d['largest_size'])}B ({mode})")

@@ -169,6 +169,17 @@ def random_byte(seed):
     return int(np.random.default_rng([int(seed), 0xF111]).integers(2, 255))
 
 
+# The value arms in words, for the answers' sentences.
+VALUE_WORDS = {"zero": "zero bytes", "one": "0x01 bytes", "ones": "0xFF bytes",
+               "random": "a random non-zero byte", "zero_volatile": "zero bytes read through "
+               "a volatile pointer", "one_zero": "passes alternating 0x01 and 0x00"}
+
+
+def value_words(arm):
+    """A value arm as words ("one" -> "0x01 bytes")."""
+    return VALUE_WORDS.get(arm, f"the {arm} value")
+
+
 def arm_setup(arm, seed):
     """(value argument, aux, src word) for one value arm."""
     if arm == "zero":
@@ -751,7 +762,7 @@ class Fill(Experiment):
             unsure = len(measured_rows) - len(cells) - quiet
             others = ([f"{quiet} within ±{threshold('effect_min'):.0%}"] if quiet else []) \
                 + ([f"{unsure} inconclusive"] if unsure else [])
-            because = (f"zeros are stored faster than {nz}: {shown}{more}"
+            because = (f"Zero bytes are stored faster than {value_words(nz)}: {shown}{more}"
                        + (f"; other kernel/level cells: {', '.join(others)}" if others else ""))
         else:
             lo = min(d["value"] for d in measured_rows)
@@ -759,8 +770,9 @@ class Fill(Experiment):
             levels = [lv for lv in level_names(caches) if any(d["level"] == lv for d in measured_rows)]
             fams = list(dict.fromkeys(d["family"] for d in measured_rows))
             span = f"{lo:.2f}x" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}x"
-            because = (f"zero/{nz} fill bandwidth {span} in {levels[0]}..{levels[-1]}, "
-                       f"{', '.join(fams)}")
+            because = (f"Filling with zero bytes runs at {span} the bandwidth of filling with "
+                       f"{value_words(nz)} in {levels[0]}..{levels[-1]} "
+                       f"({', '.join(fams)})")
             if verdict == INCONCLUSIVE:
                 because += (f"; largest {kernel_label(top['kernel'])} in {top['level']} "
                             f"{top['value']:.2f}x [{top['ci_low']:.2f}, {top['ci_high']:.2f}], "
@@ -833,7 +845,8 @@ class Fill(Experiment):
         best = max(at, key=lambda p: p["median"])
         a = ans.measured(q, best["values"], "", evidence=[ans.point_key(best)], details=details,
                          estimator="median of samples, largest region measured")
-        a.because = (f"{best['params']['kernel']} fills {format_size(largest)}B of {arm} at "
+        a.because = (f"{best['params']['kernel']} fills {format_size(largest)}B with "
+                     f"{value_words(arm)} at "
                      f"{a.value:.1f} GB/s ({level_of(largest, caches)}); every kernel and level "
                      f"in details")
         return a

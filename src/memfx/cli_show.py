@@ -1,0 +1,292 @@
+"""The commands that read stored results: `runs`, `show`, `compare`,
+`export` (cli.py dispatches to them).  Screens are composed in screen.py;
+documents come from documents.py.  Every error a user can cause is a
+MemfxError (one line, exit status 2 in cli.main)."""
+from __future__ import annotations
+
+import csv
+import json
+import sys
+
+from .errors import MemfxError
+
+
+def _cli():
+    from . import cli
+    return cli
+
+
+def _out(lines):
+    for line in lines:
+        sys.stdout.write(line + "\n")
+
+
+def _width():
+    from .screen import term_width
+    return term_width()
+
+
+def _check_pattern(pattern, answers, target=None):
+    """A glob that matches no question is bad input (one line, status 2)."""
+    from .screen import select
+    if pattern and not select(answers, pattern):
+        where = f"; `memfx show {target} --all` lists them" if target else ""
+        raise MemfxError(f"no question {'of ' + target + ' ' if target else ''}matches "
+                         f"{pattern!r} (question ids look like latency.l1d{where})")
+
+
+# ---- runs ------------------------------------------------------------------------
+
+def cmd_runs(args):
+    from .documents import public_runs
+    from .render import clean
+    from .screen import fit
+    cli = _cli()
+    wanted = cli._labels(args.label)
+    store = cli._open_store(args, must_exist=True)
+    runs = public_runs(store, store.runs(experiment=args.experiment, labels=wanted))
+    if args.json:
+        print(json.dumps(runs, indent=2, default=str))
+        return 0
+    width = _width()
+    surveys = {s["id"]: s for s in store.surveys()}
+    machines = sorted({r.get("machine_id") or "?" for r in runs})
+    one_machine = len(machines) == 1
+    lines = [fit(f"{len(runs)} runs in {store.path}"
+                 + (f" on machine {machines[0]}" if one_machine else "")
+                 + ", newest first, by survey", width)]
+    id_w = max([len(clean(r["id"])) for r in runs] or [0])
+    for sid in dict.fromkeys(r.get("survey_id") for r in runs):
+        mine = [r for r in runs if r.get("survey_id") == sid]
+        on = "" if one_machine else " on " + ", ".join(
+            sorted({r.get("machine_id") or "?" for r in mine}))
+        if sid is None:
+            lines.append(fit(f"runs outside surveys{on}", width))
+        else:
+            s = surveys.get(sid) or {}
+            labels = " ".join(f"{k}={v}" for k, v in sorted((s.get("labels") or {}).items()))
+            lines.append(fit(f"survey {sid} ({s.get('status', '?')}, {s.get('preset') or '?'}, "
+                             f"started {s.get('started', '?')}){on} {labels}".rstrip(), width))
+        for r in mine:
+            d = r.get("duration_s")
+            secs = f"{d:6.1f} s" if isinstance(d, (int, float)) else "     - s"
+            labels = " ".join(f"{k}={v}" for k, v in sorted((r.get("labels") or {}).items()))
+            preset = "" if sid is not None else (r.get("preset") or "")
+            # the id is whole (it is what the other commands take); the rest may be cut
+            head = f"  {clean(r['id']).ljust(id_w)}  "
+            tail = f"{r['status']:<11} {r['n_samples']:>6} samples {secs}  {preset} {labels}"
+            lines.append(head + fit(tail.rstrip(), max(10, width - len(head))))
+    _out(lines)
+    return 0
+
+
+# ---- show ------------------------------------------------------------------------
+
+def cmd_show(args):
+    from .documents import document_of, survey_advice
+    store = _cli()._open_store(args, must_exist=True)
+    doc = document_of(store, args.run)
+    pattern = getattr(args, "pattern", None)
+    if doc.get("kind") == "survey":
+        _check_pattern(pattern, doc.get("answers") or [], doc["survey_id"])
+        if args.json:
+            return _print_json(_filtered(doc, pattern))
+        return emit_survey(doc, args, advice=survey_advice(store, doc))
+    if isinstance(doc.get("tune"), dict):           # a `memfx tune` record: its own document
+        return _emit_tune_document(doc["tune"], args)
+    _check_pattern(pattern, doc.get("answers") or [], doc["run_id"])
+    if args.json:
+        return _print_json(_filtered(doc, pattern))
+    return emit_document(doc, args)
+
+
+def _filtered(doc, pattern):
+    from .screen import select
+    if not pattern:
+        return doc
+    return dict(doc, answers=select(doc.get("answers") or [], pattern))
+
+
+def _print_json(doc):
+    print(json.dumps(doc, indent=2, default=str))
+    return 0
+
+
+def emit_document(doc, args):
+    """A run's document: --json, else its screen (--details: each answer's
+    whole sentence, its details and the point table; --warnings)."""
+    if args.json:
+        return _print_json(doc)
+    from .screen import run_screen, warning_lines
+    width = _width()
+    details = getattr(args, "details", False)
+    _out(run_screen(doc, width, full=details, pattern=getattr(args, "pattern", None)))
+    if getattr(args, "warnings", False):
+        _out(warning_lines([doc], width))
+    if details:
+        from .render import details_tables, points_table
+        con = _cli()._console()
+        for t in details_tables(doc.get("answers") or [], width=width):
+            con.print(t)
+        if doc.get("points"):
+            con.print(points_table(doc))
+    if doc.get("error"):
+        _out([f"error: {doc['error']}"])
+    from .screen import fit
+    _out([fit(f"more with --details and --warnings; the curve: memfx plot {doc['run_id']}",
+              width)])
+    return 0
+
+
+def emit_survey(doc, args, advice=None):
+    """A survey's screen: the headline answers by seed, the advice, one
+    data-quality line, how to see the rest (--all, --details, --warnings)."""
+    from .screen import survey_screen, warning_lines
+    width = _width()
+    details = getattr(args, "details", False)
+    _out(survey_screen(doc, width, advice=advice, show_all=getattr(args, "all", False),
+                       full=details, pattern=getattr(args, "pattern", None)))
+    pattern = getattr(args, "pattern", None)
+    if details and pattern:                 # the sub-results of the questions asked for
+        from .render import details_tables
+        from .screen import select
+        con = _cli()._console()
+        for t in details_tables(select(doc.get("answers") or [], pattern), width=width):
+            con.print(t)
+    if getattr(args, "warnings", False):
+        _out(warning_lines(doc.get("documents") or [], width))
+    return 0
+
+
+def _emit_tune_document(doc, args):
+    if args.json:
+        return _print_json(doc)
+    from .render import text
+    from .tune import render
+    con = _cli()._console()
+    render(doc, con)
+    con.print(text(f"run {doc['run_id']} stored; see it again with: memfx show {doc['run_id']}",
+                   "dim"))
+    return 0
+
+
+# ---- compare ------------------------------------------------------------------------
+
+def cmd_compare(args):
+    from .compare import compare, markdown, parse_threshold
+    from .documents import side
+    from .screen import select
+    try:
+        limit = parse_threshold(args.threshold)
+    except ValueError as e:
+        raise MemfxError(str(e)) from None
+    store = _cli()._open_store(args, must_exist=True)
+    history, n_history = None, 0
+    if getattr(args, "group_by", None) == "cpu-model":    # A and B name CPU models of the fleet
+        from .fleet import group_answers
+        a_label, a_answers = group_answers(store, args.a)
+        b_label, b_answers = group_answers(store, args.b)
+    else:
+        a_label, a_answers, a_doc = side(store, args.a)
+        b_label, b_answers, b_doc = side(store, args.b)
+        history, n_history = compare_history(store, a_doc, b_doc)
+    pattern = getattr(args, "pattern", None)
+    if pattern:
+        _check_pattern(pattern, list(a_answers) + list(b_answers))
+        a_answers, b_answers = select(a_answers, pattern), select(b_answers, pattern)
+    doc = compare(a_answers, b_answers, limit, a_label, b_label, history=history,
+                  n_history=n_history)
+    if args.json:
+        print(json.dumps(doc, indent=2, default=str))
+    elif args.format == "markdown":
+        print(markdown(doc))
+    else:
+        from .screen import compare_lines
+        _out(compare_lines(doc, _width(), show_all=getattr(args, "all", False)))
+    if doc["noisy"]:
+        sys.stderr.write(f"memfx: within the noise of a noisy run (not counted as regressed): "
+                         f"{', '.join(doc['noisy'])}\n")
+    if doc["regressed"]:
+        sys.stderr.write(f"memfx: regressed beyond {limit:.0%}: {', '.join(doc['regressed'])}\n")
+        return 1
+    return 0
+
+
+def compare_history(store, a_doc, b_doc):
+    """The machine's history for `compare`: earlier complete surveys of the
+    one machine both sides were measured on (None when they differ)."""
+    from .documents import machine_history
+    mids = {a_doc.get("machine_id"), b_doc.get("machine_id")}
+    if len(mids) != 1 or None in mids:
+        return None, 0
+    exclude = {d.get("survey_id") for d in (a_doc, b_doc)}
+    before = max(str(d.get("started") or "") for d in (a_doc, b_doc)) or None
+    return machine_history(store, mids.pop(), exclude=exclude, before=before)
+
+
+# ---- export -------------------------------------------------------------------------
+
+def _is_survey_key(store, key):
+    """Whether ``key`` names a survey (and no run)."""
+    from .errors import StoreError
+    key = str(key)
+    if key.startswith("s-") or key == "latest-survey":
+        return True
+    try:
+        store.run(key)
+        return False
+    except StoreError:
+        try:
+            store.survey(key)
+            return True
+        except StoreError:
+            return False
+
+
+def write_answers_csv(doc, out):
+    """One CSV row per answer (documents.ANSWER_COLUMNS)."""
+    from .documents import ANSWER_COLUMNS, answer_records
+    writer = csv.writer(out)
+    writer.writerow(ANSWER_COLUMNS)
+    for rec in answer_records(doc):
+        writer.writerow(["" if rec[k] is None else rec[k] for k in ANSWER_COLUMNS])
+
+
+def cmd_export(args):
+    from .documents import survey_document
+    from .outputs import check_output_path, write_text_output
+    from .results import document
+    cli = _cli()
+    db = cli._db_path(args)
+    if args.output is not None:
+        check_output_path(args.output, protect=[db])     # before any work
+    store = cli._open_store(args, must_exist=True)
+    if _is_survey_key(store, args.run):
+        if args.format == "raw":
+            raise MemfxError("--format raw exports one run: export each run of the survey "
+                             "(memfx runs lists them), or use --format json or csv")
+        doc = survey_document(store, args.run)
+
+        def write(out):
+            if args.format == "csv":
+                write_answers_csv(doc, out)
+            else:
+                json.dump(doc, out, indent=2, default=str)
+                out.write("\n")
+    else:
+        run = store.run(args.run)
+
+        def write(out):
+            if args.format == "csv":
+                store.samples_csv(run["id"], out)
+            elif args.format == "raw":
+                json.dump(store.export_run(run["id"]), out, indent=1)
+                out.write("\n")
+            else:
+                json.dump(document(run, store.samples(run["id"])), out, indent=2, default=str)
+                out.write("\n")
+    if args.output is None:
+        write(sys.stdout)
+    else:
+        write_text_output(args.output, write, protect=[db], newline="")
+    return 0
