@@ -28,3 +28,36 @@ def test_api_errors_are_memfx_errors(tmp_path):
         memfx.run("latency", db=str(tmp_path / "x.db"), samples="lots")
     with pytest.raises(memfx.MemfxError):
         memfx.run("nosuch", db=str(tmp_path / "x.db"))
+
+
+def test_load_answers_and_compare_take_survey_ids(tmp_path):
+    import pytest
+    from memfx.store import Store
+    db = str(tmp_path / "api.db")
+    doc = memfx.run("latency", db=db, max_size="32K", samples=3, min_sample_ms=0.05,
+                    per_octave=1, refine=False)
+    sid = "s-20260101-000000-abcd"
+    with Store(db) as st:
+        raw = st.export_run(doc["run_id"])
+        raw["run"].update(id=doc["run_id"] + "-s", survey_id=sid)
+        raw["survey"] = {"id": sid, "started": raw["run"]["started"], "finished": None,
+                         "status": "complete", "preset": "quick", "argv": [], "note": None,
+                         "pid": 1, "host": "h"}
+        st.import_run(raw)
+    survey = memfx.load(sid, db=db)
+    assert survey["kind"] == "survey" and memfx.load("latest-survey", db=db)["survey_id"] == sid
+    assert [a["question"] for a in survey["answers"]] == [a["question"] for a in doc["answers"]]
+    assert {r["machine_id"] for r in memfx.runs(db=db)} == {doc["machine_id"]}
+    diff = memfx.compare(doc["run_id"], sid, questions="latency.l1*", db=db)
+    assert {r["question"] for r in diff["rows"]} == {"latency.l1d", "latency.l1d_capacity"}
+    assert diff["compare_schema_version"] >= 2 and not diff["regressed"]
+    with pytest.raises(memfx.MemfxError):
+        memfx.compare(doc["run_id"], "s-nosuch", db=db)
+    # the modules of the same names stay importable
+    from memfx import answers as ans_module, compare as cmp_module
+    assert ans_module.Question and cmp_module.markdown
+    pandas = pytest.importorskip("pandas")
+    df = memfx.answers(sid, db=db)
+    assert isinstance(df, pandas.DataFrame) and len(df) == len(doc["answers"])
+    assert set(df["survey_id"]) == {sid} and set(df["run_id"]) == {doc["run_id"] + "-s"}
+    assert list(memfx.answers(doc["run_id"], db=db)["question"]) == list(df["question"])

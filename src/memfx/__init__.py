@@ -7,6 +7,9 @@ The public API, for scripts and notebooks::
     memfx.fingerprint()                              # this machine
     df = pandas.DataFrame(memfx.points(doc))        # one record per point
     memfx.load(doc["run_id"])                        # the same, from the store
+    memfx.load("latest-survey")                      # a survey's document
+    memfx.answers("latest-survey")                   # its answers: a DataFrame (memfx[pandas])
+    memfx.compare("s-...", "latest-survey")          # the comparison document
 """
 from importlib.metadata import PackageNotFoundError as _PNF
 from importlib.metadata import version as _version
@@ -19,5 +22,29 @@ except _PNF:  # running from a source tree
 from .api import fingerprint, list_experiments, load, points, run, runs, samples  # noqa: E402
 from .errors import MemfxError, ParamError, StoreError  # noqa: E402
 
-__all__ = ["run", "load", "runs", "points", "samples", "fingerprint", "list_experiments",
+
+def _make_callable(module, function):
+    """``memfx.answers`` and ``memfx.compare`` name both a module of the
+    package (``from memfx import answers as ans`` keeps working) and an API
+    function: the module object is made callable, calling the function."""
+    import types
+
+    class _CallableModule(types.ModuleType):
+        __call__ = staticmethod(function)
+
+    module.__class__ = _CallableModule
+
+
+def _api_modules():
+    from . import answers as answers_module, api
+    from . import compare as compare_module
+    _make_callable(answers_module, api.answers)
+    _make_callable(compare_module, api.compare)
+    return answers_module, compare_module
+
+
+answers, compare = _api_modules()
+
+__all__ = ["run", "load", "runs", "points", "samples", "answers", "compare", "fingerprint",
+           "list_experiments",
            "MemfxError", "ParamError", "StoreError", "__version__"]

@@ -29,16 +29,55 @@ def run(experiment, preset="quick", db=None, **params):
     return document(store.run(run_id), store.samples(run_id))
 
 
-def load(run_id="latest", db=None):
-    """The result document of a stored run, re-analysed from its samples."""
-    from .results import document
-    store = _store(db)
-    r = store.run(run_id)
-    return document(r, store.samples(r["id"]))
+def load(id="latest", db=None):
+    """The document of a stored run, re-analysed from its samples (a run id,
+    unique prefix, ``latest`` or ``latest:EXP``), or of a survey (``s-...``,
+    ``latest-survey``: ``kind`` is ``"survey"``, with every run's answers)."""
+    from .documents import document_of
+    return document_of(_store(db), id)
 
 
 def runs(db=None, experiment=None):
-    return _store(db).runs(experiment=experiment)
+    """Stored runs, newest first; ``machine_id`` is the ``m-...`` id."""
+    from .documents import public_runs
+    store = _store(db)
+    return public_runs(store, store.runs(experiment=experiment))
+
+
+def _pandas():
+    try:
+        import pandas
+    except ImportError:
+        from .errors import MemfxError
+        raise MemfxError("memfx.answers() returns a pandas DataFrame and pandas is not "
+                         "installed: pip install 'memfx[pandas]'") from None
+    return pandas
+
+
+def answers(id="latest", db=None):
+    """The answers of a run or a survey (an id as load() takes, or a document)
+    as a pandas DataFrame, one row per answer: question, verdict, value,
+    unit, ci_low, ci_high, run_id, survey_id, machine_id, because,
+    experiment, seed, headline, asks.  Needs ``pip install 'memfx[pandas]'``."""
+    from .documents import ANSWER_COLUMNS, answer_records
+    pandas = _pandas()
+    doc = id if isinstance(id, dict) else load(id, db=db)
+    return pandas.DataFrame(answer_records(doc), columns=list(ANSWER_COLUMNS))
+
+
+def compare(a, b, threshold="5%", questions=None, db=None):
+    """The comparison document of `memfx compare A B` (runs, surveys or
+    machines ``m-...``): one row per question with A, B, the ratio B/A, its
+    CI and a verdict; ``questions`` a glob on question ids (``"copy.*"``);
+    ``threshold`` as ``--threshold`` ("5%" or 0.05)."""
+    from .compare import parse_threshold
+    from .documents import comparison
+    from .errors import MemfxError
+    try:
+        limit = parse_threshold(threshold)
+    except ValueError as e:
+        raise MemfxError(str(e)) from None
+    return comparison(_store(db), a, b, limit, pattern=questions)
 
 
 def samples(run_id="latest", db=None):

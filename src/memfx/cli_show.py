@@ -52,9 +52,8 @@ def cmd_runs(args):
     surveys = {s["id"]: s for s in store.surveys()}
     machines = sorted({r.get("machine_id") or "?" for r in runs})
     one_machine = len(machines) == 1
-    lines = [fit(f"{len(runs)} runs in {store.path}"
-                 + (f" on machine {machines[0]}" if one_machine else "")
-                 + ", newest first, by survey", width)]
+    lines = [fit(f"{len(runs)} runs" + (f" on machine {machines[0]}" if one_machine else "")
+                 + f", newest first, by survey, in {store.path}", width)]
     id_w = max([len(clean(r["id"])) for r in runs] or [0])
     for sid in dict.fromkeys(r.get("survey_id") for r in runs):
         mine = [r for r in runs if r.get("survey_id") == sid]
@@ -173,29 +172,15 @@ def _emit_tune_document(doc, args):
 # ---- compare ------------------------------------------------------------------------
 
 def cmd_compare(args):
-    from .compare import compare, markdown, parse_threshold
-    from .documents import side
-    from .screen import select
+    from .compare import markdown, parse_threshold
+    from .documents import comparison
     try:
         limit = parse_threshold(args.threshold)
     except ValueError as e:
         raise MemfxError(str(e)) from None
     store = _cli()._open_store(args, must_exist=True)
-    history, n_history = None, 0
-    if getattr(args, "group_by", None) == "cpu-model":    # A and B name CPU models of the fleet
-        from .fleet import group_answers
-        a_label, a_answers = group_answers(store, args.a)
-        b_label, b_answers = group_answers(store, args.b)
-    else:
-        a_label, a_answers, a_doc = side(store, args.a)
-        b_label, b_answers, b_doc = side(store, args.b)
-        history, n_history = compare_history(store, a_doc, b_doc)
-    pattern = getattr(args, "pattern", None)
-    if pattern:
-        _check_pattern(pattern, list(a_answers) + list(b_answers))
-        a_answers, b_answers = select(a_answers, pattern), select(b_answers, pattern)
-    doc = compare(a_answers, b_answers, limit, a_label, b_label, history=history,
-                  n_history=n_history)
+    doc = comparison(store, args.a, args.b, limit, pattern=getattr(args, "pattern", None),
+                     group_by=getattr(args, "group_by", None))
     if args.json:
         print(json.dumps(doc, indent=2, default=str))
     elif args.format == "markdown":
@@ -210,18 +195,6 @@ def cmd_compare(args):
         sys.stderr.write(f"memfx: regressed beyond {limit:.0%}: {', '.join(doc['regressed'])}\n")
         return 1
     return 0
-
-
-def compare_history(store, a_doc, b_doc):
-    """The machine's history for `compare`: earlier complete surveys of the
-    one machine both sides were measured on (None when they differ)."""
-    from .documents import machine_history
-    mids = {a_doc.get("machine_id"), b_doc.get("machine_id")}
-    if len(mids) != 1 or None in mids:
-        return None, 0
-    exclude = {d.get("survey_id") for d in (a_doc, b_doc)}
-    before = max(str(d.get("started") or "") for d in (a_doc, b_doc)) or None
-    return machine_history(store, mids.pop(), exclude=exclude, before=before)
 
 
 # ---- export -------------------------------------------------------------------------

@@ -229,3 +229,42 @@ def survey_advice(store, doc):
         if isinstance(advice, dict):
             return advice
     return None
+
+
+def compare_history(store, a_doc, b_doc):
+    """The machine's history for `compare`: earlier complete surveys of the
+    one machine both sides were measured on (None when they differ)."""
+    mids = {a_doc.get("machine_id"), b_doc.get("machine_id")}
+    if len(mids) != 1 or None in mids:
+        return None, 0
+    exclude = {d.get("survey_id") for d in (a_doc, b_doc)}
+    before = max(str(d.get("started") or "") for d in (a_doc, b_doc)) or None
+    return machine_history(store, mids.pop(), exclude=exclude, before=before)
+
+
+def comparison(store, a, b, limit=0.05, pattern=None, group_by=None):
+    """The comparison document of `memfx compare A B [QUESTIONS]` (and
+    memfx.compare): sides resolved as side() does (or as CPU models of the
+    fleet with ``group_by="cpu-model"``), only the questions matching the
+    glob ``pattern``; a pattern that matches nothing is a MemfxError."""
+    import fnmatch
+
+    from .compare import compare
+    history, n_history = None, 0
+    if group_by == "cpu-model":
+        from .fleet import group_answers
+        a_label, a_answers = group_answers(store, a)
+        b_label, b_answers = group_answers(store, b)
+    else:
+        a_label, a_answers, a_doc = side(store, a)
+        b_label, b_answers, b_doc = side(store, b)
+        history, n_history = compare_history(store, a_doc, b_doc)
+    if pattern:
+        def keep(answers):
+            return [x for x in answers if fnmatch.fnmatchcase(str(x.get("question")), pattern)]
+        a_answers, b_answers = keep(a_answers), keep(b_answers)
+        if not a_answers and not b_answers:
+            raise MemfxError(f"no question matches {pattern!r} (question ids look like "
+                             f"latency.l1d)")
+    return compare(a_answers, b_answers, limit, a_label, b_label, history=history,
+                   n_history=n_history)
