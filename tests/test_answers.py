@@ -138,3 +138,30 @@ def test_machine_id_ignores_volatile_state():
     upgraded = {**fp, "cpu": {**fp["cpu"], "microcode": "0x2"}}
     assert machine_id(upgraded) != machine_id(fp)
     assert machine_id(fp).startswith("m-")
+
+
+def test_an_inconclusive_answer_says_why():
+    base = {"question": "x.y", "verdict": "inconclusive", "band": [0.95, 1.05],
+            "decides": "ratio of medians a/b"}
+    across = ans.explain_inconclusive(dict(base, because="81x faster", value=81.0,
+                                           ci_low=0.5, ci_high=300.0))
+    assert across["because"].startswith("81x faster; inconclusive: its CI 0.5-300 reaches "
+                                         "across the edge of the no-effect band 0.95-1.05")
+    beyond = ans.explain_inconclusive(dict(base, because="81x faster", value=81.0,
+                                           ci_low=60.0, ci_high=90.0))
+    assert "although its CI 60-90 lies beyond" in beyond["because"]
+    assert "ratio of medians a/b" in beyond["because"]
+    none = ans.explain_inconclusive(dict(base, because="", value=1.2))
+    assert none["because"].startswith("Inconclusive: there is no CI")
+    said = dict(base, because="replicas disagree: detected in 1 of 2", ci_low=1, ci_high=2)
+    assert ans.explain_inconclusive(said) == said
+    detected = dict(base, verdict="detected", because="8x", ci_low=7, ci_high=9)
+    assert ans.explain_inconclusive(detected) == detected
+
+
+def test_every_seed_has_its_question_in_words():
+    from memfx.experiments import all_experiments
+    seeds = {q.seed for e in all_experiments() for q in e.questions if q.headline}
+    assert seeds <= set(ans.SEEDS)
+    for title, question in ans.SEEDS.values():
+        assert title and question.endswith("?")

@@ -510,3 +510,11 @@ def test_fill_pattern_is_nonzero_and_periodic():
     a = np.frombuffer(buf, dtype=np.uint8)
     assert a[:5].tolist() == [0] * 5 and a[5:].min() >= 1
     assert np.array_equal(a[5:5 + 251], a[5 + 251:5 + 502])
+
+
+def test_a_best_strategy_range_of_one_size_says_so():
+    from memfx.experiments.copy import _ranges_text
+    text = _ranges_text([{"strategy": "avx512", "min_size": 32, "max_size": 16 << 20},
+                         {"strategy": "rep_movsb", "min_size": 32 << 20,
+                          "max_size": 32 << 20}])
+    assert text == "avx512 32B–16MB; rep_movsb at 32MB only"

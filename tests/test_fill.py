@@ -393,6 +393,7 @@ def test_analyze_detects_a_planted_effect_beyond_l2_only():
         assert cells[(k, "L3")]["verdict"] == DETECTED and cells[(k, "DRAM")]["verdict"] == DETECTED
         assert cells[(k, "L1d")]["verdict"] == NOT_DETECTED and cells[(k, "L2")]["verdict"] == NOT_DETECTED
     assert "L3" in se.because and "DRAM" in se.because and "L1d" not in se.because
+    assert se.because.startswith("Zero bytes are stored faster than 0x01 bytes: ")
     assert se.evidence and all("kernel=" in k for k in se.evidence)
     assert a["zero_loaded_from_memory"].verdict == NOT_DETECTED
     assert {d["level"] for d in a["zero_loaded_from_memory"].details} == {"L1d", "L2", "L3", "DRAM"}
@@ -405,6 +406,8 @@ def test_analyze_detects_a_planted_effect_beyond_l2_only():
 def test_analyze_without_effect_is_not_detected():
     se = _answers(_samples(1.0))["zero_store_elimination"]
     assert se.verdict == NOT_DETECTED
+    assert se.because.startswith("Filling with zero bytes runs at 1.00x the bandwidth of "
+                                 "filling with 0x01 bytes in L1d..DRAM")
     assert all(d["verdict"] == NOT_DETECTED for d in se.details if d["level"] is not None)
     assert {d["kernel"] for d in se.details if d["verdict"] == "not_measured"} == \
         set(F.KERNELS) - {"avx2", "memset"}

@@ -130,3 +130,12 @@ def test_compare_summary_changed_rows_glob_and_markdown(survey_db):
     assert len(md.splitlines()) <= 40 and md.startswith("**memfx compare: ")
     p = run_cli("compare", doc["run_id"], SURVEY, "nosuch.*", db=db)
     assert p.returncode == 2 and len(p.stderr.splitlines()) == 1
+
+
+def test_every_inconclusive_answer_of_a_run_says_why(survey_db):
+    _, doc = survey_db
+    reasons = ("inconclusive", "not conclusive", "disagree", "within the noise", "across",
+               "too few", "no ci", "noisy", "cannot tell")
+    for a in doc["answers"]:
+        if a["verdict"] == "inconclusive":
+            assert any(r in a["because"].lower() for r in reasons), a

@@ -38,6 +38,9 @@ def test_survey_stores_runs_and_writes_report(tmp_path):
         assert runs[0]["status"] == "complete"
     html = Path(out).read_text()
     assert "fill_alloc" in html and html.lstrip().lower().startswith("<!doctype html>")
+    # it ends with the screen of `memfx show SURVEY`: one data-quality line, the way to the rest
+    assert p.stdout.count("data quality:") == 1
+    assert f"more answers: memfx show {survey['id']} --all" in p.stdout
 
 
 def test_survey_ctrl_c_keeps_runs_and_reports_incomplete(tmp_path):

@@ -320,7 +320,8 @@ class Aliasing(Experiment):
                      f"measured: " + "; ".join(parts) if found else
                      f"; no band in any of the {n} combinations measured")
         if cell["verdict"] == DETECTED:
-            because = (f"{cell['value']:.2f}x{_ci(cell)} at {', '.join(cell['where'])} ({at}, "
+            because = (f"A copy whose destination 4K-aliases its source runs {cell['value']:.2f}x"
+                       f"{_ci(cell)} slower at offsets {', '.join(cell['where'])} ({at}, "
                        f"the declared combination)" + elsewhere
                        + " (offsets: dst - src mod 4096, signed; every band in the details)")
             value, lo, hi = cell["value"], cell["ci_low"], cell["ci_high"]

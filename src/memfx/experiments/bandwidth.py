@@ -1087,7 +1087,8 @@ class Bandwidth(Experiment):
         for d in details:
             d.pop("_e", None)
         a.details, a.evidence = details, head["evidence"]
-        a.because = (f"sequential / random line order = {a.value:.2f}x in {head['label']} "
+        a.because = (f"Reading lines in sequential order is {a.value:.2f}x as fast as in random "
+                     f"order in {head['label']} "
                      f"({head['sequential_gb_per_s']:.1f} vs {head['random_gb_per_s']:.1f} GB/s, "
                      f"{width}, {pages} pages); "
                      + ", ".join(f"{d['label']} {d['value']:.2f}x" for d in details))

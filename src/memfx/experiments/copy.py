@@ -740,7 +740,8 @@ def answer_best(op, points, pair_details):
         return ans.not_measured(q, f"no {op} strategy was measured")
     details += pair_details
     mode, ranges = main
-    return ans.Answer(q.id, MEASURED, f"{op} ({mode}): {_ranges_text(ranges)}",
+    return ans.Answer(q.id, MEASURED, f"The fastest {op} strategy by size ({mode}): "
+                      f"{_ranges_text(ranges)}",
                       value=float(len(ranges)), details=details,
                       estimator=f"tie rule: CI overlap or within {CLEAR_WIN:.0%}; simplest wins")
 

@@ -382,9 +382,10 @@ class Latency(Experiment):
         pooled = pooled_values(on_level)
         value = float(np.median(pooled))
         cycles = median_cycles(on_level)
-        because = (f"{value:.3g} ns" + (f" (~{cycles:.0f} est. cycles)" if cycles else "")
-                   + f" on a flat plateau from {format_size(first.first_size)} to "
-                   f"{format_size(first.last_size)} ({len(on_level)} sizes, {pg} pages)")
+        because = (f"A load from the {label} takes {value:.3g} ns"
+                   + (f" (~{cycles:.0f} cycles, est.)" if cycles else "")
+                   + f": the random chase stays flat at that from {format_size(first.first_size)} "
+                   f"to {format_size(first.last_size)} ({len(on_level)} sizes, {pg} pages)")
         if len(mine) > 1:
             later = levels[mine[1]]
             because += (f"; a further step to {later.latency_ns:.3g} ns from "
@@ -421,11 +422,11 @@ class Latency(Experiment):
                  f"{format_size(k['low'])} and {format_size(k['high'])}")
         verdict = MEASURED
         if matching:
-            because = (f"effective capacity ~= {format_size(k['size'])}, as the "
-                       f"{format_size(cap)} sysfs reports: {where}")
+            because = (f"The {label} holds about {format_size(k['size'])} in effect (effective "
+                       f"capacity), as the {format_size(cap)} sysfs reports: {where}")
         else:
-            because = (f"effective capacity ~= {format_size(k['size'])} (sysfs says "
-                       f"{format_size(cap)}): {where}")
+            because = (f"The {label} holds about {format_size(k['size'])} in effect (effective "
+                       f"capacity), although sysfs says {format_size(cap)}: {where}")
             if k["huge"] == "shows":
                 because += ", with huge pages too"
             elif k["huge"] == "earlier":
