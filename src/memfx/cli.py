@@ -6,11 +6,11 @@ import argparse
 import errno
 import json
 import os
-import re
 import stat
 import sys
 
-from .cli_show import cmd_compare, cmd_export, cmd_runs, cmd_show, emit_document  # noqa: F401
+from .cli_show import (cmd_compare, cmd_export, cmd_machines, cmd_prune, cmd_rm,
+                       cmd_runs, cmd_show, emit_document, emit_tune_document)
 from .errors import MemfxError
 
 EXIT_USAGE = 2
@@ -356,24 +356,6 @@ def _write_fleet_report(store, args, db):
     return 0
 
 
-def cmd_machines(args):
-    from .fleet import machines_document
-    store = _open_store(args, must_exist=True)
-    doc = machines_document(store)
-    if args.json:
-        print(json.dumps(doc, indent=2, default=str))
-        return 0
-    from .render import add_row, safe_table
-    t = safe_table("machine", "CPU", "hosts", "runs", "last survey", "started", "status",
-                   title=f"Machines in {store.path}")
-    for m in doc["machines"]:
-        s = m["last_survey"] or {}
-        add_row(t, m["machine_id"], m["label"], ", ".join(m["hosts"]), str(m["n_runs"]),
-                s.get("id") or "-", s.get("started") or "-", s.get("status") or "-")
-    _console().print(t)
-    return 0
-
-
 def cmd_push(args):
     from . import __version__
     from .fleet import push, push_selection
@@ -411,47 +393,6 @@ def cmd_push(args):
           f"there) to {target_store.path} in {summary['seconds']:.1f} s"
           + (f"; {c['refused']} refused" if c["refused"] else ""))
     return 1 if c["refused"] else 0
-
-
-def _print_removed(removed):
-    from .render import clean
-    for item in ({k: clean(v) for k, v in i.items()} for i in removed):
-        if item["kind"] == "run":
-            print(f"removed run {item['id']} ({item['experiment']}, {item['n_samples']} samples)")
-        else:
-            print(f"removed survey {item['id']}")
-
-
-def cmd_rm(args):
-    store = _open_store(args, must_exist=True)
-    _print_removed(store.remove(args.ids))
-    return 0
-
-
-_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([dh])\s*$")
-
-
-def parse_age(text):
-    """"30d" or "12h" -> seconds."""
-    m = _AGE.match(text or "")
-    if not m:
-        raise MemfxError(f"--older-than: expected an age like 30d or 12h, got {text!r}")
-    import time
-    age = float(m.group(1)) * (86400 if m.group(2) == "d" else 3600)
-    if not age <= time.time():          # also inf and nan
-        raise MemfxError(f"--older-than {text.strip()} reaches back before 1970: "
-                         "no run can be that old")
-    return age
-
-
-def cmd_prune(args):
-    age = parse_age(args.older_than)
-    store = _open_store(args, must_exist=True)
-    removed = store.prune(age)
-    _print_removed(removed)
-    if not removed:
-        print(f"nothing started more than {args.older_than.strip()} ago")
-    return 0
 
 
 def cmd_advise(args):
@@ -519,7 +460,7 @@ def cmd_tune(args):
     except ProgramFailed as e:
         sys.stderr.write(f"memfx: error: {e}\n")
         return EXIT_PROGRAM_FAILED
-    return _emit_tune_document(doc, args)
+    return emit_tune_document(doc, args)
 
 
 # ---- parser ----------------------------------------------------------------

@@ -1,11 +1,12 @@
-"""The commands that read stored results: `runs`, `show`, `compare`,
-`export` (cli.py dispatches to them).  Screens are composed in screen.py;
+"""The commands that read or prune stored results: `runs`, `show`,
+`compare`, `export`, `machines`, `rm`, `prune` (cli.py dispatches to them).  Screens are composed in screen.py;
 documents come from documents.py.  Every error a user can cause is a
 MemfxError (one line, exit status 2 in cli.main)."""
 from __future__ import annotations
 
 import csv
 import json
+import re
 import sys
 
 from .errors import MemfxError
@@ -92,7 +93,7 @@ def cmd_show(args):
             return _print_json(_filtered(doc, pattern))
         return emit_survey(doc, args, advice=survey_advice(store, doc))
     if isinstance(doc.get("tune"), dict):           # a `memfx tune` record: its own document
-        return _emit_tune_document(doc["tune"], args)
+        return emit_tune_document(doc["tune"], args)
     _check_pattern(pattern, doc.get("answers") or [], doc["run_id"])
     if args.json:
         return _print_json(_filtered(doc, pattern))
@@ -157,7 +158,7 @@ def emit_survey(doc, args, advice=None):
     return 0
 
 
-def _emit_tune_document(doc, args):
+def emit_tune_document(doc, args):
     if args.json:
         return _print_json(doc)
     from .render import text
@@ -262,4 +263,65 @@ def cmd_export(args):
         write(sys.stdout)
     else:
         write_text_output(args.output, write, protect=[db], newline="")
+    return 0
+
+
+# ---- machines, rm, prune ---------------------------------------------------------
+
+def cmd_machines(args):
+    from .fleet import machines_document
+    store = _cli()._open_store(args, must_exist=True)
+    doc = machines_document(store)
+    if args.json:
+        print(json.dumps(doc, indent=2, default=str))
+        return 0
+    from .render import add_row, safe_table
+    t = safe_table("machine", "CPU", "hosts", "runs", "last survey", "started", "status",
+                   title=f"Machines in {store.path}")
+    for m in doc["machines"]:
+        s = m["last_survey"] or {}
+        add_row(t, m["machine_id"], m["label"], ", ".join(m["hosts"]), str(m["n_runs"]),
+                s.get("id") or "-", s.get("started") or "-", s.get("status") or "-")
+    _cli()._console().print(t)
+    return 0
+
+
+def _print_removed(removed):
+    from .render import clean
+    for item in ({k: clean(v) for k, v in i.items()} for i in removed):
+        if item["kind"] == "run":
+            print(f"removed run {item['id']} ({item['experiment']}, {item['n_samples']} samples)")
+        else:
+            print(f"removed survey {item['id']}")
+
+
+def cmd_rm(args):
+    store = _cli()._open_store(args, must_exist=True)
+    _print_removed(store.remove(args.ids))
+    return 0
+
+
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([dh])\s*$")
+
+
+def parse_age(text):
+    """"30d" or "12h" -> seconds."""
+    m = _AGE.match(text or "")
+    if not m:
+        raise MemfxError(f"--older-than: expected an age like 30d or 12h, got {text!r}")
+    import time
+    age = float(m.group(1)) * (86400 if m.group(2) == "d" else 3600)
+    if not age <= time.time():          # also inf and nan
+        raise MemfxError(f"--older-than {text.strip()} reaches back before 1970: "
+                         "no run can be that old")
+    return age
+
+
+def cmd_prune(args):
+    age = parse_age(args.older_than)
+    store = _cli()._open_store(args, must_exist=True)
+    removed = store.prune(age)
+    _print_removed(removed)
+    if not removed:
+        print(f"nothing started more than {args.older_than.strip()} ago")
     return 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 

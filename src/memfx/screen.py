@@ -15,7 +15,7 @@ import fnmatch
 import os
 import sys
 import textwrap
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Iterable, List, Mapping, Optional, Sequence
 
 from rich.cells import cell_len
 
