@@ -172,37 +172,47 @@ def _gain_text(overall: Optional[Mapping[str, Any]]) -> str:
     lo, hi = overall.get("ci_low"), overall.get("ci_high")
     ci = (f" [{(1 - hi) * 100:+.1f}, {(1 - lo) * 100:+.1f}]" if lo is not None and hi is not None
           else "")
-    return f"measured gain {_pct(g)}{ci}"
+    return f"measured {_pct(g)}{ci}"
 
 
 def advice_lines(advice: Optional[Mapping[str, Any]], width: int) -> List[str]:
-    """One line per piece of advice with its measured gain and decision."""
+    """One line per piece of advice: what to do, and the gain the check measured."""
     if not advice:
         return []
     out = []
     for fn, g in (advice.get("gcc") or {}).items():
         if not isinstance(g, dict):
             continue
+        flag = f"-m{fn}-strategy={g.get('string')}"
+        gain = _gain_text((g.get("check") or {}).get("overall"))
+        decision = g.get("decision") or "keep"
         if not g.get("string"):
-            out.append(f"  gcc -m{fn}-strategy: keep the default ({g.get('reason') or 'no advice'})")
-            continue
-        check = g.get("check") or {}
-        out.append(f"  {g.get('decision') or 'keep'}: -m{fn}-strategy={g['string']}  "
-                   f"({_gain_text(check.get('overall'))}; {g.get('check_reason') or ''})")
-    gl = advice.get("glibc") or {}
-    for p in gl.get("tunables") or []:
-        check = p.get("check") or {}
-        name = str(p.get("tunable") or "?").split(".")[-1]
-        out.append(f"  {p.get('decision') or 'keep'}: glibc {name} {p.get('current')} -> "
-                   f"{p.get('proposed')}  ({_gain_text(check.get('overall'))})")
-    part = advice.get("prefetch") or {}
-    for i in part.get("items") or []:
+            out.append(f"  keep GCC's {fn} default: {g.get('reason') or 'no strategy proposed'}")
+        elif decision == "advise":
+            out.append(f"  advise {flag}: {gain}")
+        elif decision == "unchecked":
+            out.append(f"  unchecked: {flag} ({g.get('check_reason') or 'not measured'})")
+        else:
+            out.append(f"  keep GCC's {fn} default; {flag} {gain}")
+    for p in (advice.get("glibc") or {}).get("tunables") or []:
+        name = str(p.get("tunable") or "?")
+        gain = _gain_text((p.get("check") or {}).get("overall"))
+        decision = p.get("decision") or "keep"
+        if decision == "advise":
+            out.append(f"  advise GLIBC_TUNABLES={name}={p.get('proposed')} (now "
+                       f"{p.get('current')}): {gain}")
+        elif decision == "unchecked":
+            out.append(f"  unchecked: {name}={p.get('proposed')} (now {p.get('current')})")
+        else:
+            out.append(f"  keep glibc's {name.split('.')[-1]} {p.get('current')}; "
+                       f"{p.get('proposed')} {gain}")
+    for i in (advice.get("prefetch") or {}).get("items") or []:
         chk = i.get("check") or {}
         ratio = chk.get("ratio")
-        measured = (f"{chk.get('ratio_is', 'ratio')} {ratio:.3f}" if ratio is not None
-                    else "not measured")
-        out.append(f"  {i.get('decision')}: {i.get('advice') or i.get('reason') or '-'}  "
-                   f"(check: {measured})")
+        measured = (f"check: {chk.get('ratio_is', 'ratio')} {ratio:.3f}" if ratio is not None
+                    else "not checked")
+        out.append(f"  prefetch ({i.get('decision')}): {i.get('advice') or i.get('reason') or '-'}"
+                   f" ({measured})")
     return [fit(x, width) for x in out]
 
 
