@@ -676,3 +676,17 @@ def test_one_machine_row_for_runs_on_an_unchanged_machine_each_run_keeps_its_sta
         upgraded["cpu"]["microcode"] = "0x2"
         c = st.begin_run("latency", {}, "quick", upgraded)
         assert st.run(c)["machine_id"] != ra["machine_id"]
+
+
+def test_latest_survey_is_the_latest_complete_survey(tmp_path):
+    with Store(tmp_path / "s.db") as st:
+        with pytest.raises(StoreError, match="no complete survey"):
+            st.survey("latest-survey")
+        done = st.begin_survey("quick", ["survey"])
+        st.finish_survey(done, "complete")
+        time.sleep(1.1)                                   # a later start (ids carry seconds)
+        st.begin_survey("quick", ["survey"])             # still running: not "latest-survey"
+        assert st.survey("latest-survey")["id"] == done
+        assert st.survey("latest")["id"] != done
+        with pytest.raises(StoreError, match="names a survey"):
+            st.run("latest-survey")
