@@ -68,7 +68,7 @@ def test_survey_ctrl_c_keeps_runs_and_reports_incomplete(tmp_path):
     # its samples kept
     assert {e: r["status"] for e, r in runs.items()} == {"fill_alloc": "interrupted",
                                                         "latency": "interrupted"}
-    assert fill_alloc["n_samples"] > 0 and "1 of 2 replicas" in fill_alloc["error"]
+    assert fill_alloc["n_samples"] > 0 and "1 of 3 replicas" in fill_alloc["error"]
     html = Path(out).read_text()
     assert "incomplete" in html.lower() and "interrupted" in html.lower()
 

@@ -531,7 +531,8 @@ class Bandwidth(Experiment):
               "process may run on); the measuring CPU (cpu) runs thread 0", "0,1", minimum=0),
     ]
     presets = {
-        "quick": {"samples": 5, "min_sample_ms": 0.5, "per_octave": 1, "dram_factor": 2,
+        # 3 samples x 3 replicas (COMMON_PRESETS) rather than 5 x 2
+        "quick": {"samples": 3, "min_sample_ms": 0.5, "per_octave": 1, "dram_factor": 2,
                   "kinds": ",".join(k for k in KINDS if k != "nt_copy"),
                   # the threaded parts' quick share: no nt_write scaling, DRAM-only
                   # loaded latency (a team sample needs every CPU at once, which a
@@ -686,18 +687,20 @@ class Bandwidth(Experiment):
         size, kernel, thp = p["size_bytes"], p["kernel"], p["pages"] == "thp"
         extra = {}
         common = dict(metric="bandwidth", difference=False, warmup=1, extra=extra)
+        # working sets come from the run's pooled mappings (lab.pooled_buffer):
+        # faulting a fresh one per cell cost a quarter of the sweep
         if kind in ("copy", "nt_copy"):
             half = size // 2
-            src = lab.buffer(half, hugepages=thp)
-            dst = lab.buffer(half, hugepages=thp)
+            src = lab.pooled_buffer("copy_src", half, hugepages=thp)
+            dst = lab.pooled_buffer("copy_dst", half, hugepages=thp)
             view = np.frombuffer(src.buffer, np.uint8, count=half, offset=src.offset)
             view[:] = FILL_BYTE
             del view
             region, trial = dst, Trial(kernel, size=half, src=src, dst=dst, **common)
         elif kind == "random":
-            region = lab.buffer(size, hugepages=thp)
+            region = lab.pooled_buffer("main", size, hugepages=thp)
             lines = size // LINE
-            order_region = lab.buffer(4 * lines)
+            order_region = lab.pooled_buffer("order", 4 * lines)
             view = np.frombuffer(order_region.buffer, np.uint32, count=lines,
                                  offset=order_region.offset)
             order = np.arange(lines, dtype=np.uint32)
@@ -706,13 +709,13 @@ class Bandwidth(Experiment):
             del view, order
             trial = Trial(kernel, size=size, src=region, dst=order_region, **common)
         elif kind == "read":
-            region = lab.buffer(size, hugepages=thp)
+            region = lab.pooled_buffer("main", size, hugepages=thp)
             trial = Trial(kernel, size=size, src=region, **common)
         elif kind == "rmw":
-            region = lab.buffer(size, hugepages=thp)
+            region = lab.pooled_buffer("main", size, hugepages=thp)
             trial = Trial(kernel, size=size, dst=region, value=RMW_INCREMENT, **common)
         else:   # write, nt_write and the readbacks: the fill byte's value semantic
-            region = lab.buffer(size, hugepages=thp)
+            region = lab.pooled_buffer("main", size, hugepages=thp)
             trial = Trial(kernel, size=size, dst=region, value=FILL_BYTE, **common)
         if thp:
             share = lab.huge_page_share(region)
@@ -721,17 +724,18 @@ class Bandwidth(Experiment):
         return trial
 
     @staticmethod
-    def member_buffers(kind, size, lab, thp):
-        """(dst, src, size, value) of one team member's own buffers for `kind`."""
+    def member_buffers(kind, size, lab, thp, member=0):
+        """(dst, src, size, value) of one team member's own buffers for `kind`
+        (pooled per member: lab.pooled_buffer)."""
         if kind == "copy":
             half = size // 2
-            src = lab.buffer(half, hugepages=thp)
-            dst = lab.buffer(half, hugepages=thp)
+            src = lab.pooled_buffer(("member_src", member), half, hugepages=thp)
+            dst = lab.pooled_buffer(("member_dst", member), half, hugepages=thp)
             view = np.frombuffer(src.buffer, np.uint8, count=half, offset=src.offset)
             view[:] = FILL_BYTE
             del view
             return dst, src, half, 0
-        region = lab.buffer(size, hugepages=thp)
+        region = lab.pooled_buffer(("member", member), size, hugepages=thp)
         if kind == "read":
             return None, region, size, 0
         return region, None, size, FILL_BYTE     # write, nt_write
@@ -745,8 +749,8 @@ class Bandwidth(Experiment):
         if cpus[0] != lab.cpu:
             raise MemfxError(f"thread 0 must run on the measuring CPU {lab.cpu}, not {cpus[0]}")
         members, size = [], p["size_bytes"]
-        for cpu in cpus:
-            dst, src, n, value = self.member_buffers(kind, size, lab, p["pages"] == "thp")
+        for i, cpu in enumerate(cpus):
+            dst, src, n, value = self.member_buffers(kind, size, lab, p["pages"] == "thp", i)
             members.append(TeamMember(cpu, dst=dst, src=src))
         return Trial(p["kernel"], size=n, value=value, dst=members[0].dst, src=members[0].src,
                      metric="bandwidth", difference=False, warmup=1,

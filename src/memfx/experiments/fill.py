@@ -518,7 +518,8 @@ class Fill(Experiment):
         # verdicts here (issue 13's survey budget)
         "quick": {"kernels": "avx2,rep_stosb,memset,scalar8,nt_sse",
                   "values": "zero,one,zero_volatile",
-                  "points": 12, "samples": 11, "min_sample_ms": 1.0},
+                  # 5 samples x 3 replicas (COMMON_PRESETS), not 11 x 2
+                  "points": 12, "samples": 5, "min_sample_ms": 1.0},
         "full": {"points": 40, "samples": 11, "min_sample_ms": 1.0},
     }
 
