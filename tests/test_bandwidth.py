@@ -12,7 +12,7 @@ import pytest
 from memfx import _core
 from memfx.answers import NOT_MEASURED
 from memfx.experiments import get_experiment
-from memfx.experiments.bandwidth import (KERNELS, LEVEL_KINDS, LEVELS, check_random_kernel,
+from memfx.experiments.bandwidth import (level_windows, KERNELS, LEVEL_KINDS, LEVELS, check_random_kernel,
                                          check_read_kernel, check_rmw_kernel,
                                          check_write_read_kernel, level_sizes, rmw_reference,
                                          sizes_for)
@@ -152,6 +152,25 @@ def test_plan_uses_the_widest_vector_and_one_nt_kernel():
     kernels = {p.params["kernel"] for p in exp.plan(params, MACHINE)}
     assert {"fill_rep_stosb", "copy_rep_movsb", "bw_read_avx2"} <= kernels
     assert not any("read_rep" in k for k in kernels)
+
+
+def test_quick_measures_one_declared_working_set_per_level():
+    exp = get_experiment("bandwidth")
+    params = exp.resolve("quick")
+    assert params["sweep"] == "levels"
+    one_thread = [p for p in exp.plan(params, MACHINE) if "part" not in p.params]
+    sizes = sorted({p.params["size_bytes"] for p in one_thread})
+    windows = level_windows([("l1d", 32 << 10), ("l2", 1 << 20), ("l3", 32 << 20)])
+    inside = [[lid for lid, (lo, hi) in windows.items() if lo < s <= hi] for s in sizes]
+    assert inside == [["l1d"], ["l2"], ["l3"], ["dram"]]
+    assert sizes[-1] == 64 << 20                  # DRAM at 2x the LLC
+    # every kind at every size: 4 cells per kind, the same whatever the seed
+    assert len(one_thread) == 4 * len({p.arm for p in one_thread})
+    again = exp.plan(exp.resolve("quick", {"seed": 5}), MACHINE)
+    assert sorted({p.params["size_bytes"] for p in again if "part" not in p.params}) == sizes
+    # the octave sweep is still there for the curves and their knees
+    full = exp.plan(exp.resolve("quick", {"sweep": "octaves"}), MACHINE)
+    assert len({p.params["size_bytes"] for p in full}) > 10
 
 
 def test_sizes_straddle_every_cache():

@@ -220,7 +220,23 @@ def test_level_assignment_uses_reported_caches():
     assert F.level_of(7 << 20, []) == "all"
 
 
-@pytest.mark.parametrize("preset", ["quick", "full"])
+def test_quick_plans_one_declared_size_per_level():
+    exp = get_experiment("fill")
+    params = exp.resolve("quick")
+    assert params["sweep"] == "levels"
+    sizes = sorted({p.params["size_bytes"] for p in exp.plan(params, MACHINE)})
+    caches = F.data_caches(MACHINE)
+    # one size in each level, well inside it, and DRAM at 2x the LLC
+    assert [F.level_of(s, caches) for s in sizes] == ["L1d", "L2", "L3", "DRAM"]
+    assert sizes[-1] == 12 << 20
+    for s, (_, cap) in zip(sizes, caches):
+        assert s <= 0.75 * cap
+    # the same cells for the same machine, whatever the seed or replica
+    again = exp.plan(exp.resolve("quick", {"seed": 9}), MACHINE)
+    assert sorted({p.params["size_bytes"] for p in again}) == sizes
+
+
+@pytest.mark.parametrize("preset", ["full"])
 def test_plan_sizes_bracket_every_cache_size(preset):
     exp = get_experiment("fill")
     params = exp.resolve(preset)
@@ -611,7 +627,8 @@ def test_answer_agrees_with_the_table_when_one_level_has_a_single_size():
     ends at 2x the LLC) where memset zeros are 1.37x faster; the answer must
     say so, from the same rows the table shows."""
     data = _family_samples({"memset": 1.37, "avx2": 1.0}, levels=("DRAM",),
-                           overrides={"kernels": "avx2,memset", "max_size": "12M"})
+                           overrides={"kernels": "avx2,memset", "max_size": "12M",
+                                                                  "sweep": "grid"})
     dram = sorted({p["params"]["size_bytes"] for p in data.points
                    if F.level_of(p["params"]["size_bytes"], F.data_caches(MACHINE)) == "DRAM"})
     l3 = {p["params"]["size_bytes"] for p in data.points
