@@ -214,17 +214,22 @@ def test_injected_markup_shows_only_as_text(written):
     assert EVIL_PARAM in c.text("experiments")
 
 
-def test_images_are_embedded_and_svg_text_is_escaped(written):
+def test_images_are_embedded_small_pngs_with_their_size(written):
+    """Plots are PNG data URIs (text in an image cannot inject markup), drawn
+    at the report's resolution and reduced to a palette, each with its pixel
+    size in the tag so the page does not jump while it loads."""
+    import io
+
+    from PIL import Image
     c = check(written)
     assert c.images, "no plot embedded"
-    assert all(src.startswith(("data:image/svg+xml;base64,", "data:image/png;base64,"))
-               for src in c.images)
-    svgs = [base64.b64decode(src.split(",", 1)[1]) for src in c.images
-            if src.startswith("data:image/svg+xml")]
-    for svg in svgs:
-        ET.fromstring(svg)                        # well-formed XML
-        assert b"<script" not in svg.lower()
-    assert any(b"Evil CPU &lt;script&gt;" in svg for svg in svgs)   # the title, as text
+    assert all(src.startswith("data:image/png;base64,") for src in c.images)
+    for src in c.images:
+        with Image.open(io.BytesIO(base64.b64decode(src.split(",", 1)[1]))) as im:
+            im.load()
+            assert im.mode == "P" and len(im.getpalette()) // 3 <= report.PLOT_COLOURS
+            assert f'width="{im.width}" height="{im.height}"' in written
+            assert im.width == round(11 * report.PLOT_DPI) or im.width == round(14 * report.PLOT_DPI)
 
 
 def test_no_external_resources(written):
@@ -273,12 +278,17 @@ def test_run_section_shows_question_table_params_and_duration(written, fixture_d
     for column in ("size_bytes", "arm", "median", "95% CI", "n", "rejected"):
         assert column in text
     assert "every point has" in text and "npad = 7" in text       # constant params said once
-    assert "Parameters" in text and "per_octave" in text and "in --full" in text
     assert re.search(r"took \d+(\.\d)? s", text)
     assert "preset quick" in text
-    # what quick traded away, per experiment, in the header
-    assert "What the quick preset traded away" in written
-    assert re.search(r"samples 5 \(full: \d+\)", written)
+    # the parameters and what quick traded away are at the end, after the
+    # raw data, with a link from the run's section
+    assert "per_octave" not in text
+    assert c.ids.index("raw-data") < c.ids.index("presets")
+    params = c.text("presets")
+    assert "per_octave" in params and "in --full" in params
+    assert "What the quick preset traded away" in params
+    assert re.search(r"samples 5 \(full: \d+\)", params)
+    assert f'href="#params-{section_id}"' in written
 
 
 def test_advice_is_rendered_from_its_artifact(written):
