@@ -446,3 +446,29 @@ def test_group_findings_folds_numbered_series():
     assert [g[0]["id"] for g in groups] == ["level1_latency", "crossover_copy_a_vs_b", "knee_1", "knee_2"]
     assert [m["id"] for m in groups[1][1]] == ["crossover_copy_a_vs_b_2", "crossover_copy_a_vs_b_3"]
     assert sum(1 + len(more) for _, more in groups) == len(fs)      # nothing lost
+
+
+def test_a_card_leads_with_the_value_and_its_ci_in_brackets_and_the_verdict_in_words():
+    from memfx.report_sections import _card, summary_html
+    view = report.RunView({"id": "r1", "experiment": "latency"}, {"points": [{}]}, None, None,
+                          "run-1-r1")
+    a = {"question": "latency.memory", "asks": "Load-to-use latency of memory?", "seed": "004",
+         "verdict": "measured", "value": 182.4, "unit": "ns", "ci_low": 177.2, "ci_high": 188.0,
+         "because": "the DRAM plateau <b>", "headline": True}
+    html_text = _card(view, a)
+    c = Checker()
+    c.feed(html_text)
+    text = " ".join("".join(c.text_by_id.get("card-latency.memory", [])).split())
+    assert "182 ns [177, 188]" in text
+    assert "measured" in text and "seed 004" in text and "&lt;b&gt;" in html_text
+    sized = _card(view, dict(a, verdict="detected", value=49152, unit="bytes", ci_low=45056,
+                             ci_high=53248))
+    assert "48 KiB" in sized and "[44 KiB, 52 KiB]" in sized and "yes: detected" in sized
+    assert "[" not in _card(view, dict(a, ci_low=None, ci_high=None)).split("because")[0]
+    # the seed stories lead, Drepper's (004) questions follow
+    first = dict(a, question="fill.zero", seed="000", verdict="inconclusive")
+    views = [report.RunView({"id": "r1", "experiment": "x"},
+                            {"points": [{}], "answers": [a, first]}, None, None, "run-1")]
+    page = summary_html(views, "<h3>Advice</h3>")
+    assert page.index("card-fill.zero") < page.index("card-latency.memory") < page.index("Advice")
+    assert "not sure: inconclusive" in page
