@@ -146,20 +146,24 @@ def _analyse(store, run, index, documents=None) -> RunView:
 # ---- plots ------------------------------------------------------------------
 
 def png_bytes(fig) -> bytes:
-    """The figure as a small PNG: rendered once at PLOT_DPI, then quantized
-    to a palette (plots are flat colours, lines and faint dots)."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=PLOT_DPI, metadata={"Software": None})
+    """The figure as a small PNG: rendered once at PLOT_DPI, its pixels
+    quantized to a palette (plots are flat colours, lines and faint dots)
+    and encoded once."""
     try:
         from PIL import Image
-    except ImportError:          # matplotlib depends on Pillow; keep the full PNG if absent
+    except ImportError:          # matplotlib depends on Pillow; a full PNG if absent
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=PLOT_DPI, metadata={"Software": None})
         return buf.getvalue()
-    buf.seek(0)
-    with Image.open(buf) as im:
-        small = im.convert("RGB").quantize(colors=PLOT_COLOURS, method=Image.Quantize.MEDIANCUT,
-                                           dither=Image.Dither.NONE)
-        out = io.BytesIO()
-        small.save(out, format="PNG", optimize=True)
+    fig.set_dpi(PLOT_DPI)
+    fig.canvas.draw()
+    rgba = fig.canvas.buffer_rgba()
+    w, h = fig.canvas.get_width_height()
+    im = Image.frombuffer("RGBA", (w, h), rgba, "raw", "RGBA", 0, 1).convert("RGB")
+    small = im.quantize(colors=PLOT_COLOURS, method=Image.Quantize.MEDIANCUT,
+                        dither=Image.Dither.NONE)
+    out = io.BytesIO()
+    small.save(out, format="PNG", compress_level=9)
     return out.getvalue()
 
 

@@ -494,7 +494,9 @@ def run_html(view, db_arg, plot_html) -> str:
                 + (f' <span class="dim">(95% CI {e(ci_text(f.get("ci_low"), f.get("ci_high"), f.get("unit")))})</span>'
                    if f.get("ci_low") is not None else "") + "</li>"
                 for f in findings) + "</ul>")
-        out.append("<h4>Key table</h4>" + points_html(view, db_arg))
+        # folded: the figure shows the shape; the table is there to read numbers
+        out.append(f"<details><summary>Key table: {len(doc.get('points') or [])} point(s), "
+                   f"median and 95% CI each</summary>" + points_html(view, db_arg) + "</details>")
     out.append(f'<p class="dim">Parameters: <a href="#params-{e(view.anchor)}">at the end</a>.</p>')
     out.append("</section>")
     return "\n".join(out)
