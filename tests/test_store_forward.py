@@ -477,6 +477,7 @@ def test_as_ranges():
 
 # ---- end to end (small) ----------------------------------------------------
 
+@pytest.mark.measuring
 def test_small_run_end_to_end(tmp_path):
     from memfx import results
     from memfx.machine import fingerprint
