@@ -67,6 +67,7 @@ def test_read_checksum_matches_numpy(width):
         assert got == _numpy_checksum(data[off:off + n]) * 3 % (1 << 64)
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("width", list(WIDTH_ISA))
 def test_read_kernels_pass_their_checker_and_it_catches_a_wrong_size(width):
     idx = _index(f"bw_read_{width}")
@@ -114,6 +115,7 @@ def test_rmw_reference_adds_per_word_and_per_trailing_byte():
     assert list(out[8:]) == [(b + 2) % 256 for b in orig[8:]]
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("kernel", ["bw_write_read_sse2", "bw_ntwrite_read_sse2",
                                     "bw_write_read_avx2", "bw_ntwrite_read_avx2",
                                     "bw_write_read_avx512", "bw_ntwrite_read_avx512"])

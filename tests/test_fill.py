@@ -42,6 +42,7 @@ def test_every_fill_kernel_has_one_row_and_declares_its_traffic():
     assert sum(1 for r in ROWS.values() if r.group == "fill") == len(FILL_ROWS)
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("name", FILL_ROWS)
 def test_kernel_byte_exact_all_sizes_and_offsets(name):
     """Sizes 0..4096 x dst offsets 0..63, 64 guard bytes each side, in C."""
@@ -51,6 +52,7 @@ def test_kernel_byte_exact_all_sizes_and_offsets(name):
         assert F.check_kernel(r.index, v, 0, 0, count=1) is None, (name, v)
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("name", FILL_ROWS)
 def test_kernel_modes_volatile_value_and_alternating_passes(name):
     r = _row(name)

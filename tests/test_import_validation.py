@@ -326,6 +326,9 @@ SPOILED = {
 }
 
 
+# Not a measurement, but a plot and a report per case (seconds each): marked
+# measuring to keep it out of the quick pure run.
+@pytest.mark.measuring
 @pytest.mark.parametrize("name", sorted(SPOILED))
 def test_readers_survive_old_or_damaged_rows(name, db, tmp_path):
     _spoil(db, *SPOILED[name])
@@ -421,6 +424,9 @@ def mutations(draw):
 # Random mutations find new reader bugs on a developer's machine; CI replays a
 # fixed set (derandomize) so a landing does not hinge on one draw.  Every bug
 # found this way becomes a named case (e.g. the cache without a level below).
+# Not a measurement, but 40 documents each imported and read by every reader,
+# a plot among them: marked measuring to keep it out of the quick pure run.
+@pytest.mark.measuring
 @settings(max_examples=40, deadline=None, database=None, derandomize=bool(os.environ.get("CI")),
           suppress_health_check=list(HealthCheck))
 @given(doc=mutations())

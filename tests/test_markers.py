@@ -3,7 +3,9 @@
 tests/*.py: a test measures when it, a function of its own file it calls, or
 a fixture of its own file it takes starts the CLI's run/survey/tune, a worker
 (the runner, `memfx.run`), any other process (subprocess), builds a `Lab` or
-calls a kernel through `_core`."""
+calls a kernel (through `_core` or a checker that does).  A few pure tests
+that take seconds carry the marker too (tests/test_import_validation.py's
+reader sweeps): the scan only asks for it where it must be."""
 import ast
 from pathlib import Path
 
@@ -11,6 +13,9 @@ TESTS = Path(__file__).resolve().parent
 MEASURING_COMMANDS = {"run", "survey", "tune"}
 MEASURING_CALLS = {"Lab", "run_experiment", "run_survey"}
 KERNEL_CALLS = {"_core.run", "_core.team_run", "_core.verify_copy", "_core.fill_check"}
+# the experiments' and the lab's helpers that call kernels (byte-exact checks)
+KERNEL_HELPERS = {"call_kernel", "check_kernel", "check_read_kernel", "check_random_kernel",
+                  "check_write_read_kernel", "verify_kernel", "run_kernel"}
 WORKER_CALLS = {"memfx.run", "api.run"}
 
 
@@ -35,7 +40,7 @@ def _reasons(fn):
         first = node.args[0] if node.args else None
         if last == "run_cli" and isinstance(first, ast.Constant) and first.value in MEASURING_COMMANDS:
             found.add(f"run_cli({first.value!r})")
-        elif last in MEASURING_CALLS or name in KERNEL_CALLS or name in WORKER_CALLS:
+        elif last in MEASURING_CALLS | KERNEL_HELPERS or name in KERNEL_CALLS | WORKER_CALLS:
             found.add(name)
         elif name.startswith("subprocess."):
             found.add(name)

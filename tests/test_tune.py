@@ -380,6 +380,7 @@ def test_a_failing_program_stops_tuning_with_one_line(tmp_path, db_path, fake_ma
     assert run["status"] == "failed" and "status 3" in run["error"]
 
 
+@pytest.mark.measuring
 def test_a_timeout_kills_the_whole_process_group(tmp_path):
     marker = tmp_path / "late"
     script = tmp_path / "slow.sh"
