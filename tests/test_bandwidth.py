@@ -569,3 +569,31 @@ def test_loaded_latency_bars_name_their_sizes():
     fig = figure_for(document(run, s, include_values=True))
     ax = next(a for a in fig.axes if "idle vs" in a.get_title())
     assert [t.get_text() for t in ax.get_xticklabels()] == ["64M"]     # not 67108864
+
+
+def test_level_answers_rest_on_the_same_cells_whatever_the_noise():
+    """Issue 22: on one machine, two runs' evidence is the same.  The quick
+    plan's declared cells, measured twice with different noise (10 % spread,
+    a different level each time looking like a plateau or a ramp), give every
+    level answer the same evidence keys."""
+    exp = get_experiment("bandwidth")
+    params = exp.resolve("quick", {"kinds": "read,write,copy,rmw,nt_write,random",
+                                   "scaling": "none", "latency_levels": "none"})
+    cells = [p for p in exp.plan(params, MACHINE)]
+    evidence = []
+    for seed in (1, 2):
+        rng = np.random.default_rng(seed)
+        samples = []
+        for p in cells:
+            base = PLATEAU[_level(p.params["size_bytes"])] * (0.3 if p.arm == "random" else 1)
+            for s in _samples(p.arm, p.params["kernel"], p.params["size_bytes"], base, n=5):
+                s["value"] *= float(np.exp(rng.normal(0, 0.1)))
+                samples.append(s)
+        run = {"id": f"r{seed}", "experiment": "bandwidth", "status": "complete",
+               "params": params, "machine": MACHINE}
+        answers = document(run, samples)["answers"]
+        evidence.append({a["question"]: a.get("evidence") for a in answers})
+    assert evidence[0] == evidence[1]
+    level_answers = [q for q in evidence[0] if q.split(".")[1].split("_")[-1] in LEVELS]
+    assert len(level_answers) == 5 * len(LEVELS)
+    assert all(len(evidence[0][q]) == 1 for q in level_answers)     # one declared cell each

@@ -2,10 +2,11 @@
 `pytest -m "not measuring"` runs the pure tests alone.  A static scan of
 tests/*.py: a test measures when it, a function of its own file it calls, or
 a fixture of its own file it takes starts the CLI's run/survey/tune, a worker
-(the runner, `memfx.run`), any other process (subprocess), builds a `Lab` or
-calls a kernel (through `_core` or a checker that does).  A few pure tests
-that take seconds carry the marker too (tests/test_import_validation.py's
-reader sweeps): the scan only asks for it where it must be."""
+(the runner, `memfx.run`), any other process (subprocess, a Selenium
+webdriver), builds a `Lab` or calls a kernel (through `_core` or a checker
+that does).  A few pure tests that take seconds carry the marker too
+(tests/test_import_validation.py's reader sweeps): the scan only asks for it
+where it must be."""
 import ast
 from pathlib import Path
 
@@ -42,7 +43,7 @@ def _reasons(fn):
             found.add(f"run_cli({first.value!r})")
         elif last in MEASURING_CALLS | KERNEL_HELPERS or name in KERNEL_CALLS | WORKER_CALLS:
             found.add(name)
-        elif name.startswith("subprocess."):
+        elif name.startswith(("subprocess.", "webdriver.")):
             found.add(name)
     return found, called
 

@@ -126,3 +126,34 @@ def test_survey_json_carries_timing_and_analyses_each_run_once(tmp_path, monkeyp
         strip = lambda html: "\n".join(l for l in html.splitlines() if "UTC" not in l)
         assert strip(build_report(st, [doc["survey_id"]], shared)) == \
             strip(build_report(st, [doc["survey_id"]]))
+
+
+def test_estimate_ignores_survey_runs_and_counts_replicas():
+    """A survey's run spans the rounds between its replicas (minutes of other
+    experiments), so only runs measured alone, with as many replicas, say
+    how long one takes; else the experiment's guess for one replica x R."""
+    from memfx.survey import estimate
+
+    class Exp:
+        @staticmethod
+        def estimate_seconds(params, machine):
+            return 10.0
+
+    class FakeStore:
+        def __init__(self, runs):
+            self._runs = runs
+
+        def runs(self, experiment=None, status=None):
+            return self._runs
+
+    in_survey = {"preset": "quick", "duration_s": 300.0, "survey_id": "s-1",
+                 "params": {"replicas": 3}}
+    alone_r2 = {"preset": "quick", "duration_s": 20.0, "survey_id": None,
+                "params": {"replicas": 2}}
+    alone_r3 = {"preset": "quick", "duration_s": 33.0, "survey_id": None,
+                "params": {"replicas": 3}}
+    params = {"replicas": 3}
+    assert estimate(FakeStore([in_survey, alone_r2]), "x", "quick", Exp, params, {}) == \
+        (30.0, "rough guess")
+    assert estimate(FakeStore([in_survey, alone_r3]), "x", "quick", Exp, params, {}) == \
+        (33.0, "from earlier runs")
