@@ -56,6 +56,7 @@ def test_every_named_kernel_is_a_row_of_the_core():
         assert r["op"] == "pass" and r["ops_per_iter"] == 1
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("width", list(WIDTH_ISA))
 def test_read_checksum_matches_numpy(width):
     idx = _index(f"bw_read_{width}")
@@ -66,6 +67,7 @@ def test_read_checksum_matches_numpy(width):
         assert got == _numpy_checksum(data[off:off + n]) * 3 % (1 << 64)
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("width", list(WIDTH_ISA))
 def test_read_kernels_pass_their_checker_and_it_catches_a_wrong_size(width):
     idx = _index(f"bw_read_{width}")
@@ -74,6 +76,7 @@ def test_read_kernels_pass_their_checker_and_it_catches_a_wrong_size(width):
     assert bad and "checksum" in bad
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("width", list(WIDTH_ISA))
 def test_random_order_reads_every_line_once(width):
     idx = _index(f"bw_random_{width}")
@@ -89,6 +92,7 @@ def test_random_order_reads_every_line_once(width):
     assert got == _numpy_checksum(data[5 * 64:6 * 64]) * 1000 % (1 << 64)
 
 
+@pytest.mark.measuring
 def test_random_footprint_covers_lines_and_order():
     idx = ROWS["bw_random_scalar"]["index"]
     assert _core.footprint(idx, 64 * 10 + 5, 3, 0) == (40, 640, 0)
@@ -111,6 +115,7 @@ def test_rmw_reference_adds_per_word_and_per_trailing_byte():
     assert list(out[8:]) == [(b + 2) % 256 for b in orig[8:]]
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("kernel", ["bw_write_read_sse2", "bw_ntwrite_read_sse2",
                                     "bw_write_read_avx2", "bw_ntwrite_read_avx2",
                                     "bw_write_read_avx512", "bw_ntwrite_read_avx512"])
@@ -391,6 +396,7 @@ def test_threaded_questions_not_measured_with_one_cpu_or_nothing_measured():
     assert all(exp.declared(f"{k}_{lv}").better == "higher" for k in LEVEL_KINDS for lv in LEVELS)
 
 
+@pytest.mark.measuring
 def test_one_allowed_cpu_plans_no_team_and_answers_not_measured(tmp_path):
     """In a child whose affinity is one CPU: the plan has no threaded point
     and both threaded questions are not_measured, with the reason."""
@@ -529,6 +535,7 @@ def test_scaling_plot_draws_one_line_per_kind_and_level_over_threads():
 
 # ---- CLI ------------------------------------------------------------------------------
 
+@pytest.mark.measuring
 def test_bad_input_is_one_line_exit_2_and_leaves_no_database(tmp_path):
     db = str(tmp_path / "r.db")
     for args in (["--set", "kinds=bogus"], ["--set", "min_size=1M", "--set", "max_size=64K"],
@@ -539,6 +546,7 @@ def test_bad_input_is_one_line_exit_2_and_leaves_no_database(tmp_path):
     assert not os.path.exists(db)
 
 
+@pytest.mark.measuring
 def test_small_real_run_answers_every_question(tmp_path):
     db = str(tmp_path / "r.db")
     p = run_cli("run", "bandwidth", "--quick", "--json", "--set", "kinds=read,rmw",

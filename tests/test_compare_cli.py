@@ -5,7 +5,11 @@ and the tiny runs here may disagree by 10 % -- a 1.5x change is then
 honestly "inconclusive"; 3x clears a 20 % band unless they disagree by 30 %."""
 import json
 
+import pytest
 from conftest import run_cli
+
+# every test here starts a worker or a process, or times kernels
+pytestmark = pytest.mark.measuring
 
 SLOWER = 3.0
 TINY = ["--set", "max_size=64K", "--set", "samples=5", "--set", "min_sample_ms=0.05",

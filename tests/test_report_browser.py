@@ -15,6 +15,9 @@ import pytest
 from memfx import report
 from memfx.store import Store
 
+# every test here drives a Chromium process
+pytestmark = pytest.mark.measuring
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 FIRST_SCREEN = 800

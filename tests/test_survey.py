@@ -26,6 +26,7 @@ def test_select_orders_and_filters():
         select(only=["latency"], skip=["latency"])
 
 
+@pytest.mark.measuring
 def test_survey_stores_runs_and_writes_report(tmp_path):
     db, out = str(tmp_path / "s.db"), str(tmp_path / "r.html")
     p = run_cli("survey", "--quick", "--only", "fill_alloc", "-q", "-o", out, db=db)
@@ -40,6 +41,7 @@ def test_survey_stores_runs_and_writes_report(tmp_path):
     assert "fill_alloc" in html and html.lstrip().lower().startswith("<!doctype html>")
 
 
+@pytest.mark.measuring
 def test_survey_ctrl_c_keeps_runs_and_reports_incomplete(tmp_path):
     db, out = str(tmp_path / "s.db"), str(tmp_path / "r.html")
     proc = subprocess.Popen([sys.executable, "-m", "memfx.cli", "survey", "--quick", "-q",
@@ -94,6 +96,7 @@ def test_budget_caution_names_the_threshold_and_the_slowest_steps():
         == THRESHOLDS["survey_budget_full"].value
 
 
+@pytest.mark.measuring
 def test_survey_json_carries_timing_and_analyses_each_run_once(tmp_path, monkeypatch):
     """The report and the survey document share one analysis per run."""
     import json
