@@ -11,6 +11,7 @@ def axes_summary(ax):
     scatters = [c for c in ax.collections if isinstance(c, PathCollection)]
     legend = ax.get_legend()
     return {
+        "ax": ax,
         "title": ax.get_title(),
         "xlabel": ax.get_xlabel(),
         "ylabel": ax.get_ylabel(),

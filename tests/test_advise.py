@@ -486,6 +486,7 @@ def test_check_sizes_include_the_boundaries():
     assert s == sorted(s)
 
 
+@pytest.mark.measuring
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
 def test_gcc_check_compiles_and_measures_a_tiny_case():
     strings = {"memcpy": "unrolled_loop:2048:noalign,libcall:-1:noalign",
@@ -563,6 +564,7 @@ def test_advise_without_copy_run_raises(db_path):
             A.advise(store, check=False, glibc=GLIBC)
 
 
+@pytest.mark.measuring
 def test_cli_without_copy_results_exits_2_and_leaves_db_unchanged(db_path):
     with Store(db_path) as store:
         rid = store.begin_run("latency", {}, "quick", None)
@@ -579,6 +581,7 @@ def test_cli_without_copy_results_exits_2_and_leaves_db_unchanged(db_path):
         assert store.artifacts(rid) == {}
 
 
+@pytest.mark.measuring
 def test_cli_without_db_does_not_create_it(tmp_path):
     path = str(tmp_path / "none.db")
     p = run_cli("advise", "--json", db=path, timeout=120)
@@ -586,6 +589,7 @@ def test_cli_without_db_does_not_create_it(tmp_path):
     assert not os.path.exists(path)
 
 
+@pytest.mark.measuring
 def test_cli_json_no_check(db_path):
     with Store(db_path) as store:
         run_id = _store_synthetic_copy_run(store)
@@ -665,6 +669,7 @@ def _has_kernel(name):
     return any(k["name"] == name and k["supported"] for k in _core.kernels())
 
 
+@pytest.mark.measuring
 @pytest.mark.skipif(not _has_kernel("copy_libc"), reason="core lacks copy_libc")
 def test_libc_child_and_check_structure():
     vals = A.run_libc_child("copy_libc", [64, 4096], None, samples=2, min_ms=0.05)

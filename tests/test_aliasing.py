@@ -219,6 +219,7 @@ def test_plot_draws(tmp_path):
     assert len(ax["bands"]) == len(bands) >= 1
 
 
+@pytest.mark.measuring
 def test_tiny_end_to_end_run(tmp_path):
     import memfx
     doc = memfx.run("aliasing", db=str(tmp_path / "a.db"), sizes="256",

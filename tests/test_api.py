@@ -1,5 +1,10 @@
 """`import memfx`: run, load, and DataFrame-ready records."""
+import pytest
+
 import memfx
+
+# every test here starts a worker or a process, or times kernels
+pytestmark = pytest.mark.measuring
 
 
 def test_public_api_runs_and_loads(tmp_path):

@@ -26,6 +26,7 @@ def _lab():
     return Lab(cpu=-1, hardware_counters=False)
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("n, ld, count", [(1, 1, 1), (7, 7, 3), (9, 16, 20), (33, 40, 33)])
 def test_col_sum_sums_the_columns_exactly_and_returns_where_it_stopped(n, ld, count):
     m = np.random.default_rng(n).integers(-50, 50, size=(n, ld)).astype(np.float64)
@@ -35,6 +36,7 @@ def test_col_sum_sums_the_columns_exactly_and_returns_where_it_stopped(n, ld, co
     assert out[0] == sum(m[:, k % n].sum() for k in range(count))
 
 
+@pytest.mark.measuring
 def test_col_sum_footprint_refuses_a_matrix_too_small_and_skips_a_short_leading_dimension():
     m = np.zeros((4, 8))
     with pytest.raises(ValueError):
@@ -120,6 +122,7 @@ def test_leading_dimension_answer():
     assert a["assoc.l1_ways"]["verdict"] == NOT_MEASURED
 
 
+@pytest.mark.measuring
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     db = str(tmp_path / "r.db")
     p = run_cli("run", "assoc", "--set", "strides=3000", db=db)
@@ -128,6 +131,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "lines" in p.stderr
 
 
+@pytest.mark.measuring
 def test_small_run_finds_the_l1_ways(tmp_path):
     db = str(tmp_path / "r.db")
     p = run_cli("run", "assoc", "--quick", "--json", "--set", "strides=1K,4K,8K",

@@ -51,6 +51,7 @@ def cpu_lists():
     return lists
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("op", ["fetch_add", "add_fetch", "cas"])
 def test_locked_increments_end_at_threads_times_count(op):
     for cpus in cpu_lists():
@@ -62,6 +63,7 @@ def test_locked_increments_end_at_threads_times_count(op):
         S.check_call(A.KERNELS[op], header, slots)
 
 
+@pytest.mark.measuring
 def test_one_thread_returns_the_values_the_operation_defines():
     cpu = sorted(os.sched_getaffinity(0))[0]
     n = 1000
@@ -80,6 +82,7 @@ def test_one_thread_returns_the_values_the_operation_defines():
 A_TAG = S.XCHG_TAG_SHIFT
 
 
+@pytest.mark.measuring
 def test_xchg_ends_at_some_threads_last_value():
     for cpus in cpu_lists():
         final, header, slots = run_kernel("at_xchg", cpus, 5000)
@@ -88,6 +91,7 @@ def test_xchg_ends_at_some_threads_last_value():
         S.check_call("at_xchg", header, slots)
 
 
+@pytest.mark.measuring
 def test_plain_increment_loses_updates_counted_not_failed():
     for cpus in cpu_lists():
         count = 200000
@@ -99,6 +103,7 @@ def test_plain_increment_loses_updates_counted_not_failed():
             assert report["lost_updates"] == 0
 
 
+@pytest.mark.measuring
 def test_remote_lock_add_counts_only_thread_0_and_writers_store():
     for cpus in cpu_lists():
         final, header, slots = run_kernel("at_remote", cpus, 30000)
@@ -215,6 +220,7 @@ def test_one_cpu_answers_contention_not_measured():
 
 # ---- CLI -------------------------------------------------------------------
 
+@pytest.mark.measuring
 def test_cli_unknown_cpu_is_one_line_exit_2_nothing_stored(db_path):
     r = run_cli("run", "atomics", "--quick", "--set", "cpus=4095", db=db_path)
     assert r.returncode == 2
@@ -224,6 +230,7 @@ def test_cli_unknown_cpu_is_one_line_exit_2_nothing_stored(db_path):
         assert sqlite3.connect(db_path).execute("select count(*) from runs").fetchone()[0] == 0
 
 
+@pytest.mark.measuring
 def test_a_small_run_records_each_samples_threads(db_path):
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:

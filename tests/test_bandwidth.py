@@ -12,7 +12,7 @@ import pytest
 from memfx import _core
 from memfx.answers import NOT_MEASURED
 from memfx.experiments import get_experiment
-from memfx.experiments.bandwidth import (KERNELS, LEVEL_KINDS, LEVELS, check_random_kernel,
+from memfx.experiments.bandwidth import (level_windows, KERNELS, LEVEL_KINDS, LEVELS, check_random_kernel,
                                          check_read_kernel, check_rmw_kernel,
                                          check_write_read_kernel, level_sizes, rmw_reference,
                                          sizes_for)
@@ -56,6 +56,7 @@ def test_every_named_kernel_is_a_row_of_the_core():
         assert r["op"] == "pass" and r["ops_per_iter"] == 1
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("width", list(WIDTH_ISA))
 def test_read_checksum_matches_numpy(width):
     idx = _index(f"bw_read_{width}")
@@ -66,6 +67,7 @@ def test_read_checksum_matches_numpy(width):
         assert got == _numpy_checksum(data[off:off + n]) * 3 % (1 << 64)
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("width", list(WIDTH_ISA))
 def test_read_kernels_pass_their_checker_and_it_catches_a_wrong_size(width):
     idx = _index(f"bw_read_{width}")
@@ -74,6 +76,7 @@ def test_read_kernels_pass_their_checker_and_it_catches_a_wrong_size(width):
     assert bad and "checksum" in bad
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("width", list(WIDTH_ISA))
 def test_random_order_reads_every_line_once(width):
     idx = _index(f"bw_random_{width}")
@@ -89,6 +92,7 @@ def test_random_order_reads_every_line_once(width):
     assert got == _numpy_checksum(data[5 * 64:6 * 64]) * 1000 % (1 << 64)
 
 
+@pytest.mark.measuring
 def test_random_footprint_covers_lines_and_order():
     idx = ROWS["bw_random_scalar"]["index"]
     assert _core.footprint(idx, 64 * 10 + 5, 3, 0) == (40, 640, 0)
@@ -111,6 +115,7 @@ def test_rmw_reference_adds_per_word_and_per_trailing_byte():
     assert list(out[8:]) == [(b + 2) % 256 for b in orig[8:]]
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("kernel", ["bw_write_read_sse2", "bw_ntwrite_read_sse2",
                                     "bw_write_read_avx2", "bw_ntwrite_read_avx2",
                                     "bw_write_read_avx512", "bw_ntwrite_read_avx512"])
@@ -152,6 +157,25 @@ def test_plan_uses_the_widest_vector_and_one_nt_kernel():
     kernels = {p.params["kernel"] for p in exp.plan(params, MACHINE)}
     assert {"fill_rep_stosb", "copy_rep_movsb", "bw_read_avx2"} <= kernels
     assert not any("read_rep" in k for k in kernels)
+
+
+def test_quick_measures_one_declared_working_set_per_level():
+    exp = get_experiment("bandwidth")
+    params = exp.resolve("quick")
+    assert params["sweep"] == "levels"
+    one_thread = [p for p in exp.plan(params, MACHINE) if "part" not in p.params]
+    sizes = sorted({p.params["size_bytes"] for p in one_thread})
+    windows = level_windows([("l1d", 32 << 10), ("l2", 1 << 20), ("l3", 32 << 20)])
+    inside = [[lid for lid, (lo, hi) in windows.items() if lo < s <= hi] for s in sizes]
+    assert inside == [["l1d"], ["l2"], ["l3"], ["dram"]]
+    assert sizes[-1] == 64 << 20                  # DRAM at 2x the LLC
+    # every kind at every size: 4 cells per kind, the same whatever the seed
+    assert len(one_thread) == 4 * len({p.arm for p in one_thread})
+    again = exp.plan(exp.resolve("quick", {"seed": 5}), MACHINE)
+    assert sorted({p.params["size_bytes"] for p in again if "part" not in p.params}) == sizes
+    # the octave sweep is still there for the curves and their knees
+    full = exp.plan(exp.resolve("quick", {"sweep": "octaves"}), MACHINE)
+    assert len({p.params["size_bytes"] for p in full}) > 10
 
 
 def test_sizes_straddle_every_cache():
@@ -372,6 +396,7 @@ def test_threaded_questions_not_measured_with_one_cpu_or_nothing_measured():
     assert all(exp.declared(f"{k}_{lv}").better == "higher" for k in LEVEL_KINDS for lv in LEVELS)
 
 
+@pytest.mark.measuring
 def test_one_allowed_cpu_plans_no_team_and_answers_not_measured(tmp_path):
     """In a child whose affinity is one CPU: the plan has no threaded point
     and both threaded questions are not_measured, with the reason."""
@@ -510,6 +535,7 @@ def test_scaling_plot_draws_one_line_per_kind_and_level_over_threads():
 
 # ---- CLI ------------------------------------------------------------------------------
 
+@pytest.mark.measuring
 def test_bad_input_is_one_line_exit_2_and_leaves_no_database(tmp_path):
     db = str(tmp_path / "r.db")
     for args in (["--set", "kinds=bogus"], ["--set", "min_size=1M", "--set", "max_size=64K"],
@@ -520,6 +546,7 @@ def test_bad_input_is_one_line_exit_2_and_leaves_no_database(tmp_path):
     assert not os.path.exists(db)
 
 
+@pytest.mark.measuring
 def test_small_real_run_answers_every_question(tmp_path):
     db = str(tmp_path / "r.db")
     p = run_cli("run", "bandwidth", "--quick", "--json", "--set", "kinds=read,rmw",
@@ -542,3 +569,31 @@ def test_loaded_latency_bars_name_their_sizes():
     fig = figure_for(document(run, s, include_values=True))
     ax = next(a for a in fig.axes if "idle vs" in a.get_title())
     assert [t.get_text() for t in ax.get_xticklabels()] == ["64M"]     # not 67108864
+
+
+def test_level_answers_rest_on_the_same_cells_whatever_the_noise():
+    """Issue 22: on one machine, two runs' evidence is the same.  The quick
+    plan's declared cells, measured twice with different noise (10 % spread,
+    a different level each time looking like a plateau or a ramp), give every
+    level answer the same evidence keys."""
+    exp = get_experiment("bandwidth")
+    params = exp.resolve("quick", {"kinds": "read,write,copy,rmw,nt_write,random",
+                                   "scaling": "none", "latency_levels": "none"})
+    cells = [p for p in exp.plan(params, MACHINE)]
+    evidence = []
+    for seed in (1, 2):
+        rng = np.random.default_rng(seed)
+        samples = []
+        for p in cells:
+            base = PLATEAU[_level(p.params["size_bytes"])] * (0.3 if p.arm == "random" else 1)
+            for s in _samples(p.arm, p.params["kernel"], p.params["size_bytes"], base, n=5):
+                s["value"] *= float(np.exp(rng.normal(0, 0.1)))
+                samples.append(s)
+        run = {"id": f"r{seed}", "experiment": "bandwidth", "status": "complete",
+               "params": params, "machine": MACHINE}
+        answers = document(run, samples)["answers"]
+        evidence.append({a["question"]: a.get("evidence") for a in answers})
+    assert evidence[0] == evidence[1]
+    level_answers = [q for q in evidence[0] if q.split(".")[1].split("_")[-1] in LEVELS]
+    assert len(level_answers) == 5 * len(LEVELS)
+    assert all(len(evidence[0][q]) == 1 for q in level_answers)     # one declared cell each

@@ -8,6 +8,9 @@ import textwrap
 
 import pytest
 
+# every test here starts a worker or a process, or times kernels
+pytestmark = pytest.mark.measuring
+
 PRELUDE = """
 import mmap
 import numpy as np

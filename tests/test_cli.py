@@ -19,6 +19,9 @@ from memfx.machine import fingerprint
 from memfx.runner import run_experiment
 from memfx.store import Store
 
+# every test here starts a worker or a process, or times kernels
+pytestmark = pytest.mark.measuring
+
 TINY = ["--set", "max_size=64K", "--set", "samples=3", "--set", "min_sample_ms=0.05",
         "--set", "per_octave=1", "--set", "refine=false"]
 

@@ -28,7 +28,8 @@ def test_regression_improvement_and_unchanged_follow_the_declared_direction():
 
 def test_a_change_whose_ci_includes_no_change_is_not_a_regression():
     doc = cmp.compare([_ans("latency.l2", 7.0, 5.0, 9.0)], [_ans("latency.l2", 7.8, 5.5, 10.0)])
-    assert doc["rows"][0]["verdict"] == cmp.UNCHANGED and not doc["regressed"]
+    # +11 % is beyond the 5 % band, but the CI reaches back into it
+    assert doc["rows"][0]["verdict"] == cmp.INCONCLUSIVE and not doc["regressed"]
 
 
 def test_threshold_decides():
@@ -85,3 +86,58 @@ def test_markdown_lists_every_question():
     doc = cmp.compare([_ans("latency.l2", 7.0, 6.9, 7.1)], [_ans("latency.l2", 10.5, 10.3, 10.7)])
     md = cmp.markdown(doc)
     assert "| `latency.l2` |" in md and "regressed" in md and md.count("\n|") >= 3
+
+
+def _replicated(qid, values, own=0.01):
+    """An answer measured in replicas with these values (each with a CI of
+    +-own on the log scale) and the pooled value their geometric mean."""
+    reps = [{"replica": i, "verdict": "measured", "value": v,
+             "ci_low": v * math.exp(-own), "ci_high": v * math.exp(own)}
+            for i, v in enumerate(values)]
+    g = math.exp(sum(math.log(v) for v in values) / len(values))
+    a = _ans(qid, g, g * 0.5, g * 2.0)        # the answer's own (wide, t(1)) CI
+    a["replicas"] = reps
+    return a
+
+
+def test_ratio_ci_pools_the_replica_spread_of_both_sides():
+    # log spread: replicas +-0.05 around their mean on both sides -> pooled
+    # variance 2 * 0.05^2 * 2 / 2 = 0.005; se = sqrt(0.005 * (1/2 + 1/2))
+    a = _replicated("x.y", [math.exp(-0.05), math.exp(0.05)])
+    b = _replicated("x.y", [3 * math.exp(-0.05), 3 * math.exp(0.05)])
+    r, lo, hi = cmp.ratio_ci(a, b)
+    half = 4.3027 * math.sqrt(0.005)
+    assert r == pytest.approx(3.0)
+    assert math.log(hi / r) == pytest.approx(half, rel=1e-3)
+    assert math.log(r / lo) == pytest.approx(half, rel=1e-3)
+    # far narrower than the answers' own CIs combined (ln 2 each side)
+    assert half < 0.5 * 1.96 * math.hypot(math.log(2) / 1.96, math.log(2) / 1.96)
+
+
+def test_ratio_ci_never_narrower_than_the_replicas_own_cis():
+    a = _replicated("x.y", [1.0, 1.0], own=0.2)     # replicas agree by chance
+    b = _replicated("x.y", [1.0, 1.0], own=0.2)
+    r, lo, hi = cmp.ratio_ci(a, b)
+    # each replica's own se is 0.2 / z; two per side: z * sqrt(se^2/2 + se^2/2) = 0.2
+    assert math.log(hi) == pytest.approx(0.2, rel=1e-3)
+
+
+def test_ratio_ci_falls_back_to_the_answers_cis_without_replicas():
+    a = _replicated("x.y", [1.0, 1.1])
+    a["replicas"] = a["replicas"][:1]                 # one replica value only
+    b = _replicated("x.y", [1.0, 1.1])
+    r, lo, hi = cmp.ratio_ci(a, b)
+    assert math.log(hi / r) == pytest.approx(math.hypot(math.log(2), math.log(2)), rel=1e-3)
+
+
+def test_a_move_beyond_the_band_that_the_ci_does_not_clear_is_inconclusive():
+    a = _ans("x.y", 1.0, 0.7, 1.4)
+    b = _ans("x.y", 1.5, 1.05, 2.1)
+    row = cmp.compare_answers(a, b, 0.2)
+    assert row["verdict"] == cmp.INCONCLUSIVE and "reaches back" in row["reason"]
+    # within the band with a wide CI: unchanged, not inconclusive
+    assert cmp.compare_answers(a, _ans("x.y", 1.1, 0.77, 1.54), 0.2)["verdict"] == cmp.UNCHANGED
+    # the same move with replicas that agree is a regression
+    a2 = _replicated("x.y", [0.98, 1.02])
+    b2 = _replicated("x.y", [1.47, 1.53])
+    assert cmp.compare_answers(a2, b2, 0.2)["verdict"] == cmp.REGRESSED

@@ -30,6 +30,7 @@ def _chain(n, elem=64, seed=0):
     return chain, _core.address(buf), chain_links(order)
 
 
+@pytest.mark.measuring
 def test_chase_kernel_follows_the_chain():
     n, elem = 1000, 64
     chain, base, nxt = _chain(n, elem)
@@ -42,6 +43,7 @@ def test_chase_kernel_follows_the_chain():
         assert result == base + expect * elem, steps
 
 
+@pytest.mark.measuring
 def test_chase_inc_writes_second_word():
     n, elem = 16, 64
     chain, base, nxt = _chain(n, elem)
@@ -51,6 +53,7 @@ def test_chase_inc_writes_second_word():
     assert all(words[i * 8 + 1] == 2 for i in range(n))
 
 
+@pytest.mark.measuring
 def test_run_checks_regions():
     k = kernel_table()["chase_ptr"]
     with pytest.raises(ValueError):
@@ -59,6 +62,7 @@ def test_run_checks_regions():
         _core.run(10 ** 6, None, 0, None, 0, 0, 0, 1, 0)
 
 
+@pytest.mark.measuring
 def test_timing_helpers_are_sane():
     hz = _core.tsc_hz(20.0)
     assert 3e8 < hz < 2e10
@@ -71,6 +75,7 @@ def test_timing_helpers_are_sane():
     assert "-march" not in _core.build_info["cflags"]     # baseline ISA, dispatch at run time
 
 
+@pytest.mark.measuring
 def test_page_faults_counted_exactly():
     """Touching N fresh pages costs exactly N page faults (software event)."""
     if _core.perf_probe(1, SOFTWARE_EVENTS["page_faults"]) != 0:
@@ -99,6 +104,7 @@ def test_page_faults_counted_exactly():
         perf.close()
 
 
+@pytest.mark.measuring
 def test_run_returns_counter_deltas_for_page_faults():
     if _core.perf_probe(1, SOFTWARE_EVENTS["page_faults"]) != 0:
         pytest.skip("software perf events unavailable")
@@ -125,6 +131,7 @@ def test_run_returns_counter_deltas_for_page_faults():
         lab.perf.close()
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("events, reject_page_faults, reason", [
     ({}, True, None),
     ({"context_switches": 1}, True, "context_switch"),
@@ -175,6 +182,7 @@ def _thp_size():
         return None
 
 
+@pytest.mark.measuring
 def test_lab_buffer_alignment_and_offset():
     lab = Lab(cpu=-1)
     try:
@@ -213,6 +221,7 @@ def _vma_flags(address):
     return None
 
 
+@pytest.mark.measuring
 @pytest.mark.skipif(not hasattr(mmap, "MADV_NOHUGEPAGE") or not os.path.exists("/proc/self/smaps"),
                     reason="needs Linux THP madvise and smaps")
 def test_buffers_say_which_page_size_they_are_measured_on():
@@ -239,6 +248,7 @@ def test_buffers_say_which_page_size_they_are_measured_on():
         lab.close()
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("size", [4096, 100_000, 512 << 10, (2 << 20) - 64, (2 << 20) + 64, 5 << 20])
 @pytest.mark.parametrize("offset", [0, 64, 4096 + 8])
 def test_a_thp_buffer_spans_whole_huge_pages(size, offset):
@@ -261,6 +271,7 @@ def test_a_thp_buffer_spans_whole_huge_pages(size, offset):
         lab.close()
 
 
+@pytest.mark.measuring
 def test_rdpmc_path_falls_back_for_events_without_user_access():
     """The bare-metal rdpmc path, exercised with a software event: its page
     maps, but the kernel gives no user-space index, so the core returns
@@ -300,6 +311,7 @@ def _guarded_page():
     return m, memoryview(m)[:mmap.PAGESIZE]
 
 
+@pytest.mark.measuring
 def test_fixed_footprint_store_near_a_guard_page_is_refused():
     """sf_fwd_s<S>_l<L> stores S bytes with size=0: 8 bytes before a guard
     page that used to segfault for S > 8; now the binding refuses it."""
@@ -324,6 +336,7 @@ def test_fixed_footprint_store_near_a_guard_page_is_refused():
         m.close()
 
 
+@pytest.mark.measuring
 def test_two_stores_extent_comes_from_aux():
     k = kernel_table()["sf_two_stores_16"]
     if not k.supported:
@@ -336,6 +349,7 @@ def test_two_stores_extent_comes_from_aux():
     assert _core.footprint(k.index, 0, 1, 0x20 << 8) == (48, 0, 0)
 
 
+@pytest.mark.measuring
 def test_rotating_fill_slot_must_fit_the_view():
     """Fill's rotating mode keeps a cursor past its region: a 4 KiB region in
     a 4 KiB view used to write past the view (1913 bytes in the audit)."""
@@ -360,6 +374,7 @@ def test_rotating_fill_slot_must_fit_the_view():
         m.close()
 
 
+@pytest.mark.measuring
 def test_missing_or_misplaced_buffers_raise_value_error():
     rows = kernel_table()
     fill, copy = rows["fill_scalar8"], rows["copy_gpr_unrolled"]
@@ -378,6 +393,7 @@ def test_missing_or_misplaced_buffers_raise_value_error():
         _core.touch(None, 0, 100, 1)
 
 
+@pytest.mark.measuring
 def test_rdpmc_pages_are_only_pages_the_binding_mapped(tmp_path):
     # issue 26 item 2: a read-only mapping of anything else (a file with a
     # forged rdpmc index) is refused, and so is a perf_rdpmc of a non-perf fd
@@ -397,6 +413,7 @@ def test_rdpmc_pages_are_only_pages_the_binding_mapped(tmp_path):
     assert not hasattr(PerfCounters(hardware=False), "page_addresses")
 
 
+@pytest.mark.measuring
 def test_chase_walks_only_chains_linked_in_c():
     rows = kernel_table()
     chase, inc = rows["chase_ptr"], rows["chase_ptr_inc"]
@@ -439,6 +456,7 @@ def test_link_chain_refuses_what_does_not_fit():
         _core.link_chain(b"\0" * 64, 0, 16, 4)                         # read-only
 
 
+@pytest.mark.measuring
 def test_a_chains_buffer_cannot_move_or_close_under_it():
     # the chain holds an export of its buffer (issue 26 item 2): a resize or
     # close that would leave its pointers stale is refused instead
@@ -471,6 +489,7 @@ def test_every_row_declares_a_footprint_that_grows_with_size():
             assert (dst, src) == (0, 0), r.name
 
 
+@pytest.mark.measuring
 def test_checkers_refuse_sizes_whose_buffers_would_overflow():
     rows = kernel_table()
     with pytest.raises(ValueError):
@@ -479,6 +498,7 @@ def test_checkers_refuse_sizes_whose_buffers_would_overflow():
         _core.verify_copy(rows["copy_gpr_unrolled"].index, 2 ** 62, 8)
 
 
+@pytest.mark.measuring
 def test_cycle_calibration_ignores_a_preempted_chain(monkeypatch):
     # A chain that was preempted takes longer; it must not lower the
     # estimate (a low estimate made a cell's chase "implausibly" fast).

@@ -18,6 +18,9 @@ import sys
 
 import pytest
 
+# every test here starts a worker or a process, or times kernels
+pytestmark = pytest.mark.measuring
+
 EXAMPLES_PER_ROW = int(os.environ.get("MEMFX_FUZZ_EXAMPLES", "30"))
 MAX_AREA = 6000            # the largest guarded area a call is given, bytes
 

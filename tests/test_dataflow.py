@@ -107,6 +107,7 @@ def test_the_checks_catch_what_they_look_for():
     assert [line for line, _ in state_assignments(tree)] == [6, 7, 8]
 
 
+@pytest.mark.measuring
 def test_the_lab_imports_no_experiment():
     code = ("import sys, memfx._lab, memfx._worker, memfx.protocol\n"
             "print([m for m in sys.modules if m.startswith('memfx.experiments')])")
@@ -145,6 +146,7 @@ def lab():
     lab.close()
 
 
+@pytest.mark.measuring
 def test_lab_verify_copy_accepts_a_copy_row_and_names_unknown_ones(lab):
     name = next(n for n, r in lab.kernels.items() if r.group == "copy" and r.supported)
     assert lab.verify_copy(name, 512) is None
@@ -152,6 +154,7 @@ def test_lab_verify_copy_accepts_a_copy_row_and_names_unknown_ones(lab):
         lab.verify_copy("no_such_kernel", 64)
 
 
+@pytest.mark.measuring
 def test_lab_cache_lives_across_cells_and_run_buffers_until_close(lab):
     cell_region = lab.buffer(4096)
     run_region = lab.run_buffer(4096)
@@ -165,6 +168,7 @@ def test_lab_cache_lives_across_cells_and_run_buffers_until_close(lab):
     assert lab.cache == {} and run_region.buffer.closed
 
 
+@pytest.mark.measuring
 def test_module_level_core_helpers_agree_with_the_lab(lab):
     assert isinstance(_lab.isa_supported("sse2"), bool)
     assert lab.isa_supported("sse2") == _lab.isa_supported("sse2")

@@ -42,6 +42,7 @@ def test_every_fill_kernel_has_one_row_and_declares_its_traffic():
     assert sum(1 for r in ROWS.values() if r.group == "fill") == len(FILL_ROWS)
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("name", FILL_ROWS)
 def test_kernel_byte_exact_all_sizes_and_offsets(name):
     """Sizes 0..4096 x dst offsets 0..63, 64 guard bytes each side, in C."""
@@ -51,6 +52,7 @@ def test_kernel_byte_exact_all_sizes_and_offsets(name):
         assert F.check_kernel(r.index, v, 0, 0, count=1) is None, (name, v)
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("name", FILL_ROWS)
 def test_kernel_modes_volatile_value_and_alternating_passes(name):
     r = _row(name)
@@ -64,6 +66,7 @@ def test_kernel_modes_volatile_value_and_alternating_passes(name):
         assert F.check_kernel(r.index, 0x01, alt, 0, count, 256) is None, count
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("name", FILL_ROWS)
 def test_rotating_mode_sweeps_the_region_chunk_by_chunk(name):
     """Chunks through a region, wrapping, cursor kept past the region; every
@@ -81,6 +84,7 @@ def test_rotating_mode_sweeps_the_region_chunk_by_chunk(name):
         lab.perf.close()
 
 
+@pytest.mark.measuring
 def test_rotating_mode_returns_the_cursor():
     r = _row("fill_avx2")
     region, chunk = 10_000, 3_000
@@ -90,6 +94,7 @@ def test_rotating_mode_returns_the_cursor():
     assert cursors == [3000, 6000, 9000, 2000, 5000]
 
 
+@pytest.mark.measuring
 def test_checker_reports_a_wrong_byte():
     r = _row("fill_scalar8")
     bad = _core.fill_check(r.index, 0x01, 0, 1, 0, 0x02, 64, 4)   # expects 0x02, kernel writes 0x01
@@ -98,6 +103,7 @@ def test_checker_reports_a_wrong_byte():
     assert (size, off, idx, want, got) == (1, 0, 0, 0x02, 0x01)
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("name", FILL_ROWS)
 def test_kernel_against_numpy_reference(name):
     """The same property checked outside the C checker, through run()."""
@@ -116,6 +122,7 @@ def test_kernel_against_numpy_reference(name):
         del a
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("name", FILL_ROWS)
 def test_one_compiled_function_serves_every_value(name):
     """One table row = one function; the value only arrives at run time, and
@@ -220,7 +227,23 @@ def test_level_assignment_uses_reported_caches():
     assert F.level_of(7 << 20, []) == "all"
 
 
-@pytest.mark.parametrize("preset", ["quick", "full"])
+def test_quick_plans_one_declared_size_per_level():
+    exp = get_experiment("fill")
+    params = exp.resolve("quick")
+    assert params["sweep"] == "levels"
+    sizes = sorted({p.params["size_bytes"] for p in exp.plan(params, MACHINE)})
+    caches = F.data_caches(MACHINE)
+    # one size in each level, well inside it, and DRAM at 2x the LLC
+    assert [F.level_of(s, caches) for s in sizes] == ["L1d", "L2", "L3", "DRAM"]
+    assert sizes[-1] == 12 << 20
+    for s, (_, cap) in zip(sizes, caches):
+        assert s <= 0.75 * cap
+    # the same cells for the same machine, whatever the seed or replica
+    again = exp.plan(exp.resolve("quick", {"seed": 9}), MACHINE)
+    assert sorted({p.params["size_bytes"] for p in again}) == sizes
+
+
+@pytest.mark.parametrize("preset", ["full"])
 def test_plan_sizes_bracket_every_cache_size(preset):
     exp = get_experiment("fill")
     params = exp.resolve(preset)
@@ -269,6 +292,7 @@ def test_max_size_auto_is_bounded_by_free_memory():
     assert hi * (len(params["values"]) + 1) <= (64 << 20) * 0.8
 
 
+@pytest.mark.measuring
 def test_prepare_fills_a_large_region_in_one_call():
     """A program's memset is one call over the region; libc and rep stosb
     choose their strategy from that length (issue 16)."""
@@ -284,6 +308,7 @@ def test_prepare_fills_a_large_region_in_one_call():
         lab.perf.close()
 
 
+@pytest.mark.measuring
 def test_prepare_uses_rotating_chunks_when_asked():
     exp = F.Fill()
     params = exp.resolve("quick", {"chunk": "1M"})
@@ -317,6 +342,7 @@ def test_l2_events_chosen_by_model_and_never_guessed():
         assert ev is None and "not guessing" in note
 
 
+@pytest.mark.measuring
 def test_attach_l2_events_without_pmu_reports_why():
     lab = Lab(hardware_counters=False)
     try:
@@ -452,6 +478,7 @@ def test_declared_plots_draw_every_family_panel(tmp_path):
 
 # ---- fill_alloc -------------------------------------------------------------------------------------
 
+@pytest.mark.measuring
 def test_alloc_kernels_hand_out_zeroed_memory_after_the_heap_was_dirtied():
     for name in ("alloc_calloc", "alloc_malloc_memset", "alloc_mmap"):
         row = ROWS[name]
@@ -474,6 +501,7 @@ def _thp_size():
         return None
 
 
+@pytest.mark.measuring
 def test_alloc_first_touch_counts_page_faults():
     lab = Lab(hardware_counters=False)
     try:
@@ -508,6 +536,7 @@ def test_fill_alloc_plan_and_params():
 
 # ---- a tiny real run through the CLI ------------------------------------------------------------------
 
+@pytest.mark.measuring
 def test_tiny_fill_run_end_to_end(db_path):
     r = run_cli("run", "fill", "--quick", "--json", "-q",
                 "--set", "kernels=scalar8,memset", "--set", "values=zero,one",
@@ -526,6 +555,7 @@ def test_tiny_fill_run_end_to_end(db_path):
     assert all(p["unit"] == "GB/s" and p["median"] > 0 for p in doc["points"])
 
 
+@pytest.mark.measuring
 def test_tiny_fill_alloc_run_end_to_end(db_path):
     r = run_cli("run", "fill_alloc", "--quick", "--json", "-q", "--set", "sizes=256K",
                 "--set", "samples=3", "--set", "min_sample_ms=0.2", db=db_path, timeout=120)
@@ -614,7 +644,8 @@ def test_answer_agrees_with_the_table_when_one_level_has_a_single_size():
     ends at 2x the LLC) where memset zeros are 1.37x faster; the answer must
     say so, from the same rows the table shows."""
     data = _family_samples({"memset": 1.37, "avx2": 1.0}, levels=("DRAM",),
-                           overrides={"kernels": "avx2,memset", "max_size": "12M"})
+                           overrides={"kernels": "avx2,memset", "max_size": "12M",
+                                                                  "sweep": "grid"})
     dram = sorted({p["params"]["size_bytes"] for p in data.points
                    if F.level_of(p["params"]["size_bytes"], F.data_caches(MACHINE)) == "DRAM"})
     l3 = {p["params"]["size_bytes"] for p in data.points

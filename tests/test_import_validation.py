@@ -197,6 +197,7 @@ def _import(path, db, in_child):
     return _main("import", str(path), "--db", str(db))
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("name", sorted(BAD_DOCUMENTS) + sorted(BAD_TEXTS))
 def test_bad_import_is_one_line_exit_2_and_changes_nothing(name, db, tmp_path):
     if name in BAD_DOCUMENTS:
@@ -219,6 +220,7 @@ def test_bad_import_is_one_line_exit_2_and_changes_nothing(name, db, tmp_path):
     assert not fresh.parent.exists()
 
 
+@pytest.mark.measuring
 def test_error_names_the_field(tmp_path, db):
     path = write_doc(tmp_path, BAD_DOCUMENTS["sample value 'abc'"])
     line = one_error_line(run_cli("import", str(path), db=str(db)).stderr)
@@ -228,6 +230,7 @@ def test_error_names_the_field(tmp_path, db):
     assert "run.pid" in line
 
 
+@pytest.mark.measuring
 def test_valid_import_then_every_reader(db, tmp_path):
     path = write_doc(tmp_path, valid_doc())
     r = run_cli("import", str(path), db=str(db))
@@ -323,6 +326,9 @@ SPOILED = {
 }
 
 
+# Not a measurement, but a plot and a report per case (seconds each): marked
+# measuring to keep it out of the quick pure run.
+@pytest.mark.measuring
 @pytest.mark.parametrize("name", sorted(SPOILED))
 def test_readers_survive_old_or_damaged_rows(name, db, tmp_path):
     _spoil(db, *SPOILED[name])
@@ -418,6 +424,9 @@ def mutations(draw):
 # Random mutations find new reader bugs on a developer's machine; CI replays a
 # fixed set (derandomize) so a landing does not hinge on one draw.  Every bug
 # found this way becomes a named case (e.g. the cache without a level below).
+# Not a measurement, but 40 documents each imported and read by every reader,
+# a plot among them: marked measuring to keep it out of the quick pure run.
+@pytest.mark.measuring
 @settings(max_examples=40, deadline=None, database=None, derandomize=bool(os.environ.get("CI")),
           suppress_health_check=list(HealthCheck))
 @given(doc=mutations())
@@ -445,6 +454,7 @@ def test_mutated_export_is_refused_cleanly_or_usable(doc, base_db):
             assert status == 0, (args, err)
 
 
+@pytest.mark.measuring
 def test_a_cache_without_a_level_still_plots_and_shows(base_db, tmp_path):
     # found by the mutation test: a fingerprint cache entry may lack "level"
     doc = valid_doc()

@@ -468,6 +468,7 @@ def test_points_keep_their_estimator_when_the_difference_is_noise():
     assert p["min"] <= p["median"] <= p["max"]
 
 
+@pytest.mark.measuring
 def test_min_size_equal_to_max_size_measures_exactly_that_size(tmp_path):
     """Issue 16: `--set min_size=X --set max_size=X` measures X and nothing
     else -- no cache anchor, no refinement step, no huge-page extra -- in

@@ -21,6 +21,7 @@ def _run(form, src, dst, n, count):
     return _core.run(KERNELS[f"mm_{form}"], dst, 0, src, 0, n, 0, count, 0, [], None)[3]
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("n", [8, 24, 64])
 def test_every_form_computes_the_exact_product(form, n):
@@ -31,6 +32,7 @@ def test_every_form_computes_the_exact_product(form, n):
     assert np.array_equal(dst[:n * n].reshape(n, n), m[0] @ m[1])
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("form", FORMS)
 def test_row_blocks_go_on_from_the_cursor(form):
     n = 32
@@ -44,12 +46,14 @@ def test_row_blocks_go_on_from_the_cursor(form):
     assert np.array_equal(dst[:n * n].reshape(n, n)[:3 * SM], want[:3 * SM])
 
 
+@pytest.mark.measuring
 def test_a_size_not_a_multiple_of_the_tile_is_left_alone():
     n = 12
     dst = np.full(2 * n * n + 1, 5.0)
     assert _run("blocked", matrices(n, 1), dst, n, 1) == 0 and (dst == 5.0).all()
 
 
+@pytest.mark.measuring
 def test_footprint_refuses_small_buffers():
     n = 16
     with pytest.raises(ValueError):
@@ -83,6 +87,7 @@ def test_ratios_against_drepper_from_synthetic_points():
     assert list(b) == [q.id for q in get_experiment("matmul").questions]
 
 
+@pytest.mark.measuring
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     db = str(tmp_path / "r.db")
     for bad in ("n=7", "n=big"):
@@ -90,6 +95,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
         assert p.returncode == 2 and p.stderr.count("\n") == 1 and "n:" in p.stderr
 
 
+@pytest.mark.measuring
 def test_small_run_answers_every_question(tmp_path):
     db = str(tmp_path / "r.db")
     p = run_cli("run", "matmul", "--quick", "--json", "--set", "n=64", "--set", "samples=3",
@@ -129,6 +135,7 @@ def _init(kernel, n, passes_of_bands, offset=0, value=INIT_VALUE, cursor=0, size
     return buf, got
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("kernel", INIT_ARMS)
 @pytest.mark.parametrize("n", [1, 5, 16, 17, 33, 64])
 @pytest.mark.parametrize("offset", [0, 1, 3, 4, 63])
@@ -140,6 +147,7 @@ def test_init_kernels_write_every_element_once_and_nothing_else(kernel, n, offse
     assert (buf[:offset] == 0x5A).all() and (buf[offset + m + CURSOR:] == 0x5A).all()
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("kernel", INIT_ARMS)
 def test_init_bands_go_on_from_the_cursor(kernel):
     n = 48                                            # three bands
@@ -157,6 +165,7 @@ def test_init_bands_go_on_from_the_cursor(kernel):
     assert (buf[:4 * n * n].reshape(n, 4 * n)[~np.repeat(written, 4, axis=1)] == 0x5A).all()
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("kernel", INIT_ARMS)
 def test_init_refuses_a_size_that_is_not_one_band(kernel):
     for size in (0, 64 * 8 + 4, 64 * 7):
@@ -167,6 +176,7 @@ def test_init_refuses_a_size_that_is_not_one_band(kernel):
                   [], None)
 
 
+@pytest.mark.measuring
 def test_check_init_passes_every_kernel_and_catches_a_wrong_reference(monkeypatch):
     lab = Lab(hardware_counters=False)
     try:
@@ -196,6 +206,7 @@ def test_init_plan_and_bad_input():
     assert {p.arm for p in none} == set(FORMS)
 
 
+@pytest.mark.measuring
 def test_init_bad_input_is_one_line_and_exit_2(tmp_path):
     db = str(tmp_path / "r.db")
     for bad in ("init_n=100", "init_n=huge", "init_n=32768"):

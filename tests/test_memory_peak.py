@@ -34,6 +34,7 @@ def _peak(lo, hi, db):
     return res["maxrss"]
 
 
+@pytest.mark.measuring
 def test_latency_worker_peak_is_within_the_planned_estimate(tmp_path):
     pytest.importorskip("resource")
     small = _peak("512K", "1M", str(tmp_path / "small.db"))

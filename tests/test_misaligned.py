@@ -29,6 +29,7 @@ def _run(name, buf, aux, count=3, dst=True):
     return _core.run(KERNELS[name], *args, 0, PATTERN, count, aux, [], None)[3]
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("width", WIDTHS)
 def test_stores_write_exactly_their_width_at_every_offset(width):
     name = f"mis_store_{width}"
@@ -43,6 +44,7 @@ def test_stores_write_exactly_their_width_at_every_offset(width):
             assert bytes(buf) == expected_store(BEFORE, aux, width), (position, o)
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("width", WIDTHS)
 def test_latency_kernels_walk_their_own_one_element_chain(width):
     name = f"mis_lat_{width}"
@@ -57,6 +59,7 @@ def test_latency_kernels_walk_their_own_one_element_chain(width):
         assert bytes(buf) == bytes(want)
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("width", WIDTHS)
 def test_loads_leave_memory_alone_and_footprints_bound_the_offset(width):
     name = f"mis_load_{width}"
@@ -120,6 +123,7 @@ def test_plan_skips_page_points_that_do_not_split():
         ("line", 0), ("line", 1), ("line", 62), ("page", 62)]
 
 
+@pytest.mark.measuring
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     db = str(tmp_path / "r.db")
     p = run_cli("run", "misaligned", "--set", "widths=12", db=db)
@@ -128,6 +132,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "offsets" in p.stderr
 
 
+@pytest.mark.measuring
 def test_small_run_answers_every_question(tmp_path):
     db = str(tmp_path / "r.db")
     p = run_cli("run", "misaligned", "--quick", "--json", "--set", "widths=8",

@@ -17,6 +17,7 @@ from memfx.results import document
 KERNELS = {r["name"]: i for i, r in enumerate(_core.kernels())}
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("name", ["fault_mmap_thp", "fault_map_populate"])
 def test_fresh_memory_is_zero(name):
     for size in (1, 4096, 12345, 3 << 20):
@@ -38,6 +39,7 @@ def _thp_on():
         return False
 
 
+@pytest.mark.measuring
 def test_populate_and_huge_pages_take_fewer_faults_than_touching_base_pages():
     lab = Lab(hardware_counters=False)
     try:
@@ -98,6 +100,7 @@ def _refused():
     return fill_mod.populate_write_refusal()
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("name", ["fault_populate_write", "fault_thp_populate_write",
                                   "fault_munmap", "fault_thp_munmap"])
 def test_new_fault_rows_hand_out_zeroed_memory(name):
@@ -108,12 +111,14 @@ def test_new_fault_rows_hand_out_zeroed_memory(name):
                          [], None)[3] == 0
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("name", ["fault_munmap", "fault_thp_munmap"])
 def test_munmap_rows_return_the_ticks_of_the_munmap_alone(name):
     ticks, _, _, part, _ = _core.run(KERNELS[name], None, 0, None, 0, 1 << 20, 0, 3, 0, [], None)
     assert 0 < part < ticks          # a part of the call, never the whole of it
 
 
+@pytest.mark.measuring
 def test_a_kernel_ticks_row_that_cannot_map_is_an_error():
     lab = Lab(hardware_counters=False)
     try:
@@ -124,6 +129,7 @@ def test_a_kernel_ticks_row_that_cannot_map_is_an_error():
         lab.perf.close()
 
 
+@pytest.mark.measuring
 def test_populate_write_takes_fewer_faults_than_touching():
     if _refused():
         pytest.skip(_refused())

@@ -21,12 +21,14 @@ def peers(monkeypatch):
     return module
 
 
+@pytest.mark.measuring
 def test_memfx_jobs_never_put_the_repositorys_src_on_the_path(peers):
     env = peers.memfx_env()
     assert "src" not in env.get("PYTHONPATH", "")
     assert peers.memfx_problem(sys.executable) is None       # the memfx the tests run
 
 
+@pytest.mark.measuring
 def test_a_memfx_without_its_c_core_is_one_clear_error(peers, tmp_path, monkeypatch, capsys):
     # what the repository's src/ looks like before a build: memfx/_core is a
     # directory without the extension, so it imports as an empty namespace
@@ -41,6 +43,7 @@ def test_a_memfx_without_its_c_core_is_one_clear_error(peers, tmp_path, monkeypa
     assert "kernels" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.measuring
 def test_a_table_without_a_memfx_figure_exits_non_zero(peers, monkeypatch, capsys):
     def failing(job, cpu):
         raise peers.PeerError("exit status 1: AttributeError")

@@ -110,6 +110,7 @@ def cli(*args, env=None):
 
 # ---- the store itself ------------------------------------------------------
 
+@pytest.mark.measuring
 def test_store_round_trip_keeps_everything(pg_url):
     with open_store(pg_url, "test") as st:
         assert st.backend == "postgresql"
@@ -138,6 +139,7 @@ def test_store_round_trip_keeps_everything(pg_url):
         assert st.runs() == [] and st.surveys() == []
 
 
+@pytest.mark.measuring
 def test_interrupted_run_keeps_its_samples(pg_url):
     with open_store(pg_url) as st:
         rid = st.begin_run("latency", {}, "quick", MACHINE)
@@ -148,6 +150,7 @@ def test_interrupted_run_keeps_its_samples(pg_url):
         assert run["status"] == "interrupted" and run["n_samples"] == 4
 
 
+@pytest.mark.measuring
 def test_bad_input_changes_nothing(pg_url):
     doc = json.loads(EXPORT.read_text())
     with open_store(pg_url) as st:
@@ -165,6 +168,7 @@ def test_bad_input_changes_nothing(pg_url):
         assert (len(st.runs()), len(st.samples(rid))) == before
 
 
+@pytest.mark.measuring
 def test_sqlite_postgres_round_trip_gives_identical_documents(pg_url, tmp_path):
     from memfx.fleet import push, push_selection
     sqlite_path = tmp_path / "local.db"
@@ -181,6 +185,7 @@ def test_sqlite_postgres_round_trip_gives_identical_documents(pg_url, tmp_path):
             assert run_document(again, run_id) == run_document(local, run_id)
 
 
+@pytest.mark.measuring
 def test_survey_written_directly_and_pushed_give_the_same_answers(pg_url, tmp_path):
     """The same survey stored straight into PostgreSQL and pushed from
     SQLite: identical survey documents and fleet answers."""
@@ -199,6 +204,7 @@ def test_survey_written_directly_and_pushed_give_the_same_answers(pg_url, tmp_pa
             assert fleet_document(shared)["questions"] == fleet_document(local)["questions"]
 
 
+@pytest.mark.measuring
 def test_push_is_idempotent_and_dedupes_machines(pg_url, tmp_path):
     sqlite_path = tmp_path / "local.db"
     doc, run_id = _sqlite_with_export(sqlite_path)
@@ -226,6 +232,7 @@ def test_push_is_idempotent_and_dedupes_machines(pg_url, tmp_path):
         assert shared.run(run_id)["status"] == local.run(run_id)["status"]
 
 
+@pytest.mark.measuring
 def test_push_refuses_bad_arguments_before_connecting(tmp_path):
     _sqlite_with_export(tmp_path / "local.db")
     r = cli("push", "--db", str(tmp_path / "local.db"), "--to", "postgresql://x@/y?host=/nonexistent",
@@ -255,6 +262,7 @@ print(rid)
 """
 
 
+@pytest.mark.measuring
 def test_eight_concurrent_writers_lose_and_duplicate_nothing(pg_url):
     """Eight processes start on an empty database at once (so they also race
     to create the schema: one does, the others wait) and stream samples."""
@@ -279,6 +287,7 @@ def test_eight_concurrent_writers_lose_and_duplicate_nothing(pg_url):
     assert _sql(pg_url, "SELECT count(*) FROM meta WHERE key = 'schema_version'")[0][0] == 1
 
 
+@pytest.mark.measuring
 def test_a_writer_killed_mid_run_costs_the_others_nothing(pg_url):
     import signal
     import time
@@ -309,6 +318,7 @@ def test_a_writer_killed_mid_run_costs_the_others_nothing(pg_url):
     assert status == "running" and n >= 50 and n % 5 == 0 and (lo, hi) == (0, n - 1)
 
 
+@pytest.mark.measuring
 def test_concurrent_migration_one_host_wins_the_others_wait(pg_url):
     open_store(pg_url).close()
     _sql(pg_url, "ALTER TABLE runs DROP COLUMN machine_state")
@@ -330,6 +340,7 @@ def test_concurrent_migration_one_host_wins_the_others_wait(pg_url):
 
 # ---- refusing what is not ours ----------------------------------------------
 
+@pytest.mark.measuring
 def test_foreign_database_is_refused_untouched(pg_url):
     _sql(pg_url, "CREATE TABLE customers (id int PRIMARY KEY, name text)")
     with pytest.raises(StoreError, match="another program"):
@@ -341,6 +352,7 @@ def test_foreign_database_is_refused_untouched(pg_url):
     assert tables == [("customers",)]
 
 
+@pytest.mark.measuring
 def test_a_newer_schema_is_refused(pg_url):
     open_store(pg_url).close()
     _sql(pg_url, "UPDATE meta SET value = %s WHERE key = 'schema_version'",
@@ -349,6 +361,7 @@ def test_a_newer_schema_is_refused(pg_url):
         open_store(pg_url)
 
 
+@pytest.mark.measuring
 def test_an_older_schema_is_migrated(pg_url):
     open_store(pg_url).close()
     _sql(pg_url, "ALTER TABLE runs DROP COLUMN machine_state")
@@ -363,12 +376,14 @@ def test_an_older_schema_is_migrated(pg_url):
         [(str(SCHEMA_VERSION),)]
 
 
+@pytest.mark.measuring
 def test_unreachable_server_is_one_line(tmp_path):
     pytest.importorskip("psycopg")
     r = cli("runs", "--db", f"postgresql://nobody@/memfx?host={tmp_path}")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "cannot connect" in r.stderr
 
 
+@pytest.mark.measuring
 def test_read_only_role_reads_but_cannot_write(pg_url, pg_server):
     doc = json.loads(EXPORT.read_text())
     with open_store(pg_url) as st:
@@ -407,6 +422,7 @@ def _fleet(url):
             st.import_run(d)
 
 
+@pytest.mark.measuring
 def test_fleet_views_read_an_sqlite_store_too(tmp_path):
     from memfx.fleet import fleet_document, machines_document
     path = str(tmp_path / "fleet.db")
@@ -420,6 +436,7 @@ def test_fleet_views_read_an_sqlite_store_too(tmp_path):
     assert r.returncode == 2 and "--fleet" in r.stderr
 
 
+@pytest.mark.measuring
 def test_machines_and_fleet_report(pg_url, tmp_path):
     _fleet(pg_url)
     r = cli("machines", "--json", "--db", pg_url)
@@ -462,6 +479,7 @@ def _terminate_others(url):
                      " WHERE datname = current_database() AND pid <> pg_backend_pid()) t")[0][0]
 
 
+@pytest.mark.measuring
 def test_dropped_connection_finishes_the_run_locally_then_push(pg_url, tmp_path):
     from memfx.fleet import push, push_selection
     from memfx.pgstore import PostgresStore
@@ -496,6 +514,7 @@ def test_dropped_connection_finishes_the_run_locally_then_push(pg_url, tmp_path)
             assert shared.survey(sid)["status"] == "complete"
 
 
+@pytest.mark.measuring
 def test_dropped_connection_with_nothing_in_flight_is_an_error(pg_url):
     with open_store(pg_url) as st:
         _terminate_others(pg_url)
@@ -503,6 +522,7 @@ def test_dropped_connection_with_nothing_in_flight_is_an_error(pg_url):
             st.runs()
 
 
+@pytest.mark.measuring
 def test_memfx_run_survives_the_server_dropping_it(pg_url, tmp_path):
     """A real `memfx run` whose connection is terminated mid-run: it finishes
     into the local SQLite store, says so on one line, and `memfx push` makes
@@ -555,6 +575,7 @@ SHARED_STORE_TESTS = (
 )
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("name", SHARED_STORE_TESTS)
 def test_store_tests_pass_on_postgresql(name, pg_url):
     import test_store as sqlite_store_tests
@@ -580,6 +601,7 @@ def test_runs_whose_parts_have_their_own_point_keys_can_be_pushed(tmp_path):
         st.import_run(bad)
 
 
+@pytest.mark.measuring
 def test_passwords_never_reach_messages(tmp_path):
     from memfx.pgstore import redact
     assert redact("postgresql://u:s3cret@db:5432/memfx?sslmode=require") == \

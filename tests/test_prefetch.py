@@ -44,6 +44,7 @@ def _cursor(buf, n):
     return int(np.frombuffer(buf, dtype=np.uint64)[n])
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("kind", ["none", "t0", "t1", "t2", "nta", "w"])
 def test_throughput_kernels_prefetch_each_target_in_turn_and_keep_their_place(kind):
     name = f"pf_tput_{kind}"
@@ -59,6 +60,7 @@ def test_throughput_kernels_prefetch_each_target_in_turn_and_keep_their_place(ki
     assert _cursor(buf, len(addrs)) == 0
 
 
+@pytest.mark.measuring
 def test_latency_kernel_walks_the_chain_and_prefetches_each_target():
     lab = _lab()
     region = lab.buffer(8 * 64)
@@ -71,6 +73,7 @@ def test_latency_kernel_walks_the_chain_and_prefetches_each_target():
     lab.release()
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("d", [-1, 0, 1, 3, 17])
 @pytest.mark.parametrize("kernel", ["pf_stride_t0", "pf_stride_none"])
 def test_stride_kernels_prefetch_d_elements_ahead(kernel, d):
@@ -91,6 +94,7 @@ def _order(order):
     return buf
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("d", [-1, 0, 1, 2, 5, 40])
 @pytest.mark.parametrize("kernel", ["pf_pages_t0", "pf_pages_none"])
 def test_page_walk_kernels_prefetch_the_page_d_steps_ahead_in_the_order(kernel, d):
@@ -109,6 +113,7 @@ def test_page_walk_kernels_prefetch_the_page_d_steps_ahead_in_the_order(kernel, 
     assert int(np.frombuffer(table, dtype=np.uint64, count=1, offset=4 * n)[0]) == 37 % n
 
 
+@pytest.mark.measuring
 def test_page_walk_kernel_checks_its_footprint():
     region = mmap.mmap(-1, 4 * 4096)
     with pytest.raises(ValueError):           # the order table is 4 bytes per page + a cursor
@@ -119,6 +124,7 @@ def test_page_walk_kernel_checks_its_footprint():
                   1, 1, [], None)
 
 
+@pytest.mark.measuring
 def test_tlb_part_walks_pages_in_random_order_with_the_behind_control():
     """The tlb cells: the page-walk kernels, the distance as the signed aux,
     d = -1 always planned, and the arms of a cell on one order table."""
@@ -145,6 +151,7 @@ def test_tlb_part_walks_pages_in_random_order_with_the_behind_control():
         lab.close()
 
 
+@pytest.mark.measuring
 def test_stride_kernel_checks_footprint():
     region = mmap.mmap(-1, 4096)
     cursor = mmap.mmap(-1, 8)
@@ -154,6 +161,7 @@ def test_stride_kernel_checks_footprint():
         _core.run(KERNELS["pf_stride_t0"], None, 0, region, 0, 4096, 64, 1, 1, [], None)
 
 
+@pytest.mark.measuring
 def test_list_kernels_follow_the_chain_and_return_where_they_stopped():
     lab = _lab()
     region = lab.buffer(8 * 64)
@@ -175,6 +183,7 @@ def _maps():
     return spans
 
 
+@pytest.mark.measuring
 def test_invalid_addresses_are_what_they_claim():
     lab = _lab()
     addrs = lab.invalid_addresses()
@@ -315,6 +324,7 @@ def test_every_question_is_answered_on_an_empty_sweep():
     assert list(a) == [q.id for q in exp.questions]
 
 
+@pytest.mark.measuring
 def test_bad_kind_is_one_line_and_exit_2(tmp_path):
     db = str(tmp_path / "r.db")
     p = run_cli("run", "prefetch", "--set", "kinds=t9", db=db)
@@ -323,6 +333,7 @@ def test_bad_kind_is_one_line_and_exit_2(tmp_path):
     assert p.returncode == 2 and "distances" in p.stderr
 
 
+@pytest.mark.measuring
 def test_quick_run_answers_every_question(tmp_path):
     db = str(tmp_path / "r.db")
     p = run_cli("run", "prefetch", "--quick", "--json", "--set", "parts=cost,list",

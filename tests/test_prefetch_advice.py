@@ -183,6 +183,7 @@ def test_the_report_shows_the_prefetch_advice():
     assert html.count("confirmed") >= 2
 
 
+@pytest.mark.measuring
 def test_the_check_really_measures_in_a_separate_worker():
     """The real measuring worker (nothing faked): every item gets a check with
     a ratio inside its CI and one of the decisions; no timing is asserted."""

@@ -264,6 +264,7 @@ def test_a_preemption_is_tolerated_only_in_long_samples_that_barely_waited():
     assert not _preemption_negligible(PREEMPT_MIN_SAMPLE_NS / 10, 0)  # short: always reject
 
 
+@pytest.mark.measuring
 def test_lab_reads_its_run_queue_wait():
     from memfx._lab import Lab
     lab = Lab(hardware_counters=False)

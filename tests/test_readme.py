@@ -64,6 +64,7 @@ CHECKS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.measuring
 @pytest.mark.skipif(not _has_pandas(), reason="pandas is not installed (pip install '.[pandas]')")
 def test_the_readme_python_examples_run(tmp_path):
     first, second = python_blocks()[:2]

@@ -45,6 +45,7 @@ def imported_db(tmp_path, doc=None, name="r.db"):
 
 # ---- 1. a store at SQLite's own sibling names ----------------------------------
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
 def test_a_store_at_a_sqlite_sibling_name_is_refused_and_nothing_written(tmp_path, suffix):
     db = str(tmp_path / "results.db")
@@ -60,6 +61,7 @@ def test_a_store_at_a_sqlite_sibling_name_is_refused_and_nothing_written(tmp_pat
 
 # ---- 3. imports ----------------------------------------------------------------
 
+@pytest.mark.measuring
 def test_an_imported_running_run_is_stored_interrupted_and_can_be_removed(tmp_path):
     doc = raw_doc()
     doc["run"].update(status="running", finished=None, host=socket.gethostname(), pid=1)
@@ -73,6 +75,7 @@ def test_an_imported_running_run_is_stored_interrupted_and_can_be_removed(tmp_pa
     assert json.loads(run_cli("runs", "--json", db=db).stdout) == []
 
 
+@pytest.mark.measuring
 def test_an_import_does_not_join_a_survey_it_was_not_exported_with(tmp_path):
     db = str(tmp_path / "s.db")
     store = Store(db)
@@ -99,6 +102,7 @@ def test_an_import_does_not_join_a_survey_it_was_not_exported_with(tmp_path):
     store.close()
 
 
+@pytest.mark.measuring
 def test_a_run_naming_a_survey_it_does_not_carry_joins_no_survey(tmp_path):
     db = str(tmp_path / "s.db")
     store = Store(db)
@@ -123,6 +127,7 @@ def test_a_driver_message_quoting_the_password_is_masked():
     assert SECRET not in _without_secret(msg, url) and "***" in _without_secret(msg, url)
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("target", [
     f"postgresq://memfx:{SECRET}@db.example/memfx",
     f"postgresql:/memfx:{SECRET}@/memfx?host=/tmp",
@@ -162,6 +167,7 @@ def test_mask_secrets():
     assert mask_secrets("/plain/path.db") == "/plain/path.db"
 
 
+@pytest.mark.measuring
 def test_no_secret_on_a_connection_failure(tmp_path):
     pytest.importorskip("psycopg")
     for url in (f"postgresql://memfx:{SECRET}@127.0.0.1:1/memfx?connect_timeout=2",
@@ -173,6 +179,7 @@ def test_no_secret_on_a_connection_failure(tmp_path):
             assert SECRET not in p.stderr + p.stdout and "Traceback" not in p.stderr
 
 
+@pytest.mark.measuring
 def test_psycopg_log_lines_never_reach_stderr():
     code = ("import logging, memfx.pgstore; "
             "logging.getLogger('psycopg').warning('error ignored in rollback on x')")
@@ -182,6 +189,7 @@ def test_psycopg_log_lines_never_reach_stderr():
 
 # ---- 6. one line instead of a traceback ---------------------------------------------
 
+@pytest.mark.measuring
 def test_mathtext_in_a_cpu_model_or_arm_name_plots(tmp_path):
     doc = raw_doc()
     doc["machine"]["cpu"]["model_name"] = r"CPU $\foo{bar}$"
@@ -194,6 +202,7 @@ def test_mathtext_in_a_cpu_model_or_arm_name_plots(tmp_path):
     assert out.stat().st_size > 0
 
 
+@pytest.mark.measuring
 def test_a_non_utf8_argument_is_one_line(tmp_path):
     bad = os.fsencode(str(tmp_path)) + b"/\xff.db"
     for args in ([b"runs", b"--db", bad], [b"show", b"\xff"], [b"run", b"latency", b"--set", b"x=\xff"],
@@ -207,6 +216,7 @@ def test_a_non_utf8_argument_is_one_line(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.measuring
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 @pytest.mark.parametrize("args", [["runs"], ["machine"], ["list"], ["show", "latest"],
                                   ["runs", "--json"], ["machines"]])
@@ -220,6 +230,7 @@ def test_stdout_on_a_full_device_is_one_line(tmp_path, args):
     one_line_exit_2(p, "standard output")
 
 
+@pytest.mark.measuring
 def test_prune_with_an_age_beyond_the_epoch_is_one_line(tmp_path):
     db = imported_db(tmp_path)
     one_line_exit_2(run_cli("prune", "--older-than", "99999999999999999999d", db=db), "1970")
@@ -235,11 +246,13 @@ def test_list_values_given_twice_are_measured_once():
     assert sizes.parse("4K,4096,8K") == [4096, 8192]
 
 
+@pytest.mark.measuring
 def test_compare_group_by_an_empty_cpu_model_is_one_line(tmp_path):
     db = imported_db(tmp_path)
     one_line_exit_2(run_cli("compare", "--group-by", "cpu-model", "", "", db=db), "empty")
 
 
+@pytest.mark.measuring
 def test_a_survey_in_which_every_experiment_failed_is_failed_and_markup_prints_as_typed(
         tmp_path, monkeypatch, capsys):
     from memfx import cli
@@ -260,6 +273,7 @@ def test_a_survey_in_which_every_experiment_failed_is_failed_and_markup_prints_a
     assert s["status"] == "failed"
 
 
+@pytest.mark.measuring
 def test_a_killed_writer_leaves_no_temporary_behind(tmp_path):
     from memfx.outputs import atomic_output
     out = tmp_path / "r.html"

@@ -214,17 +214,22 @@ def test_injected_markup_shows_only_as_text(written):
     assert EVIL_PARAM in c.text("experiments")
 
 
-def test_images_are_embedded_and_svg_text_is_escaped(written):
+def test_images_are_embedded_small_pngs_with_their_size(written):
+    """Plots are PNG data URIs (text in an image cannot inject markup), drawn
+    at the report's resolution and reduced to a palette, each with its pixel
+    size in the tag so the page does not jump while it loads."""
+    import io
+
+    from PIL import Image
     c = check(written)
     assert c.images, "no plot embedded"
-    assert all(src.startswith(("data:image/svg+xml;base64,", "data:image/png;base64,"))
-               for src in c.images)
-    svgs = [base64.b64decode(src.split(",", 1)[1]) for src in c.images
-            if src.startswith("data:image/svg+xml")]
-    for svg in svgs:
-        ET.fromstring(svg)                        # well-formed XML
-        assert b"<script" not in svg.lower()
-    assert any(b"Evil CPU &lt;script&gt;" in svg for svg in svgs)   # the title, as text
+    assert all(src.startswith("data:image/png;base64,") for src in c.images)
+    for src in c.images:
+        with Image.open(io.BytesIO(base64.b64decode(src.split(",", 1)[1]))) as im:
+            im.load()
+            assert im.mode == "P" and len(im.getpalette()) // 3 <= report.PLOT_COLOURS
+            assert f'width="{im.width}" height="{im.height}"' in written
+            assert im.width == round(11 * report.PLOT_DPI) or im.width == round(14 * report.PLOT_DPI)
 
 
 def test_no_external_resources(written):
@@ -273,12 +278,17 @@ def test_run_section_shows_question_table_params_and_duration(written, fixture_d
     for column in ("size_bytes", "arm", "median", "95% CI", "n", "rejected"):
         assert column in text
     assert "every point has" in text and "npad = 7" in text       # constant params said once
-    assert "Parameters" in text and "per_octave" in text and "in --full" in text
     assert re.search(r"took \d+(\.\d)? s", text)
     assert "preset quick" in text
-    # what quick traded away, per experiment, in the header
-    assert "What the quick preset traded away" in written
-    assert re.search(r"samples 5 \(full: \d+\)", written)
+    # the parameters and what quick traded away are at the end, after the
+    # raw data, with a link from the run's section
+    assert "per_octave" not in text
+    assert c.ids.index("raw-data") < c.ids.index("presets")
+    params = c.text("presets")
+    assert "per_octave" in params and "in --full" in params
+    assert "What the quick preset traded away" in params
+    assert re.search(r"samples 5 \(full: \d+\)", params)
+    assert f'href="#params-{section_id}"' in written
 
 
 def test_advice_is_rendered_from_its_artifact(written):
@@ -436,3 +446,29 @@ def test_group_findings_folds_numbered_series():
     assert [g[0]["id"] for g in groups] == ["level1_latency", "crossover_copy_a_vs_b", "knee_1", "knee_2"]
     assert [m["id"] for m in groups[1][1]] == ["crossover_copy_a_vs_b_2", "crossover_copy_a_vs_b_3"]
     assert sum(1 + len(more) for _, more in groups) == len(fs)      # nothing lost
+
+
+def test_a_card_leads_with_the_value_and_its_ci_in_brackets_and_the_verdict_in_words():
+    from memfx.report_sections import _card, summary_html
+    view = report.RunView({"id": "r1", "experiment": "latency"}, {"points": [{}]}, None, None,
+                          "run-1-r1")
+    a = {"question": "latency.memory", "asks": "Load-to-use latency of memory?", "seed": "004",
+         "verdict": "measured", "value": 182.4, "unit": "ns", "ci_low": 177.2, "ci_high": 188.0,
+         "because": "the DRAM plateau <b>", "headline": True}
+    html_text = _card(view, a)
+    c = Checker()
+    c.feed(html_text)
+    text = " ".join("".join(c.text_by_id.get("card-latency.memory", [])).split())
+    assert "182 ns [177, 188]" in text
+    assert "measured" in text and "seed 004" in text and "&lt;b&gt;" in html_text
+    sized = _card(view, dict(a, verdict="detected", value=49152, unit="bytes", ci_low=45056,
+                             ci_high=53248))
+    assert "48 KiB" in sized and "[44 KiB, 52 KiB]" in sized and "yes: detected" in sized
+    assert "[" not in _card(view, dict(a, ci_low=None, ci_high=None)).split("because")[0]
+    # the seed stories lead, Drepper's (004) questions follow
+    first = dict(a, question="fill.zero", seed="000", verdict="inconclusive")
+    views = [report.RunView({"id": "r1", "experiment": "x"},
+                            {"points": [{}], "answers": [a, first]}, None, None, "run-1")]
+    page = summary_html(views, "<h3>Advice</h3>")
+    assert page.index("card-fill.zero") < page.index("card-latency.memory") < page.index("Advice")
+    assert "not sure: inconclusive" in page

@@ -57,6 +57,7 @@ def tiny(tmp_path_factory):
 
 # ---- 1. outputs never go over the database --------------------------------------
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("args", [
     ["export", "latest", "--format", "raw", "-o", "{db}"],
     ["export", "latest", "-o", "{db}"],
@@ -76,6 +77,7 @@ def test_an_output_path_that_is_the_database_is_refused(tiny, tmp_path, args):
     assert os.path.getsize(db) == size and dump(db) == before
 
 
+@pytest.mark.measuring
 def test_a_hard_link_to_the_database_is_the_database(tiny, tmp_path):
     db, _, _ = tiny
     hard = tmp_path / "hard.json"
@@ -85,6 +87,7 @@ def test_a_hard_link_to_the_database_is_the_database(tiny, tmp_path):
     assert dump(db) == before
 
 
+@pytest.mark.measuring
 def test_a_failing_export_leaves_the_old_file_whole(tiny, tmp_path):
     db, _, _ = tiny
     target = tmp_path / "keep.json"
@@ -114,6 +117,7 @@ def test_atomic_output_replaces_whole_or_not_at_all(tmp_path):
 
 # ---- 6. output paths ------------------------------------------------------------
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("args, fragment", [
     (["export", "latest", "-o", "{dir}"], "is a directory"),
     (["export", "latest", "-o", "{dir}/missing/dir/x.json"], "does not exist"),
@@ -132,6 +136,7 @@ def test_bad_output_paths_are_one_line_exit_2(tiny, tmp_path, args, fragment):
     assert dump(db) == before
 
 
+@pytest.mark.measuring
 def test_default_file_names_are_sanitised(tiny, tmp_path):
     db, run_id, raw = tiny
     for evil in ("../../escape/" + "x" * 10_000, "a/b"):
@@ -168,6 +173,7 @@ def plant_shadows(directory, marker):
             f"open({str(marker)!r}, 'a').write({name!r} + '\\n')\n")
 
 
+@pytest.mark.measuring
 def test_the_worker_does_not_import_from_the_current_directory(tmp_path, monkeypatch):
     marker = tmp_path / "ran"
     plant_shadows(tmp_path, marker)
@@ -181,6 +187,7 @@ def test_the_worker_does_not_import_from_the_current_directory(tmp_path, monkeyp
     assert not marker.exists(), marker.read_text()
 
 
+@pytest.mark.measuring
 def test_the_worker_imports_memfx_from_where_the_parent_did(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     cmd = worker_command()
@@ -193,6 +200,7 @@ def test_the_worker_imports_memfx_from_where_the_parent_did(tmp_path, monkeypatc
     assert probe.stdout.strip() == os.path.join(SRC, "memfx", "__init__.py"), probe.stderr
 
 
+@pytest.mark.measuring
 def test_the_libc_check_child_does_not_import_from_the_current_directory(tmp_path, monkeypatch):
     marker = tmp_path / "ran"
     plant_shadows(tmp_path, marker)
@@ -222,6 +230,7 @@ def test_clean_strips_every_control_character():
     assert all(ch.isprintable() for ch in out) and "a" in out and "e" in out
 
 
+@pytest.mark.measuring
 def test_hostile_strings_render_as_typed(tiny):
     _, _, raw = tiny
     fp = dict(raw["machine"], cpu=dict(raw["machine"]["cpu"], model_name=EVIL))
@@ -239,6 +248,7 @@ def test_hostile_strings_render_as_typed(tiny):
     assert "[red]x[/]" in text and "\x1b" not in text
 
 
+@pytest.mark.measuring
 def test_runs_and_show_survive_a_hostile_import(tiny, tmp_path):
     _, _, raw = tiny
     doc = json.loads(json.dumps(raw))
@@ -271,6 +281,7 @@ def test_runs_and_show_survive_a_hostile_import(tiny, tmp_path):
 
 # ---- 7. bad input before anything is stored, odd environments -------------------
 
+@pytest.mark.measuring
 def test_an_unavailable_cpu_stores_no_run(tmp_path):
     db = str(tmp_path / "c.db")
     p = run_cli("run", "latency", *TINY, "--set", f"cpu={os.cpu_count() + 97}", db=db)
@@ -278,6 +289,7 @@ def test_an_unavailable_cpu_stores_no_run(tmp_path):
     assert not os.path.exists(db) or Store(db).runs() == []
 
 
+@pytest.mark.measuring
 def test_db_on_a_fifo_or_empty_is_refused(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
@@ -286,6 +298,7 @@ def test_db_on_a_fifo_or_empty_is_refused(tmp_path):
     one_line_exit_2(p, "empty")
 
 
+@pytest.mark.measuring
 def test_a_failed_import_into_a_new_path_leaves_nothing(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"format": "memfx-run", "format_version": 1, "run": {}}))
@@ -294,6 +307,7 @@ def test_a_failed_import_into_a_new_path_leaves_nothing(tmp_path):
     assert [n for n in os.listdir(tmp_path) if n.startswith("new.db")] == []
 
 
+@pytest.mark.measuring
 def test_an_import_that_is_too_deep_or_a_fifo_is_one_line(tmp_path):
     deep = tmp_path / "deep.json"
     deep.write_text("[" * 100_000 + "]" * 100_000)
@@ -305,6 +319,7 @@ def test_an_import_that_is_too_deep_or_a_fifo_is_one_line(tmp_path):
     assert not (tmp_path / "x.db").exists()
 
 
+@pytest.mark.measuring
 def test_survey_only_empty_runs_nothing(tmp_path):
     db = str(tmp_path / "s.db")
     one_line_exit_2(run_cli("survey", "--only", "", db=db), "--only")
@@ -324,6 +339,7 @@ def test_ctrl_c_before_the_command_runs_is_one_line(monkeypatch, capsys):
     assert signal.getsignal(signal.SIGINT) is handler
 
 
+@pytest.mark.measuring
 def test_an_ascii_terminal_gets_no_traceback(tiny):
     db, _, _ = tiny
     for args in (["runs"], ["show", "latest"], ["list"], ["machine"], ["run", "latency", "--help"]):
@@ -332,6 +348,7 @@ def test_an_ascii_terminal_gets_no_traceback(tiny):
         assert p.returncode == 0 and "Traceback" not in p.stderr, (args, p.stderr)
 
 
+@pytest.mark.measuring
 def test_a_dead_running_run_is_not_shown_as_running(tiny, tmp_path):
     _, _, raw = tiny
     db = str(tmp_path / "dead.db")
@@ -364,12 +381,14 @@ def test_a_dead_running_run_is_not_shown_as_running(tiny, tmp_path):
 
 # ---- issue 9 item 8: CLI conventions --------------------------------------------
 
+@pytest.mark.measuring
 def test_python_dash_m_memfx(tmp_path):
     p = subprocess.run([sys.executable, "-m", "memfx", "list", "--json"], capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 0 and "latency" in [e["name"] for e in json.loads(p.stdout)]
 
 
+@pytest.mark.measuring
 def test_run_exp_help_lists_that_experiments_parameters_with_preset_values():
     from memfx.experiments import REGISTRY
     fill, latency = REGISTRY["fill"], REGISTRY["latency"]
@@ -389,6 +408,7 @@ def test_run_exp_help_lists_that_experiments_parameters_with_preset_values():
     assert "default " in line and "--set " in p.stdout
 
 
+@pytest.mark.measuring
 def test_list_json_has_structured_parameters():
     from memfx.experiments import REGISTRY
     p = run_cli("list", "--json")
@@ -405,6 +425,7 @@ def test_list_json_has_structured_parameters():
     assert params["cpu"]["min"] == -1
 
 
+@pytest.mark.measuring
 def test_latest_is_the_latest_complete_run_and_latest_exp(tiny, tmp_path):
     db, run_id, _ = tiny
     copy = str(tmp_path / "l.db")
@@ -419,6 +440,7 @@ def test_latest_is_the_latest_complete_run_and_latest_exp(tiny, tmp_path):
     one_line_exit_2(run_cli("show", "latest:fill", db=copy), "no complete fill run")
 
 
+@pytest.mark.measuring
 def test_labels_are_stored_shown_and_filtered(tiny):
     db, run_id, _ = tiny
     runs = json.loads(run_cli("runs", "--json", "--label", "host=a", db=db).stdout)
@@ -431,6 +453,7 @@ def test_labels_are_stored_shown_and_filtered(tiny):
     assert dump(db) == before
 
 
+@pytest.mark.measuring
 def test_rm_and_prune(tiny, tmp_path):
     db, run_id, _ = tiny
     copy = str(tmp_path / "rm.db")
@@ -461,6 +484,7 @@ def test_check_output_path_unit(tmp_path):
     assert check_output_path(str(tmp_path / "ok.json"), protect=[str(db)])
 
 
+@pytest.mark.measuring
 def test_labels_survive_export_and_import(tiny, tmp_path):
     db, run_id, raw = tiny
     assert raw["run"]["labels"] == {"host": "a"}
@@ -469,6 +493,7 @@ def test_labels_survive_export_and_import(tiny, tmp_path):
         assert other.run(run_id)["labels"] == {"host": "a"}
 
 
+@pytest.mark.measuring
 def test_survey_labels_go_to_the_survey_and_its_runs(tmp_path):
     db, out = str(tmp_path / "s.db"), str(tmp_path / "r.html")
     p = run_cli("survey", "--quick", "--only", "fill_alloc", "-q", "-o", out,
@@ -493,6 +518,7 @@ def test_atomic_output_keeps_the_extension_writers_infer_the_format_from(tmp_pat
             pass
 
 
+@pytest.mark.measuring
 def test_latest_colon_needs_an_experiment(tiny):
     db, _, _ = tiny
     one_line_exit_2(run_cli("show", "latest:", db=db), "experiment name")

@@ -64,6 +64,7 @@ def call(kernel, buf, threads, count, aux=0):
 
 # ---- kernels ---------------------------------------------------------------
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("kernel", ["fs_plain", "fs_atomic", "pingpong", "at_fetch_add",
                                     "at_cas", "at_xchg", "at_plain", "at_remote"])
 @pytest.mark.parametrize("caller_is_thread0", [True, False])
@@ -81,6 +82,7 @@ def test_every_thread_runs_on_the_cpu_it_was_given(kernel, caller_is_thread0):
     S.check_call(kernel, header, slots)     # raises on any wrong CPU or lost atomic update
 
 
+@pytest.mark.measuring
 def test_check_call_refuses_a_thread_off_its_cpu():
     header = {"status": 0, "final": 20, "expected": 20, "tsc_entry": 0, "tsc_exit": 10,
               "threads": 2}
@@ -95,6 +97,7 @@ def test_check_call_refuses_a_thread_off_its_cpu():
         S.check_call("at_fetch_add", dict(header, final=19), [slot, dict(slot, cpu_asked=0)])
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("d", [8, 16, 32, 56, 64, 128, 4096])
 @pytest.mark.parametrize("kernel", ["fs_plain", "fs_atomic"])
 def test_counters_sit_exactly_d_bytes_apart_and_nothing_else_is_written(kernel, d):
@@ -114,6 +117,7 @@ def test_counters_sit_exactly_d_bytes_apart_and_nothing_else_is_written(kernel, 
     assert np.array_equal(got, want)
 
 
+@pytest.mark.measuring
 def test_one_thread_needs_no_second_cpu_and_loses_nothing():
     cpu = sorted(os.sched_getaffinity(0))[0]
     os.sched_setaffinity(0, {cpu})
@@ -124,6 +128,7 @@ def test_one_thread_needs_no_second_cpu_and_loses_nothing():
     assert report["overlap"] == 1.0 and report["threads"] == 1
 
 
+@pytest.mark.measuring
 def test_pingpong_flag_ends_at_two_transfers_per_round_trip():
     a, b = two_cpus()
     os.sched_setaffinity(0, {a})
@@ -133,6 +138,7 @@ def test_pingpong_flag_ends_at_two_transfers_per_round_trip():
     assert [s["ops"] for s in slots] == [500, 500]
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("threads,aux,kernel,status", [
     (0, 8, "fs_plain", 1), (65, 8, "fs_plain", 1), (3, 0, "pingpong", 4), (2, 12, "fs_plain", 5),
     (2, 0, "fs_plain", 5)])
@@ -149,6 +155,7 @@ def test_the_kernel_refuses_bad_arguments_with_a_status(threads, aux, kernel, st
                               "tsc_exit": 0, "threads": threads}, [])
 
 
+@pytest.mark.measuring
 def test_footprint_covers_header_slots_and_every_counter():
     idx = KERNELS["fs_plain"]
     assert _core.footprint(idx, 2, 1, 4096)[0] == S.COUNTERS + 4096 + 64
@@ -321,6 +328,7 @@ def test_one_cpu_run_is_not_measured_with_the_reason():
 
 # ---- CLI -------------------------------------------------------------------
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("setting,message", [
     ("cpus=0,4095", "CPU 4095 is not available"),
     ("distances=8,12", "not a multiple of 8"),
@@ -335,6 +343,7 @@ def test_cli_bad_input_is_one_line_exit_2_nothing_stored(db_path, setting, messa
         assert sqlite3.connect(db_path).execute("select count(*) from runs").fetchone()[0] == 0
 
 
+@pytest.mark.measuring
 def test_a_run_on_one_cpu_answers_not_measured_with_the_reason(db_path):
     cpu = sorted(os.sched_getaffinity(0))[0]
     r = run_cli("run", "sharing", "--quick", "--json", "--set", f"cpus={cpu}", "--set",

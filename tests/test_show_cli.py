@@ -10,6 +10,8 @@ import pytest
 from conftest import run_cli
 from memfx.store import Store
 
+pytestmark = pytest.mark.measuring      # a tiny latency run behind every test
+
 TINY = ["--set", "max_size=64K", "--set", "samples=5", "--set", "min_sample_ms=0.05",
         "--set", "per_octave=2", "--set", "refine=false"]
 SURVEY = "s-20260101-000000-abcd"
@@ -106,7 +108,7 @@ def test_runs_show_survey_ids_full_run_ids_and_m_machine_ids(survey_db):
     text = p.stdout
     assert f"survey {SURVEY}" in text and "runs outside surveys" in text
     assert doc["run_id"] in text and doc["run_id"] + "-s" in text     # never cut
-    assert doc["machine_id"] in text
+    assert f"machine {doc['machine_id']}: " in text
     assert max(len(line) for line in text.splitlines()) <= 80
 
 

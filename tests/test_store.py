@@ -391,6 +391,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
+@pytest.mark.measuring
 def test_sigkilled_run_keeps_samples_and_is_marked_interrupted(tmp_path):
     path = tmp_path / "results.db"
     child = subprocess.run([sys.executable, "-c", KILLED_CHILD, str(path)], env=child_env(),
@@ -427,6 +428,7 @@ while True:
 """
 
 
+@pytest.mark.measuring
 def test_sigkill_at_random_moment_leaves_consistent_db(tmp_path):
     path = tmp_path / "results.db"
     child = subprocess.Popen([sys.executable, "-c", STREAMING_CHILD, str(path)],
@@ -461,6 +463,7 @@ with Store(db) as st:
 """
 
 
+@pytest.mark.measuring
 def test_concurrent_writers(tmp_path):
     path = tmp_path / "results.db"
     go = tmp_path / "go"

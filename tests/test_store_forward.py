@@ -134,6 +134,7 @@ def test_entry_kernels_copy_exactly_the_entry(widest):
                     sf.check_entry(KERNELS, arm, size, widest, align, count, buf)
 
 
+@pytest.mark.measuring
 def test_entry_check_catches_a_wrong_copy():
     # a copy that leaves out the tail move misses bytes 16..27
     buf = mmap.mmap(-1, 4096)
@@ -175,6 +176,7 @@ def test_forward_model_by_hand():
     assert mem[:10] == bytes([1, 2, 3, 4, 5, 6, 7, 8, 8, 9])
 
 
+@pytest.mark.measuring
 def test_forward_check_catches_a_wrong_offset():
     with pytest.raises(AssertionError):
         # run the o=3 kernel but compare against the o=2 model
@@ -477,6 +479,7 @@ def test_as_ranges():
 
 # ---- end to end (small) ----------------------------------------------------
 
+@pytest.mark.measuring
 def test_small_run_end_to_end(tmp_path):
     from memfx import results
     from memfx.machine import fingerprint

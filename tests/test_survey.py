@@ -26,6 +26,7 @@ def test_select_orders_and_filters():
         select(only=["latency"], skip=["latency"])
 
 
+@pytest.mark.measuring
 def test_survey_stores_runs_and_writes_report(tmp_path):
     db, out = str(tmp_path / "s.db"), str(tmp_path / "r.html")
     p = run_cli("survey", "--quick", "--only", "fill_alloc", "-q", "-o", out, db=db)
@@ -43,6 +44,7 @@ def test_survey_stores_runs_and_writes_report(tmp_path):
     assert f"more answers: memfx show {survey['id']} --all" in p.stdout
 
 
+@pytest.mark.measuring
 def test_survey_ctrl_c_keeps_runs_and_reports_incomplete(tmp_path):
     db, out = str(tmp_path / "s.db"), str(tmp_path / "r.html")
     proc = subprocess.Popen([sys.executable, "-m", "memfx.cli", "survey", "--quick", "-q",
@@ -71,7 +73,7 @@ def test_survey_ctrl_c_keeps_runs_and_reports_incomplete(tmp_path):
     # its samples kept
     assert {e: r["status"] for e, r in runs.items()} == {"fill_alloc": "interrupted",
                                                         "latency": "interrupted"}
-    assert fill_alloc["n_samples"] > 0 and "1 of 2 replicas" in fill_alloc["error"]
+    assert fill_alloc["n_samples"] > 0 and "1 of 3 replicas" in fill_alloc["error"]
     html = Path(out).read_text()
     assert "incomplete" in html.lower() and "interrupted" in html.lower()
 
@@ -97,6 +99,7 @@ def test_budget_caution_names_the_threshold_and_the_slowest_steps():
         == THRESHOLDS["survey_budget_full"].value
 
 
+@pytest.mark.measuring
 def test_survey_json_carries_timing_and_analyses_each_run_once(tmp_path, monkeypatch):
     """The report and the survey document share one analysis per run."""
     import json
@@ -126,3 +129,34 @@ def test_survey_json_carries_timing_and_analyses_each_run_once(tmp_path, monkeyp
         strip = lambda html: "\n".join(l for l in html.splitlines() if "UTC" not in l)
         assert strip(build_report(st, [doc["survey_id"]], shared)) == \
             strip(build_report(st, [doc["survey_id"]]))
+
+
+def test_estimate_ignores_survey_runs_and_counts_replicas():
+    """A survey's run spans the rounds between its replicas (minutes of other
+    experiments), so only runs measured alone, with as many replicas, say
+    how long one takes; else the experiment's guess for one replica x R."""
+    from memfx.survey import estimate
+
+    class Exp:
+        @staticmethod
+        def estimate_seconds(params, machine):
+            return 10.0
+
+    class FakeStore:
+        def __init__(self, runs):
+            self._runs = runs
+
+        def runs(self, experiment=None, status=None):
+            return self._runs
+
+    in_survey = {"preset": "quick", "duration_s": 300.0, "survey_id": "s-1",
+                 "params": {"replicas": 3}}
+    alone_r2 = {"preset": "quick", "duration_s": 20.0, "survey_id": None,
+                "params": {"replicas": 2}}
+    alone_r3 = {"preset": "quick", "duration_s": 33.0, "survey_id": None,
+                "params": {"replicas": 3}}
+    params = {"replicas": 3}
+    assert estimate(FakeStore([in_survey, alone_r2]), "x", "quick", Exp, params, {}) == \
+        (30.0, "rough guess")
+    assert estimate(FakeStore([in_survey, alone_r3]), "x", "quick", Exp, params, {}) == \
+        (33.0, "from earlier runs")

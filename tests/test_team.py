@@ -79,6 +79,7 @@ def test_overlap_is_the_shortest_runs_share_spent_beside_every_other():
 
 # ---- the runner on real threads ---------------------------------------------------
 
+@pytest.mark.measuring
 def test_members_run_on_their_cpus_each_on_its_own_buffer(lab):
     cpus = two_cpus()
     for kind, kernel in (("read", "bw_read_sse2"), ("write", "fill_sse"),
@@ -86,11 +87,13 @@ def test_members_run_on_their_cpus_each_on_its_own_buffer(lab):
         assert check_team(lab, cpus, kind, kernel) is None, kind
 
 
+@pytest.mark.measuring
 def test_check_team_catches_a_member_that_writes_the_wrong_bytes(lab):
     # a fill run where a copy is expected writes its byte, not the source
     assert "wrong bytes" in check_team(lab, two_cpus(), "copy", "fill_sse")
 
 
+@pytest.mark.measuring
 def test_a_late_member_lengthens_the_window_and_the_sample_is_rejected(lab):
     cpus = two_cpus()
     size = 64 << 10
@@ -115,6 +118,7 @@ def test_a_late_member_lengthens_the_window_and_the_sample_is_rejected(lab):
     assert rec["counters"]["team_start_ns_1"] >= delay * 1e9 / lab.tsc_hz * 0.99
 
 
+@pytest.mark.measuring
 def test_background_loaders_stream_before_and_after_the_timed_member(lab):
     cpus = two_cpus()
     n = 4096
@@ -137,6 +141,7 @@ def test_background_loaders_stream_before_and_after_the_timed_member(lab):
     assert rec["metric"] == "ns_per_load" and rec["ticks"] == chase["tsc_end"] - chase["tsc_start"]
 
 
+@pytest.mark.measuring
 def test_a_team_of_one_on_the_callers_cpu(lab):
     m = _member(lab.cpu, lab=lab)
     trial = Trial("bw_read_sse2", size=64 << 10, metric="bandwidth", difference=False,
@@ -150,6 +155,7 @@ def _tuple(cpu, index, buf, size, chunks=1):
     return (cpu, index, None, 0, buf, 0, size, 0, 1, 0, 0, chunks)
 
 
+@pytest.mark.measuring
 def test_bad_teams_are_refused_before_anything_runs(lab):
     cpus = two_cpus()
     read = ROWS["bw_read_sse2"]["index"]
@@ -170,6 +176,7 @@ def test_bad_teams_are_refused_before_anything_runs(lab):
         _core.team_run([(cpus[0], read, None, 0, buf, 5000, 0, 0, 1, 0, 0)])
 
 
+@pytest.mark.measuring
 def test_sharing_and_team_calls_share_the_pool(lab):
     """After a team call, a sharing kernel still lands its threads on their
     CPUs (both dispatch through one pool of pinned threads)."""
@@ -214,6 +221,7 @@ print(json.dumps({"ran": ran, "refused": refused}))
 """
 
 
+@pytest.mark.measuring
 def test_team_run_fuzz_refuses_what_does_not_fit_and_never_writes_past_a_buffer():
     """Random members (kernels, sizes, offsets, chunks) on buffers followed by
     canaries, in a child so that a crash fails the test: every call either
@@ -234,6 +242,7 @@ def test_team_run_fuzz_refuses_what_does_not_fit_and_never_writes_past_a_buffer(
     assert out["ran"] > 20 and out["refused"] > 20, out
 
 
+@pytest.mark.measuring
 def test_a_loader_that_does_not_cover_the_timed_window_rejects_the_sample(lab):
     """The lab's judgement of a background call, on stamps it is handed: a
     loader that stopped before the chase ended (a lead-in that timed out, a
@@ -262,6 +271,7 @@ def test_a_loader_that_does_not_cover_the_timed_window_rejects_the_sample(lab):
     assert moved["rejected"] and moved["reason"] == "migrated"
 
 
+@pytest.mark.measuring
 def test_members_may_share_one_buffer(lab):
     """A Region given to every member (or left to the trial's) is shared:
     both read the same bytes and return the same checksum."""

@@ -120,6 +120,7 @@ def test_intel_leaf_18_and_leaf_2_decode():
     assert machine.cpuid_tlb(None, "GenuineIntel") == []
 
 
+@pytest.mark.measuring
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     db = str(tmp_path / "r.db")
     p = run_cli("run", "tlb", "--set", "min_pages=4096", "--set", "max_pages=64", db=db)
@@ -129,6 +130,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     assert not (tmp_path / "r.db").exists() or "tlb" not in run_cli("list", db=db).stdout
 
 
+@pytest.mark.measuring
 def test_small_run_answers_every_question(tmp_path):
     import json
     db = str(tmp_path / "r.db")
@@ -221,6 +223,7 @@ def test_gib_answer_not_measured_with_the_reason_recorded_in_the_samples():
     assert a["verdict"] == NOT_MEASURED and "measured none" in a["because"]
 
 
+@pytest.mark.measuring
 def test_hugetlb_buffer_fails_cleanly_or_maps_a_gib_page():
     from memfx._lab import Lab
     from memfx.errors import MemfxError

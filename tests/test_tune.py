@@ -100,6 +100,7 @@ def fake_machine(monkeypatch):
 
 # ---- the interposer -----------------------------------------------------------------
 
+@pytest.mark.measuring
 @needs_cc
 @pytest.mark.parametrize("n", [0, 1, 3000, 4096, 70000])
 def test_profile_counts_r_calls_of_n_bytes_in_their_bucket(tmp_path, n):
@@ -120,6 +121,7 @@ def test_profile_counts_r_calls_of_n_bytes_in_their_bucket(tmp_path, n):
     assert summary["total_calls"] == r
 
 
+@pytest.mark.measuring
 @needs_cc
 def test_profile_counts_threads_forks_and_chk_forms(tmp_path):
     src = r"""
@@ -274,6 +276,7 @@ def test_with_item_appends_to_the_users_value():
 
 # ---- the command ---------------------------------------------------------------------
 
+@pytest.mark.measuring
 @needs_cc
 def test_tune_the_ring_example_end_to_end(tmp_path, db_path, fake_machine, capsys):
     exe = compile_c(tmp_path, "ring_copy", open(os.path.join(EXAMPLES, "ring_copy.c")).read())
@@ -323,6 +326,7 @@ def test_tune_the_ring_example_end_to_end(tmp_path, db_path, fake_machine, capsy
     assert [a["question"] for a in rd["answers"]] == [f"tune.{c['tunable']}" for c in doc["candidates"]]
 
 
+@pytest.mark.measuring
 @needs_cc
 def test_a_program_without_string_calls_gets_no_change(tmp_path, db_path, fake_machine, capsys):
     exe = compile_c(tmp_path, "nothing", NOTHING_PROGRAM)
@@ -338,6 +342,7 @@ def test_a_program_without_string_calls_gets_no_change(tmp_path, db_path, fake_m
     assert all(c["why"].startswith("the program made no call") for c in doc["dropped"])
 
 
+@pytest.mark.measuring
 @needs_cc
 def test_a_static_executable_is_refused_in_one_line(tmp_path, db_path, fake_machine, capsys):
     try:
@@ -358,6 +363,7 @@ def test_a_setuid_executable_is_refused(tmp_path):
         T.check_command([str(exe)])
 
 
+@pytest.mark.measuring
 @needs_cc
 def test_a_failing_program_stops_tuning_with_one_line(tmp_path, db_path, fake_machine, capsys):
     exe = compile_c(tmp_path, "fails", "int main(void) { return 3; }")
@@ -374,6 +380,7 @@ def test_a_failing_program_stops_tuning_with_one_line(tmp_path, db_path, fake_ma
     assert run["status"] == "failed" and "status 3" in run["error"]
 
 
+@pytest.mark.measuring
 def test_a_timeout_kills_the_whole_process_group(tmp_path):
     marker = tmp_path / "late"
     script = tmp_path / "slow.sh"
@@ -387,6 +394,7 @@ def test_a_timeout_kills_the_whole_process_group(tmp_path):
     assert not marker.exists()                        # the background child died too
 
 
+@pytest.mark.measuring
 @pytest.mark.parametrize("args, message", [
     (["--"], "needs a command"),
     (["--", "/no/such/program"], "command not found"),
@@ -401,6 +409,7 @@ def test_bad_input_is_one_line_and_exit_2(args, message, db_path, capsys):
     assert not os.path.exists(db_path)
 
 
+@pytest.mark.measuring
 def test_no_copy_run_is_one_line_and_exit_2(db_path, capsys):
     with Store(db_path):
         pass
@@ -408,6 +417,7 @@ def test_no_copy_run_is_one_line_and_exit_2(db_path, capsys):
     assert code == 2 and err.count("\n") == 1 and "no copy results" in err
 
 
+@pytest.mark.measuring
 def test_ctrl_c_kills_the_programs_whole_process_group(tmp_path):
     """SIGINT to memfx while the program runs: memfx stops and the program's
     background child (same process group) is gone too."""

@@ -8,6 +8,9 @@ import time
 
 import pytest
 
+# every test here starts a worker or a process, or times kernels
+pytestmark = pytest.mark.measuring
+
 
 def alive(pid):
     try:

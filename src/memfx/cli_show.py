@@ -53,8 +53,10 @@ def cmd_runs(args):
     surveys = {s["id"]: s for s in store.surveys()}
     machines = sorted({r.get("machine_id") or "?" for r in runs})
     one_machine = len(machines) == 1
-    lines = [fit(f"{len(runs)} runs" + (f" on machine {machines[0]}" if one_machine else "")
-                 + f", newest first, by survey, in {store.path}", width)]
+    cpus = {m["machine_id"]: ((m.get("fingerprint") or {}).get("cpu") or {}).get("model_name")
+            for m in store.machines()}
+    lines = [fit(f"{len(runs)} runs, newest first, by survey, in {store.path}", width)]
+    lines += [fit(f"machine {mid}: {cpus.get(mid) or 'unknown CPU'}", width) for mid in machines]
     id_w = max([len(clean(r["id"])) for r in runs] or [0])
     for sid in dict.fromkeys(r.get("survey_id") for r in runs):
         mine = [r for r in runs if r.get("survey_id") == sid]
@@ -131,7 +133,8 @@ def emit_document(doc, args):
         if doc.get("points"):
             con.print(points_table(doc))
     if doc.get("error"):
-        _out([f"error: {doc['error']}"])
+        from .render import clean
+        _out([f"error: {clean(doc['error'])}"])
     from .screen import fit
     _out([fit(f"more with --details and --warnings; the curve: memfx plot {doc['run_id']}",
               width)])

@@ -13,7 +13,9 @@ with a confidence interval, and a verdict:
   inconclusive on one side is not a changed answer);
 - ``noisy``: it would have regressed, but a side's own cautions say its run
   was noisy and the ratio does not clear the band by the noisy margin;
-- ``unchanged``; ``not judged`` when a side has no CI (a value from one
+- ``inconclusive``: the ratio lies beyond the band but its CI reaches back
+  into it -- the runs cannot tell (more replicas can);
+- ``unchanged``: the ratio lies within the band; ``not judged`` when a side has no CI (a value from one
   process or one replica says nothing about the noise); ``not comparable``
   when either side has no value.
 
@@ -23,8 +25,11 @@ machine's own history where the store holds at least
 run-to-run spread (robust CV) of that question's value, times sqrt(2) for
 the difference of two runs.  Each row says which band it used.
 
-The ratio's CI combines both answers' replica-level CIs on the log scale
-(each CI read as a normal interval of the log value: se = ln(hi/lo) / (2 z)).
+The ratio's CI is the pooled two-sample Student-t interval over both
+sides' replica values on the log scale (stats.replica_log_ratio_half);
+where a side keeps no replica values (older documents) it combines the two
+answers' CIs (each read as a normal interval of the log value:
+se = ln(hi/lo) / (2 z)).
 Pure functions of result documents: nothing is measured or stored here.
 """
 from __future__ import annotations
@@ -34,11 +39,12 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 import numpy as np
 
+from . import stats
 from .findings import DETECTED, NOT_DETECTED, threshold
 
 REGRESSED, IMPROVED, CHANGED = "regressed", "improved", "changed"
 CHANGED_ANSWER, UNCHANGED, NOT_COMPARABLE = "changed-answer", "unchanged", "not comparable"
-NOT_JUDGED, NOISY = "not judged", "noisy"
+NOT_JUDGED, NOISY, INCONCLUSIVE = "not judged", "noisy", "inconclusive"
 COMPARE_SCHEMA_VERSION = 2
 
 # Units whose values are counts (answers.DISCRETE_UNITS): equal or different.
@@ -63,8 +69,18 @@ def _log_se(a: Mapping[str, Any]) -> Optional[float]:
     return math.log(hi / lo) / (2 * _z())
 
 
+def _replica_columns(a: Mapping[str, Any]):
+    reps = [x for x in a.get("replicas") or [] if isinstance(x, dict)]
+    return ([x.get("value") for x in reps], [x.get("ci_low") for x in reps],
+            [x.get("ci_high") for x in reps])
+
+
 def ratio_ci(a: Mapping[str, Any], b: Mapping[str, Any]):
-    """(ratio B/A, ci_low, ci_high); the CI is None where a side has none."""
+    """(ratio B/A, ci_low, ci_high); the CI is None where a side has none.
+
+    Where both sides carry two or more replica values, the CI is the pooled
+    two-sample t interval over them (stats.replica_log_ratio_half); else the
+    two answers' CIs combined on the log scale."""
     va, vb = a.get("value"), b.get("value")
     if not _positive(va, vb):
         return None, None, None
@@ -72,7 +88,10 @@ def ratio_ci(a: Mapping[str, Any], b: Mapping[str, Any]):
     sa, sb = _log_se(a), _log_se(b)
     if sa is None or sb is None:
         return r, None, None
-    half = _z() * math.hypot(sa, sb)
+    half = stats.replica_log_ratio_half(*_replica_columns(a), *_replica_columns(b),
+                                        confidence=threshold("ci_level"))
+    if half is None:
+        half = _z() * math.hypot(sa, sb)
     return r, r * math.exp(-half), r * math.exp(half)
 
 
@@ -140,7 +159,12 @@ def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float,
     down = hi < 1 / (1 + band)
     better = row["better"]
     if not (up or down):
-        row["verdict"] = UNCHANGED
+        if 1 / (1 + band) <= r <= 1 + band:
+            row["verdict"] = UNCHANGED
+        else:
+            row["verdict"] = INCONCLUSIVE
+            row["reason"] = (f"moved {r - 1:+.0%}, beyond the band, but the CI "
+                             f"[{lo:.3f}, {hi:.3f}] reaches back into it")
     elif not better:
         row["verdict"] = CHANGED
     elif (up and better == "lower") or (down and better == "higher"):
@@ -214,7 +238,7 @@ MARKDOWN_LINES = 40
 # Rows hidden by default (terminal and Markdown): nothing changed, or
 # nothing to judge.  Any other verdict is listed, most urgent first.
 QUIET = (UNCHANGED, NOT_JUDGED, NOT_COMPARABLE)
-_URGENCY = (REGRESSED, NOISY, CHANGED_ANSWER, CHANGED, "inconclusive", IMPROVED)
+_URGENCY = (REGRESSED, NOISY, CHANGED_ANSWER, CHANGED, IMPROVED, INCONCLUSIVE)
 
 
 def summary(doc: Mapping[str, Any]) -> str:

@@ -44,6 +44,7 @@ class Mark:
     band: bool = False
     alpha: float = 0.12         # of a band (overlapping bands darken)
     label_y: float = 0.02
+    legend: str = ""            # a band's legend entry (drawn once, when a band is)
     skip: Tuple[str, ...] = ("not_measured",)
 
     def asks(self, question_id):
@@ -155,6 +156,15 @@ class PlotSpec:
     # series parameters that take one value on a panel are left out of the
     # labels (a quick latency run adds huge-page points only around knees)
     hide_constant: bool = False
+    # y = this point parameter / the measured value: a time per call over a
+    # size in bytes becomes bytes per ns, i.e. GB/s (strategies compared as
+    # throughput, where their crossovers show)
+    rate_of: str = ""
+    # heatmap: the label of its y axis (``ylabel`` names the colour scale)
+    y_axis_label: str = ""
+    # heatmap of pairs: each cell also drawn at (y, x), and the map drawn
+    # square with cells of a fixed size (it grows with the number of CPUs)
+    symmetric: bool = False
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -217,6 +227,17 @@ class PlotSpec:
         if not self.xlabel:
             return self.x
         return self.xlabel.format_map(_Missing(dict(facet_values or {})))
+
+    def y_of(self, point, value=None):
+        """The y a point (or one of its samples, ``value``) is drawn at:
+        the median, or the rate (``rate_of`` / value) when declared."""
+        v = point.get("median") if value is None else value
+        if not self.rate_of or v is None:
+            return v
+        amount = (point.get("params") or {}).get(self.rate_of)
+        if not isinstance(amount, (int, float)) or not v or v <= 0:
+            return float("nan")
+        return amount / v
 
     def x_of(self, point):
         """The x a point is drawn at (wrapped to a signed offset with x_wrap)."""

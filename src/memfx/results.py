@@ -62,7 +62,13 @@ ESTIMATOR = "per-sample median"
 BEST_LOW, BEST_HIGH = 0.10, 0.90
 
 
-def build_points(samples, seed=0):
+# Bootstrap draws of a point's CI when a replica is analysed alone: its CIs
+# only floor the replica-level CI (stats.combine_replicas) and split ties, and
+# three replicas analysed alone were three quarters of a survey's analysis.
+REPLICA_N_BOOT = 500
+
+
+def build_points(samples, seed=0, n_boot=2000):
     """One summary per (arm, point params, metric); see ESTIMATOR.
 
     Each point has the typical figure (`median`, with a bootstrap CI when it
@@ -111,10 +117,11 @@ def build_points(samples, seed=0):
             if metric.startswith("ns_per_") and len(lengths) >= 2 and overhead[0] is None:
                 overhead = _call_overhead(mine, lengths[0], lengths[-1])
         values = np.array([s["value"] for s in longest], float)
-        summ = stats.summarize(values, seed=seed)
+        summ = stats.summarize(values, seed=seed, n_boot=n_boot)
         ci = (summ.ci_low, summ.ci_high)
         if len(groups) >= 2:      # the CI holds the spread between replicas
-            ci = stats.hierarchical_ci(groups, confidence=fnd.threshold("ci_level"), seed=seed)
+            ci = stats.hierarchical_ci(groups, confidence=fnd.threshold("ci_level"), seed=seed,
+                                       n_boot=min(n_boot, 1000))
         p10, p90 = (float(q) for q in np.quantile(values, [BEST_LOW, BEST_HIGH]))
         higher_is_better = not metric.startswith("ns_per_")
         point = dict(base, unit=unit, n=len(longest), min=summ.min, median=summ.median,
@@ -203,10 +210,11 @@ def _median_counters(samples):
     return {n: float(statistics.median(columns[n])) for n in sorted(columns)}
 
 
-def run_data(run, samples):
+def run_data(run, samples, n_boot=2000):
     accepted = [s for s in samples]
     return RunData(run["experiment"], run.get("params") or {}, run.get("machine") or {},
-                   build_points(accepted), [s for s in samples if not s.get("rejected")])
+                   build_points(accepted, n_boot=n_boot),
+                   [s for s in samples if not s.get("rejected")])
 
 
 def analyze(run, samples, experiment=None):
@@ -267,7 +275,7 @@ def _replica_answers(exp, run, samples, replicas, pooled, qmap):
     per = []
     for r in replicas:
         mine = [s for s in samples if (s.get("replica") or 0) == r]
-        data = run_data(run, mine)
+        data = run_data(run, mine, n_boot=REPLICA_N_BOOT)
         try:
             given = {a.question: a.as_dict(qmap[a.question]) for a in exp.analyze(data)
                      if a.question in qmap}

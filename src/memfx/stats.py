@@ -297,6 +297,39 @@ def combine_replicas(values, ci_lows=None, ci_highs=None, confidence: float = 0.
             "ci_high": back(estimate + half), "n": int(r)}
 
 
+def replica_log_ratio_half(a_values, a_lows, a_highs, b_values, b_lows, b_highs,
+                           confidence: float = 0.95) -> Optional[float]:
+    """Half-width, on the log scale, of the CI of the ratio B/A of two runs
+    measured in replicas: the pooled two-sample Student-t interval over the
+    replicas' log values, t(Ra + Rb - 2) * s_p * sqrt(1/Ra + 1/Rb), never
+    narrower than the replicas' own CIs imply (z * their standard errors).
+
+    Why not the two answers' CIs combined: each rests on R - 1 degrees of
+    freedom (t = 12.7 for two replicas) while the spread between replicas is
+    one property of the machine, seen Ra + Rb - 2 times: pooling it gives
+    t(2) = 4.3 for two replicas a side, and the same 95 % coverage for normal
+    replicas.  None when a side has fewer than two positive values."""
+    sides = []
+    for vals, lows, highs in ((a_values, a_lows, a_highs), (b_values, b_lows, b_highs)):
+        v = np.asarray([np.nan if x is None else x for x in vals], float)
+        lo = np.asarray([np.nan if x is None else x for x in lows], float)
+        hi = np.asarray([np.nan if x is None else x for x in highs], float)
+        keep = np.isfinite(v) & (v > 0)
+        if keep.sum() < 2:
+            return None
+        with np.errstate(divide="ignore", invalid="ignore"):
+            own = (np.log(hi[keep]) - np.log(lo[keep])) / (2 * _z_of(confidence))
+        own = np.where(np.isfinite(own) & (own > 0), own, 0.0)
+        sides.append((np.log(v[keep]), own))
+    (la, oa), (lb, ob) = sides
+    df = la.size + lb.size - 2
+    pooled = (float(np.sum((la - la.mean()) ** 2)) + float(np.sum((lb - lb.mean()) ** 2))) / df
+    spread = _t_of(confidence, df) * math.sqrt(pooled * (1 / la.size + 1 / lb.size))
+    own = _z_of(confidence) * math.sqrt(float(np.mean(oa ** 2)) / la.size
+                                        + float(np.mean(ob ** 2)) / lb.size)
+    return max(spread, own)
+
+
 def _t_of(confidence: float, df: int) -> float:
     """Two-sided Student-t quantile at ``confidence`` with ``df`` degrees of
     freedom (df 1 at 0.95 -> 12.71), by bisection on the t CDF (the

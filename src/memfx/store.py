@@ -24,7 +24,7 @@ import sqlite3
 import time
 import urllib.parse
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
 
 from memfx.errors import StoreError
 from memfx.schema import (COMPLETE, EXPORT_FORMAT, EXPORT_FORMAT_VERSION,  # noqa: F401 (re-exported)
@@ -516,7 +516,8 @@ class Store:
             self._require_run(conn, run_id)
             rows = conn.execute("SELECT * FROM samples WHERE run_id = ? ORDER BY seq",
                                 (run_id,)).fetchall()
-        return [_sample_dict(row) for row in rows]
+        points = {}          # a run's samples share a few hundred point texts
+        return [_sample_dict(row, points) for row in rows]
 
     # ---- removing ------------------------------------------------------
 
@@ -958,11 +959,19 @@ def _sample_row(sample: dict) -> tuple:
     return tuple(values.values())
 
 
-def _sample_dict(row: sqlite3.Row) -> dict:
+def _sample_dict(row: sqlite3.Row, points: Optional[dict] = None) -> dict:
+    """One stored sample as a dict; ``points`` caches decoded point texts
+    (each sample still gets its own copy)."""
     sample = {"seq": row["seq"]}
     for key in SAMPLE_DEFAULTS:
         sample[key] = row[key]
-    sample["point"] = readable(POINT, _loads(row["point"], {})) or {}
+    text = row["point"]
+    if points is not None and isinstance(text, str):
+        if text not in points:
+            points[text] = readable(POINT, _loads(text, {})) or {}
+        sample["point"] = dict(points[text])
+    else:
+        sample["point"] = readable(POINT, _loads(text, {})) or {}
     sample["counters"] = _loads(row["counters"], {})
     sample["rejected"] = bool(row["rejected"])
     for key in ("value", "ns", "cycles_est"):

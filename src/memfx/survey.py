@@ -37,12 +37,16 @@ def _split(text):
 
 def estimate(store, name, preset, exp, params, machine):
     """Seconds a run will take: the median of earlier complete runs with the
-    same preset in this DB (honest), else the experiment's own guess."""
+    same preset and replicas in this DB, measured alone (honest: a survey's
+    run spans the rounds between its replicas), else the experiment's own
+    guess for one replica times the replicas."""
+    replicas = int(params.get("replicas") or 1)
     past = [r["duration_s"] for r in store.runs(experiment=name, status="complete")
-            if r.get("preset") == preset and r.get("duration_s")]
+            if r.get("preset") == preset and r.get("duration_s") and not r.get("survey_id")
+            and int((r.get("params") or {}).get("replicas") or 1) == replicas]
     if past:
         return statistics.median(past[:5]), "from earlier runs"
-    return exp.estimate_seconds(params, machine), "rough guess"
+    return exp.estimate_seconds(params, machine) * replicas, "rough guess"
 
 
 def run_survey(args, get_machine, open_store, console):

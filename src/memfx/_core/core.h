@@ -110,16 +110,37 @@ void mfx_guard_install(void);
 void mfx_guard_remove(void);
 void mfx_guard_arm(sigjmp_buf *target);
 
-/* Each file in kernels/ exports a table terminated by a row with name NULL;
- * kernel_table.c lists the tables. */
-extern const struct mfx_kernel mfx_kernels_chase[];
-extern const struct mfx_kernel mfx_kernels_fill[];
-extern const struct mfx_kernel mfx_kernels_storefwd[];
-extern const struct mfx_kernel mfx_kernels_copy[];
-extern const struct mfx_kernel mfx_kernels_prefetch[];
-extern const struct mfx_kernel mfx_kernels_sharing[];
-extern const struct mfx_kernel mfx_kernels_bandwidth[];
-extern const struct mfx_kernel mfx_kernels_layout[];
+/* Registering a kernel table takes one place: the file in kernels/ that
+ * defines it, as
+ *
+ *     MFX_KERNEL_TABLE(name) = {
+ *         {.name = "...", .group = "...", ...},
+ *         {0},
+ *     };
+ *
+ * which defines the global mfx_kernels_<name>[] (ended by a row whose name
+ * is NULL) and puts a pointer to its descriptor in the linker section
+ * mfx_kernel_tables.  The GNU and LLVM linkers bound a section named like a
+ * C identifier with __start_ and __stop_ symbols; kernel_table.c walks them.
+ * There is no list of tables to edit, and setup.py compiles every .c file
+ * in kernels/. */
+struct mfx_kernel_table {
+    const char *name;                 /* <name> of MFX_KERNEL_TABLE(<name>) */
+    const char *file;                 /* the source file, for error messages */
+    const struct mfx_kernel *rows;
+};
+
+#define MFX_KERNEL_TABLE(tname)                                                         \
+    extern const struct mfx_kernel mfx_kernels_##tname[];                                \
+    static const struct mfx_kernel_table mfx_table_##tname = {#tname, __FILE__,          \
+                                                              mfx_kernels_##tname};      \
+    static const struct mfx_kernel_table *const mfx_table_entry_##tname                  \
+        __attribute__((used, section("mfx_kernel_tables"))) = &mfx_table_##tname;        \
+    const struct mfx_kernel mfx_kernels_##tname[]
+
+/* Every registered table, in no particular order: sets *tables to the first
+ * entry and returns how many there are (kernel_table.c). */
+size_t mfx_kernel_tables(const struct mfx_kernel_table *const **tables);
 
 int mfx_isa_supported(const char *isa);
 
@@ -159,5 +180,25 @@ struct mfx_perf_sample {
     uint64_t time_enabled, time_running;
 };
 int mfx_perf_read_group(int leader_fd, struct mfx_perf_sample *out);
+/* perf.c: open one event for the calling thread (a member of group_fd's
+ * group when group_fd >= 0): the fd, or -errno.  Read a counter with rdpmc
+ * through its mmap'ed page: 0, or -1 when the kernel does not allow it. */
+struct perf_event_mmap_page;
+int mfx_perf_open(uint32_t type, uint64_t config, int group_fd, int pinned_cpu_only);
+int mfx_perf_rdpmc(const volatile struct perf_event_mmap_page *pc, uint64_t *value);
+
+/* timing.c: TSC ticks taken by n dependent register adds (n a multiple of
+ * 100), for the core-cycle estimate. */
+uint64_t mfx_add_chain(uint64_t n);
+
+/* ---- checkers the binding calls (their contracts are at the definitions) ---- */
+/* kernels/fill.c */
+int mfx_fill_check(const struct mfx_kernel *k, uint64_t value, uint64_t aux, uint64_t count,
+                   uint64_t src_word, unsigned expect, size_t max_size, size_t max_offset,
+                   long long fail[5]);
+/* kernels/copy.c */
+int mfx_verify_copy_kernel(const struct mfx_kernel *k, size_t max_size, unsigned max_misalign,
+                           int all_pairs, uint64_t aux, uint64_t count, const char *as_group,
+                           long size_skew, char *msg, size_t msglen);
 
 #endif

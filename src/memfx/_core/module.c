@@ -9,6 +9,8 @@
 #include <structmember.h>
 #include <cpuid.h>
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -17,14 +19,6 @@
 #include "core.h"
 #include "team.h"
 
-extern const struct mfx_kernel *const mfx_kernel_tables[];
-int mfx_perf_open(uint32_t type, uint64_t config, int group_fd, int pinned_cpu_only);
-int mfx_perf_rdpmc(const volatile struct perf_event_mmap_page *pc, uint64_t *value);
-uint64_t mfx_add_chain(uint64_t n);
-int mfx_fill_check(const struct mfx_kernel *k, uint64_t value, uint64_t aux, uint64_t count,
-                   uint64_t src_word, unsigned expect, size_t max_size, size_t max_offset,
-                   long long fail[5]);
-
 #ifndef MFX_CFLAGS
 #define MFX_CFLAGS "unknown"
 #endif
@@ -32,21 +26,92 @@ int mfx_fill_check(const struct mfx_kernel *k, uint64_t value, uint64_t aux, uin
 static const struct mfx_kernel **kernels;
 static Py_ssize_t n_kernels;
 
+/* The field a row lacks (a NULL pointer, or ops_per_iter not > 0), or NULL
+ * when it has every one: the binding calls fn and footprint without a
+ * check, and reports the strings. */
+static const char *missing_field(const struct mfx_kernel *k)
+{
+    if (!k->group)
+        return ".group";
+    if (!k->isa)
+        return ".isa";
+    if (!k->fn)
+        return ".fn";
+    if (!k->footprint)
+        return ".footprint";
+    if (!(k->ops_per_iter > 0))
+        return ".ops_per_iter (> 0)";
+    if (!k->op)
+        return ".op";
+    if (!k->doc)
+        return ".doc";
+    return NULL;
+}
+
+static int by_table_name(const void *x, const void *y)
+{
+    return strcmp((*(const struct mfx_kernel_table *const *)x)->name,
+                  (*(const struct mfx_kernel_table *const *)y)->name);
+}
+
+/* Every row of every registered table, tables in name order (the kernel
+ * indices do not depend on link order).  A row without a field the binding
+ * relies on, or a name given twice, fails the import with ImportError
+ * naming the row: nothing is ever called through a NULL pointer. */
 static int collect_kernels(void)
 {
+    const struct mfx_kernel_table *const *registered;
+    size_t nt = mfx_kernel_tables(&registered);
+    const struct mfx_kernel_table **tables = PyMem_Calloc(nt ? nt : 1, sizeof *tables);
+    if (!tables) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(tables, registered, nt * sizeof *tables);
+    qsort(tables, nt, sizeof *tables, by_table_name);
+    const struct mfx_kernel_table **owner = NULL;
     Py_ssize_t n = 0;
-    for (int t = 0; mfx_kernel_tables[t]; t++)
-        for (const struct mfx_kernel *k = mfx_kernel_tables[t]; k->name; k++)
+    for (size_t t = 0; t < nt; t++)
+        for (const struct mfx_kernel *k = tables[t]->rows; k->name; k++)
             n++;
     kernels = PyMem_Calloc(n ? n : 1, sizeof *kernels);
-    if (!kernels)
-        return -1;
+    owner = PyMem_Calloc(n ? n : 1, sizeof *owner);
+    if (!kernels || !owner) {
+        PyErr_NoMemory();
+        goto fail;
+    }
     n = 0;
-    for (int t = 0; mfx_kernel_tables[t]; t++)
-        for (const struct mfx_kernel *k = mfx_kernel_tables[t]; k->name; k++)
+    for (size_t t = 0; t < nt; t++)
+        for (const struct mfx_kernel *k = tables[t]->rows; k->name; k++) {
+            const char *missing = missing_field(k);
+            if (missing) {
+                PyErr_Format(PyExc_ImportError,
+                             "memfx._core: kernel row %s (table %s, %s) has no %s; every row "
+                             "needs one (struct mfx_kernel in core.h)",
+                             k->name, tables[t]->name, tables[t]->file, missing);
+                goto fail;
+            }
+            for (Py_ssize_t i = 0; i < n; i++)
+                if (!strcmp(kernels[i]->name, k->name)) {
+                    PyErr_Format(PyExc_ImportError,
+                                 "memfx._core: kernel row %s is defined twice (tables %s and %s)",
+                                 k->name, owner[i]->name, tables[t]->name);
+                    goto fail;
+                }
+            owner[n] = tables[t];
             kernels[n++] = k;
+        }
     n_kernels = n;
+    PyMem_Free(owner);
+    PyMem_Free(tables);
     return 0;
+fail:
+    PyMem_Free(owner);
+    PyMem_Free(tables);
+    PyMem_Free(kernels);
+    kernels = NULL;
+    n_kernels = 0;
+    return -1;
 }
 
 static PyObject *py_kernels(PyObject *self, PyObject *noargs)
@@ -749,10 +814,6 @@ done:
     return out;
 }
 
-int mfx_verify_copy_kernel(const struct mfx_kernel *k, size_t max_size, unsigned max_misalign,
-                           int all_pairs, uint64_t aux, uint64_t count, const char *as_group,
-                           long size_skew, char *msg, size_t msglen);
-
 /* The checkers run with the GIL released and cannot be interrupted, so what
  * one call may do is bounded: about max_size^2 / 2 bytes per placement and
  * pass, for every placement (offsets, misalignment pairs) and pass (count).
@@ -1107,7 +1168,7 @@ static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_core",
 PyMODINIT_FUNC PyInit__core(void)
 {
     if (collect_kernels() < 0)
-        return PyErr_NoMemory();
+        return NULL;
     if (PyType_Ready(&ChainType) < 0)
         return NULL;
     if (PyType_Ready(&PerfPageType) < 0)

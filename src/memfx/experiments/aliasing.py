@@ -185,13 +185,14 @@ class Aliasing(Experiment):
         PlotSpec("offset", "4K aliasing", x="offset", x_wrap=PAGE, series=("arm",),
                  facets=("mode", "size_bytes"),
                  facet_order=(("mode", ("throughput", "latency", "chained")),),
-                 facet_title="{size_bytes} B per call, {mode}; red: penalty bands",
+                 facet_title="{size_bytes} B per call, {mode}",
                  log_x=True, linthresh=64, linscale=2, xlim=(-2048, 2048), log_y=True,
                  dashed=CONTROL_SUFFIX, dashed_label=" control (same misalignment)",
                  xlabel="(dst - src) mod 4096, as a signed offset in bytes (symlog)",
                  ylabel="ns per call (log)",
                  marks=(Mark("aliasing.penalty_4k", details=True, at="bands[].signed",
-                             facet=("mode", "size_bytes"), band=True, alpha=0.06),)),
+                             facet=("mode", "size_bytes"), band=True, alpha=0.06,
+                             legend="penalty band"),)),
     )
 
     presets = {

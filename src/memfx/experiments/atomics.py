@@ -69,7 +69,7 @@ class Atomics(Experiment):
               "on); the measuring CPU (cpu) runs thread 0", "0,1", minimum=0),
     ]
     presets = {
-        "quick": {"samples": 9, "min_sample_ms": 0.3},
+        "quick": {"samples": 5, "min_sample_ms": 0.3},     # x 3 replicas
         "full": {"samples": 15, "min_sample_ms": 2},
     }
     questions = (

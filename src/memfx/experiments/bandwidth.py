@@ -84,6 +84,8 @@ from ..errors import MemfxError, ParamError
 from ..plotspec import PlotSpec
 from ..protocol import Region, Team, TeamMember
 from ..units import format_size
+from .levels import (DRAM_FROM, INSIDE_ABOVE, INSIDE_BELOW, data_caches,  # noqa: F401
+                     declared_sizes, level_windows)
 from .base import Experiment, Param, Point, Trial, register
 from .latency import shuffled_order, size_grid
 from .sharing import cpu_text, parse_cpu_text, resolve_cpus
@@ -122,10 +124,6 @@ KIND_WORDS = {"read": "sequential read (sum)", "write": "sequential write (fill)
               "copy": "copy", "rmw": "read-modify-write (increment in place)",
               "nt_write": "non-temporal write"}
 
-# A level's points lie well inside it: above 1.5x the cache below, at most
-# 0.75x its own capacity (sets are not filled evenly and the code, the page
-# tables and the other arrays share the cache); DRAM from 2x the LLC.
-INSIDE_BELOW, INSIDE_ABOVE, DRAM_FROM = 1.5, 0.75, 2.0
 # A knee within this factor of a reported cache size is that cache's.
 KNEE_MATCH_FACTOR = 2.0
 # The pooled samples of a plateau spread more than this (CV): a contended
@@ -194,29 +192,9 @@ def _questions():
 
 # ---- sizes and levels ----------------------------------------------------------
 
-def data_caches(machine):
-    """[(level id, size_bytes)] of the data/unified caches, L1 first."""
-    by = {}
-    for c in machine.get("caches", []) or []:
-        if c.get("type") in ("Data", "Unified") and c.get("size_bytes") and c.get("level"):
-            by.setdefault(int(c["level"]), int(c["size_bytes"]))
-    return [(("l1d" if lv == 1 else f"l{lv}"), by[lv]) for lv in sorted(by)]
-
-
 def llc_bytes(machine):
     caches = data_caches(machine)
     return caches[-1][1] if caches else 32 << 20
-
-
-def level_windows(caches):
-    """{level id: (lo, hi)}: sizes well inside each level (lo exclusive)."""
-    out, prev = {}, 0
-    for lid, cap in caches:
-        out[lid] = (prev * INSIDE_BELOW, cap * INSIDE_ABOVE)
-        prev = cap
-    if caches:
-        out["dram"] = (caches[-1][1] * DRAM_FROM - 1, math.inf)
-    return out
 
 
 def level_at(size, caches):
@@ -268,21 +246,7 @@ def level_sizes(machine, team, lo, hi):
     caches = data_caches(machine)
     if not caches:
         return []
-    shared = shared_levels(machine)
-    out = []
-    for lid, (a, b) in level_windows(caches).items():
-        if lid == "dram":
-            size = int(caches[-1][1] * DRAM_FROM)
-        else:
-            top = b / team if lid in shared else b
-            bottom = max(a, top / 4)
-            if bottom >= top:
-                continue
-            size = int(math.sqrt(bottom * top))
-        size = max(4096, size // 4096 * 4096)
-        if lo <= size <= hi:
-            out.append((lid, size))
-    return out
+    return declared_sizes(caches, lo, hi, team, shared_levels(machine))
 
 
 def thread_counts(most):
@@ -484,6 +448,32 @@ def check_team(lab, cpus, kind, kernel, sizes=(0, 1, 63, 4096 + 24), seed=1):
     return None
 
 
+# ---- working sets ------------------------------------------------------------------
+
+def pooled_set(lab, key, size, thp):
+    """A working set of `size` bytes from the run's mapping under `key`
+    (lab.pooled_buffer: mapped and faulted once per replica).  Faulting a
+    fresh mapping per cell was most of the sweep's time on a 480 MiB-LLC
+    guest: 1 GiB working sets, and a guest's first touch of a page also
+    faults on the host (1.0-1.3 s per fresh GiB there, 0.35 s re-used)."""
+    return lab.pooled_buffer(key, size, hugepages=thp)
+
+
+def copy_halves(lab, key, size, thp):
+    """(src, dst, half) of a copy of `size` bytes of traffic: two halves of
+    one pooled mapping, each page-aligned (as two separate mappings would
+    be), the source filled with the fill byte."""
+    half = size // 2
+    gap = -(-half // 4096) * 4096
+    whole = pooled_set(lab, key, gap + half, thp)
+    src = Region(whole.buffer, whole.offset, half, whole.address)
+    dst = Region(whole.buffer, whole.offset + gap, half, whole.address + gap)
+    view = np.frombuffer(src.buffer, np.uint8, count=half, offset=src.offset)
+    view[:] = FILL_BYTE
+    del view
+    return src, dst, half
+
+
 # ---- the experiment ---------------------------------------------------------------
 
 def where(level):
@@ -517,6 +507,11 @@ class Bandwidth(Experiment):
               "cache (at least 64 MiB, bounded by free memory)", "1G"),
         Param("per_octave", "int", 3, "working sets per doubling (geometric steps)", "4",
               minimum=1, maximum=16),
+        Param("sweep", "str", "octaves", "working sets of the one-thread kinds: octaves = "
+              "per_octave sizes from min_size to max_size (the curves, their knees); levels = "
+              "one declared size per cache level and DRAM (level_sizes: the geometric middle "
+              "of the level's window, DRAM at 2x the LLC -- the same cells every run)",
+              "levels", choices=("octaves", "levels")),
         Param("dram_factor", "float", 4.0, "max_size auto = this many times the last-level "
               "cache (at least 64 MiB, bounded by free memory)", "2", minimum=2.0, maximum=64.0),
         Param("scaling", "list:str", list(SCALING_KINDS), "kinds measured at 1..N threads, one "
@@ -531,12 +526,18 @@ class Bandwidth(Experiment):
               "process may run on); the measuring CPU (cpu) runs thread 0", "0,1", minimum=0),
     ]
     presets = {
+        # 5 samples (min_samples: fewer make every comparison inconclusive)
+        # x 3 replicas (COMMON_PRESETS), at one declared working set per
+        # level: the octave sweep's 28 sizes x 8 kinds were 85 s a replica on
+        # a 480 MiB-LLC guest, most of it in the 256 MiB-1 GiB cells that
+        # answer nothing but the knees
         "quick": {"samples": 5, "min_sample_ms": 0.5, "per_octave": 1, "dram_factor": 2,
+                  "sweep": "levels",
                   "kinds": ",".join(k for k in KINDS if k != "nt_copy"),
                   # the threaded parts' quick share: no nt_write scaling, DRAM-only
                   # loaded latency (a team sample needs every CPU at once, which a
                   # busy machine rarely gives)
-                  "scaling": "read,write,copy", "latency_levels": "dram"},
+                  "scaling": "read", "latency_levels": "dram"},
         "full": {"samples": 11, "min_sample_ms": 2.0, "per_octave": 4,
                  "widths": "scalar,sse2,avx2,avx512,rep", "pages": "4k,thp"},
     }
@@ -628,7 +629,10 @@ class Bandwidth(Experiment):
         if avail and peak > avail * 0.8:
             raise ParamError(f"max_size {format_size(hi)} does not fit: {format_size(avail)} "
                              f"of memory is available")
-        sizes = sizes_for(lo, hi, params["per_octave"], data_caches(machine))
+        if params.get("sweep") == "levels":
+            sizes = [s for _, s in level_sizes(machine, 1, lo, hi)] or [lo, hi]
+        else:
+            sizes = sizes_for(lo, hi, params["per_octave"], data_caches(machine))
         # sizes outermost: the kinds of one size run back to back
         pts = [Point(kind, {"size_bytes": s, "pages": pg, "kernel": k})
                for pg in params["pages"] for s in sizes for kind, k in pairs]
@@ -686,18 +690,14 @@ class Bandwidth(Experiment):
         size, kernel, thp = p["size_bytes"], p["kernel"], p["pages"] == "thp"
         extra = {}
         common = dict(metric="bandwidth", difference=False, warmup=1, extra=extra)
+        # working sets come from the run's pooled mapping (pooled_set)
         if kind in ("copy", "nt_copy"):
-            half = size // 2
-            src = lab.buffer(half, hugepages=thp)
-            dst = lab.buffer(half, hugepages=thp)
-            view = np.frombuffer(src.buffer, np.uint8, count=half, offset=src.offset)
-            view[:] = FILL_BYTE
-            del view
+            src, dst, half = copy_halves(lab, "main", size, thp)
             region, trial = dst, Trial(kernel, size=half, src=src, dst=dst, **common)
         elif kind == "random":
-            region = lab.buffer(size, hugepages=thp)
+            region = pooled_set(lab, "main", size, thp)
             lines = size // LINE
-            order_region = lab.buffer(4 * lines)
+            order_region = lab.pooled_buffer("order", 4 * lines)
             view = np.frombuffer(order_region.buffer, np.uint32, count=lines,
                                  offset=order_region.offset)
             order = np.arange(lines, dtype=np.uint32)
@@ -706,13 +706,13 @@ class Bandwidth(Experiment):
             del view, order
             trial = Trial(kernel, size=size, src=region, dst=order_region, **common)
         elif kind == "read":
-            region = lab.buffer(size, hugepages=thp)
+            region = pooled_set(lab, "main", size, thp)
             trial = Trial(kernel, size=size, src=region, **common)
         elif kind == "rmw":
-            region = lab.buffer(size, hugepages=thp)
+            region = pooled_set(lab, "main", size, thp)
             trial = Trial(kernel, size=size, dst=region, value=RMW_INCREMENT, **common)
         else:   # write, nt_write and the readbacks: the fill byte's value semantic
-            region = lab.buffer(size, hugepages=thp)
+            region = pooled_set(lab, "main", size, thp)
             trial = Trial(kernel, size=size, dst=region, value=FILL_BYTE, **common)
         if thp:
             share = lab.huge_page_share(region)
@@ -721,17 +721,14 @@ class Bandwidth(Experiment):
         return trial
 
     @staticmethod
-    def member_buffers(kind, size, lab, thp):
-        """(dst, src, size, value) of one team member's own buffers for `kind`."""
+    def member_buffers(kind, size, lab, thp, member=0):
+        """(dst, src, size, value) of one team member's own buffers for `kind`
+        (pooled per member; member 0's is the one-thread kinds' mapping)."""
+        key = "main" if member == 0 else ("member", member)
         if kind == "copy":
-            half = size // 2
-            src = lab.buffer(half, hugepages=thp)
-            dst = lab.buffer(half, hugepages=thp)
-            view = np.frombuffer(src.buffer, np.uint8, count=half, offset=src.offset)
-            view[:] = FILL_BYTE
-            del view
+            src, dst, half = copy_halves(lab, key, size, thp)
             return dst, src, half, 0
-        region = lab.buffer(size, hugepages=thp)
+        region = pooled_set(lab, key, size, thp)
         if kind == "read":
             return None, region, size, 0
         return region, None, size, FILL_BYTE     # write, nt_write
@@ -745,8 +742,8 @@ class Bandwidth(Experiment):
         if cpus[0] != lab.cpu:
             raise MemfxError(f"thread 0 must run on the measuring CPU {lab.cpu}, not {cpus[0]}")
         members, size = [], p["size_bytes"]
-        for cpu in cpus:
-            dst, src, n, value = self.member_buffers(kind, size, lab, p["pages"] == "thp")
+        for i, cpu in enumerate(cpus):
+            dst, src, n, value = self.member_buffers(kind, size, lab, p["pages"] == "thp", i)
             members.append(TeamMember(cpu, dst=dst, src=src))
         return Trial(p["kernel"], size=n, value=value, dst=members[0].dst, src=members[0].src,
                      metric="bandwidth", difference=False, warmup=1,
@@ -761,14 +758,14 @@ class Bandwidth(Experiment):
             raise MemfxError(f"thread 0 must run on the measuring CPU {lab.cpu}, not {cpus[0]}")
         size, thp = p["size_bytes"], p["pages"] == "thp"
         n = size // CHASE_ELEMENT
-        region = lab.buffer(n * CHASE_ELEMENT, hugepages=thp)
+        region = pooled_set(lab, "main", n * CHASE_ELEMENT, thp)
         chain = lab.link_chain(region, CHASE_ELEMENT, n,
                                shuffled_order(n, [params["seed"], size]))
         members = [TeamMember(cpus[0])]
         if point.arm == "loaded_latency":
             chunks = max(1, p["loader_bytes"] // LOADER_CHUNK)
-            for cpu in cpus[1:]:
-                src = lab.buffer(chunks * LOADER_CHUNK, hugepages=thp)
+            for i, cpu in enumerate(cpus[1:], 1):
+                src = pooled_set(lab, ("member", i), chunks * LOADER_CHUNK, thp)
                 members.append(TeamMember(cpu, kernel=p["loader"], src=src, size=LOADER_CHUNK,
                                           count=1, value=0, aux=0, chunks=chunks))
         return Trial("chase_ptr", src=chain, size=0, metric="time", difference=True,
@@ -819,7 +816,12 @@ class Bandwidth(Experiment):
             for lid in LEVELS:
                 out.append(self._level_answer(kind, lid, found.get(lid), caches, curves, bpc,
                                               data.points))
-        out.append(self._knee_answer(read_levels, caches))
+        if data.params.get("sweep") == "levels":
+            out.append(ans.not_measured(self.declared("knees"), "one working set per level was "
+                                        "measured (sweep=levels, the quick preset): knees need "
+                                        "the octave sweep (--set sweep=octaves)"))
+        else:
+            out.append(self._knee_answer(read_levels, caches))
         out.append(self._random_answer(curves, caches))
         out.append(self._nt_crossover_answer(curves))
         out.append(self._readback_answer(curves, caches))

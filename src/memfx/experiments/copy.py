@@ -1008,20 +1008,23 @@ class Copy(Experiment):
               maximum=1 << 20),
     ]
     plots = (
-        PlotSpec("calls", "ns per call vs size", series=("arm",), facets=("op", "mode"),
-                 facet_order=_PLOT_ORDER, facet_title="{op}, {mode}", size_x=True, log_y=True,
-                 xlabel="{op} size (bytes)", ylabel="ns per call (log)",
+        # GB/s (size / time per call) over size, linear: the strategy on top
+        # is the fastest, and a crossover is where two curves cross
+        PlotSpec("calls", "GB/s vs size", series=("arm",), facets=("op", "mode"),
+                 facet_order=_PLOT_ORDER, facet_title="{op}, {mode}: GB/s vs size", size_x=True,
+                 rate_of="size_bytes", xlabel="{op} size (bytes)",
+                 ylabel="GB/s (size / time per call)",
                  marks=_STEP_MARKS + tuple(
                      Mark(f"copy.{_QNAME[op][role]}", details=True,
                           where={"kind": "envelope", "verdict": DETECTED, "op": op},
                           facet=("mode",), only={"op": op}, label="{label_head}: {x}B",
                           colour="purple", style="--", label_y=0.5)
                      for op in ("copy", "set") for role in ("rep", "nt"))),
-        PlotSpec("zoom", "ns per call, small sizes (linear)", series=("arm",),
+        PlotSpec("zoom", "GB/s, small sizes (linear)", series=("arm",),
                  facets=("op", "mode"), facet_order=_PLOT_ORDER,
-                 facet_title="{op}, {mode} (zoom)", x_max=512, xlim=(0, 520),
-                 ylim_percentile=95, xlabel="{op} size (bytes), linear, up to 512 B",
-                 ylabel="ns per call", marks=_STEP_MARKS),
+                 facet_title="{op}, {mode}: GB/s up to 512 B", x_max=512, xlim=(0, 520),
+                 rate_of="size_bytes", xlabel="{op} size (bytes), linear, up to 512 B",
+                 ylabel="GB/s (size / time per call)", marks=_STEP_MARKS),
     )
 
     presets = {

@@ -61,6 +61,7 @@ from ..findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, thr
 from ..plotspec import PlotSpec
 from ..units import format_size
 from .base import Experiment, Param, Point, Region, Trial, register
+from .levels import data_caches as level_caches, declared_sizes
 
 SEED = "000"
 
@@ -518,6 +519,10 @@ class Fill(Experiment):
               "(every value arm holds its own region)", "256M"),
         Param("points", "int", 40, "geometric region sizes between min and max (cache anchors added)",
               "12", minimum=2, maximum=400),
+        Param("sweep", "str", "grid", "region sizes: grid = `points` geometric sizes plus the "
+              "cache anchors (the curves); levels = one declared size per cache level and DRAM "
+              "(levels.declared_sizes -- the same cells every run)", "levels",
+              choices=("grid", "levels")),
         Param("chunk", "size", DEFAULT_CHUNK,
               "bytes per kernel call in regions larger than this (a cursor sweeps the region); "
               "0 = one call fills the whole region, as a program's memset does", "1M", minimum=0),
@@ -525,11 +530,15 @@ class Fill(Experiment):
     presets = {
         # nt_sse: non-temporal fills are where zeros ran 2-3x faster on a
         # Zen 5 guest (issue 16), so the quick answer covers them too.
-        # 11 samples as the full preset: 15 took a third longer for the same
-        # verdicts here (issue 13's survey budget)
-        "quick": {"kernels": "avx2,rep_stosb,memset,scalar8,nt_sse",
-                  "values": "zero,one,zero_volatile",
-                  "points": 12, "samples": 11, "min_sample_ms": 1.0},
+        # 5 samples x 3 replicas (COMMON_PRESETS), not 11 x 2, at one declared
+        # size per level: the 17-size grid was 34-55 s a replica on a
+        # 480 MiB-LLC guest (1 GiB regions) and its extra sizes decide nothing
+        # the level cells do not
+        # Kernels: the seed's AVX2 fill and memset, and NT; scalar and rep
+        # stosb are the full preset's (each 1 GiB DRAM cell costs ~1 s here)
+        "quick": {"kernels": "avx2,memset,nt_sse",
+                  "values": "zero,one,zero_volatile", "sweep": "levels",
+                  "points": 12, "samples": 5, "min_sample_ms": 1.0},
         "full": {"points": 40, "samples": 11, "min_sample_ms": 1.0},
     }
 
@@ -622,8 +631,12 @@ class Fill(Experiment):
         anchors = [c[1] for c in data_caches(machine)]
         # sizes outermost: consecutive cells share a size, so each arm's region
         # is mapped and faulted in once per size and keeps its own contents
+        if params.get("sweep") == "levels":
+            sizes = [s for _, s in declared_sizes(level_caches(machine), lo, hi)] or [lo, hi]
+        else:
+            sizes = size_grid(lo, hi, params["points"], anchors)
         return [Point(arm, {"size_bytes": s, "kernel": k})
-                for s in size_grid(lo, hi, params["points"], anchors)
+                for s in sizes
                 for k in kernels
                 for arm in values]
 

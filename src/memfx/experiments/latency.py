@@ -201,7 +201,7 @@ class Latency(Experiment):
         # (the refine step still puts 8 per doubling across every knee);
         # measured here ~15 % less worker CPU time, the same verdicts.
         # 64M keeps two sizes in the memory window (1.5-3x the LLC)
-        "quick": {"max_size": "64M", "per_octave": 3, "samples": 9},
+        "quick": {"max_size": "64M", "per_octave": 3, "samples": 5},   # x 3 replicas
         "full": {"per_octave": 4, "pages": "4k,thp", "samples": 11},
     }
 

@@ -402,10 +402,10 @@ class Sharing(Experiment):
         PlotSpec("penalty", "ns per increment vs bytes between the threads' counters",
                  kind="curve", x="distance_bytes", series=("arm",),
                  select={"part": "false_sharing"}, log_x=True, log_y=True,
-                 xlabel="distance between counters (bytes)"),
-        PlotSpec("core_to_core", "one-way cache line transfer (ns), CPU pairs", kind="heatmap",
-                 x="cpu_a", y_param="cpu_b", select={"part": "core_to_core"},
-                 xlabel="CPU a (y: CPU b)", ylabel="ns per transfer"),
+                 xlabel="distance between counters (bytes)", ylabel="ns per increment"),
+        PlotSpec("core_to_core", "one-way cache line transfer between two CPUs",
+                 kind="heatmap", x="cpu_a", y_param="cpu_b", select={"part": "core_to_core"},
+                 symmetric=True, xlabel="CPU", y_axis_label="CPU", ylabel="ns per transfer"),
     )
 
     # -- plan --

@@ -608,12 +608,13 @@ class StoreForward(Experiment):
     # 16-byte moves fails to forward), the two-store sweep, and one heatmap
     # per load size: rows store size, columns load offset, colour = round trip
     plots = (
-        PlotSpec("entry", "entry copies (shaded: sizes whose copy with moves of up to 16 bytes "
-                 "fails to forward)", x="entry_bytes", series=("arm", "widest"),
+        PlotSpec("entry", "entry copies: ns per entry by entry size", x="entry_bytes",
+                 series=("arm", "widest"),
                  hide_constant=True, select={"part": "entry"}, xticks=tuple(range(0, 65, 4)),
                  xlabel="entry size S (bytes)", ylabel="ns per entry",
                  marks=(Mark("store_forward.failing_entry_sizes", details=True,
-                             at="failing_sizes", where={"widest": 16}, band=True),)),
+                             at="failing_sizes", where={"widest": 16}, band=True,
+                             legend="fails to forward (moves of up to 16 B)"),)),
         PlotSpec("two_stores", "two stores, then one 16-byte load", x="second_store_offset",
                  select={"part": "two_stores"},
                  xlabel="second 16-byte store at offset d (first at 0)",
@@ -621,11 +622,12 @@ class StoreForward(Experiment):
         PlotSpec("matrix", "store-to-load forwarding", kind="heatmap", x="load_offset",
                  y_param="store_bytes", select={"part": "matrix"}, facets=("load_bytes",),
                  facet_title="load {load_bytes} B", value="cycles_est", clip_percentile=98,
-                 xlabel="load offset (B)", ylabel="store→load round trip"),
+                 xlabel="load offset (bytes)", y_axis_label="store size (bytes)",
+                 ylabel="store→load round trip"),
     )
 
     presets = {
-        "quick": {"samples": 9, "min_sample_ms": 0.2, "offsets": "edges"},
+        "quick": {"samples": 5, "min_sample_ms": 0.2, "offsets": "edges"},   # x 3 replicas
         "full": {"samples": 11, "min_sample_ms": 0.5, "widest": "16,32,64"},
     }
 

@@ -431,6 +431,8 @@ TARGET_AVX512 static uint64_t bw_rmw_avx512(const struct mfx_args *a)
  * fill.c's value semantic), then a read pass summing it (the checksum
  * above).  The fill is the fill table's own kernel, found by name, not a
  * second copy of it; the read is this file's kernel of the same width. */
+extern const struct mfx_kernel mfx_kernels_fill[];   /* kernels/fill.c */
+
 static mfx_kernel_fn fill_row(const char *name)
 {
     for (const struct mfx_kernel *k = mfx_kernels_fill; k->name; k++)
@@ -519,7 +521,7 @@ static void random_footprint(const struct mfx_args *a, struct mfx_footprint *f)
         .doc = DOC,                                                            \
     }
 
-const struct mfx_kernel mfx_kernels_bandwidth[] = {
+MFX_KERNEL_TABLE(bandwidth) = {
     ROW(bw_read_scalar, "", read_footprint, 1, 0,
         "sum of 8-byte words (add from memory into 4 accumulators), one pass per iteration"),
     ROW(bw_read_sse2, "sse2", read_footprint, 1, 0,

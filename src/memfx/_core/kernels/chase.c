@@ -146,7 +146,7 @@ int mfx_link_chain(char *base, size_t n, size_t element, const void *order, int 
     return 0;
 }
 
-const struct mfx_kernel mfx_kernels_chase[] = {
+MFX_KERNEL_TABLE(chase) = {
     {
         .name = "chase_ptr",
         .group = "chase",

@@ -768,7 +768,7 @@ static void set_footprint(const struct mfx_args *a, struct mfx_footprint *f)
     f->dst_bytes = a->size;
 }
 
-const struct mfx_kernel mfx_kernels_copy[] = {
+MFX_KERNEL_TABLE(copy) = {
     {
         .name = "copy_rep_movsb", .group = "copy", .isa = "",
         .fn = copy_rep_movsb, .footprint = copy_footprint,

@@ -580,7 +580,7 @@ static void fill_footprint(const struct mfx_args *a, struct mfx_footprint *f)
 /* Traffic: `size` bytes written per pass (the fill; RFO reads are not
  * counted, as in seed 000's GB/s).  For the alloc rows: `size` bytes of
  * zeroed, touched memory delivered per call; they touch no caller buffer. */
-const struct mfx_kernel mfx_kernels_fill[] = {
+MFX_KERNEL_TABLE(fill) = {
     {
         .name = "fill_scalar4", .group = "fill", .isa = "",
         .fn = fill_scalar4, .footprint = fill_footprint,

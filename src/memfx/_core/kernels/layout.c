@@ -602,7 +602,7 @@ static void init_footprint(const struct mfx_args *a, struct mfx_footprint *f)
         .doc = "dependent " #W "-byte loads at dst + aux (a one-element chain it writes)", \
     }
 
-const struct mfx_kernel mfx_kernels_layout[] = {
+MFX_KERNEL_TABLE(layout) = {
     LOAD_ROW(4, ""), LOAD_ROW(8, ""), LOAD_ROW(16, ""), LOAD_ROW(32, "avx"), LOAD_ROW(64, "avx"),
     STORE_ROW(4, ""), STORE_ROW(8, ""), STORE_ROW(16, ""), STORE_ROW(32, "avx"),
     STORE_ROW(64, "avx"),

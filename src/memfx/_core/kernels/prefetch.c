@@ -333,7 +333,7 @@ static void pages_footprint(const struct mfx_args *a, struct mfx_footprint *f)
         .write_fixed = 0, .ops_per_iter = 1, .op = "node", .doc = DOC,           \
     }
 
-const struct mfx_kernel mfx_kernels_prefetch[] = {
+MFX_KERNEL_TABLE(prefetch) = {
     TPUT_ROW(pf_tput_none, "", "baseline: read each target address, no prefetch"),
     TPUT_ROW(pf_tput_t0, "", "prefetcht0 of each target address, independent"),
     TPUT_ROW(pf_tput_t1, "", "prefetcht1 of each target address, independent"),

@@ -339,7 +339,7 @@ static void line_footprint(const struct mfx_args *a, struct mfx_footprint *f)
 
 /* Traffic is per thread and iteration (8-byte read-modify-writes); the
  * time per op is per thread: every thread does `count` of them at once. */
-const struct mfx_kernel mfx_kernels_sharing[] = {
+MFX_KERNEL_TABLE(sharing) = {
     SH_ROW(fs_plain, fs_footprint, 1, "increment", 8, 8,
            "size threads each add 1 (addq, not locked) to their own counter, aux bytes apart"),
     SH_ROW(fs_atomic, fs_footprint, 1, "increment", 8, 8,

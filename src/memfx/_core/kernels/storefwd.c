@@ -402,7 +402,7 @@ static void sf_two_stores_16_footprint(const struct mfx_args *a, struct mfx_foot
     FWD_ROW(S, 1, G), FWD_ROW(S, 2, G), FWD_ROW(S, 4, G), FWD_ROW(S, 8, G),             \
         FWD_ROW(S, 16, X), FWD_ROW(S, 32, V), FWD_ROW(S, 64, E)
 
-const struct mfx_kernel mfx_kernels_storefwd[] = {
+MFX_KERNEL_TABLE(storefwd) = {
     ENTRY_ROWS(1, ""),
     ENTRY_ROWS(2, ""),
     ENTRY_ROWS(4, ""),

@@ -1,0 +1,135 @@
+"""The report in a real browser: headless Chromium (Debian's `chromium` and
+`chromium-driver`, installed by .ci/run) driven by Selenium.  The report is
+built from a small survey stored by the test (tests/test_report.py's fixture
+database: a complete latency run, a failed and an interrupted run, advice),
+so nothing depends on this machine's figures.
+
+Checked at 1280 and 390 px wide: no horizontal page scroll, the seed cards
+on the first screen, every image decodes, no console error.  Without
+Chromium the test is skipped, except under CI (CI=true), where it fails."""
+import os
+from pathlib import Path
+
+import pytest
+
+from memfx import report
+from memfx.store import Store
+
+# every test here drives a Chromium process
+pytestmark = pytest.mark.measuring
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+FIRST_SCREEN = 800
+
+
+def _missing():
+    """Why the browser test cannot run here, or None."""
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (pip install '.[test]')"
+    if not CHROMIUM.exists() or not CHROMEDRIVER.exists():
+        return (f"{CHROMIUM} or {CHROMEDRIVER} is absent "
+                f"(apt-get install chromium chromium-driver)")
+    return None
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    why = _missing()
+    if why:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"the browser test must run under CI: {why}")
+        pytest.skip(why)
+    from test_report import build_db
+    tmp = tmp_path_factory.mktemp("browser")
+    db = tmp / "survey.db"
+    sid, _ = build_db(db)
+    out = tmp / "report.html"
+    with Store(db) as store:
+        report.write_report(store, [sid], out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser(page, tmp_path_factory):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--hide-scrollbars", "--force-device-scale-factor=1",
+                f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    # a driver given by path: Selenium Manager never looks for (or downloads) one
+    service = Service(executable_path=str(CHROMEDRIVER))
+    driver = webdriver.Chrome(service=service, options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _load(driver, page, width, height=FIRST_SCREEN):
+    driver.set_window_size(width, height)
+    # the window's outer size includes no chrome in headless mode; make the
+    # viewport exactly width x height whatever the version does
+    inner = driver.execute_script("return [window.innerWidth, window.innerHeight];")
+    driver.set_window_size(2 * width - inner[0], 2 * height - inner[1])
+    driver.get(page.as_uri())
+    driver.execute_script("return document.readyState")
+    return driver.execute_script("return [window.innerWidth, window.innerHeight];")
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_report_fits_the_width_shows_the_cards_first_and_decodes_every_image(browser, page, width):
+    driver = browser
+    inner_w, inner_h = _load(driver, page, width)
+    assert inner_w == width and inner_h == FIRST_SCREEN
+    # no horizontal scroll of the page: wide tables scroll in their own box
+    scroll_w = driver.execute_script("return document.documentElement.scrollWidth;")
+    assert scroll_w <= inner_w, f"page is {scroll_w} px wide in a {inner_w} px window"
+    wider = driver.execute_script("""
+        return Array.from(document.querySelectorAll('body *'))
+          .filter(el => el.getBoundingClientRect().right > window.innerWidth + 1
+                        && !el.closest('.scroll'))
+          .slice(0, 5).map(el => el.tagName + '.' + el.className);""")
+    assert wider == []
+    # the seed questions' cards: all on the first screen at 1280, the first at 390
+    tops = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#summary .card'))"
+        ".map(c => c.getBoundingClientRect().top + window.scrollY);")
+    assert tops, "no seed card"
+    on_screen = tops if width >= 1280 else tops[:1]
+    assert all(0 <= t < FIRST_SCREEN for t in on_screen), tops
+    if width >= 1280:
+        advice = driver.execute_script(
+            "return document.querySelector('#summary h3').getBoundingClientRect().top;")
+        assert advice < FIRST_SCREEN
+    # every image decodes (complete, with a natural size)
+    images = driver.execute_script(
+        "return Array.from(document.images).map(i => [i.complete, i.naturalWidth, i.alt]);")
+    assert images and all(done and w > 0 for done, w, _ in images), images
+    # no console error while loading
+    errors = [entry for entry in driver.get_log("browser") if entry.get("level") == "SEVERE"]
+    assert errors == []
+
+
+def test_every_card_says_its_verdict_in_words(browser, page):
+    _load(browser, page, 1280)
+    cards = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#summary .card')).map(c => c.innerText);")
+    assert cards
+    for text in cards:
+        assert any(word in text for word in ("yes: detected", "no: not detected", "not sure",
+                                             "measured", "not measured")), text
+
+
+def test_page_height_is_reported(browser, page):
+    """The page's height at 1280 px (for the record; no bound asserted)."""
+    _load(browser, page, 1280)
+    height = browser.execute_script("return document.documentElement.scrollHeight;")
+    assert height > FIRST_SCREEN
+    print(f"report height at 1280 px: {height} px")
