@@ -575,20 +575,22 @@ class Sharing(Experiment):
             a.verdict = "not_measured"
             a.because = f"no distance below {FAR_MIN} B was measured"
         else:
-            atomic_txt = (f"; atomic increments {atomic[0].value:.2f}x" if atomic and
-                          atomic[0].value else "")
+            atomic_txt = (f"; atomic increments (not what this answer decides on) take "
+                          f"{atomic[0].value:.2f}x" if atomic and atomic[0].value else "")
             if a.verdict == DETECTED:
                 a.because = (f"false sharing costs {e.value:.1f}x here: {key[0]} increments of "
                              f"counters {key[1]} B apart take {p['median']:.2f} ns vs "
                              f"{far_ns:.2f} ns {FAR_MIN} B+ apart{atomic_txt}{parallel}")
             elif a.verdict == NOT_DETECTED:
-                a.because = (f"no false sharing penalty: {key[0]} increments {key[1]} B apart are "
-                             f"{e.value:.2f}x the far-apart ones{atomic_txt}{parallel}")
+                a.because = (f"No false-sharing penalty of {1 + PENALTY_MIN:g}x or more (the "
+                             f"bar for two threads' sub-nanosecond increments on a shared host): "
+                             f"{key[0]} increments {key[1]} B apart take {e.value:.2f}x the time "
+                             f"of far-apart ones{atomic_txt}{parallel}")
             else:
-                a.because = (f"not clear: {key[0]} increments {key[1]} B apart are "
+                a.because = (f"Inconclusive: {key[0]} increments {key[1]} B apart take "
                              f"{e.value:.2f}x [{e.ci_low or float('nan'):.2f}, "
-                             f"{e.ci_high or float('nan'):.2f}] the far-apart ones{atomic_txt}"
-                             f"{parallel}")
+                             f"{e.ci_high or float('nan'):.2f}] the time of far-apart ones, "
+                             f"undecided against the {1 + PENALTY_MIN:g}x bar{atomic_txt}{parallel}")
         out = [a]
         # -- the line size it implies, and the padding
         sysfs = f"sysfs coherency_line_size = {line} B" if line else "sysfs gives no line size"
