@@ -1403,7 +1403,9 @@ def render(doc, console):
         _print(console, f"[dim]glibc diagnostics unavailable: {escape(str(gl.get('reason')))}[/dim]")
     t = Table(title=f"glibc {gl.get('version') or '?'} tunables (from {gl.get('mode')} mode)",
               title_justify="left")
-    for c in ("tunable", "current", "proposed", "rests on", "checked gain [95% CI]", "decision"):
+    # a tunable's name is what the user copies: never cut (issue 23)
+    t.add_column("tunable", no_wrap=True, min_width=len("x86_non_temporal_threshold"))
+    for c in ("current", "proposed", "rests on", "checked gain [95% CI]", "decision"):
         t.add_column(c)
     for p in gl["tunables"]:
         chk = p.get("check")
