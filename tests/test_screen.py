@@ -151,3 +151,12 @@ def test_markdown_fits_40_lines_and_folds_the_rest():
         if unchanged:
             assert "<details>" in md and md.rstrip().endswith("</details>")
             assert "| `x.q%03d` |" % (changed + unchanged - 1) not in md
+
+
+def test_a_tunable_with_nothing_proposed_says_why_not_none():
+    advice = {"glibc": {"tunables": [
+        {"tunable": "glibc.cpu.x86_rep_movsb_threshold", "current": 2112, "proposed": None,
+         "decision": "keep", "reason": "already at the measured optimum"}]}}
+    (line,) = screen.advice_lines(advice, 80)
+    assert "None" not in line and "already at the measured optimum" in line
+    assert "x86_rep_movsb_threshold 2112" in line

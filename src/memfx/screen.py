@@ -203,6 +203,9 @@ def advice_lines(advice: Optional[Mapping[str, Any]], width: int) -> List[str]:
                        f"{p.get('current')}): {gain}")
         elif decision == "unchecked":
             out.append(f"  unchecked: {name}={p.get('proposed')} (now {p.get('current')})")
+        elif p.get("proposed") is None:    # nothing to propose: say why
+            out.append(f"  keep glibc's {name.split('.')[-1]} {p.get('current')}: "
+                       f"{p.get('reason') or 'no better value measured'}")
         else:
             out.append(f"  keep glibc's {name.split('.')[-1]} {p.get('current')}; "
                        f"{p.get('proposed')} {gain}")
