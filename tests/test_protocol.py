@@ -119,6 +119,21 @@ def test_settle_gives_up_at_its_time_cap():
     assert 0 < state["settle_ms"] <= 10 + 2     # the budget, plus the block that crossed it
 
 
+def test_a_visits_settle_completes_a_pass_longer_than_its_time_cap():
+    """Arms that share a region (fill's value arms) rely on the visit's
+    re-warm writing the whole region: its budget is never below one pass,
+    while a plain settle stops at the cap."""
+    lab = ColdStartLab({"k": 1000.0}, amplitude=0.0)          # 1 us per iteration
+    trial = Trial("k", metric="time")
+    capped = _worker.settle(lab, trial, count=100, cycles_per_tick=1.0, pass_iters=20_000,
+                            max_seconds=0.005)
+    assert capped["settled"] == 0 and lab.since["k"] < 20_000
+    lab = ColdStartLab({"k": 1000.0}, amplitude=0.0)
+    state = _worker.settle(lab, trial, count=100, cycles_per_tick=1.0, pass_iters=20_000,
+                           max_seconds=0.005, whole_pass=True)
+    assert lab.since["k"] >= 20_000 and state["settled"] == 1
+
+
 def test_visits_are_abba_and_split_the_samples():
     order = _worker.visit_order(3, random.Random(4))
     assert order[:3] == order[3:][::-1] and sorted(order[:3]) == [0, 1, 2]

@@ -265,6 +265,37 @@ def test_history_widens_the_band():
     assert doc["regressed"] == [] and "history" in doc["band"]
 
 
+def test_a_history_where_two_surveys_agree_still_has_a_spread():
+    # a MAD of three values is zero when two agree: the band then was the
+    # threshold, and the next survey's drift read as a regression
+    spread = history_spread([10.0, 10.0, 11.5])
+    assert spread == pytest.approx(float(np.std(np.log([10, 10, 11.5]), ddof=1)))
+    a = _num("x.y", 10, 9.9, 10.1)
+    b = _num("x.y", 11, 10.9, 11.1)
+    assert _row(a, b, spread=spread, n_history=3)["verdict"] == UNCHANGED
+
+
+def test_a_host_shared_value_in_a_guest_gets_the_drift_band_until_there_is_history():
+    a = dict(_num("x.y", 10, 9.9, 10.1), host_shared=True)
+    b = dict(_num("x.y", 11.5, 11.4, 11.6), host_shared=True)        # +15 %
+    assert _row(a, b)["verdict"] == REGRESSED                        # bare metal: the threshold
+    row = compare_answers(a, b, 0.05, guest=True)
+    assert row["verdict"] == UNCHANGED and row["band"] == pytest.approx(0.25)
+    assert row["band_source"].startswith("guest drift")
+    # a question the host does not share keeps the threshold in a guest
+    plain = compare_answers(_num("x.y", 10, 9.9, 10.1), _num("x.y", 11.5, 11.4, 11.6), 0.05,
+                            guest=True)
+    assert plain["verdict"] == REGRESSED and plain["band_source"] == "threshold"
+    # a real move beyond the drift band is still a regression
+    c = dict(_num("x.y", 14, 13.9, 14.1), host_shared=True)
+    assert compare_answers(a, c, 0.05, guest=True)["verdict"] == REGRESSED
+    # history, where there is enough, replaces the guest band
+    row = compare_answers(a, b, 0.05, spread=0.01, n_history=4, guest=True)
+    assert row["band_source"] == "threshold" and row["verdict"] == REGRESSED
+    doc = compare([a], [b], guest=True)
+    assert doc["guest"] and "25%" in doc["band"] and doc["regressed"] == []
+
+
 def test_a_share_that_can_be_zero_gets_no_negative_ci():
     c = stats.combine_replicas([0.0, 0.003])          # zero blocks the log scale
     assert c["ci_low"] == 0.0 and c["ci_high"] > 0.003

@@ -391,7 +391,10 @@ class Lab:
                         dst.buffer if dst else None, dst.offset if dst else 0,
                         src.buffer if src else None, src.offset if src else 0,
                         trial.size, trial.value & 0xFFFFFFFFFFFFFFFF, count, trial.aux,
-                        self.perf.leaders, self.perf.user_pages or None)
+                        self.perf.leaders, self.perf.user_pages or None,
+                        trial.chunks, trial.next_chunk, trial.dst_step, trial.src_step)
+        if trial.chunks > 1:
+            trial.next_chunk = (trial.next_chunk + count) % trial.chunks
         if trial.resume:
             # A chase continues from the element it stopped at, so runs of N
             # and 2N steps walk the same mix of lines (not the chain's head).

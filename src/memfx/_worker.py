@@ -73,10 +73,12 @@ VISITS_PER_ARM = 2
 
 def settle(lab, trial, count, cycles_per_tick, pass_iters=0, tolerance=SETTLE_TOLERANCE,
            max_seconds=SETTLE_MAX_SECONDS, first_block=SETTLE_FIRST_BLOCK,
-           budget_samples=SETTLE_BUDGET_SAMPLES):
+           budget_samples=SETTLE_BUDGET_SAMPLES, whole_pass=False):
     """Run `trial` in timed blocks (not recorded) until it is in steady state
     (see above).  Returns {settle_blocks, settle_ms, settled} (settled 0/1:
-    0 = the time budget ended it)."""
+    0 = the time budget ended it).  whole_pass: the budget is never shorter
+    than one pass (a visit's re-warm: arms that share a region, as fill's
+    value arms do, rely on it to give the region their value)."""
     block = max(1, int(count * first_block))
     done, spent_ns, blocks = 0, 0.0, 0
     prev = None               # ns per iteration of the previous clean block
@@ -95,6 +97,8 @@ def settle(lab, trial, count, cycles_per_tick, pass_iters=0, tolerance=SETTLE_TO
             per_iter = rec["ns"] / block
             budget_ns = min(max_seconds * 1e9,
                             max(budget_samples * count, 3 * pass_iters) * per_iter)
+            if whole_pass:
+                budget_ns = max(budget_ns, 1.2 * pass_iters * per_iter)
         passed = done >= pass_iters
         steady = (prev is not None and per_iter is not None
                   and per_iter >= prev * (1 - tolerance))
@@ -144,7 +148,8 @@ def measure_cell(exp, cell, params, lab, rng):
         nonlocal last
         point, trial, count = trials[i]
         if last != i:
-            warm_state[i] = settle(lab, trial, count, cpt_before, trial.warmup or 0)
+            warm_state[i] = settle(lab, trial, count, cpt_before, trial.warmup or 0,
+                                   whole_pass=True)
             last = i
         disturbed = False
         for _ in range(quota):

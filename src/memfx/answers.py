@@ -73,6 +73,10 @@ class Question:
     # The scale on which replicas are combined: "log" (times, bandwidths,
     # ratios: multiplicative) or "linear" (a share that can be zero).
     scale: str = "log"
+    # The value rests on what a VM's host shares with its other guests (the
+    # last-level cache, memory): between sessions minutes apart it drifts
+    # more than its replicas spread within one (compare's guest_drift_band).
+    host_shared: bool = False
 
     def __post_init__(self):
         if not _ID.match(self.id):
@@ -103,7 +107,7 @@ class Question:
         band = self.no_effect_band()
         return {"question": self.id, "asks": self.asks, "seed": self.seed, "unit": self.unit,
                 "decides": self.decides, "better": self.better, "headline": self.headline,
-                "band": list(band) if band else None}
+                "band": list(band) if band else None, "host_shared": self.host_shared}
 
 
 @dataclass

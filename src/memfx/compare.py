@@ -21,9 +21,14 @@ with a confidence interval, and a verdict:
 
 The band is the threshold (``--threshold``), widened per question by the
 machine's own history where the store holds at least
-``history_min_surveys`` earlier surveys of it: ``history_sigmas`` times the
-run-to-run spread (robust CV) of that question's value, times sqrt(2) for
-the difference of two runs.  Each row says which band it used.
+``history_min_surveys`` earlier surveys of it: ``history_sigmas`` x
+sqrt(2) x the standard deviation of that question's log value over them
+(the ratio of two new surveys).  With
+no such history, a question whose value rests on what a VM's host shares
+(``Question.host_shared``: its LLC, its memory) gets ``guest_drift_band``
+when either side ran in a guest: such values drift between sessions far
+more than their replicas spread within one.  Each row says which band it
+used.
 
 The ratio's CI is the pooled two-sample Student-t interval over both
 sides' replica values on the log scale (stats.replica_log_ratio_half);
@@ -97,13 +102,21 @@ def ratio_ci(a: Mapping[str, Any], b: Mapping[str, Any]):
 
 def history_spread(values) -> Optional[float]:
     """Run-to-run spread of one question's value over earlier surveys: the
-    robust CV (1.4826 MAD / median) of the positive values; None for fewer
-    than history_min_surveys of them."""
+    standard deviation (n - 1) of the log values of the positive ones; None
+    for fewer than history_min_surveys of them.  (A MAD of three or four
+    values is zero whenever two of them agree: it made a band narrower than
+    the next survey's drift.)"""
     v = np.asarray([x for x in values if _positive(x)], float)
     if v.size < threshold("history_min_surveys"):
         return None
-    med = float(np.median(v))
-    return 1.4826 * float(np.median(np.abs(v - med))) / med
+    return float(np.std(np.log(v), ddof=1))
+
+
+def history_band(spread: float) -> float:
+    """The half-width (as a ratio - 1) of the band that the ratio of two new
+    surveys keeps to, from the log-scale spread of earlier ones:
+    exp(history_sigmas x sqrt(2) x spread) - 1."""
+    return math.exp(threshold("history_sigmas") * math.sqrt(2) * spread) - 1
 
 
 def _signature(a: Mapping[str, Any]):
@@ -114,9 +127,13 @@ def _signature(a: Mapping[str, Any]):
 
 
 def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float,
-                    spread: Optional[float] = None, n_history: int = 0) -> Dict[str, Any]:
+                    spread: Optional[float] = None, n_history: int = 0,
+                    guest: bool = False) -> Dict[str, Any]:
     """One row of the comparison for two answers to the same question;
-    ``spread``: the question's run-to-run spread in the machine's history."""
+    ``spread``: the question's run-to-run spread (log SD) over the
+    ``n_history`` surveys of the machine's history; ``guest``: a side ran in
+    a VM guest (the host-shared questions' drift, guest_drift_band, applies
+    where there is no history)."""
     row = {"question": a.get("question") or b.get("question"),
            "asks": b.get("asks") or a.get("asks"), "unit": b.get("unit") or a.get("unit"),
            "better": b.get("better", a.get("better", "")),
@@ -125,11 +142,16 @@ def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float,
            "b": b.get("value"), "b_ci": [b.get("ci_low"), b.get("ci_high")]}
     band = limit
     row["band_source"] = "threshold"
+    shared = bool(a.get("host_shared") or b.get("host_shared"))
     if spread is not None:
-        widened = threshold("history_sigmas") * math.sqrt(2) * spread
+        widened = history_band(spread)
         if widened > band:
             band = widened
             row["band_source"] = f"history ({n_history} earlier surveys)"
+    elif guest and shared and threshold("guest_drift_band") > band:
+        band = threshold("guest_drift_band")
+        row["band_source"] = ("guest drift (the value rests on the host's shared cache or "
+                              "memory; no history of this machine)")
     row["band"] = band
     r, lo, hi = ratio_ci(a, b)
     row.update(ratio=r, ratio_ci_low=lo, ratio_ci_high=hi)
@@ -181,16 +203,17 @@ def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float,
 def compare(a_answers: Iterable[Mapping[str, Any]], b_answers: Iterable[Mapping[str, Any]],
             limit: float = 0.05, a_label: str = "A", b_label: str = "B",
             history: Optional[Mapping[str, List[float]]] = None,
-            n_history: int = 0) -> Dict[str, Any]:
+            n_history: int = 0, guest: bool = False) -> Dict[str, Any]:
     """The comparison document of two answer lists (question ids matched).
-    ``history``: {question: [value of each earlier survey of the machine]}."""
+    ``history``: {question: [value of each earlier survey of the machine]};
+    ``guest``: either side ran in a VM guest."""
     a_by = {x["question"]: x for x in a_answers}
     b_by = {x["question"]: x for x in b_answers}
     rows: List[Dict[str, Any]] = []
     for qid in list(a_by) + [q for q in b_by if q not in a_by]:
         if qid in a_by and qid in b_by:
             spread = history_spread((history or {}).get(qid, [])) if history else None
-            rows.append(compare_answers(a_by[qid], b_by[qid], limit, spread, n_history))
+            rows.append(compare_answers(a_by[qid], b_by[qid], limit, spread, n_history, guest))
         else:
             side = a_by.get(qid) or b_by.get(qid)
             rows.append({"question": qid, "asks": side.get("asks"), "unit": side.get("unit"),
@@ -204,8 +227,12 @@ def compare(a_answers: Iterable[Mapping[str, Any]], b_answers: Iterable[Mapping[
     return {"compare_schema_version": COMPARE_SCHEMA_VERSION, "a": a_label, "b": b_label,
             "threshold": limit, "history_surveys": n_history if history else 0,
             "band": (f"widened by the machine's history ({n_history} earlier surveys)"
-                     if history else "the threshold alone (fewer than "
-                     f"{threshold('history_min_surveys')} earlier surveys of this machine)"),
+                     if history else "the threshold (fewer than "
+                     f"{threshold('history_min_surveys')} earlier surveys of this machine)"
+                     + (f"; {threshold('guest_drift_band'):.0%} for the questions resting on "
+                        f"the host's shared cache or memory (a VM guest)" if guest and not history
+                        else "")),
+            "guest": guest,
             "rows": rows, "counts": counts,
             "regressed": [r["question"] for r in rows if r["verdict"] == REGRESSED],
             "noisy": [r["question"] for r in rows if r["verdict"] == NOISY]}

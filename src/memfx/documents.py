@@ -242,6 +242,21 @@ def compare_history(store, a_doc, b_doc):
     return machine_history(store, mids.pop(), exclude=exclude, before=before)
 
 
+def ran_in_guest(doc):
+    """Whether a run's or a survey's document was measured in a VM guest
+    (its fingerprint's hypervisor, else the CPUID hypervisor flag)."""
+    docs = [doc] + list(doc.get("documents") or [])
+    for d in docs:
+        machine = d.get("machine") or {}
+        hv = machine.get("hypervisor")
+        if isinstance(hv, dict) and "present" in hv:
+            return bool(hv["present"])
+        flags = machine.get("flags")
+        if isinstance(flags, dict) and flags:
+            return bool(flags.get("hypervisor"))
+    return False
+
+
 def comparison(store, a, b, limit=0.05, pattern=None, group_by=None):
     """The comparison document of `memfx compare A B [QUESTIONS]` (and
     memfx.compare): sides resolved as side() does (or as CPU models of the
@@ -250,7 +265,7 @@ def comparison(store, a, b, limit=0.05, pattern=None, group_by=None):
     import fnmatch
 
     from .compare import compare
-    history, n_history = None, 0
+    history, n_history, guest = None, 0, False
     if group_by == "cpu-model":
         from .fleet import group_answers
         a_label, a_answers = group_answers(store, a)
@@ -259,6 +274,7 @@ def comparison(store, a, b, limit=0.05, pattern=None, group_by=None):
         a_label, a_answers, a_doc = side(store, a)
         b_label, b_answers, b_doc = side(store, b)
         history, n_history = compare_history(store, a_doc, b_doc)
+        guest = ran_in_guest(a_doc) or ran_in_guest(b_doc)
     if pattern:
         def keep(answers):
             return [x for x in answers if fnmatch.fnmatchcase(str(x.get("question")), pattern)]
@@ -267,4 +283,4 @@ def comparison(store, a, b, limit=0.05, pattern=None, group_by=None):
             raise MemfxError(f"no question matches {pattern!r} (question ids look like "
                              f"latency.l1d)")
     return compare(a_answers, b_answers, limit, a_label, b_label, history=history,
-                   n_history=n_history)
+                   n_history=n_history, guest=guest)

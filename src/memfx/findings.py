@@ -80,8 +80,15 @@ THRESHOLDS: Dict[str, Threshold] = _thresholds(
               "earlier surveys of the same machine id from which `compare` widens a question's "
               "band by its run-to-run spread"),
     Threshold("history_sigmas", 2.0, "sigmas",
-              "how many run-to-run standard deviations (robust CV over the history, x sqrt(2) "
-              "for two runs) the widened band of `compare` spans"),
+              "how many run-to-run standard deviations (of the log value over the history's "
+              "surveys, x sqrt(2) for two runs) the widened band of `compare` spans"),
+    Threshold("guest_drift_band", 0.25, "ratio",
+              "`compare`'s band for a question whose value rests on what a VM's host shares "
+              "(Question.host_shared: the LLC, memory) when either side ran in a guest and the "
+              "store holds too few earlier surveys of the machine for its own history: on a "
+              "2-vCPU KVM guest L3 and DRAM bandwidths moved with a 6-10 % CV between quick "
+              "surveys minutes apart, while their replicas within a survey agreed to 1-3 % "
+              "(issue 22's A/A), so one pair resolves no less than ~2 x sqrt(2) x 9 %"),
     Threshold("noisy_margin", 2.0, "x band",
               "a regression between runs whose cautions say they were noisy is called one only "
               "when its CI clears this multiple of the band; else it reads `noisy`"),

@@ -195,3 +195,12 @@ class Trial:
     # ticks: the sample's time is them, not the whole call's (munmap alone)
     kernel_ticks: bool = False
     team: Optional[Team] = None          # run on several pinned threads (see Team)
+    # A stream through a working set longer than a sample (a DRAM cell): one
+    # iteration = one call on one chunk; call i works on chunk
+    # (next_chunk + i) mod chunks, dst/src advanced by chunk * dst_step /
+    # src_step bytes; the lab advances next_chunk after every call, so
+    # consecutive samples walk the whole set (warmup = chunks: one pass)
+    chunks: int = 1
+    dst_step: int = 0
+    src_step: int = 0
+    next_chunk: int = 0

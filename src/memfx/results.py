@@ -117,7 +117,9 @@ def build_points(samples, seed=0, n_boot=2000):
             if metric.startswith("ns_per_") and len(lengths) >= 2 and overhead[0] is None:
                 overhead = _call_overhead(mine, lengths[0], lengths[-1])
         values = np.array([s["value"] for s in longest], float)
-        summ = stats.summarize(values, seed=seed, n_boot=n_boot)
+        # with two or more replicas the CI is the hierarchical one: no
+        # bootstrap of the pooled samples (it was discarded)
+        summ = stats.summarize(values, seed=seed, n_boot=n_boot, ci=len(groups) < 2)
         ci = (summ.ci_low, summ.ci_high)
         if len(groups) >= 2:      # the CI holds the spread between replicas
             ci = stats.hierarchical_ci(groups, confidence=fnd.threshold("ci_level"), seed=seed,

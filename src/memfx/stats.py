@@ -157,16 +157,20 @@ class Summary:
 
 
 def summarize(values, confidence: float = 0.95, n_boot: int = 2000,
-              seed: int = 0) -> Summary:
+              seed: int = 0, ci: bool = True) -> Summary:
     """Summarise samples: n, min, median, max, mean, MAD, IQR, CV and the
     bootstrap confidence interval of the median.
 
     NaN samples are dropped. No samples -> ValueError. One sample -> the CI
     is (v, v) and cv is 0.0. ``cv`` uses the sample standard deviation
-    (ddof=1).
+    (ddof=1).  ci=False: no bootstrap, the CI fields are NaN (for a caller
+    that takes its CI from elsewhere, e.g. the replicas).
     """
     a = _nonempty(values)
-    low, high = bootstrap_ci(a, np.median, confidence, n_boot, seed)
+    if ci:
+        low, high = bootstrap_ci(a, np.median, confidence, n_boot, seed)
+    else:
+        low = high = float("nan")
     q25, q75 = np.quantile(a, [0.25, 0.75])
     return Summary(
         n=int(a.size),

@@ -534,22 +534,43 @@ static void release_pages(PerfPageObject **pages, int n_pages)
     }
 }
 
-/* run(kernel, dst, dst_off, src, src_off, size, value, count, aux, perf_fds, rdpmc_pages)
+/* How far `steps` steps of `step` bytes reach, saturating at SIZE_MAX. */
+static size_t reach_of(unsigned long long steps, unsigned long long step)
+{
+    if (steps && step > SIZE_MAX / steps)
+        return SIZE_MAX;
+    return (size_t)(steps * step);
+}
+
+static size_t add_sat(size_t a, size_t b)
+{
+    return a > SIZE_MAX - b ? SIZE_MAX : a + b;
+}
+
+/* run(kernel, dst, dst_off, src, src_off, size, value, count, aux, perf_fds, rdpmc_pages,
+ *     chunks=1, first_chunk=0, dst_step=0, src_step=0)
  * -> (ticks, cpu_begin, cpu_end, result, counters)
- * counters: one (values..., time_enabled, time_running) delta tuple per leader fd. */
+ * counters: one (values..., time_enabled, time_running) delta tuple per leader fd.
+ * chunks > 1: a stream through a working set larger than one sample (a DRAM
+ * cell): the timed part is `count` calls of one iteration each, call i on
+ * chunk c = (first_chunk + i) mod chunks, i.e. dst + c * dst_step and
+ * src + c * src_step; every chunk's footprint is checked. */
 static PyObject *py_run(PyObject *self, PyObject *args)
 {
     Py_ssize_t index, dst_off, src_off, size;
     PyObject *dst_obj, *src_obj, *fds = Py_None, *pages_obj = Py_None;
-    unsigned long long value, count, aux;
-    if (!PyArg_ParseTuple(args, "nOnOnnKKK|OO", &index, &dst_obj, &dst_off, &src_obj, &src_off,
-                          &size, &value, &count, &aux, &fds, &pages_obj))
+    unsigned long long value, count, aux, chunks = 1, first_chunk = 0, dst_step = 0, src_step = 0;
+    if (!PyArg_ParseTuple(args, "nOnOnnKKK|OOKKKK", &index, &dst_obj, &dst_off, &src_obj,
+                          &src_off, &size, &value, &count, &aux, &fds, &pages_obj, &chunks,
+                          &first_chunk, &dst_step, &src_step))
         return NULL;
     const struct mfx_kernel *k = usable_kernel(index);
     if (!k)
         return NULL;
     if (size < 0)
         return PyErr_Format(PyExc_ValueError, "negative size");
+    if (chunks < 1 || first_chunk >= chunks)
+        return PyErr_Format(PyExc_ValueError, "chunks must be >= 1 and first_chunk below it");
 
     int leader[2] = {-1, -1}, n_leaders = 0;
     if (fds != Py_None) {
@@ -577,9 +598,22 @@ static PyObject *py_run(PyObject *self, PyObject *args)
         release_region(&dst);
         return NULL;
     }
-    struct mfx_args a = {dst.addr, src.addr, (size_t)size, value, count, aux};
+    struct mfx_args a = {dst.addr, src.addr, (size_t)size, value, chunks > 1 ? 1 : count, aux};
     struct mfx_footprint fp = {0, 0, 0, 0};
     k->footprint(&a, &fp);
+    if (chunks > 1) {
+        if (fp.chain_element_min) {
+            release_region(&src);
+            release_region(&dst);
+            return PyErr_Format(PyExc_ValueError, "kernel %s: a chase cannot be split in chunks",
+                                k->name);
+        }
+        /* the last chunk starts (chunks - 1) steps further on */
+        if (fp.dst_bytes)
+            fp.dst_bytes = add_sat(fp.dst_bytes, reach_of(chunks - 1, dst_step));
+        if (fp.src_bytes)
+            fp.src_bytes = add_sat(fp.src_bytes, reach_of(chunks - 1, src_step));
+    }
     PerfPageObject *page_views[MFX_PERF_MAX];
     int n_pages = 0;
     if (check_extent(k, &dst, dst_off, fp.dst_bytes) < 0 ||
@@ -615,9 +649,23 @@ static PyObject *py_run(PyObject *self, PyObject *args)
     } else {
         if (guarded)
             mfx_guard_arm(&walk);
-        t0 = mfx_tsc_begin();
-        result = k->fn(&a);
-        t1 = mfx_tsc_end(&aux_end);
+        if (chunks > 1) {
+            struct mfx_args c = a;
+            uint64_t chunk = first_chunk;
+            t0 = mfx_tsc_begin();
+            for (unsigned long long i = 0; i < count; i++) {
+                c.dst = a.dst ? (char *)a.dst + chunk * dst_step : NULL;
+                c.src = a.src ? (const char *)a.src + chunk * src_step : NULL;
+                result += k->fn(&c);
+                if (++chunk == chunks)
+                    chunk = 0;
+            }
+            t1 = mfx_tsc_end(&aux_end);
+        } else {
+            t0 = mfx_tsc_begin();
+            result = k->fn(&a);
+            t1 = mfx_tsc_end(&aux_end);
+        }
         mfx_guard_arm(NULL);
     }
     for (int i = 0; i < n_pages && pmc_ok; i++)
@@ -1128,9 +1176,11 @@ static PyMethodDef methods[] = {
     {"kernels", py_kernels, METH_NOARGS, "kernels() -> list of kernel table rows as dicts"},
     {"run", py_run, METH_VARARGS,
      "run(index, dst, dst_off, src, src_off, size, value, count, aux, perf_fds=None, "
-     "rdpmc_pages=None) -> (ticks, cpu_begin, cpu_end, result, counter_deltas[+rdpmc deltas]); "
-     "the row's footprint is checked against dst and src (ValueError); rdpmc_pages are "
-     "PerfPage objects from perf_map"},
+     "rdpmc_pages=None, chunks=1, first_chunk=0, dst_step=0, src_step=0) -> (ticks, "
+     "cpu_begin, cpu_end, result, counter_deltas[+rdpmc deltas]); the row's footprint is "
+     "checked against dst and src (ValueError); rdpmc_pages are PerfPage objects from "
+     "perf_map; chunks > 1: count one-iteration calls, call i on chunk (first_chunk + i) mod "
+     "chunks, dst and src advanced by chunk * dst_step / src_step"},
     {"team_run", py_team_run, METH_VARARGS,
      "team_run(members, background=False) -> (release_tsc, [(tsc_start, tsc_end, cpu_start, "
      "cpu_end, switches, wait_ns, calls, result), ...]): kernel rows on pinned threads started "

@@ -145,6 +145,18 @@ LOADER_KIND = "read"
 # microseconds and stops as soon after the chase (a whole 64 MiB pass
 # would hold each sample up by milliseconds).
 LOADER_CHUNK = 1 << 20
+# A working set of at least CHUNKED_FROM bytes is walked in CHUNK_BYTES
+# chunks, one iteration per chunk, consecutive calls on consecutive chunks
+# (Trial.chunks): the stream the hardware sees is the same as one pass's, but
+# a sample lasts a few chunks instead of a whole pass.  A 960 MiB DRAM cell
+# (2x a 480 MiB LLC) took ~1.1 s a kind in whole passes (calibration, a
+# re-warm of up to 3 passes, 5 samples of one pass each); chunked, its
+# warm-up and re-warm are still one pass each.  Not for the readback kinds,
+# whose read-back of a chunk right after writing it would hit the cache.
+CHUNK_BYTES = 8 << 20
+CHUNKED_FROM = 8 * CHUNK_BYTES
+READBACK_KINDS = ("write_readback", "nt_write_readback")
+CHUNKED_KINDS = ("read", "write", "copy", "rmw", "nt_write", "nt_copy", "random")
 
 
 def _questions():
@@ -157,7 +169,8 @@ def _questions():
                 f"in {LEVEL_LABEL[level]}?", "GB/s", "004",
                 f"median GB/s of the samples on the plateau stats.find_levels finds inside "
                 f"{LEVEL_LABEL[level]} (best kernel measured, named; bytes per estimated cycle and "
-                f"the best sustained p{BEST_QUANTILE * 100:.0f} in details)", better=HIGHER))
+                f"the best sustained p{BEST_QUANTILE * 100:.0f} in details)", better=HIGHER,
+                host_shared=level in ("l3", "dram")))
     qs += [
         Question("bandwidth.knees", "Where does the read bandwidth step down, against the cache "
                  "sizes the OS reports?", "levels", "004",
@@ -174,7 +187,8 @@ def _questions():
         Question("bandwidth.nt_readback", "What does reading back data written with "
                  "non-temporal stores cost, against data written normally?", "ratio", "004",
                  "ratio of medians nt_write_readback / write_readback GB/s per level; value = "
-                 "the last cache level measured (the data would still be cached)", band=ans.EFFECT_BAND),
+                 "the last cache level measured (the data would still be cached); DRAM is a "
+                 "detail of the octave sweep only (sweep=levels skips it)", band=ans.EFFECT_BAND),
         Question("bandwidth.thread_scaling", "How does the aggregate bandwidth scale from 1 to all "
                  "CPUs, per level?", "ratio", "004",
                  "speed-up = ratio of medians aggregate GB/s at N threads / 1 thread (each thread "
@@ -185,7 +199,8 @@ def _questions():
                  "CPUs stream reads?", "ratio", "004",
                  "ratio of medians loaded / idle ns per load of a random 64-byte-line chase, the "
                  "loaders covering every accepted sample; per working set in details; value = "
-                 "DRAM (else the largest size measured)", band=ans.EFFECT_BAND),
+                 "DRAM (else the largest size measured)", band=ans.EFFECT_BAND,
+                 host_shared=True),
     ]
     return tuple(qs)
 
@@ -322,6 +337,16 @@ def check_random_kernel(index, max_lines=64, count=2, seed=1):
     got = call_kernel(index, order, 0, buf, 0, 8 * LINE, 0, 1, 0)
     if got != _reference_sums(data, 0, LINE) * 8 % (1 << 64):
         return "an index past the last line was not replaced by line 0"
+    # one chunk of a longer order (chunked): size / 64 indices reaching
+    # every line of the set (aux); an index at or past the reach reads line 0
+    order = rng.permutation(max_lines).astype(np.uint32)
+    part = max_lines // 4
+    order[part - 1] = max_lines
+    got = call_kernel(index, order, 0, buf, 0, part * LINE, 0, 1, max_lines)
+    want = sum(_reference_sums(data, int(i) * LINE, LINE) for i in order[:part - 1])
+    want = (want + _reference_sums(data, 0, LINE)) % (1 << 64)
+    if got != want:
+        return f"checksum {got:#x} != {want:#x} (a chunk of {part} of {max_lines} lines' order)"
     return None
 
 
@@ -472,6 +497,31 @@ def copy_halves(lab, key, size, thp):
     view[:] = FILL_BYTE
     del view
     return src, dst, half
+
+
+def chunked(trial, kind, size):
+    """Walk a working set of CHUNKED_FROM bytes or more in CHUNK_BYTES chunks
+    (see CHUNK_BYTES); the trial's size becomes one chunk's and its warm-up
+    one pass over every chunk.  Random: each chunk is a slice of the whole
+    set's order, its indices reaching every line (aux)."""
+    if trial.size < CHUNKED_FROM:
+        return trial
+    if kind == "random":
+        lines = trial.size // LINE
+        per = CHUNK_BYTES // LINE
+        trial.chunks = lines // per
+        trial.aux = lines
+        trial.size = per * LINE
+        trial.dst_step, trial.src_step = per * 4, 0     # uint32 indices
+    else:
+        trial.chunks = trial.size // CHUNK_BYTES
+        trial.size = CHUNK_BYTES
+        step = CHUNK_BYTES
+        trial.dst_step = step if trial.dst is not None else 0
+        trial.src_step = step if trial.src is not None else 0
+    trial.warmup = trial.chunks
+    trial.extra["chunk_bytes"] = CHUNK_BYTES
+    return trial
 
 
 # ---- the experiment ---------------------------------------------------------------
@@ -629,13 +679,19 @@ class Bandwidth(Experiment):
         if avail and peak > avail * 0.8:
             raise ParamError(f"max_size {format_size(hi)} does not fit: {format_size(avail)} "
                              f"of memory is available")
+        skip = set()
         if params.get("sweep") == "levels":
-            sizes = [s for _, s in level_sizes(machine, 1, lo, hi)] or [lo, hi]
+            levels = level_sizes(machine, 1, lo, hi)
+            sizes = [s for _, s in levels] or [lo, hi]
+            # the readbacks answer in the largest cache level (nt_readback);
+            # their DRAM cell, a detail, was a fifth of a quick replica's time
+            skip = {(kind, s) for lid, s in levels if lid == "dram" for kind in READBACK_KINDS}
         else:
             sizes = sizes_for(lo, hi, params["per_octave"], data_caches(machine))
         # sizes outermost: the kinds of one size run back to back
         pts = [Point(kind, {"size_bytes": s, "pages": pg, "kernel": k})
-               for pg in params["pages"] for s in sizes for kind, k in pairs]
+               for pg in params["pages"] for s in sizes for kind, k in pairs
+               if (kind, s) not in skip]
         return pts + self.team_points(params, machine, lo, hi)
 
     def team_cpus(self, params):
@@ -718,6 +774,8 @@ class Bandwidth(Experiment):
             share = lab.huge_page_share(region)
             if share is not None:
                 extra["huge_page_share"] = round(share, 3)
+        if kind in CHUNKED_KINDS:
+            chunked(trial, kind, size)
         return trial
 
     @staticmethod

@@ -564,7 +564,8 @@ class Fill(Experiment):
                  "differs beyond effect_min; value = the level furthest from 1"),
         Question("fill.bandwidth", "What fill bandwidth does each kernel reach per cache level?",
                  "GB/s", SEED, "median GB/s of the best kernel at the largest region measured "
-                 "(non-zero value); every kernel and level in details", better=HIGHER),
+                 "(non-zero value); every kernel and level in details", better=HIGHER,
+                 host_shared=True),
         Question("fill.l2_evictions", "Which share of L2 evictions is silent when filling zeros "
                  "beyond L2 (L2_LINES_OUT.SILENT / NON_SILENT)?", "ratio", SEED,
                  "median over zero-arm samples beyond L2 of silent / (silent + non-silent) "
@@ -660,8 +661,13 @@ class Fill(Experiment):
         if isa and not lab.isa_supported(isa):
             raise MemfxError(f"kernel {kernel} needs {isa}, which this CPU lacks")
         value, aux, src_word = arm_setup(point.arm, params["seed"])
-        # buffers kept across the cells of one size (room for the rotation slot)
-        dst = lab.kept_mapping(("fill.dst", point.arm), size, room=SLOT_BYTES)
+        # one region per size, kept across its cells and shared by the value
+        # arms (room for the rotation slot): every visit of an arm starts with
+        # a full sweep (the warm-up below, and _worker.settle's re-warm), which
+        # gives the region that arm's value before anything is timed.  A region
+        # per arm was 3 x 960 MiB to fault per replica on a 480 MiB-LLC guest
+        # (about 1.2 s per fresh GiB there).
+        dst = lab.kept_mapping("fill.dst", size, room=SLOT_BYTES)
         src = None
         if aux & FILL_VALUE_FROM_SRC:
             # the pattern word lives in its own mapping; the core checks src

@@ -185,7 +185,7 @@ class Matmul(Experiment):
                  "column by column take than row by row?", "ratio", "004",
                  "ratio of medians init_column / init_row (time per matrix) at the largest "
                  "init_n measured (Drepper: 0.127 / 0.048 s = 2.65); the whole 2 x 2 table "
-                 "beside Drepper's in details", band=ans.EFFECT_BAND),
+                 "beside Drepper's in details", band=ans.EFFECT_BAND, host_shared=True),
         Question("matmul.init_nt_vs_normal", "Do non-temporal stores change the time of a "
                  "row-order matrix initialisation?", "ratio", "004",
                  "ratio of medians init_row_nt / init_row at the largest init_n measured "
@@ -193,7 +193,8 @@ class Matmul(Experiment):
         Question("matmul.init_nt_column", "What do non-temporal stores do to a column-order "
                  "initialisation?", "ratio", "004",
                  "ratio of medians init_column_nt / init_column at the largest init_n "
-                 "measured (Drepper: 0.160 / 0.127 s = 1.26)", band=ans.EFFECT_BAND),
+                 "measured (Drepper: 0.160 / 0.127 s = 1.26)", band=ans.EFFECT_BAND,
+                 host_shared=True),
     )
     plots = (
         PlotSpec("times", "time per 8 rows of the product, by form", kind="bars", x="arm",

@@ -176,7 +176,7 @@ class Tlb(Experiment):
                  "ns", "004", "the step of the 4 KiB curve at the L2 TLB's knee: median of the "
                  "first two page counts after it minus the plateau before (bootstrap CI of the "
                  "difference)",
-                 better=LOWER),
+                 better=LOWER, host_shared=True),
         Question("tlb.gib_pages", "How much faster is one load per page on 1 GiB pages than "
                  "on 4 KiB pages, past the L2 TLB's reach?", "ratio", "004",
                  "ratio of medians 4k / 1g (ns per load) at the largest page count measured "

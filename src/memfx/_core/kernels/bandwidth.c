@@ -192,13 +192,13 @@ TARGET_AVX512 static uint64_t bw_read_avx512(const struct mfx_args *a)
 
 /* ---- random line order (Drepper's "Random Addnextlast" without the chain) */
 
-/* The lines of [src, src + size) are visited in the order held by dst: one
- * uint32 line index per line (size / 64 of them, read only).  Each line's
+/* Lines of src are visited in the order held by dst: size / 64 uint32 line
+ * indices (read only), each below reach = aux, or size / 64 when aux is 0
+ * (aux > size / 64: one chunk of a longer order, run() chunks).  Each line's
  * eight words are added to the checksum; the loads of different lines are
  * independent, so the core overlaps as many misses as it can, but no
- * prefetcher can guess the next line.  An index >= the number of lines is
- * replaced by 0 (cmov): whatever the order holds, the kernel stays inside
- * its footprint.  For a permutation the checksum equals the sequential
+ * prefetcher can guess the next line.  An index >= reach is replaced by 0
+ * (cmov): whatever the order holds, the kernel stays inside its footprint.  For a permutation the checksum equals the sequential
  * read's of size / 64 * 64 bytes. */
 #define RANDOM_LOOP_HEAD                                                        \
     "1:\n\t"                                                                    \
@@ -207,11 +207,12 @@ TARGET_AVX512 static uint64_t bw_read_avx512(const struct mfx_args *a)
     "cmovae %[zero], %[i]\n\t"                                                  \
     "shl $6, %[i]\n\t"
 #define RANDOM_LOOP_TAIL "add $4, %[o]\n\tdec %[k]\n\tjnz 1b\n"
-#define RANDOM_INPUTS [s] "r"(s), [lines] "r"(lines), [zero] "r"(zero)
+#define RANDOM_INPUTS [s] "r"(s), [lines] "r"(reach), [zero] "r"(zero)
 #define RANDOM_SETUP                                                            \
     const char *s = a->src;                                                     \
     const bw_u32 *order = (const bw_u32 *)a->dst;                           \
-    uint64_t lines = a->size / LINE, zero = 0
+    uint64_t lines = a->size / LINE, zero = 0;                                  \
+    uint64_t reach = a->aux ? a->aux : lines
 #define RANDOM_PASS_LOCALS                                                      \
     const uint32_t *o = order;                                                  \
     uint64_t k = lines, i
@@ -499,11 +500,13 @@ static void write_footprint(const struct mfx_args *a, struct mfx_footprint *f)
     f->dst_bytes = a->size;
 }
 
-/* The lines [src, src + size / 64 * 64) and their order at dst. */
+/* The lines [src, src + reach * 64) (reach = aux, or size / 64 when aux is
+ * 0) and the size / 64 indices of the order at dst. */
 static void random_footprint(const struct mfx_args *a, struct mfx_footprint *f)
 {
     size_t lines = a->size / LINE;
-    f->src_bytes = lines * LINE;
+    size_t reach = a->aux ? (size_t)a->aux : lines;
+    f->src_bytes = reach > SIZE_MAX / LINE ? SIZE_MAX : reach * LINE;
     f->dst_bytes = lines > SIZE_MAX / sizeof(uint32_t) ? SIZE_MAX : lines * sizeof(uint32_t);
 }
 
