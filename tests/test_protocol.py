@@ -314,3 +314,30 @@ def test_a_rejected_sample_is_followed_by_a_re_warm():
     assert sum(p["rejected"] for p in points) > 0
     for p in points:
         assert p["max"] == pytest.approx(p["min"], rel=0.02)
+
+
+class _CountsVerify(Experiment):
+    name = "counts_verify_test"
+    verified = []
+
+    def plan(self, params, machine):
+        return []
+
+    def verify(self, lab, params):
+        self.verified.append(params["seed"])
+
+
+@pytest.mark.measuring
+def test_only_the_first_replica_verifies_the_kernels(monkeypatch):
+    """The byte-exact checks run once per run, in replica 0's worker; the
+    later replicas time the same kernels of the same core."""
+    import memfx.experiments as experiments
+    exp = _CountsVerify()
+    monkeypatch.setattr(experiments, "get_experiment", lambda name: exp)
+    params = {"seed": 1, "cpu": -1, "min_sample_ms": 0.1, "samples": 3}
+    for replica in (0, 1, 2):
+        out = []
+        _worker.measure({"experiment": exp.name, "params": params, "machine": {},
+                         "replica": replica}, out.append)
+        assert [m["type"] for m in out] == ["info", "plan"]
+    assert exp.verified == [1]
