@@ -603,3 +603,17 @@ def test_level_answers_rest_on_the_same_cells_whatever_the_noise():
     level_answers = [q for q in evidence[0] if q.split(".")[1].split("_")[-1] in LEVELS]
     assert len(level_answers) == 5 * len(LEVELS)
     assert all(len(evidence[0][q]) == 1 for q in level_answers)     # one declared cell each
+
+
+@pytest.mark.measuring
+def test_a_copys_halves_never_share_a_4k_offset_and_fit_the_pooled_mapping():
+    from memfx._lab import Lab
+    from memfx.experiments.bandwidth import COPY_DST_SKEW, copy_halves, pooled_set
+    lab = Lab(min_sample_ms=0.1, hardware_counters=False)
+    size = 1 << 20
+    read = pooled_set(lab, "main", size, False)
+    src, dst, half = copy_halves(lab, "main", size, False)
+    assert half == size // 2 and src.address % 4096 == 0
+    assert dst.address % 4096 == COPY_DST_SKEW % 4096 != 0
+    assert dst.address >= src.address + half                 # the halves do not overlap
+    assert src.buffer is read.buffer                          # no second mapping of the size
