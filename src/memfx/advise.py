@@ -45,6 +45,7 @@ import numpy as np
 from . import findings as fnd
 from . import stats
 from .errors import MemfxError
+from .units import signed_percent as _pct
 from .experiments import copy as copy_analysis
 
 SCHEMA_VERSION = 1
@@ -661,10 +662,6 @@ def _with_losses(reason, per_size):
     return reason + "; slower at " + ", ".join(f"{w['size']} B ({_pct(w['gain'])})" for w in worse)
 
 
-def _pct(x):
-    return "?" if x is None else f"{x * 100:+.1f}%"
-
-
 def _interleave(variants, rounds, seed, run_one, on_round=None):
     """Run each variant once per round, in a shuffled order per round, so that
     drift hits all alike.  run_one(variant) -> {size: [ns]}; each process
@@ -1018,8 +1015,10 @@ print(json.dumps(out))
 
 
 def _core_path():
-    from . import _core
-    return _core.__file__
+    """The core's file, for the child to load (found, not imported: only the
+    lab imports the core)."""
+    import importlib.util
+    return importlib.util.find_spec("memfx._core").origin
 
 
 def run_libc_child(kernel, sizes, tunables_value, samples=3, min_ms=1.0, cpu=None, timeout=300):

@@ -843,7 +843,7 @@ def _compiler_section(core):
 
 def _memfx_version():
     try:
-        from memfx import __version__     # one source of truth (installed or source tree)
+        from .version import __version__  # one source of truth (installed or source tree)
         return __version__
     except Exception:
         return "0.0.0+unknown"
