@@ -94,6 +94,10 @@ PLACES = {
     "memfx.cli_show": "presentation",
     # advice
     "memfx.advise": "advice",
+    "memfx.advise_common": "advice",
+    "memfx.advise_gcc": "advice",
+    "memfx.advise_glibc": "advice",
+    "memfx.advise_prefetch": "advice",
     "memfx.tune": "advice",
     # face
     "memfx": "face",
