@@ -116,7 +116,7 @@ def test_remote_lock_add_counts_only_thread_0_and_writers_store():
 # ---- plan ------------------------------------------------------------------
 
 def test_plan_one_cell_per_thread_count_every_op(monkeypatch):
-    monkeypatch.setattr(S.os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
     exp = get_experiment("atomics")
     pts = exp.plan(exp.resolve("quick"), {})
     assert {(p.arm, p.params["threads"]) for p in pts} == {(op, t) for op in A.OPS
@@ -125,7 +125,7 @@ def test_plan_one_cell_per_thread_count_every_op(monkeypatch):
 
 
 def test_plan_with_one_cpu_is_single_thread_only(monkeypatch):
-    monkeypatch.setattr(S.os, "sched_getaffinity", lambda pid: {5})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {5})
     exp = get_experiment("atomics")
     pts = exp.plan(exp.resolve("quick"), {})
     assert {p.params["threads"] for p in pts} == {1}

@@ -178,7 +178,7 @@ def test_overlap_of_shorter_thread():
 # ---- CPUs and plan ---------------------------------------------------------
 
 def test_resolve_cpus_puts_the_measuring_cpu_first_and_refuses_unknown_cpus(monkeypatch):
-    monkeypatch.setattr(S.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
     params = {"cpus": "auto", "cpu": -1}
     assert S.resolve_cpus(params) == (3, [3, 0, 1, 2])
     assert params["cpus"] == [3, 0, 1, 2] and params["cpu"] == 3     # the run records them
@@ -190,7 +190,7 @@ def test_resolve_cpus_puts_the_measuring_cpu_first_and_refuses_unknown_cpus(monk
 
 
 def test_plan_with_one_allowed_cpu_measures_one_thread_only(monkeypatch):
-    monkeypatch.setattr(S.os, "sched_getaffinity", lambda pid: {0})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
     exp = get_experiment("sharing")
     params = exp.resolve("quick")
     pts = exp.plan(params, {})
@@ -204,7 +204,7 @@ def test_plan_refuses_distances_not_a_multiple_of_8():
 
 
 def test_plan_covers_every_distance_and_cpu_pair(monkeypatch):
-    monkeypatch.setattr(S.os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
     exp = get_experiment("sharing")
     pts = exp.plan(exp.resolve("quick"), {})
     fs = {(p.arm, p.params["distance_bytes"]) for p in pts

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import memfx
-from memfx import store as store_mod
+from memfx import store_sql as store_mod  # the schema and its migrations
 from memfx.errors import StoreError
 from memfx.store import (APPLICATION_ID, SCHEMA_VERSION, Store, default_db_path,
                          utcnow_iso)

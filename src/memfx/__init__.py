@@ -11,16 +11,22 @@ The public API, for scripts and notebooks::
     memfx.answers("latest-survey")                   # its answers: a DataFrame (memfx[pandas])
     memfx.compare("s-...", "latest-survey")          # the comparison document
 """
-from importlib.metadata import PackageNotFoundError as _PNF
-from importlib.metadata import version as _version
-
-try:
-    __version__ = _version("memfx")
-except _PNF:  # running from a source tree
-    __version__ = "0.1.0+src"
+from .version import __version__
 
 from .api import fingerprint, list_experiments, load, points, run, runs, samples  # noqa: E402
 from .errors import MemfxError, ParamError, StoreError  # noqa: E402
+
+
+def _declared_params(experiment):
+    from .experiments import declared_params
+    return declared_params(experiment)
+
+
+# The store checks stored parameters against the experiments' declarations
+# without importing an experiment: the package hands it the lookup.
+from . import schema as _schema  # noqa: E402
+
+_schema.declare_params(_declared_params)
 
 
 def _make_callable(module, function):

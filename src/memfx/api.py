@@ -3,7 +3,7 @@ from __future__ import annotations
 
 
 def _store(db=None):
-    from . import __version__
+    from .version import __version__
     from .store import open_store
     return open_store(db, memfx_version=__version__)
 

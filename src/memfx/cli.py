@@ -84,7 +84,7 @@ def _open_store(args, must_exist=False):
     path = _db_path(args)
     if must_exist and not is_url(path) and not os.path.exists(path):
         raise MemfxError(f"no results database at {path} (run `memfx run latency` first, or pass --db)")
-    from . import __version__
+    from .version import __version__
     return open_store(path, memfx_version=__version__)
 
 
@@ -343,7 +343,7 @@ def cmd_report(args):
 
 
 def _write_fleet_report(store, args, db):
-    from . import __version__
+    from .version import __version__
     from .fleet import fleet_document
     from .fleetreport import fleet_html
     from .outputs import write_text_output
@@ -357,7 +357,7 @@ def _write_fleet_report(store, args, db):
 
 
 def cmd_push(args):
-    from . import __version__
+    from .version import __version__
     from .fleet import push, push_selection
     from .pgstore import classify_target, mask_secrets
     from .store import Store, default_db_path
@@ -476,7 +476,7 @@ def _params_help():
 
 
 def build_parser():
-    from . import __version__
+    from .version import __version__
     p = _Parser(prog="memfx", description="A laboratory for memory-system effects: measures how "
                 "this machine's memory hierarchy behaves and says what it means.")
     p.add_argument("--version", action="version", version=f"memfx {__version__}")

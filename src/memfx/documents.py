@@ -1,11 +1,21 @@
 """Documents from the store: a run's result document, a survey's document,
-and what `memfx compare` compares (a run, a survey, or a machine's latest
-survey).  The one place that turns stored runs into documents; presentation
-reads these documents, never the store's rows."""
+what `memfx compare` compares (a run, a survey, or a machine's latest
+survey), the fleet views (every machine of a shared store, or its CPU
+models) and a `memfx tune` record's answers.  The one place that turns
+stored runs into documents; presentation reads these documents, never the
+store's rows."""
 from __future__ import annotations
 
+import statistics
+
+from . import findings as fnd
 from .errors import MemfxError, StoreError
 from .results import RESULT_SCHEMA_VERSION, document
+from .units import signed_percent
+
+TUNE_ARTIFACT = "tune"      # the artifact that holds a `memfx tune` record's document
+FLEET_SCHEMA_VERSION = 1
+GROUPS = ("machine", "cpu-model")
 
 
 def run_document(store, run_id, include_values=False):
@@ -15,10 +25,9 @@ def run_document(store, run_id, include_values=False):
     doc = document(run, store.samples(run["id"]), include_values=include_values)
     doc.setdefault("survey_id", run.get("survey_id"))
     if run["experiment"] == "tune":
-        from .tune import ARTIFACT, answers
-        tuned = store.artifacts(run["id"]).get(ARTIFACT)
+        tuned = store.artifacts(run["id"]).get(TUNE_ARTIFACT)
         if isinstance(tuned, dict):
-            doc.update(tune=tuned, answers=answers(tuned))
+            doc.update(tune=tuned, answers=tune_answers(tuned))
     return doc
 
 
@@ -267,7 +276,6 @@ def comparison(store, a, b, limit=0.05, pattern=None, group_by=None):
     from .compare import compare
     history, n_history, guest = None, 0, False
     if group_by == "cpu-model":
-        from .fleet import group_answers
         a_label, a_answers = group_answers(store, a)
         b_label, b_answers = group_answers(store, b)
     else:
@@ -284,3 +292,164 @@ def comparison(store, a, b, limit=0.05, pattern=None, group_by=None):
                              f"latency.l1d)")
     return compare(a_answers, b_answers, limit, a_label, b_label, history=history,
                    n_history=n_history, guest=guest)
+
+
+# ---- fleet views: every machine of a shared store ----------------------------
+
+def cpu_model(fingerprint) -> str:
+    cpu = (fingerprint or {}).get("cpu") or {}
+    return str(cpu.get("model_name") or cpu.get("vendor") or "unknown CPU").strip()
+
+
+def machines_document(store):
+    """Every machine in the store with its latest survey."""
+    from .machine import label
+    out = []
+    for m in store.machines():
+        survey = m["last_survey"]
+        out.append({"machine_id": m["machine_id"], "row_ids": m["row_ids"],
+                    "label": label(m["fingerprint"]),
+                    "cpu_model": cpu_model(m["fingerprint"]), "hosts": m["hosts"],
+                    "n_runs": m["n_runs"], "last_run": m["last_run"],
+                    "last_survey": None if survey is None else {
+                        k: survey.get(k) for k in ("id", "started", "status", "preset", "labels")}})
+    return {"fleet_schema_version": FLEET_SCHEMA_VERSION, "kind": "machines",
+            "store": str(store.path), "machines": out}
+
+
+def _machine_answers(store, machine, runs):
+    """(sources, answers) of `machine`: the answers of its newest complete
+    run of each experiment (else its newest run of it), so a later survey
+    of a few experiments (--only) hides none of the others; `sources` are
+    the surveys (or, outside surveys, the runs) they come from."""
+    rows = set(machine["row_ids"])
+    mine = [r for r in runs if r.get("machine_id") in rows]            # newest first
+    chosen = sorted(latest_per_experiment(mine), key=lambda r: (r["started"], r["id"]))
+    answers = []
+    for r in chosen:
+        answers += [dict(a, run_id=r["id"], experiment=r["experiment"])
+                    for a in run_document(store, r["id"])["answers"]]
+    sources = list(dict.fromkeys(r.get("survey_id") or r["id"] for r in chosen))
+    return sources, answers
+
+
+def fleet_document(store, group_by="machine"):
+    """One row per question, one column per machine (group_by "machine": its
+    newest complete run of each experiment) or
+    per CPU model ("cpu-model": the median of its hosts' values, with the
+    spread min..max across hosts and the verdicts counted)."""
+    if group_by not in GROUPS:
+        raise MemfxError(f"--group-by: expected one of {', '.join(GROUPS)}, got {group_by!r}")
+    machines = machines_document(store)["machines"]
+    if not machines:
+        raise StoreError(f"no machines in {store.path} (run `memfx survey` or `memfx push` first)")
+    per_machine, sources = {}, {}
+    runs = store.runs()
+    for m in machines:
+        sources[m["machine_id"]], answers = _machine_answers(store, m, runs)
+        per_machine[m["machine_id"]] = {a["question"]: a for a in answers}
+    if group_by == "machine":
+        columns = [{"key": m["machine_id"], "label": m["label"], "hosts": m["hosts"],
+                    "machines": [m["machine_id"]], "sources": sources[m["machine_id"]]}
+                   for m in machines]
+    else:
+        models = {}
+        for m in machines:
+            models.setdefault(m["cpu_model"], []).append(m)
+        columns = [{"key": model, "label": model, "machines": [m["machine_id"] for m in ms],
+                    "hosts": sorted({h for m in ms for h in m["hosts"]}),
+                    "sources": list(dict.fromkeys(x for m in ms for x in sources[m["machine_id"]]))}
+                   for model, ms in sorted(models.items())]
+    questions = {}
+    for answers in per_machine.values():
+        for qid, a in answers.items():
+            questions.setdefault(qid, {k: a.get(k) for k in ("question", "asks", "unit", "better",
+                                                            "seed")})
+    rows = []
+    for qid in sorted(questions):
+        cells = {}
+        for col in columns:
+            found = [per_machine[mid][qid] for mid in col["machines"] if qid in per_machine[mid]]
+            cells[col["key"]] = _cell(found, group_by)
+        rows.append(dict(questions[qid], cells=cells))
+    return {"fleet_schema_version": FLEET_SCHEMA_VERSION, "kind": "fleet", "group_by": group_by,
+            "store": str(store.path), "columns": columns, "questions": rows}
+
+
+def _cell(answers, group_by):
+    if not answers:
+        return {"verdict": "not_measured", "value": None, "ci_low": None, "ci_high": None,
+                "n_hosts": 0}
+    if group_by == "machine":
+        a = answers[0]
+        return {k: a.get(k) for k in ("verdict", "value", "ci_low", "ci_high", "because")} | {
+            "n_hosts": 1}
+    values = [a["value"] for a in answers if isinstance(a.get("value"), (int, float))]
+    verdicts = {}
+    for a in answers:
+        verdicts[a.get("verdict")] = verdicts.get(a.get("verdict"), 0) + 1
+    return {"value": statistics.median(values) if values else None,
+            "spread_low": min(values) if values else None,
+            "spread_high": max(values) if values else None,
+            "verdict": max(verdicts, key=verdicts.get) if len(verdicts) == 1 else "mixed",
+            "verdicts": verdicts, "n_hosts": len(answers)}
+
+
+def group_answers(store, model_key):
+    """(label, answers) of the machines whose CPU model contains `model_key`
+    (case-insensitive; one model must match): per question the median of
+    the hosts' values, and as its interval the spread min..max across hosts
+    (memfx compare reads it as the CI: a conservative stand-in)."""
+    if not model_key.strip():
+        raise MemfxError("--group-by cpu-model: an empty CPU model names no machines")
+    machines = machines_document(store)["machines"]
+    models = sorted({m["cpu_model"] for m in machines})
+    matching = [m for m in models if model_key.lower() in m.lower()]
+    exact = [m for m in models if m.lower() == model_key.lower()]
+    if exact:
+        matching = exact
+    if not matching:
+        raise MemfxError(f"no CPU model matching {model_key!r} in {store.path}; "
+                         f"known: {'; '.join(models) or 'none'}")
+    if len(matching) > 1:
+        raise MemfxError(f"CPU model {model_key!r} is ambiguous: {'; '.join(matching)}")
+    model = matching[0]
+    doc = fleet_document(store, "cpu-model")
+    answers = []
+    for row in doc["questions"]:
+        cell = row["cells"].get(model) or {}
+        if not cell.get("n_hosts"):
+            continue
+        answers.append({k: row.get(k) for k in ("question", "asks", "unit", "better", "seed")} | {
+            "verdict": cell["verdict"], "value": cell["value"],
+            "ci_low": cell.get("spread_low"), "ci_high": cell.get("spread_high")})
+    n = len([m for m in machines if m["cpu_model"] == model])
+    return f"{model} ({n} machine{'s' if n != 1 else ''})", answers
+
+
+# ---- a `memfx tune` record -------------------------------------------------------
+
+def tune_answers(doc):
+    """One answer per checked candidate (question tune.<tunable>), so that
+    `memfx compare` sets two tune records side by side."""
+    out = []
+    for c in doc.get("candidates") or []:
+        r = c.get("result") or {}
+        verdict = {"faster": fnd.DETECTED, "slower": fnd.DETECTED,
+                   "no_difference": fnd.NOT_DETECTED}.get(r.get("verdict"), fnd.INCONCLUSIVE)
+        out.append({"question": f"tune.{c['tunable']}",
+                    "asks": f"How much faster does the program run with {c['tunable']} changed?",
+                    "seed": "002", "unit": "x", "better": "higher", "verdict": verdict,
+                    "value": r.get("speedup"), "ci_low": r.get("ci_low"),
+                    "ci_high": r.get("ci_high"),
+                    "because": f"{c['id']}: {tune_result_text(r)}; {c['reason']}",
+                    "estimator": "median of paired speedups (baseline / candidate per round)",
+                    "evidence": [], "details": []})
+    return out
+
+
+def tune_result_text(r):
+    if not r or r.get("speedup") is None:
+        return "not measured"
+    gain, lo, hi = (signed_percent(r[k] - 1) for k in ("speedup", "ci_low", "ci_high"))
+    return f"{r['verdict'].replace('_', ' ')}, gain {gain} [{lo}, {hi}] over {r['n']} rounds"

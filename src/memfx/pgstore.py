@@ -27,8 +27,9 @@ import sys
 import urllib.parse
 
 from .errors import StoreError, StoreUnavailable
-from .store import (_SCHEMA_V1, BUSY_TIMEOUT_MS, SCHEMA_VERSION, Store, default_db_path,
-                    utcnow_iso)
+from .store_sql import (_SCHEMA_V1, BUSY_TIMEOUT_MS, SCHEMA_VERSION, _survey_dict,
+                        default_db_path, utcnow_iso)
+from .store_sqlite import Store
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 
@@ -385,7 +386,6 @@ class PostgresStore(Store):
             survey_id = Store.begin_survey(store, *args)
             with store._read() as conn:
                 row = conn.execute("SELECT * FROM surveys WHERE id = ?", (survey_id,)).fetchone()
-            from .store import _survey_dict
             store._journal_surveys[survey_id] = _survey_dict(row)
             return survey_id
         return self._journaled(begin_survey, preset, argv, note, labels)

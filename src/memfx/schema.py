@@ -22,12 +22,10 @@ import time
 from dataclasses import dataclass, field
 
 from .errors import MemfxError
+from .status import COMPLETE, FAILED, INTERRUPTED, RUNNING, STATUSES  # noqa: F401 (re-exported)
 
 EXPORT_FORMAT = "memfx-run"
 EXPORT_FORMAT_VERSION = 2
-
-RUNNING, COMPLETE, INTERRUPTED, FAILED = "running", "complete", "interrupted", "failed"
-STATUSES = (RUNNING, COMPLETE, INTERRUPTED, FAILED)
 
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -592,12 +590,23 @@ def _check_envelope(doc) -> None:
                           f"sample replicas (format 2 does)")
 
 
+# The store knows no experiment: the package (memfx/__init__.py) hands in
+# the function that finds an experiment's parameter declarations.
+_param_declarations = None
+
+
+def declare_params(lookup) -> None:
+    """Set how to find what an experiment declares: ``lookup(name)`` gives
+    {name: Param}, {} for an experiment it does not know."""
+    global _param_declarations
+    _param_declarations = lookup
+
+
 def _declared_params(experiment: str) -> dict:
     """{name: Param} the experiment declares now; {} for an experiment this
-    version does not know (its parameters are then only checked as data)."""
-    from .experiments import get_experiment
-    exp = get_experiment(experiment, missing_ok=True)
-    return {p.name: p for p in exp.all_params()} if exp is not None else {}
+    version does not know, or with no lookup handed in (its parameters are
+    then only checked as data)."""
+    return _param_declarations(experiment) if _param_declarations is not None else {}
 
 
 def check_params(experiment: str, params: dict, path: str = "run.params") -> None:

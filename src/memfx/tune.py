@@ -46,13 +46,15 @@ import numpy as np
 
 from . import findings as fnd
 from . import stats
-from .advise import _pct
+from .documents import TUNE_ARTIFACT as ARTIFACT  # noqa: F401 (re-exported)
+from .documents import tune_answers as answers  # noqa: F401 (re-exported)
+from .documents import tune_result_text as _result_text
 from .errors import MemfxError
+from .units import signed_percent as _pct
 
 SCHEMA_VERSION = 1
 TUNE_KIND = "memfx-tune"
 EXPERIMENT = "tune"          # the pseudo-experiment name of a tune record in the store
-ARTIFACT = "tune"
 MAX_CANDIDATES = 4
 DEFAULT_ROUNDS = 7
 DEFAULT_TIMEOUT_S = 300.0
@@ -603,32 +605,6 @@ def _finish(store, run_id, samples, doc, status, error):
 
 
 # ---- reading it back -------------------------------------------------------------
-
-def answers(doc):
-    """One answer per checked candidate (question tune.<tunable>), so that
-    `memfx compare` sets two tune records side by side."""
-    out = []
-    for c in doc.get("candidates") or []:
-        r = c.get("result") or {}
-        verdict = {"faster": fnd.DETECTED, "slower": fnd.DETECTED,
-                   "no_difference": fnd.NOT_DETECTED}.get(r.get("verdict"), fnd.INCONCLUSIVE)
-        out.append({"question": f"tune.{c['tunable']}",
-                    "asks": f"How much faster does the program run with {c['tunable']} changed?",
-                    "seed": "002", "unit": "x", "better": "higher", "verdict": verdict,
-                    "value": r.get("speedup"), "ci_low": r.get("ci_low"),
-                    "ci_high": r.get("ci_high"),
-                    "because": f"{c['id']}: {_result_text(r)}; {c['reason']}",
-                    "estimator": "median of paired speedups (baseline / candidate per round)",
-                    "evidence": [], "details": []})
-    return out
-
-
-def _result_text(r):
-    if not r or r.get("speedup") is None:
-        return "not measured"
-    return (f"{r['verdict'].replace('_', ' ')}, gain {_pct(r['speedup'] - 1)} "
-            f"[{_pct(r['ci_low'] - 1)}, {_pct(r['ci_high'] - 1)}] over {r['n']} rounds")
-
 
 def _interval(lo, hi):
     """Sizes lo..hi (hi None: no end) as a half-open interval: [2112, 4K)."""

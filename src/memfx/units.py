@@ -43,3 +43,9 @@ def human_size(n):
         if n >= f:
             return f"{n / f:.1f} {suffix}"
     return f"{n:.0f} B"
+
+
+def signed_percent(x) -> str:
+    """A relative change as a signed percentage (0.125 -> "+12.5%"); "?" for
+    None."""
+    return "?" if x is None else f"{x * 100:+.1f}%"

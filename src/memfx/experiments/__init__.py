@@ -21,10 +21,17 @@ def get_experiment(name, missing_ok=False):
     return exp
 
 
+def declared_params(name):
+    """{parameter name: Param} the experiment ``name`` declares; {} for an
+    experiment this version does not know."""
+    exp = REGISTRY.get(name)
+    return {p.name: p for p in exp.all_params()} if exp is not None else {}
+
+
 def all_experiments():
     """Registered experiments in survey order (each declares ``order``)."""
     return sorted(REGISTRY.values(), key=lambda e: (getattr(e, "order", 100), e.name))
 
 
 __all__ = ["Experiment", "Param", "Point", "Region", "Trial", "register", "get_experiment",
-           "all_experiments", "REGISTRY"]
+           "declared_params", "all_experiments", "REGISTRY"]

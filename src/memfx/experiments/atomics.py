@@ -35,9 +35,9 @@ from ..errors import MemfxError
 from ..findings import DETECTED, NOT_DETECTED
 from ..plotspec import PlotSpec
 from .base import Experiment, Param, Point, Trial, register
-from .sharing import (CONCURRENT_SHARE_MIN, MAX_THREADS, KernelReport, calibrated_count,
-                      check_call, concurrent_share, concurrent_values, cpu_text, parse_cpu_text,
-                      read_area, resolve_cpus, samples_of, shared_area)
+from ._kit import (CONCURRENT_SHARE_MIN, MAX_THREADS, KernelReport, calibrated_count, check_call,
+                   concurrent_share, concurrent_values, cpu_text, parse_cpu_text, read_area,
+                   resolve_cpus, samples_of, shared_area)
 
 KERNELS = {"fetch_add": "at_fetch_add", "add_fetch": "at_add_fetch", "cas": "at_cas",
            "xchg": "at_xchg", "plain": "at_plain", "remote": "at_remote"}

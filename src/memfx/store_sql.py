@@ -1,0 +1,361 @@
+"""What the SQLite and the PostgreSQL store share: the schema (as created,
+then migrated), the constants, and the conversions between rows and dicts
+(runs, surveys, samples, labels, the raw export).  No connection is opened
+here; store_sqlite.Store and pgstore.PostgresStore run the queries."""
+from __future__ import annotations
+
+import calendar
+import json
+import math
+import os
+import re
+import sqlite3
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from .errors import StoreError
+from .schema import POINT, SchemaError, readable, readable_params, validate_export
+from .status import INTERRUPTED, RUNNING, STATUSES
+
+SCHEMA_VERSION = 4
+APPLICATION_ID = 0x4D454D46  # "MEMF": marks the file as a memfx results DB
+
+BUSY_TIMEOUT_MS = 30_000
+
+# Sample fields in column order; the value is the default for a missing key.
+SAMPLE_DEFAULTS = {
+    "arm": None, "point": None, "metric": None, "unit": None, "value": None,
+    "length": None, "ns": None, "ticks": None, "cycles_est": None,
+    "counters": None, "rejected": False, "reason": None, "replica": 0,
+}
+REQUIRED_SAMPLE_KEYS = ("metric",)
+
+_SCHEMA_V1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE machines (
+    id INTEGER PRIMARY KEY,
+    fingerprint_hash TEXT NOT NULL UNIQUE,
+    fingerprint TEXT NOT NULL
+);
+CREATE TABLE surveys (
+    id TEXT PRIMARY KEY, started TEXT NOT NULL, finished TEXT,
+    status TEXT NOT NULL, preset TEXT, argv TEXT, note TEXT,
+    pid INTEGER, host TEXT
+);
+CREATE TABLE runs (
+    id TEXT PRIMARY KEY, survey_id TEXT, experiment TEXT NOT NULL,
+    status TEXT NOT NULL, started TEXT NOT NULL, finished TEXT,
+    preset TEXT, params TEXT, machine_id INTEGER, memfx_version TEXT,
+    error TEXT, duration_s REAL, pid INTEGER, host TEXT,
+    started_unix REAL
+);
+CREATE INDEX runs_by_experiment ON runs(experiment);
+CREATE INDEX runs_by_survey ON runs(survey_id);
+CREATE INDEX runs_by_started ON runs(started);
+CREATE TABLE samples (
+    run_id TEXT NOT NULL, seq INTEGER NOT NULL, arm TEXT, point TEXT,
+    metric TEXT, unit TEXT, value REAL, length INTEGER, ns REAL,
+    ticks INTEGER, cycles_est REAL, counters TEXT,
+    rejected INTEGER NOT NULL DEFAULT 0, reason TEXT,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE artifacts (
+    run_id TEXT NOT NULL, name TEXT NOT NULL, data TEXT,
+    PRIMARY KEY (run_id, name)
+);
+"""
+
+# MIGRATIONS[v] turns a schema-v database into schema v+1. Each runs inside
+# the opening transaction, so a failed migration leaves the file as it was.
+Migration = Callable[[sqlite3.Connection], None]
+
+
+def _add_labels(conn: sqlite3.Connection) -> None:
+    # Schema 2: user labels (--label key=value) as a JSON object per run and
+    # survey; NULL (older rows) reads as no labels.
+    conn.execute("ALTER TABLE runs ADD COLUMN labels TEXT")
+    conn.execute("ALTER TABLE surveys ADD COLUMN labels TEXT")
+
+
+def _add_machine_state(conn: sqlite3.Connection) -> None:
+    # Schema 3: machines are keyed by the stable machine id (machine.identity:
+    # what does not change between runs); each run keeps its own full
+    # fingerprint, volatile state included (free memory, TSC, governor).
+    # NULL (older rows) reads as the machine row's fingerprint.
+    conn.execute("ALTER TABLE runs ADD COLUMN machine_state TEXT")
+
+
+def _add_replica(conn: sqlite3.Connection) -> None:
+    # Schema 4: every sample names the replica (worker process) that took it;
+    # older rows were all measured by one process, replica 0.
+    conn.execute("ALTER TABLE samples ADD COLUMN replica INTEGER NOT NULL DEFAULT 0")
+
+
+MIGRATIONS: dict[int, Migration] = {1: _add_labels, 2: _add_machine_state, 3: _add_replica}
+
+# Label keys and values: short, printable, no "=" in keys.
+_LABEL_KEY = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+LABEL_VALUE_MAX = 200
+
+_RUN_COLUMNS = ("id", "survey_id", "experiment", "status", "started", "finished",
+                "preset", "params", "machine_id", "memfx_version", "error",
+                "duration_s", "pid", "host")
+_SURVEY_COLUMNS = ("id", "started", "finished", "status", "preset", "argv",
+                   "note", "pid", "host")
+
+
+def default_db_path() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "memfx" / "results.db"
+
+
+def utcnow_iso(t: float | None = None) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if t is None else t))
+
+
+def _iso_to_unix(stamp: str) -> float:
+    try:
+        return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
+    except (TypeError, ValueError):
+        raise StoreError(f"bad timestamp {stamp!r} (want e.g. 2026-11-21T23:25:01Z)") from None
+
+
+def _dumps(obj, what: str) -> str:
+    # sort_keys makes equal dicts equal strings, so SQL can group and dedupe.
+    try:
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError) as e:
+        raise StoreError(f"{what} cannot be stored as JSON: {e}") from None
+
+
+_UNREADABLE = object()
+
+
+def _loads(text, empty=None):
+    """Stored JSON text -> value. Readers must cope with what older versions
+    (or a hand-edited file) stored: unparsable text, or a value of another
+    type than `empty` (a list where a dict belongs), reads as `empty`."""
+    if not isinstance(text, str):
+        return empty
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return empty
+    if isinstance(empty, (dict, list)) and not isinstance(value, type(empty)):
+        return empty
+    return value
+
+
+def _pid_alive(pid) -> bool:
+    # Anything but a positive int (an import may carry "abc" or -1) names no
+    # process of ours: kill(0) or kill(-1) would even address a group.
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return not _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    # A killed child its parent has not reaped yet still answers kill(pid, 0).
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] == "Z"
+
+
+def _is_busy(error: sqlite3.Error) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF == sqlite3.SQLITE_BUSY
+
+
+def _check_status(status: str, allowed=STATUSES) -> None:
+    if status not in allowed:
+        raise StoreError(f"bad status {status!r}; expected one of {', '.join(allowed)}")
+
+
+
+LATEST_SURVEY = "latest-survey"
+
+_INSERT_SAMPLE = ("INSERT INTO samples(run_id, seq, " + ", ".join(SAMPLE_DEFAULTS) + ")"
+                  " VALUES (" + ", ".join("?" * (len(SAMPLE_DEFAULTS) + 2)) + ")")
+
+_SELECT_RUNS = ("SELECT r.*, (SELECT count(*) FROM samples s WHERE s.run_id = r.id)"
+                " AS n_samples FROM runs r")
+_NEWEST_FIRST = " ORDER BY r.started DESC, r.rowid DESC"
+
+
+def _stamp(t: float) -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime(t))
+
+
+def _slug(name: str) -> str:
+    # Keeps ids safe to type and to use as file names.
+    return re.sub(r"[^A-Za-z0-9_.]+", "_", name) or "run"
+
+
+def _exists(conn: sqlite3.Connection, table: str, item_id: str) -> bool:
+    return conn.execute(f"SELECT 1 FROM {table} WHERE id = ?", (item_id,)).fetchone() is not None
+
+
+def _sample_row(sample: dict) -> tuple:
+    if not isinstance(sample, dict):
+        raise StoreError(f"a sample must be a dict, not {type(sample).__name__}")
+    unknown = set(sample) - set(SAMPLE_DEFAULTS)
+    if unknown:
+        raise StoreError(f"unknown sample field(s): {', '.join(sorted(unknown))}")
+    missing = [k for k in REQUIRED_SAMPLE_KEYS if sample.get(k) is None]
+    if missing:
+        raise StoreError(f"sample lacks {', '.join(missing)}")
+    values = {**SAMPLE_DEFAULTS, **sample}
+    for key in ("point", "counters"):
+        if values[key] is None:
+            values[key] = {}
+        if not isinstance(values[key], dict):
+            raise StoreError(f"sample {key} must be a dict")
+        values[key] = _dumps(values[key], f"sample {key}")
+    values["rejected"] = 1 if values["rejected"] else 0
+    return tuple(values.values())
+
+
+def _sample_dict(row: sqlite3.Row, points: Optional[dict] = None) -> dict:
+    """One stored sample as a dict; ``points`` caches decoded point texts
+    (each sample still gets its own copy)."""
+    sample = {"seq": row["seq"]}
+    for key in SAMPLE_DEFAULTS:
+        sample[key] = row[key]
+    text = row["point"]
+    if points is not None and isinstance(text, str):
+        if text not in points:
+            points[text] = readable(POINT, _loads(text, {})) or {}
+        sample["point"] = dict(points[text])
+    else:
+        sample["point"] = readable(POINT, _loads(text, {})) or {}
+    sample["counters"] = _loads(row["counters"], {})
+    sample["rejected"] = bool(row["rejected"])
+    for key in ("value", "ns", "cycles_est"):
+        if not _finite_number(sample[key]):
+            sample[key] = None          # SQLite turns NaN into NULL; text is unusable
+    garbled = []
+    for key in ("length", "ticks"):
+        if sample[key] is not None and not (isinstance(sample[key], int) and sample[key] >= 0):
+            sample[key] = None
+            garbled.append(key)
+    if not (isinstance(sample["replica"], int) and sample["replica"] >= 0):
+        sample["replica"] = 0
+    for key in ("arm", "metric", "unit", "reason"):
+        if sample[key] is not None and not isinstance(sample[key], str):
+            sample[key] = str(sample[key])
+    problem = None if sample["rejected"] else (
+        f"{', '.join(garbled)} not an integer" if garbled else _unusable(sample))
+    if problem:
+        # Analysis takes accepted samples at face value; one that older
+        # versions let in without a usable measurement is set aside.
+        sample.update(rejected=True, reason=f"unusable stored sample: {problem}")
+    return sample
+
+
+def _finite_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _unusable(sample: dict) -> str | None:
+    if sample["metric"] is None:
+        return "no metric"
+    if sample["value"] is None or sample["value"] < 0:
+        return "no valid value"
+    if sample["length"] is not None and not (sample["ns"] and sample["value"] and sample["length"]):
+        return "value, ns and length must be positive"
+    return None
+
+
+def _run_dict(row: sqlite3.Row) -> dict:
+    run = {c: row[c] for c in _RUN_COLUMNS}
+    for key in ("id", "survey_id", "experiment", "status", "started", "finished", "preset",
+                "memfx_version", "error", "host"):
+        if run[key] is not None and not isinstance(run[key], str):
+            run[key] = str(run[key])
+    if not _finite_number(run["duration_s"]):
+        run["duration_s"] = None
+    if not isinstance(run["pid"], int):
+        run["pid"] = None
+    run["params"] = readable_params(run["experiment"], _loads(row["params"], {}))
+    run["n_samples"] = row["n_samples"]
+    run["labels"] = _labels_of(row["labels"] if "labels" in row.keys() else None)
+    return run
+
+
+def check_labels(labels) -> dict:
+    """Labels as a {key: value} dict of short printable strings, or StoreError."""
+    if labels is None:
+        return {}
+    if not isinstance(labels, dict):
+        raise StoreError("labels must be key=value pairs")
+    for key, value in labels.items():
+        if not isinstance(key, str) or not _LABEL_KEY.fullmatch(key):
+            raise StoreError(f"bad label key {key!r}: use 1-64 letters, digits, _ . : -")
+        if not isinstance(value, str) or len(value) > LABEL_VALUE_MAX or not value.isprintable():
+            raise StoreError(f"bad label value for {key}: up to {LABEL_VALUE_MAX} printable characters")
+    return dict(labels)
+
+
+def _labels_of(text) -> dict:
+    # Robust to what was stored: anything but an object of strings reads as
+    # no labels rather than breaking `memfx runs`.
+    try:
+        labels = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    if not isinstance(labels, dict):
+        return {}
+    return {str(k): str(v) for k, v in labels.items()}
+
+
+def _survey_dict(row: sqlite3.Row) -> dict:
+    survey = {c: row[c] for c in _SURVEY_COLUMNS}
+    survey["argv"] = _loads(row["argv"], [])
+    if not isinstance(survey["pid"], int):
+        survey["pid"] = None
+    survey["labels"] = _labels_of(row["labels"] if "labels" in row.keys() else None)
+    return survey
+
+
+def _insert_survey(conn: sqlite3.Connection, survey: dict) -> None:
+    if not isinstance(survey.get("id"), str) or not isinstance(survey.get("started"), str):
+        raise StoreError("imported survey lacks id or started")
+    values = [survey.get(c) for c in _SURVEY_COLUMNS]
+    values[_SURVEY_COLUMNS.index("argv")] = _dumps(survey.get("argv") or [], "argv")
+    values.append(_dumps(check_labels(survey.get("labels")), "labels"))
+    conn.execute(f"INSERT INTO surveys({', '.join(_SURVEY_COLUMNS)}, labels)"
+                 f" VALUES ({', '.join('?' * (len(_SURVEY_COLUMNS) + 1))})", values)
+
+
+def _check_export_doc(doc) -> dict:
+    """Validate a whole export document (memfx.schema); returns its run dict."""
+    try:
+        return validate_export(doc)["run"]
+    except SchemaError as e:
+        raise StoreError(str(e)) from None
+
+
+def _csv_cell(value):
+    # Nested point values (lists, dicts) stay readable and parseable.
+    return _dumps(value, "point value") if isinstance(value, (list, dict)) else value
+
+
+def _imported_as_settled(doc: dict) -> dict:
+    """An imported run (and its survey) still marked running was cut off where
+    it was exported: it is stored as interrupted, so that no process here
+    seems to own it (rm and prune would never let it go)."""
+    out = dict(doc)
+    for key in ("run", "survey"):
+        item = doc.get(key)
+        if item and item.get("status") == RUNNING:
+            out[key] = dict(item, status=INTERRUPTED)
+    return out
