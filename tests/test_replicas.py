@@ -280,7 +280,7 @@ def test_a_host_shared_value_in_a_guest_gets_the_drift_band_until_there_is_histo
     b = dict(_num("x.y", 11.5, 11.4, 11.6), host_shared=True)        # +15 %
     assert _row(a, b)["verdict"] == REGRESSED                        # bare metal: the threshold
     row = compare_answers(a, b, 0.05, guest=True)
-    assert row["verdict"] == UNCHANGED and row["band"] == pytest.approx(0.25)
+    assert row["verdict"] == UNCHANGED and row["band"] == pytest.approx(0.254, abs=0.002)
     assert row["band_source"].startswith("guest drift")
     # a question the host does not share keeps the threshold in a guest
     plain = compare_answers(_num("x.y", 10, 9.9, 10.1), _num("x.y", 11.5, 11.4, 11.6), 0.05,
@@ -311,3 +311,26 @@ def test_a_share_question_combines_on_the_linear_scale():
     out = combine_replicas(q, reps[0], reps)
     assert out["ci_high"] < 0.05 and out["ci_low"] == 0.0      # on the log scale: 1e10
     assert out["verdict"] == NOT_DETECTED
+
+
+def test_a_host_shared_answer_measured_in_a_guest_has_a_ci_wide_enough_for_the_drift():
+    q = Question("x.bw", "?", "GB/s", "004", "median", better="higher", host_shared=True)
+    pooled = {"question": "x.bw", "verdict": MEASURED, "value": 12.0}
+    per = [{"verdict": MEASURED, "value": v, "ci_low": v * 0.99, "ci_high": v * 1.01}
+           for v in (11.9, 12.0, 12.1)]
+    tight = combine_replicas(q, pooled, per)
+    wide = combine_replicas(q, pooled, per, drift_cv=0.08)
+    assert tight["ci_high"] / tight["ci_low"] < 1.1
+    # 1.96 x 8 % in quadrature: the next survey's 10 % drift falls inside
+    assert wide["ci_low"] < 12.0 / 1.1 and wide["ci_high"] > 12.0 * 1.1
+    assert "drift" in wide["ci_scope"]
+    # a question the host does not share keeps its replica CI in a guest
+    plain = Question("x.l1", "?", "GB/s", "004", "median", better="higher")
+    assert combine_replicas(plain, pooled, per, drift_cv=0.08)["ci_low"] == tight["ci_low"]
+    # an effect decided by its band is decided on the widened CI
+    eff = Question("x.r", "?", "ratio", "004", "ratio", band=EFFECT_BAND, host_shared=True)
+    pooled = {"question": "x.r", "verdict": DETECTED, "value": 1.12}
+    per = [{"verdict": DETECTED, "value": v, "ci_low": v - 0.01, "ci_high": v + 0.01}
+           for v in (1.11, 1.12, 1.13)]
+    assert combine_replicas(eff, pooled, per)["verdict"] == DETECTED
+    assert combine_replicas(eff, pooled, per, drift_cv=0.08)["verdict"] == INCONCLUSIVE

@@ -75,7 +75,7 @@ class Question:
     scale: str = "log"
     # The value rests on what a VM's host shares with its other guests (the
     # last-level cache, memory): between sessions minutes apart it drifts
-    # more than its replicas spread within one (compare's guest_drift_band).
+    # more than its replicas spread within one (guest_drift_cv).
     host_shared: bool = False
 
     def __post_init__(self):
@@ -273,13 +273,22 @@ def band_verdict(band, ci_low, ci_high) -> str:
 # replicas: one answer from the answers of independent worker processes
 
 
+def widen_for_drift(value, lo, hi, cv):
+    """(lo, hi) widened on the log scale: each half-width h becomes
+    sqrt(h^2 + (z cv)^2), z of the ci_level normal interval."""
+    z = {0.90: 1.645, 0.95: 1.960, 0.99: 2.576}.get(round(threshold("ci_level"), 2), 1.960)
+    d = z * cv
+    h_lo, h_hi = math.log(value / lo), math.log(hi / value)
+    return (value * math.exp(-math.hypot(h_lo, d)), value * math.exp(math.hypot(h_hi, d)))
+
+
 def _fmt(v) -> str:
     return "-" if v is None else f"{v:.3g}"
 
 
 def combine_replicas(q: Question, pooled: Mapping[str, Any],
                      per_replica: Sequence[Optional[Mapping[str, Any]]],
-                     seed: int = 0) -> Dict[str, Any]:
+                     seed: int = 0, drift_cv: float = 0.0) -> Dict[str, Any]:
     """The answer of a run measured in several replicas (worker processes).
 
     ``pooled`` is the answer of the analysis of every replica's samples
@@ -294,7 +303,11 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
     - An effect question (with a band) is decided by that CI against its
       band; any other detected / not detected verdict stands only when every
       replica that answered agrees, else it is inconclusive.
-    - ``replicas`` keeps each replica's verdict, value and CI."""
+    - ``replicas`` keeps each replica's verdict, value and CI.
+    - ``drift_cv`` > 0 (a guest, guest_drift_cv) widens the CI of a
+      host-shared question's answer by z x drift_cv in quadrature on the log
+      scale: replicas minutes apart do not see the host's drift over tens of
+      minutes, and a CI that the next run falls outside of is a bug."""
     out = dict(pooled)
     out["replicas"] = [
         {"replica": i, "verdict": a.get("verdict"), "value": a.get("value"),
@@ -319,6 +332,10 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
         if c["ci_low"] is not None:
             lo, hi = min(c["ci_low"], value), max(c["ci_high"], value)
         out["ci_scope"] = f"{len(valued)} replicas"
+        if lo is not None and drift_cv > 0 and q.host_shared and q.scale == "log" \
+                and lo > 0 and value > 0:
+            lo, hi = widen_for_drift(value, lo, hi, drift_cv)
+            out["ci_scope"] += f" + the host's drift (CV {drift_cv:.0%}, a guest)"
     elif value is not None:
         notes.append(f"measured by {len(valued)} of {len(per_replica)} replicas: no "
                      f"replica-level CI")

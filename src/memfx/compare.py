@@ -25,9 +25,10 @@ machine's own history where the store holds at least
 sqrt(2) x the standard deviation of that question's log value over them
 (the ratio of two new surveys).  With
 no such history, a question whose value rests on what a VM's host shares
-(``Question.host_shared``: its LLC, its memory) gets ``guest_drift_band``
-when either side ran in a guest: such values drift between sessions far
-more than their replicas spread within one.  Each row says which band it
+(``Question.host_shared``: its LLC, its memory) gets the band of a history
+whose spread is ``guest_drift_cv`` when either side ran in a guest: such
+values drift between sessions far more than their replicas spread within
+one.  Each row says which band it
 used.
 
 The ratio's CI is the pooled two-sample Student-t interval over both
@@ -132,7 +133,7 @@ def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float,
     """One row of the comparison for two answers to the same question;
     ``spread``: the question's run-to-run spread (log SD) over the
     ``n_history`` surveys of the machine's history; ``guest``: a side ran in
-    a VM guest (the host-shared questions' drift, guest_drift_band, applies
+    a VM guest (the host-shared questions' drift, guest_drift_cv, applies
     where there is no history)."""
     row = {"question": a.get("question") or b.get("question"),
            "asks": b.get("asks") or a.get("asks"), "unit": b.get("unit") or a.get("unit"),
@@ -148,8 +149,8 @@ def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float,
         if widened > band:
             band = widened
             row["band_source"] = f"history ({n_history} earlier surveys)"
-    elif guest and shared and threshold("guest_drift_band") > band:
-        band = threshold("guest_drift_band")
+    elif guest and shared and history_band(threshold("guest_drift_cv")) > band:
+        band = history_band(threshold("guest_drift_cv"))
         row["band_source"] = ("guest drift (the value rests on the host's shared cache or "
                               "memory; no history of this machine)")
     row["band"] = band
@@ -229,9 +230,9 @@ def compare(a_answers: Iterable[Mapping[str, Any]], b_answers: Iterable[Mapping[
             "band": (f"widened by the machine's history ({n_history} earlier surveys)"
                      if history else "the threshold (fewer than "
                      f"{threshold('history_min_surveys')} earlier surveys of this machine)"
-                     + (f"; {threshold('guest_drift_band'):.0%} for the questions resting on "
-                        f"the host's shared cache or memory (a VM guest)" if guest and not history
-                        else "")),
+                     + (f"; {history_band(threshold('guest_drift_cv')):.0%} for the questions "
+                        f"resting on the host's shared cache or memory (a VM guest)"
+                        if guest and not history else "")),
             "guest": guest,
             "rows": rows, "counts": counts,
             "regressed": [r["question"] for r in rows if r["verdict"] == REGRESSED],

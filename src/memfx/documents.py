@@ -254,16 +254,9 @@ def compare_history(store, a_doc, b_doc):
 def ran_in_guest(doc):
     """Whether a run's or a survey's document was measured in a VM guest
     (its fingerprint's hypervisor, else the CPUID hypervisor flag)."""
+    from .results import ran_in_guest as machine_in_guest
     docs = [doc] + list(doc.get("documents") or [])
-    for d in docs:
-        machine = d.get("machine") or {}
-        hv = machine.get("hypervisor")
-        if isinstance(hv, dict) and "present" in hv:
-            return bool(hv["present"])
-        flags = machine.get("flags")
-        if isinstance(flags, dict) and flags:
-            return bool(flags.get("hypervisor"))
-    return False
+    return any(machine_in_guest(d.get("machine")) for d in docs)
 
 
 def comparison(store, a, b, limit=0.05, pattern=None, group_by=None):

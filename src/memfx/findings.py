@@ -82,13 +82,14 @@ THRESHOLDS: Dict[str, Threshold] = _thresholds(
     Threshold("history_sigmas", 2.0, "sigmas",
               "how many run-to-run standard deviations (of the log value over the history's "
               "surveys, x sqrt(2) for two runs) the widened band of `compare` spans"),
-    Threshold("guest_drift_band", 0.25, "ratio",
-              "`compare`'s band for a question whose value rests on what a VM's host shares "
-              "(Question.host_shared: the LLC, memory) when either side ran in a guest and the "
-              "store holds too few earlier surveys of the machine for its own history: on a "
-              "2-vCPU KVM guest L3 and DRAM bandwidths moved with a 6-10 % CV between quick "
-              "surveys minutes apart, while their replicas within a survey agreed to 1-3 % "
-              "(issue 22's A/A), so one pair resolves no less than ~2 x sqrt(2) x 9 %"),
+    Threshold("guest_drift_cv", 0.08, "CV",
+              "run-to-run spread assumed for a value that rests on what a VM's host shares "
+              "(Question.host_shared: the LLC, memory) when measured in a guest: on a 2-vCPU "
+              "KVM guest L3 and DRAM bandwidths moved with a 6-10 % CV between quick surveys "
+              "minutes apart while their replicas within one survey agreed to 1-3 % (issue "
+              "22's A/A). It widens such an answer's CI (in quadrature, z x CV on the log "
+              "scale) and is `compare`'s band for it where the store has too few earlier "
+              "surveys of the machine (history_sigmas x sqrt(2) x CV: 25 %)"),
     Threshold("noisy_margin", 2.0, "x band",
               "a regression between runs whose cautions say they were noisy is called one only "
               "when its CI clears this multiple of the band; else it reads `noisy`"),

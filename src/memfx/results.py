@@ -284,8 +284,21 @@ def _replica_answers(exp, run, samples, replicas, pooled, qmap):
         except Exception:    # noqa: BLE001 -- a replica's partial data; the pooled answer stands
             given = {}
         per.append(given)
-    return [combine_replicas(qmap[a["question"]], a, [p.get(a["question"]) for p in per])
+    drift = fnd.threshold("guest_drift_cv") if ran_in_guest(run.get("machine")) else 0.0
+    return [combine_replicas(qmap[a["question"]], a, [p.get(a["question"]) for p in per],
+                             drift_cv=drift)
             for a in pooled]
+
+
+def ran_in_guest(machine) -> bool:
+    """Whether a fingerprint was taken in a VM guest (its hypervisor entry,
+    else the CPUID hypervisor flag)."""
+    machine = machine or {}
+    hv = machine.get("hypervisor")
+    if isinstance(hv, dict) and "present" in hv:
+        return bool(hv["present"])
+    flags = machine.get("flags")
+    return bool(isinstance(flags, dict) and flags.get("hypervisor"))
 
 
 def findings_view(answers):

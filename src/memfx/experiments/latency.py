@@ -106,7 +106,7 @@ QUESTIONS = (
 QUESTIONS = tuple(replace(q, headline=True) if q.id in ("latency.memory", "latency.l3_capacity")
                   else q for q in QUESTIONS)
 # What rests on the host's shared last-level cache and memory (compare's
-# guest_drift_band): between quick surveys of a KVM guest latency.l3 moved
+# guest_drift_cv): between quick surveys of a KVM guest latency.l3 moved
 # with an 8 % CV and latency.l3_capacity with 16 % (issue 22's A/A).
 QUESTIONS = tuple(replace(q, host_shared=True) if q.id in (
     "latency.l3", "latency.memory", "latency.l3_capacity") else q for q in QUESTIONS)
