@@ -282,10 +282,15 @@ def test_a_host_shared_value_in_a_guest_gets_the_drift_band_until_there_is_histo
     row = compare_answers(a, b, 0.05, guest=True)
     assert row["verdict"] == UNCHANGED and row["band"] == pytest.approx(0.254, abs=0.002)
     assert row["band_source"].startswith("guest drift")
-    # a question the host does not share keeps the threshold in a guest
+    # any other absolute figure gets the clock's band (9 %) in a guest
     plain = compare_answers(_num("x.y", 10, 9.9, 10.1), _num("x.y", 11.5, 11.4, 11.6), 0.05,
                             guest=True)
-    assert plain["verdict"] == REGRESSED and plain["band_source"] == "threshold"
+    assert plain["verdict"] == REGRESSED and plain["band"] == pytest.approx(0.089, abs=0.002)
+    assert "clock" in plain["band_source"]
+    # a ratio of two arms keeps the threshold in a guest
+    r = compare_answers(dict(_num("x.y", 2.0, 1.99, 2.01), unit="ratio"),
+                        dict(_num("x.y", 2.2, 2.19, 2.21), unit="ratio"), 0.05, guest=True)
+    assert r["band_source"] == "threshold"
     # a real move beyond the drift band is still a regression
     c = dict(_num("x.y", 14, 13.9, 14.1), host_shared=True)
     assert compare_answers(a, c, 0.05, guest=True)["verdict"] == REGRESSED
@@ -319,18 +324,22 @@ def test_a_host_shared_answer_measured_in_a_guest_has_a_ci_wide_enough_for_the_d
     per = [{"verdict": MEASURED, "value": v, "ci_low": v * 0.99, "ci_high": v * 1.01}
            for v in (11.9, 12.0, 12.1)]
     tight = combine_replicas(q, pooled, per)
-    wide = combine_replicas(q, pooled, per, drift_cv=0.08)
+    wide = combine_replicas(q, pooled, per, guest=True)
     assert tight["ci_high"] / tight["ci_low"] < 1.1
     # 1.96 x 8 % in quadrature: the next survey's 10 % drift falls inside
     assert wide["ci_low"] < 12.0 / 1.1 and wide["ci_high"] > 12.0 * 1.1
     assert "drift" in wide["ci_scope"]
-    # a question the host does not share keeps its replica CI in a guest
+    # another absolute figure gets the clock's drift (3 %), a count or a
+    # ratio of two arms none
     plain = Question("x.l1", "?", "GB/s", "004", "median", better="higher")
-    assert combine_replicas(plain, pooled, per, drift_cv=0.08)["ci_low"] == tight["ci_low"]
+    clock = combine_replicas(plain, pooled, per, guest=True)
+    assert wide["ci_low"] < clock["ci_low"] < tight["ci_low"] * 0.96
+    ratio = Question("x.q", "?", "ratio", "004", "ratio")
+    assert combine_replicas(ratio, pooled, per, guest=True)["ci_low"] == tight["ci_low"]
     # an effect decided by its band is decided on the widened CI
     eff = Question("x.r", "?", "ratio", "004", "ratio", band=EFFECT_BAND, host_shared=True)
     pooled = {"question": "x.r", "verdict": DETECTED, "value": 1.12}
     per = [{"verdict": DETECTED, "value": v, "ci_low": v - 0.01, "ci_high": v + 0.01}
            for v in (1.11, 1.12, 1.13)]
     assert combine_replicas(eff, pooled, per)["verdict"] == DETECTED
-    assert combine_replicas(eff, pooled, per, drift_cv=0.08)["verdict"] == INCONCLUSIVE
+    assert combine_replicas(eff, pooled, per, guest=True)["verdict"] == INCONCLUSIVE

@@ -286,9 +286,26 @@ def _fmt(v) -> str:
     return "-" if v is None else f"{v:.3g}"
 
 
+# Units of absolute figures: between sessions they move with the clock the
+# host gives a guest's vCPU (guest_clock_cv); ratios of two arms cancel it.
+CLOCK_UNITS = ("ns", "GB/s")
+
+
+def guest_drift_cv(unit: str, host_shared: bool) -> float:
+    """The run-to-run CV a value of this kind is assumed to drift by between
+    sessions of a VM guest that replicas within one session do not see:
+    guest_drift_cv for what rests on the host's shared cache or memory,
+    guest_clock_cv for other absolute figures, 0 for the rest."""
+    if host_shared:
+        return threshold("guest_drift_cv")
+    if unit in CLOCK_UNITS:
+        return threshold("guest_clock_cv")
+    return 0.0
+
+
 def combine_replicas(q: Question, pooled: Mapping[str, Any],
                      per_replica: Sequence[Optional[Mapping[str, Any]]],
-                     seed: int = 0, drift_cv: float = 0.0) -> Dict[str, Any]:
+                     seed: int = 0, guest: bool = False) -> Dict[str, Any]:
     """The answer of a run measured in several replicas (worker processes).
 
     ``pooled`` is the answer of the analysis of every replica's samples
@@ -304,9 +321,9 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
       band; any other detected / not detected verdict stands only when every
       replica that answered agrees, else it is inconclusive.
     - ``replicas`` keeps each replica's verdict, value and CI.
-    - ``drift_cv`` > 0 (a guest, guest_drift_cv) widens the CI of a
-      host-shared question's answer by z x drift_cv in quadrature on the log
-      scale: replicas minutes apart do not see the host's drift over tens of
+    - ``guest`` (measured in a VM guest) widens the CI by z x
+      guest_drift_cv(unit, host_shared) in quadrature on the log scale:
+      replicas minutes apart do not see the host's drift over tens of
       minutes, and a CI that the next run falls outside of is a bug."""
     out = dict(pooled)
     out["replicas"] = [
@@ -332,10 +349,10 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
         if c["ci_low"] is not None:
             lo, hi = min(c["ci_low"], value), max(c["ci_high"], value)
         out["ci_scope"] = f"{len(valued)} replicas"
-        if lo is not None and drift_cv > 0 and q.host_shared and q.scale == "log" \
-                and lo > 0 and value > 0:
-            lo, hi = widen_for_drift(value, lo, hi, drift_cv)
-            out["ci_scope"] += f" + the host's drift (CV {drift_cv:.0%}, a guest)"
+        drift = guest_drift_cv(q.unit, q.host_shared) if guest else 0.0
+        if lo is not None and drift > 0 and q.scale == "log" and lo > 0 and value > 0:
+            lo, hi = widen_for_drift(value, lo, hi, drift)
+            out["ci_scope"] += f" + the host's drift (CV {drift:.0%}, a guest)"
     elif value is not None:
         notes.append(f"measured by {len(valued)} of {len(per_replica)} replicas: no "
                      f"replica-level CI")

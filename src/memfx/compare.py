@@ -46,6 +46,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional
 import numpy as np
 
 from . import stats
+from .answers import guest_drift_cv
 from .findings import DETECTED, NOT_DETECTED, threshold
 
 REGRESSED, IMPROVED, CHANGED = "regressed", "improved", "changed"
@@ -143,16 +144,20 @@ def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float,
            "b": b.get("value"), "b_ci": [b.get("ci_low"), b.get("ci_high")]}
     band = limit
     row["band_source"] = "threshold"
-    shared = bool(a.get("host_shared") or b.get("host_shared"))
+    drift = guest_drift_cv(str(b.get("unit") or a.get("unit") or ""),
+                           bool(a.get("host_shared") or b.get("host_shared")))
     if spread is not None:
         widened = history_band(spread)
         if widened > band:
             band = widened
             row["band_source"] = f"history ({n_history} earlier surveys)"
-    elif guest and shared and history_band(threshold("guest_drift_cv")) > band:
-        band = history_band(threshold("guest_drift_cv"))
-        row["band_source"] = ("guest drift (the value rests on the host's shared cache or "
-                              "memory; no history of this machine)")
+    elif guest and drift and history_band(drift) > band:
+        band = history_band(drift)
+        row["band_source"] = (f"guest drift (CV {drift:.0%}: "
+                              + ("the value rests on the host's shared cache or memory"
+                                 if drift >= threshold("guest_drift_cv") else
+                                 "an absolute figure moves with the host's clock")
+                              + "; no history of this machine)")
     row["band"] = band
     r, lo, hi = ratio_ci(a, b)
     row.update(ratio=r, ratio_ci_low=lo, ratio_ci_high=hi)
@@ -230,9 +235,10 @@ def compare(a_answers: Iterable[Mapping[str, Any]], b_answers: Iterable[Mapping[
             "band": (f"widened by the machine's history ({n_history} earlier surveys)"
                      if history else "the threshold (fewer than "
                      f"{threshold('history_min_surveys')} earlier surveys of this machine)"
-                     + (f"; {history_band(threshold('guest_drift_cv')):.0%} for the questions "
-                        f"resting on the host's shared cache or memory (a VM guest)"
-                        if guest and not history else "")),
+                     + (f"; in a VM guest {history_band(threshold('guest_drift_cv')):.0%} for "
+                        f"the questions resting on the host's shared cache or memory and "
+                        f"{history_band(threshold('guest_clock_cv')):.0%} for other absolute "
+                        f"figures (ns, GB/s)" if guest and not history else "")),
             "guest": guest,
             "rows": rows, "counts": counts,
             "regressed": [r["question"] for r in rows if r["verdict"] == REGRESSED],

@@ -90,6 +90,12 @@ THRESHOLDS: Dict[str, Threshold] = _thresholds(
               "22's A/A). It widens such an answer's CI (in quadrature, z x CV on the log "
               "scale) and is `compare`'s band for it where the store has too few earlier "
               "surveys of the machine (history_sigmas x sqrt(2) x CV: 25 %)"),
+    Threshold("guest_clock_cv", 0.03, "CV",
+              "the same for any other value in absolute units (ns, GB/s) measured in a guest: "
+              "they move with the clock the host gives the vCPU; between quick surveys of a "
+              "KVM guest L1 and L2 latencies and bandwidths, lock adds and core-to-core "
+              "transfers moved with a 2-4 % CV while each survey's replicas agreed to about 1 %; "
+              "ratios of two arms of one run cancel it (compare's band: 9 %)"),
     Threshold("noisy_margin", 2.0, "x band",
               "a regression between runs whose cautions say they were noisy is called one only "
               "when its CI clears this multiple of the band; else it reads `noisy`"),

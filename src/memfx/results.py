@@ -284,9 +284,9 @@ def _replica_answers(exp, run, samples, replicas, pooled, qmap):
         except Exception:    # noqa: BLE001 -- a replica's partial data; the pooled answer stands
             given = {}
         per.append(given)
-    drift = fnd.threshold("guest_drift_cv") if ran_in_guest(run.get("machine")) else 0.0
+    guest = ran_in_guest(run.get("machine"))
     return [combine_replicas(qmap[a["question"]], a, [p.get(a["question"]) for p in per],
-                             drift_cv=drift)
+                             guest=guest)
             for a in pooled]
 
 
