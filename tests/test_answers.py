@@ -107,14 +107,14 @@ def _samples(arm, base, n=9):
 def test_toy_experiment_document_has_one_answer_per_question(toy):
     run = {"id": "r1", "experiment": "toy", "status": "complete", "params": {}, "machine": {}}
     doc = document(run, _samples("a", 2.0) + _samples("b", 1.0), experiment=toy)
-    assert doc["schema_version"] == 2
+    assert doc["schema_version"] == 3
     assert [a["question"] for a in doc["answers"]] == ["toy.speed", "toy.effect"]
     speed, effect = doc["answers"]
     assert speed["verdict"] == MEASURED and speed["unit"] == "ns" and speed["seed"] == "004"
     assert speed["evidence"] == ["a|size_bytes=4096"]
     assert effect["verdict"] == DETECTED and effect["value"] == pytest.approx(2.0, rel=0.02)
-    # round-1 readers still find one finding per answer
-    assert [f["id"] for f in doc["findings"]] == ["toy.speed", "toy.effect"]
+    # schema version 3: answers only, no round-1 findings
+    assert "findings" not in doc
 
 
 def test_toy_experiment_failing_analysis_gives_not_measured(toy, monkeypatch):

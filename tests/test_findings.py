@@ -7,8 +7,7 @@ import pytest
 from memfx import findings
 from memfx.errors import ParamError
 from memfx.findings import (DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, THRESHOLDS,
-                            Caution, Finding, Threshold, effect_finding, effect_verdict,
-                            measured_finding, noise_cautions, threshold)
+                            Caution, Threshold, effect_verdict, noise_cautions, threshold)
 from memfx.stats import ratio_of_medians
 
 
@@ -38,29 +37,10 @@ def test_a_threshold_has_one_declaration():
 
 # ---------------------------------------------------------------- data types
 
-def test_finding_as_dict_and_back():
-    f = Finding(id="zero_fill", claim="zeros fill faster beyond L2", verdict=DETECTED,
-                value=np.float64(1.17), unit="ratio", ci_low=1.12, ci_high=1.21,
-                evidence={"n": np.int64(20), "medians": np.array([1.0, 1.17]),
-                          "bad": float("nan")},
-                seed="000", experiment="fill")
-    d = f.as_dict()
-    assert list(d) == ["id", "claim", "verdict", "value", "unit", "ci_low", "ci_high",
-                       "evidence", "seed", "experiment"]
-    assert d["evidence"] == {"n": 20, "medians": [1.0, 1.17], "bad": None}
-    json.dumps(d, allow_nan=False)
-    g = Finding.from_dict(dict(d, future_key=1))
-    assert g.as_dict() == d
-
-
-def test_finding_defaults_and_validation():
-    f = Finding(id="x", claim="y", verdict=MEASURED)
-    assert f.as_dict()["evidence"] == {} and f.unit == "" and f.seed is None
-    assert Finding(id="a", claim="b", verdict=MEASURED).evidence is not f.evidence
-    with pytest.raises(ValueError):
-        Finding(id="x", claim="y", verdict="maybe")
-    with pytest.raises(ValueError):
-        Finding.from_dict({"id": "x", "verdict": DETECTED})
+def test_round_one_findings_are_gone():
+    # issue 24: declared questions and answers replaced them (schema 3)
+    for name in ("Finding", "effect_finding", "measured_finding"):
+        assert not hasattr(findings, name)
 
 
 def test_caution_as_dict_and_back():
@@ -124,23 +104,6 @@ def test_no_effect_with_too_little_precision_is_never_detected():
 def test_few_or_noisy_samples_are_inconclusive():
     assert verdict_of(samples(1.17, 0.03, 3, 5), samples(1.0, 0.03, 3, 6)) == INCONCLUSIVE
     assert verdict_of(samples(1.17, 0.40, 6, 7), samples(1.0, 0.40, 6, 8)) == INCONCLUSIVE
-
-
-def test_effect_finding():
-    f = effect_finding("zero_fill", "zeros fill faster", samples(1.17, 0.03, 20, 1),
-                       samples(1.0, 0.03, 20, 2), seed="000", experiment="fill")
-    assert f.verdict == DETECTED and f.unit == "ratio"
-    assert f.ci_low < f.value < f.ci_high
-    assert f.evidence["n_a"] == 20 and f.evidence["effect_min"] == 0.03
-    json.dumps(f.as_dict(), allow_nan=False)
-
-
-def test_measured_finding():
-    f = measured_finding("l1_latency", "L1d load-to-use latency",
-                         samples(1.25, 0.01, 30, 9), "ns", seed="004")
-    assert f.verdict == MEASURED and f.unit == "ns"
-    assert f.ci_low <= f.value <= f.ci_high
-    assert f.evidence["n"] == 30
 
 
 # ---------------------------------------------------------------- cautions

@@ -101,17 +101,19 @@ def _related_notes(store, runs, documents=None):
         except Exception as e:  # another engineer's analysis must not break advice
             notes.append({"experiment": name, "run_id": run["id"], "message": f"could not analyse: {e}"})
             continue
-        shown = [f for f in doc.get("findings", []) if f.get("verdict") in (fnd.DETECTED, fnd.MEASURED)]
+        answers = doc.get("answers") or []
+        shown = [a for a in answers if a.get("verdict") in (fnd.DETECTED, fnd.MEASURED)]
         if not shown:
-            verdicts = sorted({f.get("verdict") for f in doc.get("findings", [])})
+            verdicts = sorted({a.get("verdict") for a in answers})
             notes.append({"experiment": name, "run_id": run["id"], "message": (
-                f"run {run['id']}: nothing detected ({len(doc.get('findings', []))} findings: "
+                f"run {run['id']}: nothing detected ({len(answers)} answers: "
                 f"{', '.join(map(str, verdicts)) or 'none'}); advice uses copy results only")})
-        for f in shown:
-            notes.append({"experiment": name, "run_id": run["id"], "finding": f.get("id"),
-                          "message": f.get("claim"), "verdict": f.get("verdict"),
-                          "value": f.get("value"), "unit": f.get("unit"),
-                          "ci_low": f.get("ci_low"), "ci_high": f.get("ci_high")})
+        for a in shown:
+            notes.append({"experiment": name, "run_id": run["id"], "finding": a.get("question"),
+                          "message": f"{a.get('asks')} {a.get('because')}".strip(),
+                          "verdict": a.get("verdict"), "value": a.get("value"),
+                          "unit": a.get("unit"), "ci_low": a.get("ci_low"),
+                          "ci_high": a.get("ci_high")})
     return notes
 
 

@@ -1,11 +1,12 @@
-"""Findings, cautions and the named thresholds behind them.
+"""Verdicts, cautions and the named thresholds behind them.
 
-A *finding* answers one question an experiment asks ("is writing zeros
-faster than writing ones once the buffer spills out of L2?") with a verdict,
-an effect size and its confidence interval, and the evidence. A *caution*
-is a warning about the measurement itself (noise, drift, rejected samples),
-with the threshold it crossed and what to do about it. Both are plain data
-and serialise to the keys of the result document (see DESIGN.md).
+The verdict words of every answer (answers.py), the effect rule
+(effect_verdict), and the *cautions*: warnings about the measurement itself
+(noise, drift, rejected samples), each with the threshold it crossed and
+what to do about it, plain data in the result document's "warnings".
+(Round 1's Finding, with its effect_finding and measured_finding, gave way
+to declared questions and answers; documents of schema version 3 no longer
+carry "findings".)
 
 Every threshold is named in :data:`THRESHOLDS`, with its unit and meaning,
 so a verdict can always say which rule produced it.
@@ -28,8 +29,7 @@ from .errors import ParamError
 __all__ = [
     "DETECTED", "NOT_DETECTED", "INCONCLUSIVE", "MEASURED", "VERDICTS",
     "Threshold", "THRESHOLDS", "threshold",
-    "Finding", "Caution",
-    "effect_verdict", "effect_finding", "measured_finding",
+    "Caution", "effect_verdict",
     "noise_cautions", "point_label", "jsonable",
 ]
 
@@ -170,55 +170,6 @@ def jsonable(value: Any) -> Any:
 # findings and cautions
 
 
-_FINDING_KEYS = ("id", "claim", "verdict", "value", "unit", "ci_low", "ci_high",
-                 "evidence", "seed", "experiment")
-
-
-@dataclass
-class Finding:
-    """One verdict of an experiment.
-
-    ``verdict`` is one of :data:`VERDICTS`; ``value`` (in ``unit``) is the
-    effect size or measured quantity with its confidence interval
-    ``ci_low``..``ci_high``; ``evidence`` holds the numbers behind it;
-    ``seed`` names the seed story (e.g. "004") and ``experiment`` the
-    experiment that produced it.
-    """
-
-    id: str
-    claim: str
-    verdict: str
-    value: Optional[float] = None
-    unit: str = ""
-    ci_low: Optional[float] = None
-    ci_high: Optional[float] = None
-    evidence: Dict[str, Any] = field(default_factory=dict)
-    seed: Optional[str] = None
-    experiment: Optional[str] = None
-
-    def __post_init__(self) -> None:
-        if self.verdict not in VERDICTS:
-            raise ValueError(f"finding {self.id!r}: verdict {self.verdict!r} "
-                             f"is not one of {', '.join(VERDICTS)}")
-
-    def as_dict(self) -> Dict[str, Any]:
-        """The result-document finding (id, claim, verdict, value, unit,
-        ci_low, ci_high, evidence) plus seed and experiment, JSON-safe."""
-        return {k: jsonable(getattr(self, k)) for k in _FINDING_KEYS}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Finding":
-        """Inverse of :meth:`as_dict`; unknown keys are ignored, missing
-        optional keys take their defaults. ValueError when id, claim or
-        verdict is missing or the verdict is unknown."""
-        missing = [k for k in ("id", "claim", "verdict") if k not in d]
-        if missing:
-            raise ValueError(f"finding lacks {', '.join(missing)}")
-        kwargs = {k: d[k] for k in _FINDING_KEYS if k in d}
-        kwargs["evidence"] = dict(kwargs.get("evidence") or {})
-        return cls(**kwargs)
-
-
 @dataclass
 class Caution:
     """A warning about the measurement, as data: ``value`` crossed
@@ -272,40 +223,6 @@ def effect_verdict(ratio: float, ci_low: float, ci_high: float, n_a: int, n_b: i
     if ci_low >= 1.0 - e and ci_high <= 1.0 + e:
         return NOT_DETECTED
     return INCONCLUSIVE
-
-
-def effect_finding(id: str, claim: str, a, b, *, seed: Optional[str] = None,
-                   experiment: Optional[str] = None,
-                   effect_min: Optional[float] = None,
-                   min_samples: Optional[int] = None,
-                   n_boot: int = 2000, boot_seed: int = 0) -> Finding:
-    """Compare samples ``a`` against ``b`` (same unit, e.g. ns): the finding's
-    value is median(a)/median(b) (unit "ratio") with its bootstrap CI at the
-    ``ci_level`` threshold, and the verdict of :func:`effect_verdict`."""
-    r = stats.ratio_of_medians(a, b, confidence=threshold("ci_level"),
-                               n_boot=n_boot, seed=boot_seed)
-    e = _or_default(effect_min, "effect_min")
-    verdict = effect_verdict(r["ratio"], r["ci_low"], r["ci_high"], r["n_a"], r["n_b"],
-                             effect_min=e, min_samples=min_samples)
-    evidence = {"median_a": float(np.nanmedian(np.asarray(a, dtype=float))),
-                "median_b": float(np.nanmedian(np.asarray(b, dtype=float))),
-                "n_a": r["n_a"], "n_b": r["n_b"], "effect_min": e,
-                "ci_level": threshold("ci_level")}
-    return Finding(id=id, claim=claim, verdict=verdict, value=r["ratio"], unit="ratio",
-                   ci_low=r["ci_low"], ci_high=r["ci_high"], evidence=evidence,
-                   seed=seed, experiment=experiment)
-
-
-def measured_finding(id: str, claim: str, values, unit: str, *,
-                     seed: Optional[str] = None, experiment: Optional[str] = None,
-                     n_boot: int = 2000, boot_seed: int = 0) -> Finding:
-    """A MEASURED finding: the median of ``values`` (in ``unit``) with its
-    bootstrap CI; the full summary goes into the evidence."""
-    s = stats.summarize(values, confidence=threshold("ci_level"),
-                        n_boot=n_boot, seed=boot_seed)
-    return Finding(id=id, claim=claim, verdict=MEASURED, value=s.median, unit=unit,
-                   ci_low=s.ci_low, ci_high=s.ci_high, evidence=s.as_dict(),
-                   seed=seed, experiment=experiment)
 
 
 # --------------------------------------------------------------------------

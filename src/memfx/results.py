@@ -15,8 +15,11 @@ from . import findings as fnd
 from . import stats
 
 # 1: findings (round 1).  2: answers, one per declared question (findings
-# kept as a flat view of the answers for readers of version 1).
-RESULT_SCHEMA_VERSION = 2
+# kept as a flat view of the answers for readers of version 1).  3: answers
+# only (no "findings"); each answer says whether its value rests on what a
+# VM's host shares (host_shared).  Readers keep reading 1 and 2 (the report's
+# findings view of documents without answers).
+RESULT_SCHEMA_VERSION = 3
 
 
 @dataclass
@@ -231,17 +234,8 @@ def analyze(run, samples, experiment=None):
     exp = experiment or get_experiment(run["experiment"], missing_ok=True)
     answers, errors = [], []
     if exp is not None and not exp.questions:
-        # An experiment not yet converted to declared questions: its round-1
-        # findings pass through unchanged (see findings_view for the others).
-        if data.points:
-            try:
-                legacy = [f.as_dict() if hasattr(f, "as_dict") else f for f in exp.analyze(data)]
-            except Exception as e:
-                legacy = []
-                errors.append(f"analysis failed: {type(e).__name__}: {e}")
-        else:
-            legacy = []
-        return data, {"legacy_findings": legacy}, point_cautions(data.points), errors
+        errors.append(f"experiment {exp.name} declares no questions: nothing is answered")
+        return data, [], point_cautions(data.points), errors
     if exp is not None:
         questions = exp.questions
         given, failure = [], None
@@ -299,16 +293,6 @@ def ran_in_guest(machine) -> bool:
         return bool(hv["present"])
     flags = machine.get("flags")
     return bool(isinstance(flags, dict) and flags.get("hypervisor"))
-
-
-def findings_view(answers):
-    """Round-1 ``findings`` of a document, derived from its answers (one per
-    answer, id = question id), for readers of schema version 1."""
-    return [{"id": a["question"], "claim": f'{a["asks"]} {a["because"]}'.strip(),
-             "verdict": a["verdict"], "value": a.get("value"), "unit": a.get("unit", ""),
-             "ci_low": a.get("ci_low"), "ci_high": a.get("ci_high"),
-             "evidence": {"points": a.get("evidence") or []}, "seed": a.get("seed"),
-             "experiment": a["question"].split(".", 1)[0]} for a in answers]
 
 
 def point_cautions(points):
@@ -378,8 +362,6 @@ def document(run, samples, experiment=None, include_values=False):
         "points": [p if include_values else {k: v for k, v in p.items() if k != "values"}
                    for p in data.points],
         "labels": run.get("labels") or {},
-        "answers": [] if isinstance(answers, dict) else answers,
-        "findings": answers["legacy_findings"] if isinstance(answers, dict)
-        else findings_view(answers),
+        "answers": answers,
         "warnings": warnings,
     }
