@@ -359,3 +359,26 @@ def test_find_levels_on_a_measured_shared_cache_curve():
     assert all(lv.n_points >= 3 and lv.flat for lv in levels)
     l3 = next(lv for lv in levels if 13 < lv.latency_ns < 20)
     assert 2.4 * MIB < l3.knee_size < 6 * MIB
+
+
+def test_the_rank_ci_of_a_median_uses_the_binomial_order_statistics():
+    from memfx.stats import median_ci_ranks
+    assert median_ci_ranks(list(range(1, 6))) == (1.0, 5.0)          # n=5: its range
+    assert median_ci_ranks(list(range(1, 11))) == (2.0, 9.0)         # n=10: 2nd and 9th
+    assert median_ci_ranks([3.0]) == (3.0, 3.0)
+    # coverage of the true median over many normal samples of 9: >= 95 %
+    rng = np.random.default_rng(7)
+    hits = 0
+    for _ in range(2000):
+        lo, hi = median_ci_ranks(np.sort(rng.normal(size=9)))
+        hits += lo <= 0.0 <= hi
+    assert hits / 2000 >= 0.95
+
+
+def test_summarize_gives_the_same_figures_by_every_ci_method():
+    from memfx.stats import summarize
+    v = [5.0, 1.0, 4.0, 2.0, 3.0, 9.0]
+    a, b, c = (summarize(v, ci=m) for m in ("bootstrap", "ranks", None))
+    for s in (a, b, c):
+        assert (s.median, s.min, s.max, s.mad) == (3.5, 1.0, 9.0, 1.5)
+    assert (b.ci_low, b.ci_high) == (1.0, 9.0) and math.isnan(c.ci_low)

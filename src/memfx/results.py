@@ -65,13 +65,14 @@ ESTIMATOR = "per-sample median"
 BEST_LOW, BEST_HIGH = 0.10, 0.90
 
 
-# Bootstrap draws of a point's CI when a replica is analysed alone: its CIs
-# only floor the replica-level CI (stats.combine_replicas) and split ties, and
-# three replicas analysed alone were three quarters of a survey's analysis.
-REPLICA_N_BOOT = 500
+# A replica analysed alone gets its points' CIs from order statistics
+# (stats.median_ci_ranks), not a bootstrap: they only floor the
+# replica-level CI (stats.combine_replicas) and split ties, and three
+# replicas analysed alone were three quarters of a survey's analysis.
+REPLICA_CI = "ranks"
 
 
-def build_points(samples, seed=0, n_boot=2000):
+def build_points(samples, seed=0, n_boot=2000, ci="bootstrap"):
     """One summary per (arm, point params, metric); see ESTIMATOR.
 
     Each point has the typical figure (`median`, with a bootstrap CI when it
@@ -122,7 +123,8 @@ def build_points(samples, seed=0, n_boot=2000):
         values = np.array([s["value"] for s in longest], float)
         # with two or more replicas the CI is the hierarchical one: no
         # bootstrap of the pooled samples (it was discarded)
-        summ = stats.summarize(values, seed=seed, n_boot=n_boot, ci=len(groups) < 2)
+        summ = stats.summarize(values, seed=seed, n_boot=n_boot,
+                               ci=ci if len(groups) < 2 else None)
         ci = (summ.ci_low, summ.ci_high)
         if len(groups) >= 2:      # the CI holds the spread between replicas
             ci = stats.hierarchical_ci(groups, confidence=fnd.threshold("ci_level"), seed=seed,
@@ -215,10 +217,10 @@ def _median_counters(samples):
     return {n: float(statistics.median(columns[n])) for n in sorted(columns)}
 
 
-def run_data(run, samples, n_boot=2000):
+def run_data(run, samples, n_boot=2000, ci="bootstrap"):
     accepted = [s for s in samples]
     return RunData(run["experiment"], run.get("params") or {}, run.get("machine") or {},
-                   build_points(accepted, n_boot=n_boot),
+                   build_points(accepted, n_boot=n_boot, ci=ci),
                    [s for s in samples if not s.get("rejected")])
 
 
@@ -271,7 +273,7 @@ def _replica_answers(exp, run, samples, replicas, pooled, qmap):
     per = []
     for r in replicas:
         mine = [s for s in samples if (s.get("replica") or 0) == r]
-        data = run_data(run, mine, n_boot=REPLICA_N_BOOT)
+        data = run_data(run, mine, ci=REPLICA_CI)
         try:
             given = {a.question: a.as_dict(qmap[a.question]) for a in exp.analyze(data)
                      if a.question in qmap}
