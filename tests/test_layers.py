@@ -82,6 +82,8 @@ PLACES = {
     "memfx.experiments._sweep": "kit",
     "memfx.experiments._copy_kernels": "kit",
     "memfx.experiments._copy_curves": "kit",
+    "memfx.experiments._store_forward_kernels": "kit",
+    "memfx.experiments._store_forward_analysis": "kit",
     # experiments: the package (the registry's loader); effects by the rule above
     "memfx.experiments": "experiments",
     # analysis
@@ -160,7 +162,6 @@ ALLOWED = {
 # its module is split.
 MAX_LINES = 800
 LONG = {
-    "memfx.experiments.store_forward": "split later by the engineer editing it",
     "memfx._lab": "split later by the engineer editing it",
 }
 
