@@ -13,6 +13,7 @@ from memfx._lab import Lab, kernel_table
 from memfx.errors import MemfxError, ParamError
 from memfx.experiments import get_experiment
 from memfx.experiments import fill as F
+from memfx.experiments import fill_alloc as FA
 from memfx.experiments.base import Point, Trial
 from memfx.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
 from memfx.results import RunData, build_points
@@ -482,7 +483,7 @@ def test_declared_plots_draw_every_family_panel(tmp_path):
 def test_alloc_kernels_hand_out_zeroed_memory_after_the_heap_was_dirtied():
     for name in ("alloc_calloc", "alloc_malloc_memset", "alloc_mmap"):
         row = ROWS[name]
-        for aux in (F.ALLOC_CHECK, F.ALLOC_CHECK | F.ALLOC_RECYCLED):
+        for aux in (FA.ALLOC_CHECK, FA.ALLOC_CHECK | FA.ALLOC_RECYCLED):
             for size in (4096, 12345, 1 << 20):
                 assert _core.run(row.index, None, 0, None, 0, size, 0, 3, aux)[3] == 0, (name, aux, size)
 

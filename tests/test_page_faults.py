@@ -10,7 +10,7 @@ from memfx import _core
 from memfx._lab import Lab
 from memfx.experiments import get_experiment
 from memfx.experiments.base import Trial
-from memfx.experiments.fill import ALLOC_ARMS, ALLOC_CHECK
+from memfx.experiments.fill_alloc import ALLOC_ARMS, ALLOC_CHECK
 from memfx.findings import MEASURED
 from memfx.results import document
 
@@ -90,10 +90,10 @@ def test_time_per_page_from_synthetic_points():
 
 # ---- MADV_POPULATE_WRITE and munmap (issue 13) -----------------------------------
 
-import memfx.experiments.fill as fill_mod
+import memfx.experiments.fill_alloc as fill_mod
 from memfx.answers import NOT_MEASURED
 from memfx.errors import MemfxError
-from memfx.experiments.fill import MUNMAP_ARMS, POPULATE_WRITE_ARMS, THP_BYTES, THP_ONLY
+from memfx.experiments.fill_alloc import MUNMAP_ARMS, POPULATE_WRITE_ARMS, THP_BYTES, THP_ONLY
 
 
 def _refused():

@@ -201,8 +201,9 @@ def test_two_store_kernel_matches_the_model():
 def test_two_store_check_catches_a_wrong_model(monkeypatch):
     # the check above passes only because kernel and model agree: with the
     # model's second store moved by one byte it must fail
+    from memfx.experiments import _store_forward_kernels as sfk   # where the check looks it up
     real = sf.simulate_two_stores
-    monkeypatch.setattr(sf, "simulate_two_stores",
+    monkeypatch.setattr(sfk, "simulate_two_stores",
                         lambda model, second, *rest: real(model, second + 1, *rest))
     with pytest.raises(AssertionError, match="differs from the model"):
         sf.check_two_stores(KERNELS, 8, 0, 0x1234567890ABCDEF, 1, mmap.mmap(-1, 4096))

@@ -45,8 +45,8 @@ from ..errors import MemfxError, ParamError
 from ..findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, threshold
 from ..plotspec import Mark, PlotSpec
 from ..units import format_size
+from ._copy_kernels import MODES, check_no_overlap, fill_pattern
 from .base import Experiment, Param, Point, Region, Trial, register
-from .copy import MODES, check_no_overlap, fill_pattern
 
 PAGE = 4096
 CONTROL_BASE = 2048           # far from both 0 and 4096 modulo 4096

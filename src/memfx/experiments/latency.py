@@ -35,6 +35,7 @@ from ..errors import ParamError
 from ..findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED
 from ..plotspec import Mark, PlotSpec
 from ..units import format_size
+from ._sweep import index_itemsize, shuffled_order, size_grid  # noqa: F401
 from .base import Experiment, Param, Point, Trial, register
 
 # A knee is a cache's capacity only within +-25 % of the size the OS reports
@@ -129,20 +130,6 @@ def linked_successors(order, elem):
     return ((words - np.uint64(address_of(buf))) // np.uint64(elem)).astype(np.int64)
 
 
-def index_itemsize(n):
-    """Bytes per index of a shuffled order of n elements: int32 below 2^31."""
-    return 4 if n < 2 ** 31 else 8
-
-
-def shuffled_order(n, seed):
-    """The random arm's visiting order: a permutation of 0..n-1 shuffled in
-    place in the narrowest index type (the same permutation as
-    default_rng(seed).permutation(n), without its int64 array)."""
-    order = np.arange(n, dtype=np.int32 if index_itemsize(n) == 4 else np.int64)
-    np.random.default_rng(seed).shuffle(order)
-    return order
-
-
 def peak_bytes(size, npad):
     """What one cell of `size`-byte chains holds at its peak in the worker:
     both arms' chains (sampled interleaved, so alive together) plus the
@@ -160,23 +147,6 @@ def cycle_length(nxt, start=0):
         seen += 1
         if e == start or seen > len(nxt):
             return seen
-
-
-def size_grid(lo, hi, per_octave, anchors=()):
-    """Geometric sizes from lo to hi plus points on both sides of each anchor;
-    never outside [lo, hi], so lo == hi measures exactly that one size."""
-    if hi <= lo:
-        return [int(lo)]
-    n = max(1, int(round(math.log2(hi / lo) * per_octave)))
-    sizes = {int(round(lo * 2 ** (i / per_octave))) for i in range(n + 1)}
-    sizes = {s for s in sizes if s <= hi}
-    sizes.add(int(hi))
-    for a in anchors:
-        for f in (0.75, 1.5):
-            s = int(a * f)
-            if lo <= s <= hi:
-                sizes.add(s)
-    return sorted(sizes)
 
 
 @register

@@ -38,44 +38,43 @@ renamed 4-byte pair (~1 cycle), a vector forward (~9) and a failure (~20)
 are three levels, not two.  Six declared questions (see `questions`);
 ld_blocks.store_forward (or AMD's equivalent) is counted per entry where a
 PMU exists.
+
+The copy shapes, the matrix and the kernel checks are in
+_store_forward_kernels.py, the classification by path and the pure analysis
+helpers in _store_forward_analysis.py (both re-exported here).
 """
 from __future__ import annotations
 
 import mmap
-import struct
 
 import numpy as np
 
 from .. import stats
 from ..answers import (EFFECT_BAND, LOWER, NEITHER, Answer, Question, effect, evidence_keys,
-                       measured, not_measured, pooled_values)
+                       measured, not_measured)
 from ..errors import ParamError
 from ..findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
 from ..plotspec import Mark, PlotSpec
+from ._store_forward_analysis import (FAIL_RATIO, _ns_to_cycles, as_ranges,  # noqa: F401
+                                     contained_rule, cycles_per_ns, entry_paths,
+                                     matrix_classes, median_difference, move_width, store_class)
+from ._store_forward_kernels import (ENTRY_KERNEL_PREFIX, ENTRY_MAX_BYTES,  # noqa: F401
+                                     MATRIX_SIZES, MAX_MOVES, MOVE_ISA, SLOT_DISTANCE,
+                                     WINDOW_BYTES, _isa_ok, cell_kind, check_entry,
+                                     check_forward, check_two_stores, copy_shape, edge_offsets,
+                                     entry_kernel, entry_pattern, forward_isa, forward_kernel,
+                                     matrix_cells, run_kernel, shape_overlaps, shape_table,
+                                     simulate_forward, simulate_two_stores, valid_offsets)
 from .base import Experiment, Param, Point, Trial, register
 
 SEED = "003"
-MATRIX_SIZES = (1, 2, 4, 8, 16, 32, 64)
-WINDOW_BYTES = 64            # the store's cache line: the matrix window
-ENTRY_MAX_BYTES = 64
-MAX_MOVES = 4                # the C kernels take up to 4 moves per copy
-SLOT_DISTANCE = 128          # bytes between the entry slots A, B and C
 TWO_STORE_OFFSETS = tuple(range(1, 17))   # second store's offset d; 16 = no overlap
 SEED_ENTRY, SEED_REFERENCE = 28, 32
 SEED_WIDEST = 16             # the seed's compiler copied with 16-byte (SSE) moves
 SEED_SECOND_STORE = 12       # the seed's 28-byte copy: moves at 0 and 12
 ENTRY_ARMS = ("copy", "append", "registers")
 PAIR_ARMS = ("load_spans_both", "load_in_younger")
-ENTRY_KERNEL_PREFIX = {"copy": "sf_entry_copy", "append": "sf_entry_append",
-                       "registers": "sf_entry_regs"}
-# A round trip that takes at least this many times the forwarding level is a
-# forwarding failure.  Failures cost about 2-4x a forwarded round trip on
-# recent Intel and AMD cores (Agner Fog, microarchitecture guide, "store
-# forwarding stalls"); a 50 % rise is far above noise and above the 1-2 cycles
-# that register-class moves or vector widths add.
-FAIL_RATIO = 1.5
 WIDEST_ISA = {16: "sse2", 32: "avx", 64: "avx512f"}
-MOVE_ISA = {1: "", 2: "", 4: "", 8: "", 16: "sse2", 32: "avx", 64: "avx512f"}
 COUNTER_NAME = "ld_blocks_store_forward"
 # One run length per sample instead of the N/2N difference: a call costs
 # ~100 ns against samples of >= 50 us (< 0.2 %), while some cells switch
@@ -84,334 +83,6 @@ COUNTER_NAME = "ld_blocks_store_forward"
 # difference of two medians taken at two lengths breaks on such bimodal
 # cells (it even went negative here).
 SAMPLE_DIFFERENCE = False
-
-
-# ---- copy shapes ----------------------------------------------------------
-
-def copy_shape(size, widest=16):
-    """The moves a compiler uses to copy `size` bytes: [(offset, width), ...].
-
-    width = the largest power of two <= min(size, widest); full moves at
-    0, width, 2*width, ...; when size is not a multiple of width, one more
-    move ending exactly at `size` (overlapping the previous one), e.g.
-    copy_shape(28) == [(0, 16), (12, 16)].  This is the overlapping-tail
-    strategy GCC and Clang use for small fixed-size memcpy and the Go compiler
-    used in the seed."""
-    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-        raise ParamError(f"entry size must be a non-negative integer, got {size!r}")
-    if widest not in (1, 2, 4, 8, 16, 32, 64):
-        raise ParamError(f"widest move must be a power of two from 1 to 64 bytes, got {widest!r}")
-    if size == 0:
-        return []
-    width = 1
-    while width * 2 <= min(size, widest):
-        width *= 2
-    moves = [(k * width, width) for k in range(size // width)]
-    if size % width:
-        moves.append((size - width, width))
-    if len(moves) > MAX_MOVES:
-        raise ParamError(f"copying {size} bytes with {widest}-byte moves takes {len(moves)} moves; "
-                         f"the kernels take at most {MAX_MOVES}: use a wider move")
-    return moves
-
-
-def shape_overlaps(shape):
-    """True when two moves of the shape write a common byte."""
-    spans = sorted(shape)
-    return any(a_off + a_w > b_off for (a_off, a_w), (b_off, _) in zip(spans, spans[1:]))
-
-
-def shape_table(shape):
-    """The shape as the C kernels read it (struct sf_shape in storefwd.c):
-    uint32 n, then n (uint32 offset, uint32 width) pairs, zero padded."""
-    out = struct.pack("<I", len(shape))
-    for off, width in shape:
-        out += struct.pack("<II", off, width)
-    return out + bytes(8 * (MAX_MOVES - len(shape)))
-
-
-def entry_kernel(arm, shape):
-    """Kernel row name for an entry arm and a copy shape (by its move width)."""
-    width = shape[0][1] if shape else 1
-    return f"{ENTRY_KERNEL_PREFIX[arm]}_w{width}"
-
-
-def entry_pattern(size):
-    """The entry's bytes: distinct, non-zero, so a misplaced move shows."""
-    return bytes((37 * i + 11) & 0xFF or 1 for i in range(size))
-
-
-# ---- the forwarding matrix -----------------------------------------------
-
-def valid_offsets(store, load, window=WINDOW_BYTES):
-    """Offsets o of an l-byte load that reads at least one byte of an s-byte
-    store at offset 0 and stays inside the window [0, window)."""
-    return list(range(0, min(store - 1, window - load) + 1))
-
-
-def edge_offsets(store, load, window=WINDOW_BYTES):
-    """A subset of valid_offsets where forwarding rules change: aligned start,
-    misaligned start, the middle, the load ending at the store's end, one
-    byte past it, and one byte of overlap."""
-    valid = set(valid_offsets(store, load, window))
-    wanted = {0, 1, store // 2, store - load, store - load + 1, store - 1,
-              load, store // 2 - load // 2}
-    return sorted(valid & wanted)
-
-
-def matrix_cells(store_sizes=MATRIX_SIZES, load_sizes=MATRIX_SIZES, offsets="all",
-                 window=WINDOW_BYTES):
-    """Every (store, load, offset) cell, each once, in a stable order."""
-    pick = valid_offsets if offsets == "all" else edge_offsets
-    return [(s, l, o) for s in sorted(set(store_sizes)) for l in sorted(set(load_sizes))
-            for o in pick(s, l, window)]
-
-
-def cell_kind(store, load, offset):
-    """'contained' when the load reads only stored bytes, else 'partial'."""
-    return "contained" if offset + load <= store else "partial"
-
-
-def forward_kernel(store, load):
-    return f"sf_fwd_s{store}_l{load}"
-
-
-def forward_isa(store, load):
-    return MOVE_ISA[max(store, load)]
-
-
-def simulate_forward(memory, store, load, offset, value, count):
-    """Reference model of sf_fwd_s<store>_l<load>: the register starts as the
-    8 bytes of `value` (zero-extended), each iteration stores its low `store`
-    bytes at 0 and loads `load` bytes at `offset` (zero-extended).  Returns
-    the low 8 bytes of the final register; `memory` is updated in place."""
-    reg = value.to_bytes(8, "little") + bytes(56)
-    for _ in range(count):
-        memory[0:store] = reg[:store]
-        reg = bytes(memory[offset:offset + load]) + bytes(64 - load)
-    return int.from_bytes(reg[:8], "little")
-
-
-def simulate_two_stores(memory, second, offset, value, count):
-    """Reference model of sf_two_stores_16 (16-byte stores at 0 and `second`,
-    16-byte load at `offset`)."""
-    reg = value.to_bytes(8, "little") + bytes(8)
-    for _ in range(count):
-        memory[0:16] = reg
-        memory[second:second + 16] = reg
-        reg = bytes(memory[offset:offset + 16])
-    return int.from_bytes(reg[:8], "little")
-
-
-# ---- analysis helpers (pure) ---------------------------------------------
-
-def as_ranges(sizes):
-    """[3, 5, 6, 7, 9] -> '3, 5-7, 9'."""
-    out, run = [], []
-    for s in sorted(sizes):
-        if run and s == run[-1] + 1:
-            run.append(s)
-            continue
-        if run:
-            out.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
-        run = [s]
-    if run:
-        out.append(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}")
-    return ", ".join(out)
-
-
-def cycles_per_ns(point):
-    """The point's est. cycles per ns (its calibration), or None."""
-    if point.get("cycles_est") and point.get("median"):
-        return point["cycles_est"] / point["median"]
-    return None
-
-
-def median_difference(a, b, n_boot=2000, seed=0):
-    """median(a) - median(b) with a percentile bootstrap CI (both resampled)."""
-    x, y = np.asarray(a, float), np.asarray(b, float)
-    rng = np.random.default_rng(seed)
-    bx = np.median(x[rng.integers(0, x.size, (n_boot, x.size))], axis=1)
-    by = np.median(y[rng.integers(0, y.size, (n_boot, y.size))], axis=1)
-    alpha = (1 - threshold("ci_level")) / 2
-    lo, hi = np.quantile(bx - by, [alpha, 1 - alpha])
-    return float(np.median(x) - np.median(y)), float(lo), float(hi)
-
-
-# ---- classification by path (pure) ----------------------------------------
-#
-# A size or cell is judged against the cells that take the same code path:
-# an entry copied with 16-byte moves against the other sizes copied with
-# 16-byte moves, never against 4- or 8-byte general-register copies, which
-# recent AMD cores may not route through the store buffer at all (memory
-# renaming: a same-address, same-size store/load pair completes in about
-# one cycle; AMD Software Optimization Guide for family 19h, "Memory
-# Renaming"/"Store-to-Load Forwarding").  Mixing the paths compared a
-# 9-cycle vector forward with a 1-cycle renamed GPR pair and called the
-# vector sizes failures.
-
-def move_width(size, widest=16):
-    """Width of the moves copy_shape uses for `size` bytes (its code path)."""
-    shape = copy_shape(size, widest)
-    return shape[0][1] if shape else 0
-
-
-def _ns_to_cycles(points):
-    """Median est. cycles per ns over the points that carry a calibration, or None."""
-    cpn = [c for c in (cycles_per_ns(p) for p in points) if c]
-    return float(np.median(cpn)) if cpn else None
-
-
-def entry_paths(by_size, widest, fail_ratio=FAIL_RATIO):
-    """Which entry sizes fail to forward, judged per move width.
-
-    `by_size`: {entry size: point (dict with "values", "median")} of the
-    dependent copy arm for one `widest`.  Within one move width the sizes
-    whose moves tile the entry (no two moves overlap: 16, 32, 48, 64 with
-    16-byte moves) are the reference: every load of their copy reads
-    exactly one earlier store of its own size and address, which x86 cores
-    forward.  Tiling sizes more than `fail_ratio` slower than the fastest
-    of them are left out of the reference and judged like the others.  Each
-    other size is compared with the pooled reference samples (ratio of medians, CI):
-    it fails when the ratio is >= `fail_ratio` with its CI above
-    1 + effect_min, forwards when the whole CI is below `fail_ratio`, else
-    it is uncertain.
-
-    Returns one dict per move width measured, narrowest first:
-    {move_bytes, widest, sizes, forwarding, failing, uncertain, by_size:
-    {size: {ratio, ci_low, ci_high, status, extra_cycles}}, ratio, ci_low,
-    ci_high (failing pooled vs reference), reference_cycles,
-    failing_cycles, penalty_cycles, compared (bool)}."""
-    e = threshold("effect_min")
-    groups = {}
-    for s, p in by_size.items():
-        if p.get("values"):
-            groups.setdefault(move_width(s, widest), []).append(s)
-    out = []
-    for m in sorted(groups):
-        sizes = sorted(groups[m])
-        pts = [by_size[s] for s in sizes]
-        cpn = _ns_to_cycles(pts)
-        tiling = [s for s in sizes if not shape_overlaps(copy_shape(s, widest))]
-        g = {"points": evidence_keys(pts), "move_bytes": m, "widest": widest, "sizes": sizes, "forwarding": [],
-             "failing": [], "uncertain": [], "by_size": {}, "ratio": None, "ci_low": None,
-             "ci_high": None, "reference_cycles": None, "failing_cycles": None,
-             "penalty_cycles": None, "compared": False}
-        if tiling:
-            fastest = min(by_size[s]["median"] for s in tiling)
-            ref = [s for s in tiling if by_size[s]["median"] < fail_ratio * fastest]
-            g["forwarding"] = list(ref)
-            ref_vals = pooled_values([by_size[s] for s in ref])
-            ref_med = float(np.median(ref_vals))
-            for s in sizes:
-                if s in ref:
-                    g["by_size"][s] = {"status": "forwards", "reference": True}
-                    continue
-                r = stats.ratio_of_medians(by_size[s]["values"], ref_vals)
-                if r["ratio"] >= fail_ratio and r["ci_low"] > 1 + e:
-                    status = "fails"
-                elif r["ci_high"] < fail_ratio:
-                    status = "forwards"
-                else:
-                    status = "uncertain"
-                {"fails": g["failing"], "forwards": g["forwarding"],
-                 "uncertain": g["uncertain"]}[status].append(s)
-                g["compared"] = True
-                g["by_size"][s] = {
-                    "status": status, "ratio": r["ratio"], "ci_low": r["ci_low"],
-                    "ci_high": r["ci_high"],
-                    "extra_cycles": ((by_size[s]["median"] - ref_med) * cpn) if cpn else None}
-            g["forwarding"].sort()
-            g["uncertain"].sort()
-            if cpn:
-                g["reference_cycles"] = ref_med * cpn
-            if g["failing"]:
-                fail_vals = pooled_values([by_size[s] for s in g["failing"]])
-                r = stats.ratio_of_medians(fail_vals, ref_vals)
-                g["ratio"] = r["ratio"]
-                if min(r["n_a"], r["n_b"]) >= threshold("min_ci_samples"):
-                    g.update(ci_low=r["ci_low"], ci_high=r["ci_high"])
-                if cpn:
-                    g["failing_cycles"] = float(np.median(fail_vals)) * cpn
-                    g["penalty_cycles"] = g["failing_cycles"] - g["reference_cycles"]
-        else:
-            g["uncertain"] = [s for s in sizes if shape_overlaps(copy_shape(s, widest))]
-            for s in g["uncertain"]:
-                g["by_size"][s] = {"status": "not compared: no size copied with the same "
-                                             "moves that tile the entry was measured"}
-            # single moves (1 byte; or only tiling sizes measured) have nothing to fail
-            g["forwarding"] = []
-        out.append(g)
-    return out
-
-
-def contained_rule(store, load, offset):
-    """For a smaller load inside its store, the rule that decides forwarding on
-    common cores (Agner Fog, microarchitecture guide, "store forwarding"): a
-    small load inside one aligned 8 bytes or crossing an 8-byte boundary, a
-    vector load at a multiple of 16 or elsewhere, a load from the upper half
-    of a 64-byte store.  None for other cells."""
-    if cell_kind(store, load, offset) != "contained" or load >= store:
-        return None
-    if store == 64 and offset >= 32:
-        return "load from the upper half of a 64-byte store"
-    if load <= 8:
-        return ("small load crossing an 8-byte boundary"
-                if offset // 8 != (offset + load - 1) // 8
-                else "small load inside one aligned 8 bytes")
-    return "vector load at a multiple of 16" if offset % 16 == 0 else \
-        "vector load at another offset"
-
-
-def store_class(store):
-    """'gpr' for general-register stores (<= 8 bytes), 'vector' above."""
-    return "gpr" if store <= 8 else "vector"
-
-
-def matrix_classes(cells, fail_ratio=FAIL_RATIO):
-    """Which matrix cells fail to forward, judged per path.
-
-    `cells`: {(store, load, offset): point}.  A load that reads bytes its
-    store did not write (cell_kind 'partial') cannot be forwarded by any x86
-    core (the load must lie inside the store: Intel Optimization Reference
-    Manual, "Store Forwarding"; AMD Software Optimization Guide for family
-    19h, "Store-to-Load Forwarding Restrictions"), so the partial cells of a
-    path give its failure level: loads of the same width from stores of the
-    same class (general register or vector), falling back to the same load
-    width, then to all partial cells.  A cell forwards when even the top of
-    its CI is `fail_ratio` times faster than that level, fails when even the
-    bottom of its CI is within `fail_ratio` of it, and is uncertain between.
-    A level from the path's own cells, not a split of all cells into two
-    levels: a renamed 4-byte pair at 1 cycle, a vector forward at 9 and a
-    failure at 20 are three levels, and the two-level split put the 9-cycle
-    forwards with the failures.
-
-    Returns ({cell: status}, {cell: failure level ns or None})."""
-    partial = {c: p for c, p in cells.items() if cell_kind(*c) == "partial" and p.get("median")}
-
-    def level(pred):
-        v = [p["median"] for c, p in partial.items() if pred(c)]
-        return float(np.median(v)) if v else None
-
-    status, levels = {}, {}
-    for c, p in cells.items():
-        s, l, _ = c
-        f = (level(lambda x: x[1] == l and store_class(x[0]) == store_class(s))
-             or level(lambda x: x[1] == l) or level(lambda x: True))
-        levels[c] = f
-        med = p.get("median")
-        if f is None or not med:
-            status[c] = "uncertain"
-            continue
-        hi = p.get("ci_high") or med
-        lo = p.get("ci_low") or med
-        if f / hi >= fail_ratio:
-            status[c] = "forwards"
-        elif f / max(lo, 1e-12) < fail_ratio:
-            status[c] = "fails"
-        else:
-            status[c] = "uncertain"
-    return status, levels
 
 
 # ---- the hardware counter -------------------------------------------------
@@ -456,84 +127,6 @@ def attach_store_forward_counter(lab):
     if event is None:
         return "not available: no encoding known for this CPU model"
     return lab.perf.add_raw_event(COUNTER_NAME, event["config"])
-
-
-# ---- running kernels directly (verification and tests) -------------------
-
-def run_kernel(kernels, name, buf, dst_off, src, size, value, count, aux):
-    """One call of a kernel row (kernels = memfx._lab.kernel_table())."""
-    from .._lab import call_kernel
-    return call_kernel(kernels[name].index, buf, dst_off, src, 0, size, value, count, aux)
-
-
-def check_entry(kernels, arm, size, widest, align, count, buf=None):
-    """Run one entry kernel on fresh slots and check it copied exactly the
-    entry's `size` bytes: the destination slot holds them, nothing around any
-    slot changed, the source slot is intact.  Raises AssertionError."""
-    shape = copy_shape(size, widest)
-    name = entry_kernel(arm, shape)
-    buf = buf if buf is not None else mmap.mmap(-1, 4096)
-    garbage = bytes([0xEE]) * 1024
-    buf[0:1024] = garbage
-    entry = entry_pattern(size)
-    a = 64 + align
-    buf[a:a + size] = entry
-    table = bytearray(4096)
-    table[:4 + 8 * MAX_MOVES] = shape_table(shape)
-    result = run_kernel(kernels, name, buf, a, table, size, 0, count, SLOT_DISTANCE)
-    # copy fills B (ping-pong A<->B), append fills B (the temporary) and C,
-    # registers fills C only
-    written = {"copy": (1,), "append": (1, 2), "registers": (2,)}[arm]
-    expect = bytearray(garbage)
-    expect[a:a + size] = entry
-    for k in written if count else ():
-        expect[a + k * SLOT_DISTANCE:a + k * SLOT_DISTANCE + size] = entry
-    got = bytes(buf[0:1024])
-    if got != bytes(expect):
-        bad = [i for i in range(1024) if got[i] != expect[i]]
-        raise AssertionError(f"{name} ({arm}, {size} bytes, shape {shape}, align {align}, "
-                             f"count {count}) wrote the wrong bytes at offsets {bad[:8]}")
-    want = int.from_bytes(entry[:8], "little") if count else 0
-    if result != want:
-        raise AssertionError(f"{name} returned {result:#x}, expected {want:#x}")
-
-
-def check_forward(kernels, store, load, offset, value, count, buf=None, rng=None):
-    """Run one matrix kernel and compare memory and result to simulate_forward."""
-    rng = rng or np.random.default_rng(0)
-    buf = buf if buf is not None else mmap.mmap(-1, 4096)
-    init = bytes(rng.integers(0, 256, 128, dtype=np.uint8))
-    buf[0:128] = init
-    model = bytearray(init)
-    want = simulate_forward(model, store, load, offset, value, count)
-    got = run_kernel(kernels, forward_kernel(store, load), buf, 0, None, 0, value, count, offset)
-    if bytes(buf[0:128]) != bytes(model) or got != want:
-        raise AssertionError(f"{forward_kernel(store, load)} at offset {offset}: memory or result "
-                             f"differs from the model (got {got:#x}, expected {want:#x})")
-
-
-def check_two_stores(kernels, second, offset, value, count, buf=None, rng=None):
-    rng = rng or np.random.default_rng(0)
-    buf = buf if buf is not None else mmap.mmap(-1, 4096)
-    init = bytes(rng.integers(0, 256, 128, dtype=np.uint8))
-    buf[0:128] = init
-    model = bytearray(init)
-    want = simulate_two_stores(model, second, offset, value, count)
-    got = run_kernel(kernels, "sf_two_stores_16", buf, 0, None, 0, value, count,
-                     second | (offset << 8))
-    if bytes(buf[0:128]) != bytes(model) or got != want:
-        raise AssertionError(f"sf_two_stores_16 (second store at {second}, load at {offset}) "
-                             f"differs from the model")
-
-
-def _isa_ok(isa, machine):
-    if not isa:
-        return True
-    flags = (machine or {}).get("flags") or {}
-    if isa in flags:
-        return bool(flags[isa])
-    from .._lab import isa_supported
-    return isa_supported(isa)
 
 
 @register

@@ -1,0 +1,103 @@
+"""Fill's cache levels and its level ratio (the kit; shared by fill and
+fill_alloc): the data/unified caches as labels ("L1d", "L2", ... "DRAM"),
+the level a region lives in, and the ratio of two arms over several sizes
+with its two-stage bootstrap CI and verdict.  Moved out of fill.py, which
+re-exports every name."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..findings import INCONCLUSIVE, effect_verdict, threshold
+
+# ---- sizes and cache levels --------------------------------------------------------
+
+def data_caches(machine):
+    """[(label, size_bytes)] of the data/unified caches by level, one per level."""
+    out = {}
+    for c in machine.get("caches", []) or []:
+        if c.get("type") not in ("Data", "Unified") or not c.get("size_bytes") or c.get("level") is None:
+            continue
+        lv = int(c["level"])
+        out.setdefault(lv, (f"L{lv}" + ("d" if c["type"] == "Data" else ""), int(c["size_bytes"])))
+    return [out[k] for k in sorted(out)]
+
+
+def level_of(size, caches):
+    """The level a region of `size` bytes lives in: the smallest reported cache
+    that holds it, 'DRAM' beyond the last, 'all' when no cache is known."""
+    if not caches:
+        return "all"
+    for label, cap in caches:
+        if size <= cap:
+            return label
+    return "DRAM"
+
+
+def level_names(caches):
+    return [c[0] for c in caches] + ["DRAM"] if caches else ["all"]
+
+
+
+
+# ---- statistics -----------------------------------------------------------------------
+
+def level_ratio(pairs, confidence=None, n_boot=2000, seed=0, min_samples=None):
+    """Ratio of two arms over several sizes: the median over sizes of the
+    per-size ratios of medians, median(a_s)/median(b_s), with a two-stage
+    percentile bootstrap CI: sizes are resampled with replacement, and each
+    arm's samples within each size.  The first stage carries the size-to-size
+    scatter of the ratio: each size has its own buffers, and in a VM a
+    buffer can be slowed for seconds by the host whatever value it holds
+    (seen here: one 4 MiB buffer at a quarter of its neighbours' speed), so
+    placement effects differ between sizes but not between the samples of
+    one size.  The median keeps one disturbed size from moving the estimate;
+    working on per-size ratios keeps the spread of bandwidth across sizes out.
+
+    pairs: [(a_values, b_values)] per size.  With min_samples, sizes where an
+    arm has fewer samples are left out as long as another size has enough
+    (they are counted in "dropped"); otherwise all sizes are used and the
+    small n makes the verdict inconclusive.  Returns None when no size has
+    samples in both arms, else {ratio, ci_low, ci_high, sizes, dropped, n_a,
+    n_b} with n_a / n_b the smallest per-size sample counts (what the
+    min_samples threshold of the verdict applies to)."""
+    conf = threshold("ci_level") if confidence is None else confidence
+    clean = []
+    for a, b in pairs:
+        a = np.asarray(a, float)
+        b = np.asarray(b, float)
+        a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+        if a.size and b.size and np.median(a) > 0 and np.median(b) > 0:
+            clean.append((a, b))
+    if not clean:
+        return None
+    chosen = clean
+    if min_samples:
+        chosen = [(a, b) for a, b in clean if min(a.size, b.size) >= min_samples] or clean
+    rng = np.random.default_rng(seed)
+    nb = int(n_boot)
+    logs, within = [], []
+    for a, b in chosen:
+        logs.append(math.log(float(np.median(a)) / float(np.median(b))))
+        ba = np.median(a[rng.integers(0, a.size, (nb, a.size))], axis=1)
+        bb = np.median(b[rng.integers(0, b.size, (nb, b.size))], axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            within.append(np.log(ba / bb))
+    k = len(logs)
+    within = np.array(within)                       # (sizes, n_boot)
+    pick = rng.integers(0, k, (nb, k))              # stage 1: sizes with replacement
+    boot = np.exp(np.median(within[pick, np.arange(nb)[:, None]], axis=1))
+    boot = boot[np.isfinite(boot)]
+    lo, hi = np.quantile(boot, [(1 - conf) / 2, 1 - (1 - conf) / 2]) if boot.size else (math.nan,) * 2
+    return {"ratio": math.exp(float(np.median(logs))), "ci_low": float(lo), "ci_high": float(hi),
+            "sizes": k, "dropped": len(clean) - k,
+            "n_a": min(a.size for a, _ in chosen), "n_b": min(b.size for _, b in chosen)}
+
+
+def ratio_verdict(r):
+    """detected / not_detected / inconclusive for a level_ratio result, by the
+    named thresholds effect_min and min_samples (findings.effect_verdict)."""
+    if r is None:
+        return INCONCLUSIVE
+    return effect_verdict(r["ratio"], r["ci_low"], r["ci_high"], r["n_a"], r["n_b"])

@@ -1,0 +1,40 @@
+"""The sweeps latency and bandwidth share (the kit): the geometric size grid
+with points on both sides of each cache size, and the random arm's visiting
+order in the narrowest index type.  Moved out of latency.py, which
+re-exports every name."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def index_itemsize(n):
+    """Bytes per index of a shuffled order of n elements: int32 below 2^31."""
+    return 4 if n < 2 ** 31 else 8
+
+
+def shuffled_order(n, seed):
+    """The random arm's visiting order: a permutation of 0..n-1 shuffled in
+    place in the narrowest index type (the same permutation as
+    default_rng(seed).permutation(n), without its int64 array)."""
+    order = np.arange(n, dtype=np.int32 if index_itemsize(n) == 4 else np.int64)
+    np.random.default_rng(seed).shuffle(order)
+    return order
+
+
+def size_grid(lo, hi, per_octave, anchors=()):
+    """Geometric sizes from lo to hi plus points on both sides of each anchor;
+    never outside [lo, hi], so lo == hi measures exactly that one size."""
+    if hi <= lo:
+        return [int(lo)]
+    n = max(1, int(round(math.log2(hi / lo) * per_octave)))
+    sizes = {int(round(lo * 2 ** (i / per_octave))) for i in range(n + 1)}
+    sizes = {s for s in sizes if s <= hi}
+    sizes.add(int(hi))
+    for a in anchors:
+        for f in (0.75, 1.5):
+            s = int(a * f)
+            if lo <= s <= hi:
+                sizes.add(s)
+    return sorted(sizes)
