@@ -95,6 +95,11 @@ def test_parse_cpu_list():
     assert machine.parse_cpu_list("0") == [0]
     assert machine.parse_cpu_list("") == []
     assert machine.parse_cpu_list(None) == []
+    # the one parser also reads memfx's own ordered lists (measuring CPU first)
+    assert machine.parse_cpu_list("1,0", ordered=True) == [1, 0]
+    assert machine.parse_cpu_list("3,0-1,3", ordered=True) == [3, 0, 1]
+    from memfx.experiments._kit import cpu_text, parse_cpu_text
+    assert parse_cpu_text(cpu_text([2, 0, 1])) == [2, 0, 1]
     assert machine.parse_cpu_list("x,2") == [2]
 
 

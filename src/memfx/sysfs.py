@@ -65,9 +65,12 @@ def parse_size(text):
     return int(m.group(1)) * mult[m.group(2).upper()]
 
 
-def parse_cpu_list(text):
-    """Parse a kernel cpu list ("0-3,8,10-11") into sorted ints; bad parts are skipped."""
-    cpus = set()
+def parse_cpu_list(text, ordered=False):
+    """Parse a kernel cpu list ("0-3,8,10-11") into ints; bad parts are
+    skipped.  Sorted and without repeats, unless ``ordered``: then in the
+    order written (memfx's own lists put the measuring CPU first, "1,0").
+    The one CPU-list parser of memfx."""
+    cpus = []
     if not text:
         return []
     for part in str(text).strip().split(","):
@@ -77,12 +80,14 @@ def parse_cpu_list(text):
         try:
             if "-" in part:
                 lo, hi = part.split("-", 1)
-                cpus.update(range(int(lo), int(hi) + 1))
+                cpus.extend(range(int(lo), int(hi) + 1))
             else:
-                cpus.add(int(part))
+                cpus.append(int(part))
         except ValueError:
             continue
-    return sorted(cpus)
+    if ordered:
+        return list(dict.fromkeys(cpus))
+    return sorted(set(cpus))
 
 
 def parse_cpuinfo(text):

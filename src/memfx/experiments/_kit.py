@@ -13,6 +13,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..errors import MemfxError, ParamError
+from ..protocol import Trial
 from ..machine import parse_cpu_list
 
 # ---- the shared area of kernels/sharing.c (byte offsets; mirrored here) ----
@@ -99,11 +100,13 @@ def resolve_cpus(params):
 
 
 def cpu_text(cpus):
+    """A point's CPU list, in order, measuring CPU first: [1, 0] -> "1,0"."""
     return ",".join(str(c) for c in cpus)
 
 
 def parse_cpu_text(text):
-    return [int(c) for c in str(text).split(",") if c != ""]
+    """cpu_text's inverse (machine.parse_cpu_list, keeping the order)."""
+    return parse_cpu_list(text, ordered=True)
 
 
 # ---- the shared area and its report ----------------------------------------
@@ -136,15 +139,10 @@ def read_area(region, threads):
 
 def overlap_of_shorter(slots):
     """Share of the shorter thread's run during which every other thread ran
-    too (1.0 for one thread): max(0, min end - max start) / shortest run."""
-    runs = [(s["tsc_start"], s["tsc_end"]) for s in slots]
-    if len(runs) < 2:
-        return 1.0
-    shortest = min(e - s for s, e in runs)
-    common = min(e for _, e in runs) - max(s for s, _ in runs)
-    if shortest <= 0:
-        return 1.0 if common >= 0 else 0.0
-    return max(0.0, min(1.0, common / shortest))
+    too (1.0 for one thread): the lab's one overlap rule for a team that runs
+    together (_lab.team_overlap)."""
+    from .._lab import team_overlap
+    return team_overlap("together", slots)
 
 
 def check_call(kernel, header, slots, count=None):
