@@ -343,3 +343,16 @@ def test_a_host_shared_answer_measured_in_a_guest_has_a_ci_wide_enough_for_the_d
            for v in (1.11, 1.12, 1.13)]
     assert combine_replicas(eff, pooled, per)["verdict"] == DETECTED
     assert combine_replicas(eff, pooled, per, guest=True)["verdict"] == INCONCLUSIVE
+
+
+def test_every_point_of_a_one_replica_run_gets_a_bootstrap_ci():
+    # the CI method was once shadowed by the loop's own CI after the first
+    # point: every later point of a one-replica run read NaN
+    samples = [{"arm": a, "point": {"size_bytes": s}, "metric": "ns_per_load", "unit": "ns",
+                "value": 1.0 + 0.01 * i + s / 1e6, "length": 10, "ns": 10.0,
+                "counters": {}, "rejected": False}
+               for a in ("x", "y") for s in (4096, 8192) for i in range(7)]
+    pts = build_points(samples)
+    assert len(pts) == 4
+    for p in pts:
+        assert math.isfinite(p["ci_low"]) and p["ci_low"] <= p["median"] <= p["ci_high"]

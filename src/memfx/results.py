@@ -72,7 +72,7 @@ BEST_LOW, BEST_HIGH = 0.10, 0.90
 REPLICA_CI = "ranks"
 
 
-def build_points(samples, seed=0, n_boot=2000, ci="bootstrap"):
+def build_points(samples, seed=0, n_boot=2000, ci_method="bootstrap"):
     """One summary per (arm, point params, metric); see ESTIMATOR.
 
     Each point has the typical figure (`median`, with a bootstrap CI when it
@@ -124,7 +124,7 @@ def build_points(samples, seed=0, n_boot=2000, ci="bootstrap"):
         # with two or more replicas the CI is the hierarchical one: no
         # bootstrap of the pooled samples (it was discarded)
         summ = stats.summarize(values, seed=seed, n_boot=n_boot,
-                               ci=ci if len(groups) < 2 else None)
+                               ci=ci_method if len(groups) < 2 else None)
         ci = (summ.ci_low, summ.ci_high)
         if len(groups) >= 2:      # the CI holds the spread between replicas
             ci = stats.hierarchical_ci(groups, confidence=fnd.threshold("ci_level"), seed=seed,
@@ -217,10 +217,10 @@ def _median_counters(samples):
     return {n: float(statistics.median(columns[n])) for n in sorted(columns)}
 
 
-def run_data(run, samples, n_boot=2000, ci="bootstrap"):
+def run_data(run, samples, n_boot=2000, ci_method="bootstrap"):
     accepted = [s for s in samples]
     return RunData(run["experiment"], run.get("params") or {}, run.get("machine") or {},
-                   build_points(accepted, n_boot=n_boot, ci=ci),
+                   build_points(accepted, n_boot=n_boot, ci_method=ci_method),
                    [s for s in samples if not s.get("rejected")])
 
 
@@ -273,7 +273,7 @@ def _replica_answers(exp, run, samples, replicas, pooled, qmap):
     per = []
     for r in replicas:
         mine = [s for s in samples if (s.get("replica") or 0) == r]
-        data = run_data(run, mine, ci=REPLICA_CI)
+        data = run_data(run, mine, ci_method=REPLICA_CI)
         try:
             given = {a.question: a.as_dict(qmap[a.question]) for a in exp.analyze(data)
                      if a.question in qmap}

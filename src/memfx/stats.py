@@ -175,8 +175,10 @@ def summarize(values, confidence: float = 0.95, n_boot: int = 2000,
         low, high = bootstrap_ci(a, np.median, confidence, n_boot, seed)
     elif ci == "ranks":
         low, high = median_ci_ranks(s, confidence)
-    else:
+    elif ci is None or ci is False:
         low = high = float("nan")
+    else:
+        raise ValueError(f"ci: 'bootstrap', 'ranks' or None, not {ci!r}")
     q25, q75 = np.quantile(s, [0.25, 0.75])
     median = _sorted_median(s)
     return Summary(
