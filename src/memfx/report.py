@@ -10,11 +10,12 @@ CPU model string or a parameter value holding markup shows as text.
 
 Sections, in order (their element ids in brackets): the seed questions'
 answers as cards and the advice in short [summary] -- the first screen --,
-every answer [answers] (or the round-1 verdicts [verdicts]), the machine with
-its capabilities and noise warnings [machine], the tuning advice in full when
-`memfx advise` stored some [advice], one section per run [experiments], how
-to get the raw data [raw-data], and what the preset traded away with every
-run's parameters [presets].
+the round-1 verdicts of runs without questions [verdicts], the machine with
+its capabilities [machine], the tuning advice in full when `memfx advise`
+stored some [advice], one section per run [experiments], how to get the raw
+data [raw-data]; then the tall lists, each folded in a <details>: every
+answer [answers], the noise warnings [warnings], and what the preset traded
+away with every run's parameters [presets].
 
 The pieces live in report_html.py (formatting, tables, CSS),
 report_sections.py (the sections) and report_advice.py (the advice).
@@ -38,7 +39,7 @@ from .report_html import (CSS, SEED_TITLES, VERDICT_LABELS, bytes_text, ci_text,
 from .report_sections import (GROUP_MIN, answers_html, experiments_html,  # noqa: F401
                               export_command, group_findings, header_html, machine_html,
                               params_section_html, points_html, raw_html, summary_html,
-                              verdicts_html)
+                              verdicts_html, warnings_html)
 from .report_sections import MAX_TABLE_ROWS  # noqa: F401
 
 # Plots are PNGs of this resolution (a 14-inch figure is 1,120 px wide, the
@@ -325,10 +326,9 @@ def build_report(store, ids, documents=None, jobs=None) -> str:
     title = "memfx report — " + (", ".join(s["id"] for s in sel.surveys) or
                                  f"{len(views)} run(s)")
     answers_section = answers_html(views)
+    warnings_section = warnings_html(views)
     legacy_views = [v for v in views if not (v.doc or {}).get("answers")]
     nav = ['<nav aria-label="sections"><ul>', '<li><a href="#summary">Summary</a></li>']
-    if answers_section:
-        nav.append('<li><a href="#answers">Answers</a></li>')
     if legacy_views or not answers_section:
         nav.append('<li><a href="#verdicts">Verdicts</a></li>')
     nav.append('<li><a href="#machine">Machine</a></li>')
@@ -337,20 +337,25 @@ def build_report(store, ids, documents=None, jobs=None) -> str:
     nav.append('<li><a href="#experiments">Experiments</a>: '
                + ", ".join(f'<a href="#{e(v.anchor)}">{e(v.run["experiment"])}</a>' for v in views)
                + "</li>")
-    nav.append('<li><a href="#raw-data">Raw data</a></li>'
-               '<li><a href="#presets">Presets and parameters</a></li></ul></nav>')
+    nav.append('<li><a href="#raw-data">Raw data</a></li>')
+    # the tall lists come last, folded
+    if answers_section:
+        nav.append('<li><a href="#answers">Every answer</a></li>')
+    if warnings_section:
+        nav.append('<li><a href="#warnings">Noise warnings</a></li>')
+    nav.append('<li><a href="#presets">Presets and parameters</a></li></ul></nav>')
     parts = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
              f"<title>{e(title)}</title>", f"<style>{CSS}</style>", "</head>", "<body>",
              header_html(sel, views, store, generated, __version__),
              "<main>", summary_html(views, first_screen_advice_html(advice, views)),
-             "\n".join(nav), answers_section,
+             "\n".join(nav),
              verdicts_html(legacy_views) if legacy_views or not answers_section else "",
              machine_html(views)]
     if advice:
         parts.append(advice_html(advice, views))
     parts += [experiments_html(views, db_arg, plot_html), raw_html(views, sel, db_arg),
-              params_section_html(sel, views), "</main>",
+              answers_section, warnings_section, params_section_html(sel, views), "</main>",
               f'<footer><p class="dim">Written by memfx {e(__version__)} from {e(store.path)}; '
               f'no measurement was made to write it.</p></footer>', "</body>", "</html>", ""]
     return "\n".join(parts)
