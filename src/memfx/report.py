@@ -150,9 +150,10 @@ def _document(run, samples):
 
 def png_bytes(fig) -> bytes:
     """The figure as a small PNG: rendered once at PLOT_DPI, its pixels
-    reduced to a palette (plots are flat colours, lines and faint dots) by
-    the fast octree method, which is as true to them as median cut in a
-    seventh of its time, and encoded once."""
+    reduced to a palette (plots are flat colours, lines and faint dots) and
+    encoded once.  The palette is median cut's, made from a quarter of the
+    pixels in half its time (the fast octree method drops faint colours: a
+    shaded band vanished)."""
     try:
         from PIL import Image
     except ImportError:          # matplotlib depends on Pillow; a full PNG if absent
@@ -164,10 +165,14 @@ def png_bytes(fig) -> bytes:
     rgba = fig.canvas.buffer_rgba()
     w, h = fig.canvas.get_width_height()
     im = Image.frombuffer("RGBA", (w, h), rgba, "raw", "RGBA", 0, 1).convert("RGB")
-    small = im.quantize(colors=PLOT_COLOURS, method=Image.Quantize.FASTOCTREE,
-                        dither=Image.Dither.NONE)
+    # the palette: median cut over every other pixel of every other row
+    # (picked, not averaged: black text stays black), each pixel mapped to it
+    sample = im.resize((max(1, w // 2), max(1, h // 2)), Image.Resampling.NEAREST)
+    palette = sample.quantize(colors=PLOT_COLOURS, method=Image.Quantize.MEDIANCUT,
+                              dither=Image.Dither.NONE)
     out = io.BytesIO()
-    small.save(out, format="PNG", compress_level=PNG_LEVEL)
+    im.quantize(palette=palette, dither=Image.Dither.NONE).save(out, format="PNG",
+                                                                compress_level=PNG_LEVEL)
     return out.getvalue()
 
 
