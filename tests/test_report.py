@@ -194,14 +194,43 @@ def check(html_text):
 
 def test_report_is_valid_html_with_every_section(written):
     c = check(written)
-    # the answers lead; a round-1 verdicts section exists only while some
-    # run's experiment declares no questions (fill was the last in the fixture)
-    first = "verdicts" if "verdicts" in c.ids else "answers"
-    for section in (first, "machine", "advice", "experiments", "raw-data"):
+    # the cards lead; the tall lists (every answer, the noise warnings, the
+    # parameters) come last; a round-1 verdicts section exists only while
+    # some run's experiment declares no questions
+    order = ["summary", "machine", "advice", "experiments", "raw-data", "answers", "warnings",
+             "presets"]
+    for section in order:
         assert section in c.ids
-    assert c.ids.index(first) < c.ids.index("machine") < c.ids.index("advice") \
-        < c.ids.index("experiments") < c.ids.index("raw-data")
+    assert [c.ids.index(s) for s in order] == sorted(c.ids.index(s) for s in order)
+    if "verdicts" in c.ids:
+        assert c.ids.index("summary") < c.ids.index("verdicts") < c.ids.index("machine")
     assert "script" not in c.tags and "link" not in c.tags and "iframe" not in c.tags
+
+
+def _section(html_text, section_id):
+    start = html_text.index(f'<section id="{section_id}">')
+    return html_text[start:html_text.index("</section>", start)]
+
+
+def test_the_tall_lists_are_folded_at_the_end(written):
+    """Every answer, the noise warnings and every run's parameters are each
+    in a <details> that is closed until clicked; its summary says what is in
+    it, and the machine section says where the warnings went."""
+    for section_id, inner in (("answers", '<table class="answers">'),
+                              ("warnings", '<table class="warnings">'),
+                              ("presets", '<table class="params">')):
+        html_text = _section(written, section_id)
+        fold = html_text.index('<details class="fold"><summary>')
+        assert fold < html_text.index(inner), section_id
+        assert "<details open" not in html_text and 'class="fold" open' not in html_text
+    assert re.search(r"<summary>\d+ answer\(s\): \d+ ", _section(written, "answers"))
+    assert re.search(r"<summary>\d+ warning\(s\)", _section(written, "warnings"))
+    assert "Every run&#x27;s parameters" in _section(written, "presets")
+    # what stays open in the presets section: the survey and what quick traded away
+    presets = _section(written, "presets")
+    assert presets.index("What the quick preset traded away") < presets.index("<details")
+    assert re.search(r'noise warning\(s\) from the machine and the samples: '
+                     r'<a href="#warnings">at the end</a>', _section(written, "machine"))
 
 
 def test_injected_markup_shows_only_as_text(written):

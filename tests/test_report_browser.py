@@ -4,8 +4,9 @@ built from a small survey stored by the test (tests/test_report.py's fixture
 database: a complete latency run, a failed and an interrupted run, advice),
 so nothing depends on this machine's figures.
 
-Checked at 1280 and 390 px wide: no horizontal page scroll, the seed cards
-on the first screen, every image decodes, no console error.  Without
+Checked at 1280 and 390 px wide: no horizontal page scroll (with the folded
+lists closed, as the page opens, and open), the seed cards on the first
+screen, every image decodes, no console error.  Without
 Chromium the test is skipped, except under CI (CI=true), where it fails."""
 import os
 from pathlib import Path
@@ -88,15 +89,7 @@ def test_report_fits_the_width_shows_the_cards_first_and_decodes_every_image(bro
     driver = browser
     inner_w, inner_h = _load(driver, page, width)
     assert inner_w == width and inner_h == FIRST_SCREEN
-    # no horizontal scroll of the page: wide tables scroll in their own box
-    scroll_w = driver.execute_script("return document.documentElement.scrollWidth;")
-    assert scroll_w <= inner_w, f"page is {scroll_w} px wide in a {inner_w} px window"
-    wider = driver.execute_script("""
-        return Array.from(document.querySelectorAll('body *'))
-          .filter(el => el.getBoundingClientRect().right > window.innerWidth + 1
-                        && !el.closest('.scroll'))
-          .slice(0, 5).map(el => el.tagName + '.' + el.className);""")
-    assert wider == []
+    _no_horizontal_scroll(driver, inner_w)
     # the seed questions' cards: all on the first screen at 1280, the first at 390
     tops = driver.execute_script(
         "return Array.from(document.querySelectorAll('#summary .card'))"
@@ -112,9 +105,27 @@ def test_report_fits_the_width_shows_the_cards_first_and_decodes_every_image(bro
     images = driver.execute_script(
         "return Array.from(document.images).map(i => [i.complete, i.naturalWidth, i.alt]);")
     assert images and all(done and w > 0 for done, w, _ in images), images
+    # the tall lists are folded (closed); opened, they do not widen the page either
+    folds = driver.execute_script(
+        "return Array.from(document.querySelectorAll('details.fold')).map(d => d.open);")
+    assert folds and not any(folds)
+    driver.execute_script("document.querySelectorAll('details').forEach(d => d.open = true);")
+    _no_horizontal_scroll(driver, inner_w)
     # no console error while loading
     errors = [entry for entry in driver.get_log("browser") if entry.get("level") == "SEVERE"]
     assert errors == []
+
+
+def _no_horizontal_scroll(driver, inner_w):
+    """No horizontal scroll of the page: wide tables scroll in their own box."""
+    scroll_w = driver.execute_script("return document.documentElement.scrollWidth;")
+    assert scroll_w <= inner_w, f"page is {scroll_w} px wide in a {inner_w} px window"
+    wider = driver.execute_script("""
+        return Array.from(document.querySelectorAll('body *'))
+          .filter(el => el.getBoundingClientRect().right > window.innerWidth + 1
+                        && !el.closest('.scroll'))
+          .slice(0, 5).map(el => el.tagName + '.' + el.className);""")
+    assert wider == []
 
 
 def test_every_card_says_its_verdict_in_words(browser, page):
@@ -132,4 +143,7 @@ def test_page_height_is_reported(browser, page):
     _load(browser, page, 1280)
     height = browser.execute_script("return document.documentElement.scrollHeight;")
     assert height > FIRST_SCREEN
-    print(f"report height at 1280 px: {height} px")
+    browser.execute_script("document.querySelectorAll('details').forEach(d => d.open = true);")
+    unfolded = browser.execute_script("return document.documentElement.scrollHeight;")
+    assert unfolded > height                   # the folds hold the tall lists
+    print(f"report height at 1280 px: {height} px ({unfolded} px with every fold open)")

@@ -189,6 +189,12 @@ def scroll(inner) -> str:
 
 
 
+def fold(summary, inner) -> str:
+    """A tall part of the page, folded (closed until clicked; a link to an
+    element inside opens it): ``summary`` is text, ``inner`` HTML."""
+    return f'<details class="fold"><summary>{e(summary)}</summary>{inner}</details>'
+
+
 def kv_table(rows, cls="kv") -> str:
     """rows: (label, html) pairs."""
     body = "".join(f"<tr><th>{e(k)}</th><td>{v}</td></tr>" for k, v in rows)
@@ -330,6 +336,8 @@ ul.findings { padding-left: 18px; }
 .card.c-detected { border-left-color: #1a7f37; } .card.c-not_detected { border-left-color: #8c959f; }
 .card.c-inconclusive { border-left-color: #8250df; } .card.c-measured { border-left-color: #0969da; }
 .card.c-not_measured { border-left-color: var(--line); }
+details.fold > summary { cursor: pointer; font-weight: 600; padding: 4px 0; }
+details.fold[open] > summary { margin-bottom: 6px; }
 ul.advice-short { margin: 4px 0; padding-left: 20px; font-size: 14px; }
 table.answers { width: 100%; min-width: 720px; table-layout: fixed; }
 table.answers td { overflow-wrap: anywhere; }

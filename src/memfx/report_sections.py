@@ -11,7 +11,7 @@ import time
 
 from .report_html import (VERDICT_LABELS, _finite, _kind, _params_of, bytes_text, ci_brackets,
                           ci_text, code,
-                          duration_text, e, exact_bytes_text, json_html, kv_table, num,
+                          duration_text, e, exact_bytes_text, fold, json_html, kv_table, num,
                           param_text, seed_text, status_label, table, value_text, yes_no)
 
 # Findings that differ only by a numeric suffix (e.g. crossover_copy_a_vs_b_2,
@@ -193,10 +193,17 @@ def answers_html(views) -> str:
         why = v.analysis_error or label
         rows.append([f'<span class="dim">no verdict: {e(why)}</span>', "", "", "",
                      f'<a href="#{e(v.anchor)}">{e(v.run["experiment"])}</a>'])
+    counts = {}
+    for _, a in answered:
+        counts[a.get("verdict")] = counts.get(a.get("verdict"), 0) + 1
+    tally = ", ".join(f"{n} {VERDICT_LABELS.get(k, k)}" for k, n in
+                      sorted(counts.items(), key=lambda kv: -kv[1]))
     out = ['<section id="answers">', "<h2>Every answer</h2>"]
     if rows:
-        out.append(table(["question", "verdict", "value [95% CI]", "because", "run"], rows,
-                         "answers"))
+        out.append(fold(f"{len(answered)} answer(s)" + (f": {tally}" if tally else "")
+                        + (f"; {len(silent)} run(s) without a verdict" if silent else ""),
+                        table(["question", "verdict", "value [95% CI]", "because", "run"], rows,
+                              "answers")))
     out.append("</section>")
     return "\n".join(out) if answered or silent else ""
 
@@ -307,20 +314,26 @@ def _capability_rows(fp) -> list:
     return rows
 
 
-def machine_html(views) -> str:
-    from .machine import cautions
-    groups = {}        # one entry per distinct fingerprint
+def _fingerprints(views) -> list:
+    """[(fingerprint, [views])]: one entry per distinct machine fingerprint."""
+    groups = {}
     for v in views:
         fp = v.run.get("machine")
         if not isinstance(fp, dict):
             continue
         key = json.dumps(fp, sort_keys=True, default=str)
         groups.setdefault(key, (fp, []))[1].append(v)
+    return list(groups.values())
+
+
+def machine_html(views) -> str:
+    """The machine: its fingerprint and capabilities (its noise warnings are
+    folded at the end, in warnings_html)."""
+    groups = _fingerprints(views)
     out = ['<section id="machine">', "<h2>The machine</h2>"]
     if not groups:
         out.append('<p class="note">No machine fingerprint was stored with these runs.</p>')
-    warn_rows = []
-    for i, (fp, members) in enumerate(groups.values()):
+    for i, (fp, members) in enumerate(groups):
         if len(groups) > 1:
             out.append(f"<h3>Machine {i + 1}: runs "
                        + ", ".join(f'<a href="#{e(v.anchor)}">{e(v.run["id"])}</a>' for v in members)
@@ -331,36 +344,56 @@ def machine_html(views) -> str:
         except Exception as err:     # an odd fingerprint (imported, older) still shows raw
             out.append(f'<p class="note">This fingerprint has an unexpected shape '
                        f'({e(type(err).__name__)}: {e(err)}); raw:</p>' + json_html(fp))
+    n = len(_warning_rows(views, groups))
+    out.append(f'<p>{n} noise warning(s) from the machine and the samples: '
+               f'<a href="#warnings">at the end</a>.</p>' if n else
+               "<p>No noise warnings: nothing in the machine or in the samples crossed a "
+               "threshold.</p>")
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def _warning_rows(views, groups) -> list:
+    """[where, warning, what to do] of the machines' cautions (once each)
+    and of the runs' own warnings."""
+    from .machine import cautions
+    rows = []
+    for i, (fp, _) in enumerate(groups):
         try:
             machine_cautions = cautions(fp)
         except Exception:
             machine_cautions = []
         where = "machine" if len(groups) == 1 else f"machine {i + 1}"
         for c in machine_cautions:
-            warn_rows.append([e(where), f"<b>{e(c.get('id'))}</b>: {e(c.get('message'))}",
-                              e(c.get("advice") or "–")])
+            rows.append([e(where), f"<b>{e(c.get('id'))}</b>: {e(c.get('message'))}",
+                         e(c.get("advice") or "–")])
     machine_ids = {"hypervisor", "governor", "turbo", "smt", "thp_always", "no_pmu",
                    "no_invariant_tsc", "perf_event_paranoid", "low_memory"}
     if groups:
         try:
-            machine_ids |= {c["id"] for fp, _ in groups.values() for c in cautions(fp)}
+            machine_ids |= {c["id"] for fp, _ in groups for c in cautions(fp)}
         except Exception:
             pass
     for v in views:
         for w in (v.doc or {}).get("warnings") or []:
             if w.get("id") in machine_ids or str(w.get("id", "")).startswith("run_"):
                 continue        # machine cautions listed once above; run status in its section
-            warn_rows.append([f'<a href="#{e(v.anchor)}">{e(v.run["experiment"])}</a>',
-                              f"<b>{e(w.get('id'))}</b>: {e(w.get('message'))}",
-                              e(w.get("advice") or _default_advice(w))])
-    out.append("<h3>Noise warnings</h3>")
-    if warn_rows:
-        out.append(table(["where", "warning", "what to do"], warn_rows, "warnings"))
-    else:
-        out.append("<p>No noise warnings: nothing in the machine or in the samples crossed a "
-                   "threshold.</p>")
-    out.append("</section>")
-    return "\n".join(out)
+            rows.append([f'<a href="#{e(v.anchor)}">{e(v.run["experiment"])}</a>',
+                         f"<b>{e(w.get('id'))}</b>: {e(w.get('message'))}",
+                         e(w.get("advice") or _default_advice(w))])
+    return rows
+
+
+def warnings_html(views) -> str:
+    """At the end, folded: every noise warning of the machine and the runs
+    ("" when there is none: the machine section says so)."""
+    rows = _warning_rows(views, _fingerprints(views))
+    if not rows:
+        return ""
+    return "\n".join(['<section id="warnings">', "<h2>Noise warnings</h2>",
+                      fold(f"{len(rows)} warning(s) from the machine and the samples",
+                           table(["where", "warning", "what to do"], rows, "warnings")),
+                      "</section>"])
 
 
 def _default_advice(warning) -> str:
@@ -621,10 +654,15 @@ def params_section_html(sel, views) -> str:
     rows.append(("measuring time", e(duration_text(total)) + " (sum of the runs' durations)"))
     out = ['<section id="presets">', "<h2>Presets and parameters</h2>", kv_table(rows, "kv meta"),
            _tradeoff_html(sel, views)]
+    each = []
     for v in views:
-        out.append(f'<h3 id="params-{e(v.anchor)}"><a href="#{e(v.anchor)}">{e(v.run["experiment"])}'
-                   f'</a> <span class="dim">({e(v.run.get("preset") or "no preset")})</span></h3>')
-        out.append(params_html(v))
+        each.append(f'<h3 id="params-{e(v.anchor)}"><a href="#{e(v.anchor)}">{e(v.run["experiment"])}'
+                    f'</a> <span class="dim">({e(v.run.get("preset") or "no preset")})</span></h3>')
+        each.append(params_html(v))
+    if each:
+        n = sum(len(v.run.get("params") or {}) for v in views)
+        out.append(fold(f"Every run's parameters: {n} value(s) in {len(views)} run(s)",
+                        "\n".join(each)))
     out.append("</section>")
     return "\n".join(out)
 

@@ -652,10 +652,15 @@ class Fill(Experiment):
             because = (f"Filling with zero bytes runs at {span} the bandwidth of filling with "
                        f"{value_words(nz)} in {levels[0]}..{levels[-1]} "
                        f"({', '.join(fams)})")
-            if verdict == INCONCLUSIVE:
-                because += (f"; largest {kernel_label(top['kernel'])} in {top['level']} "
-                            f"{top['value']:.2f}x [{top['ci_low']:.2f}, {top['ci_high']:.2f}], "
-                            f"not conclusive")
+            if verdict == INCONCLUSIVE:     # why: the cell that decides nothing, and its CI
+                d = max((d for d in measured_rows if d["verdict"] == INCONCLUSIVE),
+                        key=lambda d: d["value"], default=top)
+                e, few = threshold("effect_min"), threshold("min_samples")
+                because += (f"; inconclusive: {kernel_label(d['kernel'])} in {d['level']} "
+                            f"{d['value']:.2f}x [{d['ci_low']:.2f}, {d['ci_high']:.2f}] "
+                            + (f"rests on {d['n']} samples (min_samples {few})" if d["n"] < few
+                               else f"reaches across the edge of the no-effect band "
+                                    f"{1 - e:.2f}-{1 + e:.2f}"))
             if excluded:
                 because += f"; seed 000's {SEED_EFFECT - 1:.0%} excluded beyond L2"
         missing = [d for d in details if d["verdict"] == ans.NOT_MEASURED]

@@ -274,7 +274,7 @@ class FillAlloc(Experiment):
         word = {DETECTED: f"{fast} is {r['ratio']:.2f}x as fast" if r["ratio"] >= 1
                 else f"{fast} is slower ({r['ratio']:.2f}x)",
                 NOT_DETECTED: f"no difference beyond ±{threshold('effect_min'):.0%}"}.get(
-                    verdict, f"{r['ratio']:.2f}x, inconclusive")
+                    verdict, f"{r['ratio']:.2f}x")    # inconclusive: results.py adds why
         few = min(r["n_a"], r["n_b"])
         if verdict == INCONCLUSIVE and few < threshold("min_samples"):
             word += f" (only {few} accepted samples at some size; min_samples = " \

@@ -238,7 +238,7 @@ class Misaligned(Experiment):
         elif e.verdict == "not_detected":
             size = f"costs no more than an aligned one ({e.value:.2f}x)"
         else:
-            size = f"costs {e.value:.2f}x an aligned one, within the noise"
+            size = f"costs {e.value:.2f}x an aligned one"    # inconclusive: results.py adds why
         noun = {"load": "load", "store": "store", "latency": "dependent load"}[mode]
         article = "an" if str(w)[0] == "8" else "a"
         e.because = (f"{article} {w}-byte {noun} {what} {size}"
