@@ -108,7 +108,10 @@ def settle(lab, trial, count, cycles_per_tick, pass_iters=0, tolerance=SETTLE_TO
         # a rejected (preempted) block is repeated, not grown, and starts the
         # comparison afresh: what ran meanwhile may have evicted the working set
         prev = per_iter
-        if per_iter is not None and block < SETTLE_MAX_BLOCK * count:
+        # a block of a whole pass or more is long enough: one more like it
+        # tells whether the pass left the kernel in steady state (a DRAM
+        # fill of one call per pass took 1 + 2 passes per visit)
+        if per_iter is not None and block < SETTLE_MAX_BLOCK * count and block < pass_iters:
             block *= 2
 
 
