@@ -356,3 +356,20 @@ def test_every_point_of_a_one_replica_run_gets_a_bootstrap_ci():
     assert len(pts) == 4
     for p in pts:
         assert math.isfinite(p["ci_low"]) and p["ci_low"] <= p["median"] <= p["ci_high"]
+
+
+def test_compare_takes_its_history_from_before_the_earlier_side(monkeypatch):
+    # surveys between A and B may already be after the change asked about
+    from memfx import documents
+    seen = {}
+
+    def fake_history(store, machine, exclude=(), before=None, most=5):
+        seen.update(machine=machine, exclude=set(exclude), before=before)
+        return None, 0
+    monkeypatch.setattr(documents, "machine_history", fake_history)
+    a = {"machine_id": "m-1", "survey_id": "s-a", "started": "2026-11-26T00:10:00Z"}
+    b = {"machine_id": "m-1", "survey_id": "s-b", "started": "2026-11-26T00:40:00Z"}
+    documents.compare_history(None, b, a)
+    assert seen == {"machine": "m-1", "exclude": {"s-a", "s-b"},
+                    "before": "2026-11-26T00:10:00Z"}
+    assert documents.compare_history(None, a, dict(b, machine_id="m-2")) == (None, 0)

@@ -241,13 +241,17 @@ def survey_advice(store, doc):
 
 
 def compare_history(store, a_doc, b_doc):
-    """The machine's history for `compare`: earlier complete surveys of the
-    one machine both sides were measured on (None when they differ)."""
+    """The machine's history for `compare`: complete surveys of the one
+    machine both sides were measured on (None when they differ) started
+    before the EARLIER side: the surveys between the two may already be
+    after the change `compare` is asked about (an upgrade, a glibc setting),
+    and a history that holds both states widened the band until a real
+    change read as noise."""
     mids = {a_doc.get("machine_id"), b_doc.get("machine_id")}
     if len(mids) != 1 or None in mids:
         return None, 0
     exclude = {d.get("survey_id") for d in (a_doc, b_doc)}
-    before = max(str(d.get("started") or "") for d in (a_doc, b_doc)) or None
+    before = min(str(d.get("started") or "") for d in (a_doc, b_doc)) or None
     return machine_history(store, mids.pop(), exclude=exclude, before=before)
 
 
