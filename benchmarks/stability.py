@@ -168,6 +168,11 @@ def cmd_aa(args):
 
 
 def cmd_ab(args):
+    if args.surveys:
+        if not args.db or "/" not in args.surveys:
+            sys.exit("stability: --surveys needs --db and A ids / B ids (a1,a2/b1,b2)")
+        a_text, b_text = args.surveys.split("/", 1)
+        return ab_table(args, args.db, a_text.split(","), b_text.split(","))
     db = args.db or str(Path(tempfile.mkdtemp(prefix="memfx-ab-")) / "ab.db")
     print(f"A/B ({args.change}): {args.runs} + {args.runs} quick surveys into {db}",
           file=sys.stderr)
@@ -186,6 +191,11 @@ def cmd_ab(args):
         if hog:
             hog.kill()
             hog.wait()
+    return ab_table(args, db, a_ids, b_ids)
+
+
+def ab_table(args, db, a_ids, b_ids):
+    """compare A_i B_j over every pair, and A/A within A."""
     counts, exits = {}, []
     for a, b in itertools.product(a_ids, b_ids):
         status, flagged, _ = compare(db, a, b)
@@ -223,6 +233,9 @@ def main(argv=None):
                                 "measuring new ones")
         if name == "ab":
             p.add_argument("--change", choices=("glibc", "hog"), required=True)
+            p.add_argument("--surveys", default=None,
+                           help="analyse these surveys of --db instead of measuring new ones: "
+                                "A ids, a slash, B ids (a1,a2,a3/b1,b2,b3)")
     args = ap.parse_args(argv)
     if args.runs < 2:
         ap.error("--runs must be at least 2")

@@ -373,3 +373,15 @@ def test_compare_takes_its_history_from_before_the_earlier_side(monkeypatch):
     assert seen == {"machine": "m-1", "exclude": {"s-a", "s-b"},
                     "before": "2026-11-26T00:10:00Z"}
     assert documents.compare_history(None, a, dict(b, machine_id="m-2")) == (None, 0)
+
+
+def test_an_overruled_pooled_claim_is_quoted_after_what_the_replicas_decided():
+    q = Question("x.fix", "?", "ns", "004", "median", better="lower")
+    pooled = {"question": "x.fix", "verdict": DETECTED, "value": 2.0,
+              "because": "The fix removes the penalty."}
+    per = [{"verdict": v, "value": 2.0, "ci_low": 1.9, "ci_high": 2.1}
+           for v in (DETECTED, NOT_DETECTED, DETECTED)]
+    out = combine_replicas(q, pooled, per)
+    assert out["verdict"] == INCONCLUSIVE
+    assert out["because"].startswith("Replicas disagree: detected in 2 of 3")
+    assert "(every replica's samples pooled: the fix removes the penalty)" in out["because"]

@@ -376,7 +376,17 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
             verdict = INCONCLUSIVE
     out["verdict"] = verdict
     if notes:
-        out["because"] = (str(out.get("because") or "").rstrip(". ") + "; " + "; ".join(notes)).lstrip("; ")
+        said = str(out.get("because") or "").rstrip(". ")
+        if verdict != pooled.get("verdict") and said:
+            # the replicas overrule the pooled sentence: lead with what they
+            # decided, and quote the pooled claim as such ("The fix removes
+            # the penalty; ... inconclusive across replicas" read as a claim
+            # its own verdict contradicted)
+            lead = "; ".join(notes)
+            out["because"] = (f"{lead[:1].upper()}{lead[1:]} (every replica's samples pooled: "
+                              f"{said[:1].lower()}{said[1:]})")
+        else:
+            out["because"] = (said + "; " + "; ".join(notes)).lstrip("; ")
     return out
 
 
