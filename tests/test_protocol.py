@@ -134,6 +134,31 @@ def test_a_visits_settle_completes_a_pass_longer_than_its_time_cap():
     assert lab.since["k"] >= 20_000 and state["settled"] == 1
 
 
+def test_a_chunked_stream_settles_pass_by_pass():
+    """A stream in chunks (Trial.chunks) that speeds up over many passes (a
+    fresh working set on a guest) is compared whole pass against whole
+    pass (within the re-warm's budget of 3 passes): blocks of a few chunks
+    each look steady inside the drift."""
+    class Blocks(ColdStartLab):
+        sizes = []
+
+        def sample(self, trial, count, cycles_per_tick):
+            self.sizes.append(count)
+            return super().sample(trial, count, cycles_per_tick)
+
+    lab = Blocks({"k": 1.0}, amplitude=1.0, tau=5 * 64)      # a transient of ~5 passes
+    trial = Trial("k", metric="bandwidth", chunks=64)
+    state = _worker.settle(lab, trial, count=2, cycles_per_tick=1.0, pass_iters=64,
+                           max_seconds=10.0, whole_pass=True)
+    assert min(lab.sizes) >= 64                               # every block a whole pass
+    assert lab.since["k"] >= 3 * 64 and state["settle_blocks"] >= 3   # up to its 3-pass budget
+    # the same stream settled in blocks of a few chunks stops inside the transient
+    lab = Blocks({"k": 1.0}, amplitude=1.0, tau=5 * 64)
+    _worker.settle(lab, Trial("k", metric="bandwidth"), count=2, cycles_per_tick=1.0,
+                   pass_iters=64, max_seconds=10.0, whole_pass=True)
+    assert lab.since["k"] < 3 * 64
+
+
 def test_visits_are_abba_and_split_the_samples():
     order = _worker.visit_order(3, random.Random(4))
     assert order[:3] == order[3:][::-1] and sorted(order[:3]) == [0, 1, 2]
