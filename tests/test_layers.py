@@ -144,10 +144,6 @@ ALLOWED = {
         "fixed later: plots.py looks up an experiment's PlotSpecs; documents should carry them",
     ("memfx.report", "memfx.experiments"):
         "fixed later: report.py looks up experiments; it should read the documents",
-    ("memfx.report", "memfx.store"):
-        "fixed later: report.py opens the store (mark_stale_running) instead of taking documents",
-    ("memfx.report", "memfx"):
-        "fixed later: report.py reads __version__ from the package (memfx.version has it)",
     ("memfx.report_sections", "memfx.machine"):
         "fixed later: report_sections.py asks the machine module for capabilities and "
         "cautions; the document should carry them",

@@ -20,6 +20,15 @@ _UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 MAX_NAME_PART = 80
 
 
+def default_db_path():
+    """Where the results database lives unless --db / $MEMFX_DB says
+    otherwise: $XDG_DATA_HOME/memfx/results.db (~/.local/share by default).
+    In the base layer: the store opens it, the report names it."""
+    from pathlib import Path
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "memfx" / "results.db"
+
+
 def safe_name_part(text: str) -> str:
     """A run or survey id made fit for a default file name: no path
     separators, no leading dot, bounded length."""

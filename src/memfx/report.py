@@ -317,10 +317,10 @@ def build_report(store, ids, documents=None, jobs=None) -> str:
     ``jobs``: processes that draw the figures (default: one per CPU).
     Reads the store only: a run left `running` by a killed survey shows as
     running here (`memfx runs` marks such runs interrupted)."""
-    from . import __version__
+    from .version import __version__
     sel = resolve(store, ids)
     views = draw_views(store, sel.runs, documents, jobs)
-    from .store import default_db_path
+    from .outputs import default_db_path
     try:
         same_db = os.path.abspath(store.path) == os.path.abspath(default_db_path())
     except Exception:

@@ -105,9 +105,7 @@ _SURVEY_COLUMNS = ("id", "started", "finished", "status", "preset", "argv",
                    "note", "pid", "host")
 
 
-def default_db_path() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "memfx" / "results.db"
+from .outputs import default_db_path  # noqa: E402,F401 (the one place it is defined)
 
 
 def utcnow_iso(t: float | None = None) -> str:
