@@ -13,8 +13,8 @@ from .errors import MemfxError
 
 
 def _cli():
-    from . import cli
-    return cli
+    from . import cli_args
+    return cli_args
 
 
 def _out(lines):

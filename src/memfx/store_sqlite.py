@@ -387,8 +387,12 @@ class Store:
         with self._write() as conn:
             self._mark_stale(conn, "runs")
             self._mark_stale(conn, "surveys")
+            # surveys keep whole seconds: one started in the cutoff's own
+            # second counts as older (as its runs do, by their unix time) --
+            # `prune --older-than 0h` removed a survey's runs and kept the
+            # survey when both began in the same second as the prune
             survey_ids = [row[0] for row in conn.execute(
-                "SELECT id FROM surveys WHERE started < ? AND status != ?", (cutoff_iso, RUNNING))]
+                "SELECT id FROM surveys WHERE started <= ? AND status != ?", (cutoff_iso, RUNNING))]
             # (PostgreSQL refuses an empty IN list)
             in_surveys = f" OR survey_id IN ({', '.join('?' * len(survey_ids))})" if survey_ids else ""
             run_ids = [row[0] for row in conn.execute(
