@@ -25,7 +25,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 from .cli_args import (  # noqa: E402,F401 (cli_show and the tests use them from here too)
-    SQLITE_SIBLING_SUFFIXES, _console, _db_path, _labels, _open_store, _sqlite_path)
+    SQLITE_SIBLING_SUFFIXES, _console, _db_path, _labels, _open_store, _pairs, _sqlite_path)
 
 
 def _machine():
@@ -34,13 +34,7 @@ def _machine():
 
 
 def _overrides(pairs):
-    out = {}
-    for pair in pairs or []:
-        if "=" not in pair:
-            raise MemfxError(f"--set expects NAME=VALUE, got {pair!r}")
-        k, v = pair.split("=", 1)
-        out[k.strip()] = v.strip()
-    return out
+    return _pairs(pairs, "--set", "NAME=VALUE")
 
 
 def _preset(args):

@@ -67,16 +67,21 @@ def _open_store(args, must_exist=False):
     return open_store(path, memfx_version=__version__)
 
 
-def _labels(pairs):
-    """--label KEY=VALUE pairs -> {key: value}, checked as the store will."""
-    from .store import check_labels
+def _pairs(pairs, option, shape):
+    """NAME=VALUE options (--set, --label) -> {name: value}, stripped."""
     out = {}
     for pair in pairs or []:
         if "=" not in pair:
-            raise MemfxError(f"--label expects KEY=VALUE, got {pair!r}")
+            raise MemfxError(f"{option} expects {shape}, got {pair!r}")
         k, v = pair.split("=", 1)
         out[k.strip()] = v.strip()
-    return check_labels(out)
+    return out
+
+
+def _labels(pairs):
+    """--label KEY=VALUE pairs -> {key: value}, checked as the store will."""
+    from .store import check_labels
+    return check_labels(_pairs(pairs, "--label", "KEY=VALUE"))
 
 
 def _console():
