@@ -482,8 +482,22 @@ def test_plan_has_scaling_and_loaded_points_on_two_cpus(unpinned):
     for p in scaling:
         cpus = [int(c) for c in p.params["cpus"].split(",")]
         assert len(cpus) == p.params["threads"] and cpus[0] == params["cpu"]
+    # DRAM: one 2x-LLC set for the whole team, split among its threads (as
+    # STREAM); a cache level: the same set per thread at every count
+    llc = MACHINE["caches"][-1]["size_bytes"]
+    for p in scaling:
+        pr = p.params
+        assert pr["total_bytes"] == pr["size_bytes"] * pr["threads"]
+        if pr["level"] == "dram":
+            assert 2 * llc - 4096 * pr["threads"] < pr["total_bytes"] <= 2 * llc, pr
+    for level in {p.params["level"] for p in scaling} - {"dram"}:
+        assert len({p.params["size_bytes"] for p in scaling if p.params["level"] == level}) == 1
     loaded = [p for p in team if p.params["part"] == "loaded"]
     assert {p.arm for p in loaded} == {"idle_latency", "loaded_latency"}
+    # planned first: the loaders' 2x-LLC buffers are faulted before the
+    # scaling part's smaller sets reuse them
+    assert max(i for i, p in enumerate(team) if p.params["part"] == "loaded") < \
+        min(i for i, p in enumerate(team) if p.params["part"] == "scaling")
     assert {p.params["level"] for p in loaded} == {"l2", "dram"}
     # idle and loaded of one size share their params: one cell, interleaved
     for size in {p.params["size_bytes"] for p in loaded}:

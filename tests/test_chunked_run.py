@@ -8,7 +8,8 @@ import pytest
 from memfx import _core
 from memfx._lab import Lab, call_kernel
 from memfx.experiments import bandwidth as bw
-from memfx.protocol import Region, Trial
+from memfx.experiments import get_experiment
+from memfx.protocol import Point, Region, Trial
 
 pytestmark = pytest.mark.measuring
 
@@ -96,3 +97,50 @@ def test_bandwidth_chunks_only_working_sets_of_chunked_from_and_more():
     assert rnd.aux == lines and rnd.src_step == 0
     assert rnd.dst_step == bw.CHUNK_BYTES // 64 * 4
     assert rnd.chunks * rnd.size // 64 == lines
+
+
+def test_calibrate_trusts_a_warm_up_whose_calls_each_lasted_two_samples(monkeypatch):
+    """A warm-up call of two samples or more is itself the sample length:
+    calibrate() returns 1 without another call; a shorter warm-up (or a
+    warm-up of another trial) leaves calibration to its own calls."""
+    lab = Lab(min_sample_ms=1.0, hardware_counters=False)
+    target = lab.min_sample_ms * 1e-3 * lab.tsc_hz
+    calls = []
+
+    def fake_call(row, trial, count):
+        calls.append(count)
+        return (trial.extra["ticks_per_call"] * count, 0, 0, 0, ())
+
+    monkeypatch.setattr(lab, "_call", fake_call)
+    monkeypatch.setattr(lab, "_row", lambda trial: None)
+    long_call = Trial("fill_scalar8", size=CHUNK, extra={"ticks_per_call": 3 * target})
+    lab.warm(long_call, 1)
+    assert lab.calibrate(long_call) == 1 and calls == [1]
+    short_call = Trial("fill_scalar8", size=CHUNK, extra={"ticks_per_call": 0.4 * target})
+    lab.warm(short_call, 1)
+    assert lab.calibrate(short_call) == 3 and calls == [1, 1, 1, 3]
+    other = Trial("fill_scalar8", size=CHUNK, extra={"ticks_per_call": 3 * target})
+    lab.warm(long_call, 1)
+    before = len(calls)
+    assert lab.calibrate(other) == 1 and len(calls) == before + 1   # it timed its own call
+
+
+def test_the_idle_and_the_loaded_chase_of_a_cell_share_one_chain():
+    """Both arms of a loaded-latency cell chase the same chain, linked once
+    per cell; the next cell links its own."""
+    exp = get_experiment("bandwidth")
+    lab = Lab(min_sample_ms=0.05, hardware_counters=False)
+    params = dict(exp.resolve("quick"), seed=3)
+    linked = []
+    real = lab.link_chain
+    lab.link_chain = lambda *a, **k: linked.append(1) or real(*a, **k)
+    size = 1 << 20
+    point = {"part": "loaded", "level": "l2", "size_bytes": size, "threads": 1,
+             "cpus": str(lab.cpu), "pages": "4k", "kernel": "chase_ptr",
+             "loader": "bw_read_scalar", "loader_bytes": size}
+    idle = exp.prepare_loaded(Point("idle_latency", point), params, lab)
+    again = exp.prepare_loaded(Point("idle_latency", point), params, lab)
+    assert idle.src.buffer is again.src.buffer and len(linked) == 1
+    lab.release()
+    exp.prepare_loaded(Point("idle_latency", point), params, lab)
+    assert len(linked) == 2

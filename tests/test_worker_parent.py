@@ -80,3 +80,94 @@ def test_a_worker_whose_parent_is_already_gone_exits():
                        '"machine": {}, "parent_pid": 1}', capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 1 and p.stdout == ""
+
+
+def _tiny_latency_job(replica, samples="3"):
+    from memfx.machine import fingerprint
+    from memfx.runner import prepare
+    machine = fingerprint()
+    _, params, _ = prepare("latency", "quick", {"max_size": "16K", "samples": samples,
+                                                "min_sample_ms": "0.05", "per_octave": "1",
+                                                "refine": "false"}, machine)
+    return {"experiment": "latency", "params": params, "machine": machine, "replica": replica}
+
+
+def test_each_replica_is_its_own_process_forked_by_one_host():
+    """The runner's host forks a fresh child per job: two replicas, two
+    processes, neither of them the host, which serves both."""
+    import json
+    from memfx.runner import WorkerHost
+    host = WorkerHost()
+    try:
+        pids, hosts = [], []
+        for replica in (0, 1):
+            msgs = [json.loads(line) for line in host.submit(_tiny_latency_job(replica))]
+            assert host.returncode == 0 and msgs[-1]["type"] == "done"
+            pids.append(next(m["pid"] for m in msgs if m["type"] == "info"))
+            hosts.append(host.proc.pid)
+        assert pids[0] != pids[1] and hosts[0] == hosts[1] and hosts[0] not in pids
+        assert not alive(pids[0]) and not alive(pids[1])
+    finally:
+        host.close()
+
+
+def test_stopping_the_host_ends_the_replica_it_measures():
+    import json
+    from memfx.runner import WorkerHost
+    host = WorkerHost()
+    try:
+        job = _tiny_latency_job(0, samples="10000")
+        job["params"]["min_sample_ms"] = 300.0          # cells of minutes: still measuring
+        lines = host.submit(job)
+        child = None
+        for line in lines:
+            msg = json.loads(line)
+            child = msg.get("pid", child)
+            if msg["type"] == "plan":
+                break
+        assert child and alive(child)
+        host.stop()
+        list(host.remaining())
+        assert wait_for(lambda: not alive(child), 10), "the replica outlived its host"
+    finally:
+        host.close()
+
+
+# The same stand-in, measuring through the runner's forking host: a kill -9
+# of memfx ends the host, and the host's end ends the replica it forked.
+PARENT_HOST = """
+import json, time
+from memfx.machine import fingerprint
+from memfx.runner import WorkerHost, prepare
+fp = fingerprint()
+exp, params, points = prepare("latency", "quick", {"samples": "100", "min_sample_ms": "300",
+                                                   "max_size": "64K"}, fp)
+child = None
+for line in WorkerHost().submit({"experiment": "latency", "params": params, "machine": fp}):
+    msg = json.loads(line)
+    child = msg.get("pid", child)
+    if msg["type"] in ("plan", "error", "done"):
+        break
+print(child, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs /proc")
+def test_a_replica_forked_by_the_host_dies_when_memfx_is_killed():
+    parent = subprocess.Popen([sys.executable, "-c", PARENT_HOST], stdout=subprocess.PIPE,
+                              text=True)
+    child = None
+    try:
+        child = int(parent.stdout.readline())
+        assert alive(child)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        assert wait_for(lambda: not alive(child), 10), "the replica outlived memfx"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        parent.stdout.close()
+        if child and alive(child):
+            os.kill(child, signal.SIGKILL)

@@ -528,7 +528,10 @@ def bimodal_split(values, min_separation: float = 0.10, gap_sigmas: float = 4.0,
         m_lo, m_hi = _sorted_median(lo), _sorted_median(hi)
         if m_lo <= 0 or (m_hi - m_lo) / m_lo < min_separation:
             continue
-        sigma = max(mad_of(lo), mad_of(hi)) * MAD_TO_SIGMA
+        # the MADs of the sorted sides, without np.median's per-call cost
+        # (this loop was a fifth of a survey's analysis)
+        sigma = max(_sorted_median(np.sort(np.abs(lo - m_lo))),
+                    _sorted_median(np.sort(np.abs(hi - m_hi)))) * MAD_TO_SIGMA
         sigma = max(sigma, 0.005 * m_lo)
         gap = float(hi[0] - lo[-1]) / sigma
         if gap >= gap_sigmas and (best is None or gap > best["gap_sigmas"]):

@@ -108,7 +108,8 @@ class BandwidthAnswers:
                               f"value: not planned, or every sample of one side was rejected; "
                               f"the other levels are in details", details=details)
         reads = [d for d in top if d["kind"] == head["kind"]]
-        because = (f"{most} threads, each on its own buffer (sharing nothing, as two processes), "
+        because = (f"{most} threads, each on its own buffer (sharing nothing, as two processes; "
+                   f"in DRAM one 2x-LLC set split among them, as STREAM does), "
                    f"{head['kind']} {head['value']:.2f}x one thread's GB/s in "
                    f"{LEVEL_LABEL.get(head['level'], head['level'])} "
                    f"({head['single_gb_per_s']:.1f} -> {head['aggregate_gb_per_s']:.1f} GB/s); "
