@@ -15,6 +15,7 @@ from memfx.experiments import get_experiment
 from memfx.experiments import fill as F
 from memfx.experiments import fill_alloc as FA
 from memfx.experiments.base import Point, Trial
+from memfx.fingerprint import Fingerprint
 from memfx.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
 from memfx.results import RunData, build_points
 
@@ -218,14 +219,16 @@ MACHINE = {
 
 
 def test_level_assignment_uses_reported_caches():
-    caches = F.data_caches(MACHINE)
-    assert caches == [("L1d", 32 << 10), ("L2", 256 << 10), ("L3", 6 << 20)]
-    assert F.level_of(100, caches) == "L1d"
-    assert F.level_of(32 << 10, caches) == "L1d"
-    assert F.level_of((32 << 10) + 1, caches) == "L2"
-    assert F.level_of(1 << 20, caches) == "L3"
-    assert F.level_of(7 << 20, caches) == "DRAM"
-    assert F.level_of(7 << 20, []) == "all"
+    fp = Fingerprint.of(MACHINE)
+    assert F.fill_levels(fp) == ["L1d", "L2", "L3", "DRAM"]
+    assert F.fill_level(fp, 100) == "L1d"
+    assert F.fill_level(fp, 32 << 10) == "L1d"
+    assert F.fill_level(fp, (32 << 10) + 1) == "L2"
+    assert F.fill_level(fp, 1 << 20) == "L3"
+    assert F.fill_level(fp, 7 << 20) == "DRAM"
+    # no cache reported: every size in one level
+    bare = Fingerprint.of({})
+    assert F.fill_level(bare, 7 << 20) == "all" and F.fill_levels(bare) == ["all"]
 
 
 def test_quick_plans_one_declared_size_per_level():
@@ -233,12 +236,12 @@ def test_quick_plans_one_declared_size_per_level():
     params = exp.resolve("quick")
     assert params["sweep"] == "levels"
     sizes = sorted({p.params["size_bytes"] for p in exp.plan(params, MACHINE)})
-    caches = F.data_caches(MACHINE)
+    caches = Fingerprint.of(MACHINE).caches
     # one size in each level, well inside it, and DRAM at 2x the LLC
-    assert [F.level_of(s, caches) for s in sizes] == ["L1d", "L2", "L3", "DRAM"]
+    assert [Fingerprint.of(MACHINE).level_of(s) for s in sizes] == ["L1d", "L2", "L3", "DRAM"]
     assert sizes[-1] == 12 << 20
-    for s, (_, cap) in zip(sizes, caches):
-        assert s <= 0.75 * cap
+    for s, cache in zip(sizes, caches):
+        assert s <= 0.75 * cache.size_bytes
     # the same cells for the same machine, whatever the seed or replica
     again = exp.plan(exp.resolve("quick", {"seed": 9}), MACHINE)
     assert sorted({p.params["size_bytes"] for p in again}) == sizes
@@ -251,7 +254,7 @@ def test_plan_sizes_bracket_every_cache_size(preset):
     pts = exp.plan(params, MACHINE)
     sizes = sorted({p.params["size_bytes"] for p in pts})
     assert sizes[0] == 100 and sizes[-1] == 12 << 20       # 2 x LLC
-    for _, cap in F.data_caches(MACHINE):
+    for cap in (c.size_bytes for c in Fingerprint.of(MACHINE).caches):
         below = [s for s in sizes if cap / 2 <= s < cap]
         above = [s for s in sizes if cap < s <= 2 * cap]
         assert below and above, cap
@@ -393,7 +396,7 @@ def _samples(effect_beyond_l2, n=7, kernels=("avx2", "memset"), seed=1):
     for p in exp.plan(params, MACHINE):
         size = p.params["size_bytes"]
         base = 50.0 if size < (1 << 20) else 10.0
-        lvl = F.level_of(size, F.data_caches(MACHINE))
+        lvl = Fingerprint.of(MACHINE).level_of(size)
         f = effect_beyond_l2 if p.arm in F.ZERO_ARMS and lvl in ("L3", "DRAM") else 1.0
         for v in rng.normal(base * f, base * 0.005, n):
             out.append({"arm": p.arm, "point": p.params, "metric": "gb_per_s", "unit": "GB/s",
@@ -605,7 +608,7 @@ def _family_samples(effects, n=7, seed=3, levels=("L3", "DRAM"), overrides=None)
     out = []
     for p in exp.plan(params, MACHINE):
         size = p.params["size_bytes"]
-        lvl = F.level_of(size, F.data_caches(MACHINE))
+        lvl = Fingerprint.of(MACHINE).level_of(size)
         f = effects.get(p.params["kernel"], 1.0) if p.arm == "zero" and lvl in levels else 1.0
         for v in rng.normal(20.0 * f, 0.1, n):
             out.append({"arm": p.arm, "point": p.params, "metric": "gb_per_s", "unit": "GB/s",
@@ -653,9 +656,9 @@ def test_answer_agrees_with_the_table_when_one_level_has_a_single_size():
                            overrides={"kernels": "avx2,memset", "max_size": "12M",
                                                                   "sweep": "grid"})
     dram = sorted({p["params"]["size_bytes"] for p in data.points
-                   if F.level_of(p["params"]["size_bytes"], F.data_caches(MACHINE)) == "DRAM"})
+                   if Fingerprint.of(MACHINE).level_of(p["params"]["size_bytes"]) == "DRAM"})
     l3 = {p["params"]["size_bytes"] for p in data.points
-          if F.level_of(p["params"]["size_bytes"], F.data_caches(MACHINE)) == "L3"}
+          if Fingerprint.of(MACHINE).level_of(p["params"]["size_bytes"]) == "L3"}
     assert len(dram) == 1 and len(l3) >= 2          # the shape of the run
     se = _answers(data)["zero_store_elimination"]
     cell = _cells(se)[("memset", "DRAM")]

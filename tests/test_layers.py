@@ -3,7 +3,8 @@ layer, and a module imports only from its own layer or the layers below it.
 
 The layers, bottom to top (docs/architecture.md draws the same map):
 
-  base          units, errors, statuses, stats, outputs, protocol types, the version
+  base          units, errors, statuses, stats, outputs, protocol types, the version,
+                the typed machine fingerprint
   vocabulary    what an experiment declares and returns: questions and answers,
                 verdict rules and thresholds, plot specs
   lab           the lab, the machine's collection and identity, the C core
@@ -51,6 +52,7 @@ PLACES = {
     "memfx.stats": "base",
     "memfx.curves": "base",
     "memfx.outputs": "base",
+    "memfx.fingerprint": "base",
     # vocabulary
     "memfx.answers": "vocabulary",
     "memfx.findings": "vocabulary",

@@ -192,8 +192,8 @@ def test_check_init_passes_every_kernel_and_catches_a_wrong_reference(monkeypatc
 
 
 def test_init_auto_n_puts_the_matrix_beyond_the_largest_cache():
-    n = init_auto_n({"caches": [{"level": 2, "size_bytes": 1 << 20},
-                                {"level": 3, "size_bytes": 32 << 20}]})
+    n = init_auto_n({"caches": [{"level": 2, "type": "Unified", "size_bytes": 1 << 20},
+                                {"level": 3, "type": "Unified", "size_bytes": 32 << 20}]})
     assert n % 64 == 0 and 4 * n * n >= 64 << 20 and 4 * (n - 64) ** 2 < 64 << 20
 
 

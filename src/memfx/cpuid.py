@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import struct
 
+from memfx.fingerprint import Fingerprint
+
 
 # --------------------------------------------------------------------------
 # the optional C core
@@ -177,14 +179,8 @@ def _llc_section(caches, cpuid, vendor, glibc_diag):
     is False when they differ: glibc's non_temporal_threshold then does not
     follow this machine's cache (issue 16)."""
     def l3_of(cs):
-        sizes = [c["size_bytes"] for c in cs or []
-                 if c.get("type") in ("Data", "Unified") and c.get("level") and c.get("size_bytes")]
-        levels = [c["level"] for c in cs or [] if c.get("type") in ("Data", "Unified") and c.get("level")]
-        if not sizes:
-            return None
-        top = max(levels)
-        return max(c["size_bytes"] for c in cs if c.get("level") == top
-                   and c.get("type") in ("Data", "Unified") and c.get("size_bytes"))
+        llc = Fingerprint.of({"caches": cs}).llc
+        return llc.size_bytes if llc else None
     cache = (glibc_diag or {}).get("cache") or {}
     thresholds = (glibc_diag or {}).get("thresholds") or {}
     glibc_l3 = cache.get("level3_cache_size") or cache.get("shared_cache_size")
@@ -202,15 +198,14 @@ def _llc_section(caches, cpuid, vendor, glibc_diag):
 
 def llc_bytes(fp, source="sysfs"):
     """The last-level cache size from one source of fp["llc"] (sysfs,
-    cpuid, cpuid_legacy, glibc), falling back to the largest data/unified
-    cache in fp["caches"]; None when unknown.  Advice should prefer a
+    cpuid, cpuid_legacy, glibc), falling back to the last data/unified
+    level in fp["caches"]; None when unknown.  Advice should prefer a
     measured capacity (the latency experiment's last knee) over all of these."""
     v = (fp.get("llc") or {}).get(f"{source}_bytes")
     if v:
         return v
-    sizes = [c.get("size_bytes") for c in fp.get("caches") or []
-             if c.get("type") in ("Data", "Unified") and c.get("size_bytes")]
-    return max(sizes) if sizes else None
+    llc = Fingerprint.of(fp).llc
+    return llc.size_bytes if llc else None
 
 
 # AMD APM Vol. 3, CPUID Fn8000_0006: the 4-bit associativity code of the

@@ -11,6 +11,8 @@ glibc_tunables(ld_so=None, sysroot="/", timeout=5.0) -> dict
 parse_ld_diagnostics(text) -> dict              parser for ld.so --list-diagnostics
 parse_size(text) -> int | None                  "48K" -> 49152
 parse_cpu_list(text) -> list[int]               "0-2,5" -> [0, 1, 2, 5]
+identity(fp), machine_id(fp), label(fp)         re-exported from fingerprint.py, where
+                                                the typed Fingerprint reads the dict
 
 Only the standard library is imported at module level, so this loads without
 the C extension.  The core (memfx._core) is optional and duck-typed: it may
@@ -34,6 +36,7 @@ import re
 import sys
 
 from memfx.errors import ParamError
+from memfx.fingerprint import Fingerprint, identity, label, machine_id  # noqa: F401 (re-exported)
 from memfx.cpuid import (  # noqa: F401 (public names re-exported)
     cpu_identity, cpuid_tlb, llc_bytes, tlb_entries, _bit, _cpuid_caches, _cpuid_string_flags,
     _cpuid_vendor, _fn, _hypervisor_signature, _llc_section, _max_leaf, _regs, _resolve_core)
@@ -204,15 +207,9 @@ def _cache_section(root, cpuid, vendor, first_block):
         caches = _cpuid_caches(cpuid, vendor)
         source = "cpuid" if caches else None
 
-    sizes, line = {}, None
-    for c in caches:
-        if c["type"] not in ("Data", "Unified") or c["level"] is None:
-            continue
-        name = "L1d" if c["level"] == 1 else f"L{c['level']}"
-        if name not in sizes:
-            sizes[name] = c["size_bytes"]
-        if c["level"] == 1 and line is None:
-            line = c["line_bytes"]
+    levels = Fingerprint.of({"caches": caches}).caches
+    sizes = {c.name: c.size_bytes for c in levels}
+    line = next((c.line_bytes for c in levels if c.level == 1), None)
     if line is None:
         line = next((c["line_bytes"] for c in caches if c["line_bytes"]), None)
     if line is None:
@@ -637,58 +634,3 @@ def capabilities(fp):
         "movdir64b": bool(f.get("movdir64b")),
         "numa_nodes": _get(fp, "cpu", "numa_nodes") or 1,
     }
-
-
-# --------------------------------------------------------------------------
-# identity: what does not change between runs on one machine
-
-# Fingerprint parts that identify the machine (CPU model and microcode,
-# caches, ISA flags, kernel, glibc, hypervisor).  Everything else -- free
-# memory, the calibrated TSC, governor, THP mode, perf_event_paranoid -- is
-# the state of one run and is stored with the run, not hashed.
-_IDENTITY_CPU = ("vendor", "family", "model", "stepping", "model_name", "microcode",
-                 "logical_cpus", "sockets", "cores", "smt", "numa_nodes")
-
-
-def identity(fp):
-    """The stable part of a fingerprint (a dict), from which machine_id is hashed."""
-    fp = fp if isinstance(fp, dict) else {}
-
-    def part(name):
-        v = fp.get(name)
-        return v if isinstance(v, dict) else {}
-
-    cpu = part("cpu")
-    glibc = part("glibc")
-    total = part("memory").get("total_bytes")
-    return {
-        "cpu": {k: cpu.get(k) for k in _IDENTITY_CPU},
-        "flags": part("flags"),
-        "caches": [{k: c.get(k) for k in ("level", "type", "size_bytes", "line_bytes", "ways",
-                                          "sets")}
-                   for c in (fp.get("caches") or []) if isinstance(c, dict)],
-        "kernel": part("kernel").get("release"),
-        "glibc": glibc.get("version"),
-        "hypervisor": part("hypervisor").get("vendor"),
-        # MemTotal moves by a few KiB across boots and kernel builds: GiB is stable.
-        "memory_gib": round(total / 2 ** 30) if isinstance(total, (int, float)) else None,
-        "page_size": part("memory").get("page_size"),
-    }
-
-
-def machine_id(fp):
-    """Stable machine id: 'm-' and 16 hex digits of the identity's SHA-256."""
-    import hashlib
-    text = json.dumps(identity(fp), sort_keys=True, default=str)
-    return "m-" + hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def label(fp):
-    """A short human name of the machine: CPU model name, family/model, vCPUs."""
-    cpu = (fp or {}).get("cpu") or {}
-    name = cpu.get("model_name") or cpu.get("vendor") or "unknown CPU"
-    fam = cpu.get("family")
-    mod = cpu.get("model")
-    fm = f" (family {fam} model {mod})" if fam is not None and mod is not None else ""
-    n = cpu.get("logical_cpus")
-    return f"{name}{fm}" + (f", {n} CPUs" if n else "")

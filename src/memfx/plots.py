@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from .fingerprint import Fingerprint  # noqa: E402
 from .plotspec import PlotSpec  # noqa: E402
 from .units import format_size  # noqa: E402
 
@@ -126,35 +127,31 @@ def cache_bands(ax, machine, lo, hi):
     Returns the rows of labels drawn (0, 1 or 2: labels too close to their
     neighbour go one row up)."""
     from matplotlib import transforms
-    caches = sorted((c for c in machine.get("caches") or [] if isinstance(c, dict)
-                     and c.get("type") in ("Data", "Unified")
-                     and isinstance(c.get("size_bytes"), int) and c["size_bytes"] > 0),
-                    key=lambda c: c["size_bytes"])
+    caches = sorted(Fingerprint.of(machine).caches, key=lambda c: c.size_bytes)
     # the x axis ends at the data, or just past a cache boundary near it: a
     # cache far larger than the sweep would stretch it over an empty band
     # (its band is clipped and its label left out)
-    near = [c["size_bytes"] for c in caches if c["size_bytes"] <= hi * NEAR]
+    near = [c.size_bytes for c in caches if c.size_bytes <= hi * NEAR]
     right = max([hi * EDGE] + [size * 1.1 for size in near])
     prev = lo
     rows, last = 0, {}
     span = max(1.0, np.log2(max(hi, lo * 2)) - np.log2(lo)) if lo > 0 else 1.0
     for i, c in enumerate(caches):
-        level = c.get("level") if c.get("level") is not None else "?"
-        label = f"L{level}{'d' if c['type'] == 'Data' else ''} {format_size(c['size_bytes'])}B (sysfs)"
-        ax.axvspan(prev, c["size_bytes"], color=CACHE_COLOURS[i % len(CACHE_COLOURS)], zorder=0, lw=0)
-        ax.axvline(c["size_bytes"], color="grey", ls=":", lw=1, zorder=1)
+        label = f"{c.name} {format_size(c.size_bytes)}B (sysfs)"
+        ax.axvspan(prev, c.size_bytes, color=CACHE_COLOURS[i % len(CACHE_COLOURS)], zorder=0, lw=0)
+        ax.axvline(c.size_bytes, color="grey", ls=":", lw=1, zorder=1)
         # a label is ~ a sixth of a panel wide: one closer than that to the
         # previous label on its row goes on the next row
-        x = np.log2(c["size_bytes"])
+        x = np.log2(c.size_bytes)
         row = 0 if x - last.get(0, -np.inf) > span / 6 else 1
         last[row] = x
         rows = max(rows, row + 1)
         place = transforms.offset_copy(ax.get_xaxis_transform(), fig=ax.figure, x=0,
                                        y=2 + row * CACHE_LABEL_ROW, units="points")
-        if c["size_bytes"] <= right:
-            ax.text(c["size_bytes"], 1.0, label, transform=place, ha="right", va="bottom",
+        if c.size_bytes <= right:
+            ax.text(c.size_bytes, 1.0, label, transform=place, ha="right", va="bottom",
                     fontsize=7, color="dimgrey", clip_on=False)
-        prev = c["size_bytes"]
+        prev = c.size_bytes
     ax.set_xlim(lo / EDGE, right)
     return rows
 
@@ -434,9 +431,7 @@ def caption(doc):
     if any(spec.rate_of for spec, _, pts in panels if pts):
         parts.append("GB/s = bytes per call / ns per call, so the highest curve is the "
                      "fastest strategy at that size")
-    has_caches = any(isinstance(c, dict) and c.get("type") in ("Data", "Unified")
-                     and isinstance(c.get("size_bytes"), int) and c["size_bytes"] > 0
-                     for c in (doc.get("machine") or {}).get("caches") or [])
+    has_caches = bool(Fingerprint.of(doc.get("machine")).caches)
     if has_caches and any(spec.size_x and spec.x_max is None and spec.kind == "curve"
                           for spec, _, pts in panels if pts):
         parts.append("shaded bands on size axes: the cache capacities the OS reports (sysfs), "

@@ -1,6 +1,6 @@
 """Fill's cache levels and its level ratio (the kit; shared by fill and
-fill_alloc): the data/unified caches as labels ("L1d", "L2", ... "DRAM"),
-the level a region lives in, and the ratio of two arms over several sizes
+fill_alloc): the level a region lives in ("L1d", "L2", ... "DRAM", by the
+Fingerprint), and the ratio of two arms over several sizes
 with its two-stage bootstrap CI and verdict.  Moved out of fill.py, which
 re-exports every name."""
 from __future__ import annotations
@@ -11,34 +11,22 @@ import numpy as np
 
 from ..findings import INCONCLUSIVE, effect_verdict, threshold
 
-# ---- sizes and cache levels --------------------------------------------------------
+# ---- cache levels ------------------------------------------------------------------
 
-def data_caches(machine):
-    """[(label, size_bytes)] of the data/unified caches by level, one per level."""
-    out = {}
-    for c in machine.get("caches", []) or []:
-        if c.get("type") not in ("Data", "Unified") or not c.get("size_bytes") or c.get("level") is None:
-            continue
-        lv = int(c["level"])
-        out.setdefault(lv, (f"L{lv}" + ("d" if c["type"] == "Data" else ""), int(c["size_bytes"])))
-    return [out[k] for k in sorted(out)]
+# Fill's one level when the fingerprint reports no cache: all sizes together.
+ALL_SIZES = "all"
 
 
-def level_of(size, caches):
-    """The level a region of `size` bytes lives in: the smallest reported cache
-    that holds it, 'DRAM' beyond the last, 'all' when no cache is known."""
-    if not caches:
-        return "all"
-    for label, cap in caches:
-        if size <= cap:
-            return label
-    return "DRAM"
+def fill_levels(fp):
+    """The levels fill reports on, smallest first: the Fingerprint's level
+    names (DRAM last), or ALL_SIZES alone when it reports no cache."""
+    return fp.level_names if fp.caches else [ALL_SIZES]
 
 
-def level_names(caches):
-    return [c[0] for c in caches] + ["DRAM"] if caches else ["all"]
-
-
+def fill_level(fp, size):
+    """The level a region of `size` bytes lives in (Fingerprint.level_of),
+    ALL_SIZES when the fingerprint reports no cache."""
+    return fp.level_of(size) if fp.caches else ALL_SIZES
 
 
 # ---- statistics -----------------------------------------------------------------------

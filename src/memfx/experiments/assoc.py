@@ -34,6 +34,7 @@ import numpy as np
 from .. import answers as ans
 from ..answers import Question
 from ..errors import ParamError
+from ..fingerprint import Fingerprint, level_name
 from ..plotspec import PlotSpec
 from ..units import format_size
 from .base import Experiment, Param, Point, Trial, register
@@ -41,13 +42,6 @@ from .base import Experiment, Param, Point, Trial, register
 LINE = 64
 PARTS = ("stride", "matrix")
 REF_LEVELS = ("l2", "beyond_l2")
-
-
-def _cache(machine, level):
-    for c in machine.get("caches", []) or []:
-        if c.get("level") == level and c.get("type") in ("Data", "Unified"):
-            return c
-    return None
 
 
 def capacity(lines, ns, threshold):
@@ -143,7 +137,8 @@ class Assoc(Experiment):
             for s in params["strides"]:
                 if s & (s - 1):
                     raise ParamError(f"strides: {format_size(s)}B is not a power of two")
-            l2 = (_cache(machine, 2) or {}).get("size_bytes") or (1 << 20)
+            l2_cache = Fingerprint.of(machine).cache(2)
+            l2 = l2_cache.size_bytes if l2_cache else 1 << 20
             pts += [Point("chase", {"part": "ref", "level": lv,
                                     "size_bytes": l2 // 2 if lv == "l2" else 4 * l2})
                     for lv in REF_LEVELS]
@@ -238,14 +233,14 @@ class Assoc(Experiment):
                 continue
             threshold = math.sqrt(lat[lo] * lat[hi])
             ways, way_size, sets, caps = ways_and_sets(curves, threshold, line)
-            sysfs = _cache(data.machine, level) or {}
+            sysfs = Fingerprint.of(data.machine).cache(level)
             details = [{"label": f"stride {format_size(s)}B", "stride_bytes": s,
                         "value": c, "unit": "lines", "ci_low": None, "ci_high": None,
                         "crossed": sat} for s, (c, sat) in caps.items()]
             details.append({"label": "threshold", "value": threshold, "unit": "ns",
                             "ci_low": None, "ci_high": None, f"{lo}_ns": lat[lo],
                             f"{hi}_ns": lat[hi]})
-            name = "L1d" if level == 1 else "L2"
+            name = level_name(level)
             if ways is None:
                 reason = (f"no stride's chase of up to {max(max(c[0]) for c in curves.values())} "
                           f"lines left the {name} (threshold {threshold:.2f} ns)")
@@ -260,7 +255,7 @@ class Assoc(Experiment):
                 continue
             hp = (f"; huge-page share {min(shares):.0%}..{max(shares):.0%}"
                   if level == 2 and shares else "")
-            rep_w = sysfs.get("ways")
+            rep_w = sysfs.ways if sysfs else None
             out.append(ans.Answer(
                 qw.id, ans.MEASURED,
                 f"at strides of {format_size(way_size)}B and more, {ways} lines stay in the "
@@ -273,7 +268,7 @@ class Assoc(Experiment):
                                     "unit": "ways", "ci_low": None, "ci_high": None}],
                 estimator="capacity at the way-size stride: the line count before two "
                           "consecutive points above the latency midpoint"))
-            rep_s = sysfs.get("sets")
+            rep_s = sysfs.sets if sysfs else None
             if sets is None:
                 out.append(ans.not_measured(qs_, f"the smallest stride measured "
                                                   f"({format_size(min(curves))}B) already holds "

@@ -79,6 +79,7 @@ import numpy as np
 from .. import answers as ans
 from ..answers import HIGHER, Question
 from ..errors import MemfxError, ParamError
+from ..fingerprint import Fingerprint
 from ..plotspec import PlotSpec
 from ..protocol import Region, Team, TeamMember
 from ..units import format_size
@@ -173,19 +174,6 @@ def _questions():
 
 # ---- sizes and levels ----------------------------------------------------------
 
-def llc_bytes(machine):
-    caches = data_caches(machine)
-    return caches[-1][1] if caches else 32 << 20
-
-
-def level_at(size, caches):
-    """The level a working set of `size` bytes lives in (smallest cache that holds it)."""
-    for lid, cap in caches:
-        if size <= cap:
-            return lid
-    return "dram"
-
-
 def sizes_for(lo, hi, per_octave, caches):
     """The working sets: geometric, plus both sides of each cache size,
     rounded to whole 128-byte blocks (a copy's halves stay line multiples)."""
@@ -202,20 +190,11 @@ def shared_levels(machine):
     """Level ids of the caches that more than one CPU shares (sysfs'
     shared_cpu_list); with no list, the last level (the usual L3)."""
     from ..machine import parse_cpu_list
-    out, listed = set(), False
-    for c in machine.get("caches", []) or []:
-        if c.get("type") not in ("Data", "Unified") or not c.get("level"):
-            continue
-        lv = int(c["level"])
-        lid = "l1d" if lv == 1 else f"l{lv}"
-        text = c.get("shared_cpu_list")
-        if text:
-            listed = True
-            if len(parse_cpu_list(str(text))) > 1:
-                out.add(lid)
-    caches = data_caches(machine)
-    if not listed and caches:
-        out.add(caches[-1][0])
+    fp = Fingerprint.of(machine)
+    listed = [c for c in fp.caches if c.shared_cpu_list]
+    out = {c.key for c in listed if len(parse_cpu_list(c.shared_cpu_list)) > 1}
+    if not listed and fp.llc:
+        out.add(fp.llc.key)
     return out
 
 
@@ -408,7 +387,7 @@ class Bandwidth(BandwidthAnswers, Experiment):
             return params["max_size"]
         avail = (machine.get("memory") or {}).get("available_bytes") or (4 << 30)
         factor = params.get("dram_factor", 4.0)
-        return int(min(max(factor * llc_bytes(machine), 64 << 20), avail / 4))
+        return int(min(max(factor * Fingerprint.of(machine).llc_bytes, 64 << 20), avail / 4))
 
     @staticmethod
     def supported(width, machine):
@@ -525,7 +504,8 @@ class Bandwidth(BandwidthAnswers, Experiment):
                     "cpus": cpu_text(cpus), "pages": pg, "kernel": "chase_ptr",
                     "loader": KERNELS[LOADER_KIND][width],
                     # each loader streams its own buffer from DRAM (as MLC's do)
-                    "loader_bytes": int(max(llc_bytes(machine) * DRAM_FROM, 64 << 20))}))
+                    "loader_bytes": int(max(Fingerprint.of(machine).llc_bytes * DRAM_FROM,
+                                            64 << 20))}))
         return pts
 
     def estimate_seconds(self, params, machine):

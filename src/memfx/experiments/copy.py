@@ -72,6 +72,7 @@ import numpy as np
 from ..errors import MemfxError, ParamError
 from .. import answers as ans
 from ..answers import Question
+from ..fingerprint import Fingerprint
 from ..findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, threshold
 from ..plotspec import Mark, PlotSpec
 from ..units import format_size
@@ -617,9 +618,7 @@ class Copy(Experiment):
                 raise ParamError(f"max_size {format_size(hi)}B does not fit: a copy needs 2x and "
                                  f"{format_size(avail)}B is available")
             return hi
-        llc = max((c["size_bytes"] for c in machine.get("caches", [])
-                   if c.get("type") in ("Data", "Unified")), default=32 << 20)
-        return int(min(2 * llc, avail * 0.8 / 4))
+        return int(min(2 * Fingerprint.of(machine).llc_bytes, avail * 0.8 / 4))
 
     def sizes(self, params, machine):
         small = small_sizes(params["small_max"], params["small_step"])

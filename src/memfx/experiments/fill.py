@@ -59,12 +59,13 @@ import numpy as np
 from .. import answers as ans
 from ..answers import HIGHER, Question
 from ..errors import MemfxError, ParamError
+from ..fingerprint import Fingerprint
 from ..findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
 from ..plotspec import PlotSpec
 from ..units import format_size
 from ._fill_checks import (FILL_ALTERNATE, FILL_ROTATE, FILL_VALUE_FROM_SRC,  # noqa: F401
                            SLOT_BYTES, check_kernel, check_rotating, final_byte)
-from ._fill_ratio import (data_caches, level_names, level_of, level_ratio,  # noqa: F401
+from ._fill_ratio import (ALL_SIZES, fill_level, fill_levels, level_ratio,  # noqa: F401
                           ratio_verdict)
 from .base import Experiment, Param, Point, Trial, register
 from .levels import data_caches as level_caches, declared_sizes
@@ -261,14 +262,14 @@ def ratio_table(data, a_arm, b_arms, kernels=None):
     kernel and cache level, as plain data (a pure function of a RunData).
 
     Every size goes to the smallest reported cache that holds it, DRAM
-    beyond the last (`level_of`); a level's ratio is level_ratio's median
+    beyond the last (`fill_level`); a level's ratio is level_ratio's median
     over its sizes of per-size ratios of medians, with the two-stage
     bootstrap CI.  Returns [{kernel, family, level, ratio, ci_low, ci_high,
     n, sizes, a_arm, b_arm, gbps_a, gbps_b}] in kernel order (KERNELS), then
     level order; n = the smallest per-size sample count of either arm;
     gbps_* = the median over the level's sizes of each arm's point median.
     Kernels or levels without both arms are left out."""
-    caches = data_caches(data.machine)
+    fp = Fingerprint.of(data.machine)
     vals = {}
     for p in data.points:
         if p.get("metric") == "gb_per_s" and p.get("values"):
@@ -281,8 +282,8 @@ def ratio_table(data, a_arm, b_arms, kernels=None):
     sizes = sorted({s for _, s, _ in vals})
     rows = []
     for k in kernels:
-        for lv in level_names(caches):
-            both = [s for s in sizes if level_of(s, caches) == lv
+        for lv in fill_levels(fp):
+            both = [s for s in sizes if fill_level(fp, s) == lv
                     and (k, s, a_arm) in vals and (k, s, b_arm) in vals]
             r = level_ratio([(vals[(k, s, a_arm)], vals[(k, s, b_arm)]) for s in both],
                             min_samples=threshold("min_samples"))
@@ -319,7 +320,7 @@ def _row_verdict(r):
     return effect_verdict(r["ratio"], r["ci_low"], r["ci_high"], r["n"], r["n"])
 
 
-def _unreached(data, caches, table):
+def _unreached(data, fp, table):
     """not_measured detail rows: every kernel absent from the table (not in
     this run's `kernels`, the CPU lacks its ISA, or no sample survived), so
     the answer names every kernel family, and levels the sweep did not reach
@@ -343,7 +344,7 @@ def _unreached(data, caches, table):
                         "level": None, "value": None, "unit": "ratio", "ci_low": None,
                         "ci_high": None, "verdict": ans.NOT_MEASURED, "reason": why})
     for k in measured:
-        for lv in level_names(caches):
+        for lv in fill_levels(fp):
             if (k, lv) not in done:
                 out.append({"label": f"{kernel_label(k)} {lv}", "kernel": k,
                             "family": FAMILIES.get(k, k), "level": lv, "value": None,
@@ -449,14 +450,12 @@ class Fill(Experiment):
 
     # -- plan --
     def max_bytes(self, params, machine):
-        caches = data_caches(machine)
         avail = (machine.get("memory") or {}).get("available_bytes") or (4 << 30)
         arms = max(1, len(params["values"]))
         fit = int(avail * 0.5 / (arms + 1))          # +1: the volatile arm's value page mapping
         if params["max_size"] != "auto":
             return params["max_size"]
-        llc = caches[-1][1] if caches else 32 << 20
-        return min(2 * llc, fit)
+        return min(2 * Fingerprint.of(machine).llc_bytes, fit)
 
     @staticmethod
     def supported_kernels(names, machine):
@@ -489,7 +488,7 @@ class Fill(Experiment):
         if avail and hi * (len(values) + 1) > avail * 0.8:
             raise ParamError(f"max_size {format_size(hi)} does not fit: {len(values)} value arms "
                              f"need {format_size(hi * len(values))} and {format_size(avail)} is available")
-        anchors = [c[1] for c in data_caches(machine)]
+        anchors = [c.size_bytes for c in Fingerprint.of(machine).caches]
         # sizes outermost: consecutive cells share a size, so each arm's region
         # is mapped and faulted in once per size and keeps its own contents
         if params.get("sweep") == "levels":
@@ -594,23 +593,23 @@ class Fill(Experiment):
 
     # -- analysis --
     def analyze(self, data):
-        caches = data_caches(data.machine)
+        fp = Fingerprint.of(data.machine)
         pts = [p for p in data.points if p.get("metric") == "gb_per_s" and p.get("values")]
         if not pts:
             return []
         kernels = sorted({p["params"]["kernel"] for p in pts}, key=_kernel_order)
         kp = primary_kernel(kernels)
-        return [self._store_elimination(data, caches, pts),
+        return [self._store_elimination(data, fp, pts),
                 self._arm_answer("zero_loaded_from_memory", data, kp, "zero_volatile", ("zero",),
                                  "zero re-read through a volatile pointer vs zero from the argument"),
                 self._arm_answer("nonzero_values_alike", data, kp, ("ones", "random"), ("one",),
                                  "other non-zero bytes (0xff, a random byte) vs 0x01"),
                 self._arm_answer("alternating_passes", data, kp, "one_zero", ("one",),
                                  "passes alternating 0x01 and 0x00 vs 0x01 only"),
-                self._bandwidth(data, caches, pts, kernels),
-                self._counters_answer(data, caches, kp)]
+                self._bandwidth(data, fp, pts, kernels),
+                self._counters_answer(data, fp, kp)]
 
-    def _store_elimination(self, data, caches, pts):
+    def _store_elimination(self, data, fp, pts):
         q = self.declared("zero_store_elimination")
         table = zero_ratio_table(data)
         if not table:
@@ -621,14 +620,14 @@ class Fill(Experiment):
         for r in table:
             keys = [ans.point_key(p) for (k, s, a), p in by.items()
                     if k == r["kernel"] and a in (r["zero_arm"], r["nonzero_arm"])
-                    and level_of(s, caches) == r["level"]]
+                    and fill_level(fp, s) == r["level"]]
             details.append({"label": f"{kernel_label(r['kernel'])} {r['level']}", "value": r["ratio"],
                             "unit": "ratio", "ci_low": r["ci_low"], "ci_high": r["ci_high"],
                             "verdict": _row_verdict(r), "kernel": r["kernel"], "family": r["family"],
                             "level": r["level"], "n": r["n"], "sizes": r["sizes"],
                             "gbps_zero": r["gbps_zero"], "gbps_nonzero": r["gbps_nonzero"],
                             "nonzero_arm": r["nonzero_arm"], "points": keys})
-        details += _unreached(data, caches, table)
+        details += _unreached(data, fp, table)
         measured_rows = [d for d in details if d["verdict"] != ans.NOT_MEASURED]
         faster = [d for d in measured_rows if d["verdict"] == DETECTED and d["value"] > 1]
         if faster:
@@ -655,7 +654,7 @@ class Fill(Experiment):
         else:
             lo = min(d["value"] for d in measured_rows)
             hi = max(d["value"] for d in measured_rows)
-            levels = [lv for lv in level_names(caches) if any(d["level"] == lv for d in measured_rows)]
+            levels = [lv for lv in fill_levels(fp) if any(d["level"] == lv for d in measured_rows)]
             fams = list(dict.fromkeys(d["family"] for d in measured_rows))
             span = f"{lo:.2f}x" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}x"
             because = (f"Filling with zero bytes runs at {span} the bandwidth of filling with "
@@ -717,7 +716,7 @@ class Fill(Experiment):
                           evidence=[f"kernel={kernel}", f"level={top['level']}"],
                           estimator=RATIO_ESTIMATOR)
 
-    def _bandwidth(self, data, caches, pts, kernels):
+    def _bandwidth(self, data, fp, pts, kernels):
         """Median fill bandwidth of a non-zero value per kernel and level."""
         q = self.declared("bandwidth")
         arms = {p["arm"] for p in pts}
@@ -725,9 +724,9 @@ class Fill(Experiment):
         mine = [p for p in pts if p["arm"] == arm]
         details = []
         for k in kernels:
-            for lv in level_names(caches):
+            for lv in fill_levels(fp):
                 ps = [p for p in mine if p["params"]["kernel"] == k
-                      and level_of(p["params"]["size_bytes"], caches) == lv]
+                      and fill_level(fp, p["params"]["size_bytes"]) == lv]
                 if ps:
                     details.append({"label": f"{k} {lv}", "kernel": k, "level": lv,
                                     "value": float(np.median([p["median"] for p in ps])),
@@ -740,11 +739,11 @@ class Fill(Experiment):
                          estimator="median of samples, largest region measured")
         a.because = (f"{best['params']['kernel']} fills {format_size(largest)}B with "
                      f"{value_words(arm)} at "
-                     f"{a.value:.1f} GB/s ({level_of(largest, caches)}); every kernel and level "
+                     f"{a.value:.1f} GB/s ({fill_level(fp, largest)}); every kernel and level "
                      f"in details")
         return a
 
-    def _counters_answer(self, data, caches, kp):
+    def _counters_answer(self, data, fp, kp):
         """L2 silent/non-silent evictions per line written, or why they cannot be read."""
         q = self.declared("l2_evictions")
         cpu = data.machine.get("cpu") or {}
@@ -758,7 +757,7 @@ class Fill(Experiment):
                 continue
             size = s["point"]["size_bytes"]
             lines = (c.get("chunk_bytes") or size) * s["length"] / line
-            d = per.setdefault((level_of(size, caches), s["arm"]), {"silent": [], "non_silent": []})
+            d = per.setdefault((fill_level(fp, size), s["arm"]), {"silent": [], "non_silent": []})
             d["silent"].append(c["l2_lines_out_silent"] / lines)
             d["non_silent"].append(c.get("l2_lines_out_non_silent", 0) / lines)
         if not per:
@@ -774,7 +773,7 @@ class Fill(Experiment):
                     "value": float(np.median(d["silent"])), "unit": "silent evictions/line",
                     "non_silent_per_line": float(np.median(d["non_silent"]))}
                    for (lv, arm), d in sorted(per.items())]
-        beyond = [lv for lv in level_names(caches) if lv not in ("L1d", "L1", "L2")]
+        beyond = [lv for lv in fill_levels(fp) if lv not in ("L1d", "L1", "L2")]
         shares = [si / (si + ns) for (lv, arm), d in per.items() if arm == "zero" and lv in beyond
                   for si, ns in zip(d["silent"], d["non_silent"]) if si + ns > 0]
         if not shares:

@@ -32,6 +32,7 @@ from ..answers import (EFFECT_BAND, LOWER, NEITHER, NOT_MEASURED, Answer, Questi
                        evidence_keys,
                        measured, not_measured, point_key, pooled_values)
 from ..errors import ParamError
+from ..fingerprint import Fingerprint
 from ..findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED
 from ..plotspec import Mark, PlotSpec
 from ..units import format_size
@@ -184,11 +185,9 @@ class Latency(Experiment):
     def max_bytes(self, params, machine):
         if params["max_size"] != "auto":
             return params["max_size"]
-        llc = max((c["size_bytes"] for c in machine.get("caches", [])
-                   if c.get("type") in ("Data", "Unified")), default=32 << 20)
         avail = (machine.get("memory") or {}).get("available_bytes") or (4 << 30)
         # both arms of a point live at once: keep them within a third of free memory
-        return int(min(4 * llc, avail / 6))
+        return int(min(4 * Fingerprint.of(machine).llc_bytes, avail / 6))
 
     def plan(self, params, machine):
         lo, hi = params["min_size"], self.max_bytes(params, machine)
@@ -197,8 +196,7 @@ class Latency(Experiment):
             raise ParamError(f"max_size ({format_size(hi)}) is below min_size ({format_size(lo)})")
         if lo < 2 * elem:
             raise ParamError(f"min_size must hold at least two {elem}-byte elements")
-        anchors = [c["size_bytes"] for c in machine.get("caches", [])
-                   if c.get("type") in ("Data", "Unified")]
+        anchors = [c.size_bytes for c in Fingerprint.of(machine).caches]
         sizes = size_grid(lo, hi, params["per_octave"], anchors)
         # the largest planned working set (the grid may step just past max_size)
         avail = (machine.get("memory") or {}).get("available_bytes")
@@ -309,7 +307,7 @@ class Latency(Experiment):
         split = bimodal_sizes(data, main_pg)
         out = []
         for name, _ in CACHE_LEVELS:
-            label = "L1d" if name == "l1d" else name.upper()      # as _cache_label names it
+            label = "L1d" if name == "l1d" else name.upper()      # as the Fingerprint names it
             out.extend(self._cache_answers(label, caches, pts, levels, knees, owner, main_pg,
                                            split))
         out.append(self._memory_answer(caches, pts, huge, main_pg))
@@ -576,12 +574,8 @@ def curve_levels(pts):
 
 
 def reported_caches(machine):
-    """[(label, bytes)] of the data and unified caches the OS reports, smallest first."""
-    out = {}
-    for c in machine.get("caches", []):
-        if c.get("type") in ("Data", "Unified") and c.get("size_bytes"):
-            out[_cache_label(c)] = int(c["size_bytes"])
-    return sorted(out.items(), key=lambda kv: kv[1])
+    """[(level name, bytes)] of the data and unified caches the OS reports, L1 first."""
+    return [(c.name, c.size_bytes) for c in Fingerprint.of(machine).caches]
 
 
 def matching_cache(caches, size):
@@ -689,7 +683,3 @@ def point_detail(point, label):
     return {"label": label, "value": point_ns(point), "unit": "ns", "ci_low": lo, "ci_high": hi,
             "n": int(vals.size), "cycles_est": point.get("cycles_est"),
             "points": [point_key(point)]}
-
-
-def _cache_label(c):
-    return f"L{c['level']}" + ("d" if c.get("type") == "Data" else "")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+from ..fingerprint import Fingerprint
+
 # A level's points lie well inside it: above 1.5x the cache below, at most
 # 0.75x its own capacity (sets are not filled evenly and the code, the page
 # tables and the other arrays share the cache); DRAM from 2x the LLC.
@@ -16,13 +18,10 @@ INSIDE_BELOW, INSIDE_ABOVE, DRAM_FROM = 1.5, 0.75, 2.0
 
 
 def data_caches(machine):
-    """[(level id, size_bytes)] of the data/unified caches, L1 first
-    (ids l1d, l2, l3, ...)."""
-    by = {}
-    for c in machine.get("caches", []) or []:
-        if c.get("type") in ("Data", "Unified") and c.get("size_bytes") and c.get("level"):
-            by.setdefault(int(c["level"]), int(c["size_bytes"]))
-    return [(("l1d" if lv == 1 else f"l{lv}"), by[lv]) for lv in sorted(by)]
+    """[(level id, size_bytes)] of the fingerprint's cache levels, L1 first:
+    the pairs the windows below work on, ids as bandwidth's questions and
+    points name them (CacheLevel.key: l1d, l2, l3, ...)."""
+    return [(c.key, c.size_bytes) for c in Fingerprint.of(machine).caches]
 
 
 def level_windows(caches):

@@ -43,6 +43,7 @@ from .. import stats
 from ..answers import Question
 from ..findings import threshold
 from ..errors import ParamError
+from ..fingerprint import Fingerprint
 from ..plotspec import PlotSpec
 from .base import Experiment, Param, Point, Region, Trial, register
 
@@ -70,10 +71,10 @@ CHECK_OFFSETS = (0, 1, 4, 61)
 
 def init_auto_n(machine):
     """The smallest multiple of INIT_ALIGN whose int32 matrix is at least
-    twice the largest cache sysfs reports: it comes from memory, as on
-    Drepper's machine."""
-    big = max((c.get("size_bytes") or 0 for c in machine.get("caches", []) or []),
-              default=0) or (8 << 20)
+    twice the last-level cache sysfs reports (8 MiB when it reports none):
+    it comes from memory, as on Drepper's machine."""
+    llc = Fingerprint.of(machine).llc
+    big = llc.size_bytes if llc else 8 << 20
     n = math.isqrt(2 * big // INIT_ELEMENT)
     n = -(-n // INIT_ALIGN) * INIT_ALIGN
     while n * n * INIT_ELEMENT < 2 * big:
@@ -135,8 +136,8 @@ def check_init(lab, kernel, max_n=CHECK_MAX_N, offsets=CHECK_OFFSETS):
 
 
 def auto_n(machine):
-    l2 = next((c["size_bytes"] for c in machine.get("caches", []) or []
-               if c.get("level") == 2 and c.get("size_bytes")), 1 << 20)
+    l2_cache = Fingerprint.of(machine).cache(2)
+    l2 = l2_cache.size_bytes if l2_cache else 1 << 20
     return max(SM, int(math.isqrt(l2 // 8)) // SM * SM)
 
 

@@ -39,6 +39,7 @@ from .. import answers as ans
 from .. import stats
 from ..answers import HIGHER, LOWER, Question
 from ..errors import ParamError
+from ..fingerprint import Fingerprint
 from ..plotspec import PlotSpec
 from ..units import format_size
 from .base import Experiment, Param, Point, Trial, register
@@ -72,16 +73,12 @@ LINE = 64
 LIST_WARMUP_NODES = 1 << 18
 
 
-def _llc_bytes(machine):
-    caches = [c for c in machine.get("caches", []) if c.get("type") in ("Data", "Unified")]
-    return max((c["size_bytes"] for c in caches), default=32 << 20)
-
-
 def _cache_bytes(machine, level):
-    for c in machine.get("caches", []):
-        if c.get("level") == level and c.get("type") in ("Data", "Unified"):
-            return c["size_bytes"]
-    return {1: 32 << 10, 2: 1 << 20}.get(level, _llc_bytes(machine))
+    fp = Fingerprint.of(machine)
+    cache = fp.cache(level)
+    if cache:
+        return cache.size_bytes
+    return {1: 32 << 10, 2: 1 << 20}.get(level, fp.llc_bytes)
 
 
 def list_nodes(machine, level):
@@ -89,8 +86,9 @@ def list_nodes(machine, level):
     line per node), or 4x the LLC for dram."""
     if level == "short":
         return SHORT_LIST
+    llc = Fingerprint.of(machine).llc_bytes
     size = {"l1": _cache_bytes(machine, 1) // 2, "l2": _cache_bytes(machine, 2) // 2,
-            "llc": _llc_bytes(machine) // 2, "dram": 4 * _llc_bytes(machine)}[level]
+            "llc": llc // 2, "dram": 4 * llc}[level]
     return max(2 * SHORT_LIST, size // LINE)
 
 
@@ -318,7 +316,7 @@ class Prefetch(Experiment):
     def region_bytes(self, params, machine):
         if params["region"] != "auto":
             return params["region"]
-        return max(128 << 20, 4 * _llc_bytes(machine))
+        return max(128 << 20, 4 * Fingerprint.of(machine).llc_bytes)
 
     def plan(self, params, machine):
         pts = []

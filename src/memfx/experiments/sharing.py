@@ -41,6 +41,7 @@ import numpy as np
 from .. import answers as ans
 from ..answers import LOWER, Question
 from ..errors import MemfxError, ParamError
+from ..fingerprint import Fingerprint
 from ..findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
 from ..plotspec import PlotSpec
 from .base import Experiment, Param, Point, Trial, register
@@ -81,10 +82,8 @@ def check_distances(distances):
 
 
 def _line_bytes(machine):
-    for c in machine.get("caches") or []:
-        if c.get("level") == 1 and c.get("type") in ("Data", "Unified") and c.get("line_bytes"):
-            return int(c["line_bytes"])
-    return None
+    l1 = Fingerprint.of(machine).cache(1)
+    return l1.line_bytes if l1 else None
 
 
 @register

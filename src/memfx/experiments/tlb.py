@@ -35,6 +35,7 @@ from .. import answers as ans
 from .. import stats
 from ..answers import LOWER, Question
 from ..errors import ParamError
+from ..fingerprint import Fingerprint
 from ..plotspec import PlotSpec
 from ..units import format_size
 from .base import Experiment, Param, Point, Trial, register
@@ -106,11 +107,7 @@ def page_grid(lo, hi, per_octave, anchors=()):
 
 def _cache_lines(machine):
     """Capacity in lines of each data/unified cache sysfs reports."""
-    out = []
-    for c in machine.get("caches", []) or []:
-        if c.get("type") in ("Data", "Unified") and c.get("size_bytes"):
-            out.append(c["size_bytes"] // (c.get("line_bytes") or LINE))
-    return out
+    return [c.size_bytes // (c.line_bytes or LINE) for c in Fingerprint.of(machine).caches]
 
 
 def _near(x, ys, factor=CACHE_KNEE_FACTOR):
