@@ -166,7 +166,7 @@ def test_bands_in_several_combinations_are_details_of_one_answer():
     # the declared combination (256 B), not the largest band (2 KiB, x3):
     # a maximum over cells is another cell from run to run (issue 22)
     assert 1.9 < ans.value < 2.1
-    assert "256B" in ans.because and "mostly at +1..+31" in ans.because
+    assert "256 B" in ans.because and "mostly at +1..+31" in ans.because
     assert sorted(b["signed"] for d in ans.details for b in d["bands"]) == [[1, 31], [1, 63]]
 
 

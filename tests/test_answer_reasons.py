@@ -41,7 +41,7 @@ def test_an_inconclusive_allocation_answer_names_its_ci_and_the_band():
     why = _inconclusive(answers)
     assert "fill_alloc.calloc_vs_memset_recycled" in why, answers
     text = why["fill_alloc.calloc_vs_memset_recycled"]
-    assert "reaches across the edge of the no-effect band 0.95-1.05" in text
+    assert "reaches across the edge of the no-effect band 0.95–1.05" in text
     assert ", inconclusive (" not in text          # the old sentence: a verdict, no reason
     for question, text in why.items():
         assert any(r in text.lower() for r in REASONS), (question, text)

@@ -145,11 +145,11 @@ def test_an_inconclusive_answer_says_why():
             "decides": "ratio of medians a/b"}
     across = ans.explain_inconclusive(dict(base, because="81x faster", value=81.0,
                                            ci_low=0.5, ci_high=300.0))
-    assert across["because"].startswith("81x faster; inconclusive: its CI 0.5-300 reaches "
-                                         "across the edge of the no-effect band 0.95-1.05")
+    assert across["because"].startswith("81x faster; inconclusive: its CI 0.5–300 reaches "
+                                         "across the edge of the no-effect band 0.95–1.05")
     beyond = ans.explain_inconclusive(dict(base, because="81x faster", value=81.0,
                                            ci_low=60.0, ci_high=90.0))
-    assert "although its CI 60-90 lies beyond" in beyond["because"]
+    assert "although its CI 60–90 lies beyond" in beyond["because"]
     assert "ratio of medians a/b" in beyond["because"]
     none = ans.explain_inconclusive(dict(base, because="", value=1.2))
     assert none["because"].startswith("Inconclusive: there is no CI")

@@ -588,7 +588,7 @@ def test_loaded_latency_bars_name_their_sizes():
            "params": {"cpus": [1, 0]}, "machine": MACHINE}
     fig = figure_for(document(run, s, include_values=True))
     ax = next(a for a in fig.axes if "idle vs" in a.get_title())
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["64M"]     # not 67108864
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["64 MiB"]     # not 67108864
 
 
 def test_level_answers_rest_on_the_same_cells_whatever_the_noise():

@@ -368,7 +368,7 @@ def test_analyze_answers_each_question_of_the_op_once():
     rx = a["copy.rep_movsb_crossover"]
     assert rx.verdict == "detected" and rx.ci_low == 4096 and rx.ci_high == 16384
     assert abs(math.log2(rx.value / 6000)) < 0.3
-    assert "avx512 wins at 4KB" in rx.because
+    assert "avx512 wins at 4 KiB" in rx.because
     # no NT measured: not_measured with the reason, nothing concluded
     assert a["copy.nt_crossover"].verdict == "not_measured"
     assert "nt" in a["copy.nt_crossover"].because
@@ -473,7 +473,7 @@ def test_plot_draws(tmp_path):
     assert len(full["bands"]) == len(caches)
     # the axis ends near the largest size (64K): L2 (2M) is far beyond it, so
     # its band is clipped and its label left out
-    assert [t for t in full["texts"] if t.endswith("(sysfs)")] == ["L1d 48KB (sysfs)"]
+    assert [t for t in full["texts"] if t.endswith("(sysfs)")] == ["L1d 48 KiB (sysfs)"]
     assert full["ax"].get_xlim()[1] < 2 << 20
     # the zoom is linear and stops at the fine part of the sweep
     assert zoom["xscale"] == "linear" and zoom["scatter_points"] < full["scatter_points"]
@@ -525,4 +525,4 @@ def test_a_best_strategy_range_of_one_size_says_so():
     text = _ranges_text([{"strategy": "avx512", "min_size": 32, "max_size": 16 << 20},
                          {"strategy": "rep_movsb", "min_size": 32 << 20,
                           "max_size": 32 << 20}])
-    assert text == "avx512 32B–16MB; rep_movsb at 32MB only"
+    assert text == "avx512 32 B–16 MiB; rep_movsb at 32 MiB only"

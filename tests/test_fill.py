@@ -482,7 +482,7 @@ def test_declared_plots_draw_every_family_panel(tmp_path):
     assert labels["non-temporal fills by stored value"] == ["nt_sse one", "nt_sse zero"]
     for ax in panels.values():
         assert [t.get_text() for t in ax.texts if t.get_text().endswith("(sysfs)")] == \
-            ["L1d 32KB (sysfs)", "L2 256KB (sysfs)", "L3 6MB (sysfs)"]
+            ["L1d 32 KiB (sysfs)", "L2 256 KiB (sysfs)", "L3 6 MiB (sysfs)"]
 
 
 # ---- fill_alloc -------------------------------------------------------------------------------------

@@ -165,7 +165,7 @@ def test_sizes_not_measured_are_not_concluded_about():
     a = _analyze(_points(_steps(levels), size_grid(256 << 10, 24 << 20, 4)))
     for name in ("l1d", "l1d_capacity"):
         assert a[name].verdict == "not_measured"
-        assert "256K" in a[name].because and a[name].value is None
+        assert "256 KiB" in a[name].because and a[name].value is None
     assert a["l2"].value == pytest.approx(5.0, rel=0.05)
     # the sweep ended inside the L3 level: its end and memory were not measured
     assert a["l3"].value == pytest.approx(20.0, rel=0.05)
@@ -194,7 +194,7 @@ def _shared_host_curve(s):
 def test_levels_are_flat_plateaus_and_a_shared_l3_has_its_effective_capacity():
     """Issue 9: 'level 3: 5.15 ns' (the L2 edge) and 'level 4: 74 ns' (a
     mixture) were reported as levels; no L3 level at all; the L3 answer on a
-    shared-cache host is 'effective capacity ~= X (sysfs says 32M)'."""
+    shared-cache host is 'effective capacity ~= X (sysfs says 32 MiB)'."""
     sizes = size_grid(1024, 64 << 20, 4, anchors=[32 << 10, 1 << 20, 32 << 20])
     a = _analyze(_points(_shared_host_curve, sizes), machine=AMD_MACHINE)
     assert a["l1d"].value == pytest.approx(1.4, rel=0.05)
@@ -206,7 +206,7 @@ def test_levels_are_flat_plateaus_and_a_shared_l3_has_its_effective_capacity():
         assert d["sizes"] >= 3
     cap = a["l3_capacity"]
     assert 2560 << 10 <= cap.value <= 6 << 20
-    assert "sysfs says 32M" in cap.because and "effective capacity" in cap.because
+    assert "sysfs says 32 MiB" in cap.because and "effective capacity" in cap.because
     # 4 KiB pages only: the 3-5 MiB knee may be the TLB's; the answer says how to tell
     assert cap.verdict == "inconclusive" and "pages=4k,thp" in cap.because
     assert a["memory"].value == pytest.approx(120.0, rel=0.05)
@@ -233,7 +233,7 @@ def test_a_knee_is_a_cache_only_within_25_percent_and_tlb_only_when_huge_pages_l
     assert 430 << 10 <= tlb.value <= 700 << 10
     assert "huge pages lack" in tlb.because
     cap = a["l2_capacity"]
-    assert 0.75 * (1 << 20) <= cap.value <= 1.25 * (1 << 20) and "as the 1M" in cap.because
+    assert 0.75 * (1 << 20) <= cap.value <= 1.25 * (1 << 20) and "as the 1 MiB" in cap.because
     assert a["l2"].value == pytest.approx(5.0, rel=0.05)
     assert a["huge_page_benefit"].verdict == "detected"
     assert a["huge_page_benefit"].value == pytest.approx(1.2, rel=0.05)
@@ -265,7 +265,7 @@ def test_a_knee_that_huge_pages_passed_earlier_is_no_tlb_knee():
     assert a["tlb_reach"].verdict == "not_detected"
     cap = a["l3_capacity"]
     assert cap.verdict == "measured" and 3 << 20 <= cap.value <= 6 << 20
-    assert "sysfs says 32M" in cap.because
+    assert "sysfs says 32 MiB" in cap.because
 
 
 def test_huge_pages_only():
@@ -383,7 +383,7 @@ def test_plot_shows_every_sample_the_cache_bands_and_the_knees():
     assert ax["xlabel"] == "working set (bytes)"
     # the data and unified caches sysfs reports, each a shaded band up to its size
     assert [t for t in ax["texts"] if t.endswith("(sysfs)")] == [
-        "L1d 48KB (sysfs)", "L2 2MB (sysfs)", "L3 32MB (sysfs)"]
+        "L1d 48 KiB (sysfs)", "L2 2 MiB (sysfs)", "L3 32 MiB (sysfs)"]
     assert [band_span(b)[1] for b in ax["bands"]] == [48 << 10, 2 << 20, 32 << 20]
     assert band_span(ax["bands"][0])[0] == 1024                  # the first from the smallest size
     # one mark per capacity answer, at its value

@@ -211,7 +211,7 @@ def test_populate_write_and_munmap_answers_from_synthetic_points():
     assert mu["value"] == pytest.approx(250.0, rel=0.01) and mu["ci_low"] is not None
     assert [d["size_bytes"] for d in mu["details"]] == [small, big]
     assert mu["details"][0]["value"] == pytest.approx(500.0, rel=0.01)
-    assert "8MB" in mu["because"].replace(" ", "") or "8 MB" in mu["because"]
+    assert "8 MiB" in mu["because"]
     assert a["fill_alloc.munmap_per_thp"]["value"] == pytest.approx(9000.0, rel=0.01)
     per_page = {d["arm"]: d for d in a["fill_alloc.ns_per_page"]["details"]}
     assert per_page["mmap_populate_write"]["value"] == pytest.approx(1000.0, rel=0.01)

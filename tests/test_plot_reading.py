@@ -44,7 +44,7 @@ def test_a_rate_spec_draws_bytes_per_ns_and_its_legend_outside_the_data():
     # cache labels sit above the frame, where no curve goes
     frame = ax.get_window_extent()
     labels = [t for t in ax.texts if t.get_text().endswith("(sysfs)")]
-    assert [t.get_text() for t in labels] == ["L1d 48KB (sysfs)", "L2 2MB (sysfs)"]
+    assert [t.get_text() for t in labels] == ["L1d 48 KiB (sysfs)", "L2 2 MiB (sysfs)"]
     assert all(t.get_window_extent().y0 >= frame.y1 for t in labels)
     # ticked at sizes measured (powers of two in the sweep), no more than 12
     ticks = ax.get_xticks()

@@ -61,7 +61,7 @@ def test_facets_wrap_dashed_controls_and_marks():
     (band,) = spec.marks[:1]
     assert band.items(doc, {"size_bytes": 256}) == [((1, 9), "")]
     assert band.items(doc, {"size_bytes": 2048}) == []
-    assert plots.spec_marks(doc, spec) == [(64, "at 64", "-")]
+    assert plots.spec_marks(doc, spec) == [(64, "at 64 B", "-")]
     import matplotlib.pyplot as plt
     from plot_checks import figure_summary
     fig = plt.figure()

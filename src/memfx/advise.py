@@ -36,7 +36,7 @@ import time
 from . import findings as fnd
 from .errors import MemfxError
 from .experiments import copy as copy_analysis
-from .units import signed_percent as _pct
+from .units import MISSING, format_change, format_number, format_size, format_value
 from .advise_common import (  # noqa: F401 (re-exported: advise's names stay importable here)
     _boot_median_logs, _boot_mean_log_ratio, compare_variants, decide, slower_sizes,
     _with_losses, _interleave, _child_cpu, _pinned, newest_complete, _print)
@@ -264,16 +264,11 @@ def point_sizes(points):
 
 def _size(n):
     """Sizes that are whole KiB/MiB in short form, any other exactly (4097
-    must not read as "4.0K")."""
-    from .units import format_size
+    must not read as "4 KiB")."""
     if n in (-1, None):
         return "∞"
     n = int(n)
-    return format_size(n) if n >= 1024 and n % 1024 == 0 else str(n)
-
-
-def _ns(x):
-    return "-" if x is None else (f"{x:.1f}" if x < 1000 else f"{x:,.0f}")
+    return format_size(n) if n < 1024 or n % 1024 == 0 else f"{n} B"
 
 
 def render(doc, console):
@@ -298,7 +293,7 @@ def render(doc, console):
             t.add_column(c)
         for r in modes[mode]:
             t.add_row(f"{_size(r['min_size'])} – {_size(r['max_size'])}", r["strategy"],
-                      _ns(r["median_ns_first"]), _ns(r["median_ns_last"]),
+                      format_number(r["median_ns_first"]), format_number(r["median_ns_last"]),
                       ", ".join(r.get("tied") or []), style="" if not r.get("tied") else "dim")
         _print(console, t)
 
@@ -312,9 +307,9 @@ def render(doc, console):
         for r in g["ranges"]:
             ex = r["example"]
             t.add_row(r["alg"], f"{_size(r['min_size'])} – {_size(r['max_size'])}",
-                      ", ".join(r["strategies"]), _size(ex["size"]), _ns(ex["ns"]),
-                      r["runner_up"] or "-", _ns(ex["runner_up_ns"]),
-                      "-" if r["speedup_vs_runner_up"] is None else f"{r['speedup_vs_runner_up']:.2f}×")
+                      ", ".join(r["strategies"]), _size(ex["size"]), format_number(ex["ns"]),
+                      r["runner_up"] or "-", format_number(ex["runner_up_ns"]),
+                      format_value(r["speedup_vs_runner_up"], "x"))
         _print(console, t)
         chk = g.get("check")
         if chk:
@@ -323,10 +318,10 @@ def render(doc, console):
             for c in ("size", "default code", "advised code", "default ns", "advised ns", "gain [95% CI]"):
                 t.add_column(c)
             for r in chk["per_size"]:
-                gain = f"{_pct(r['gain'])} [{_pct(1 - r['ci_high'])}, {_pct(1 - r['ci_low'])}]"
+                gain = format_change(r['gain'], 1 - r['ci_high'], 1 - r['ci_low'])
                 style = "" if r.get("differs") else "dim"
                 t.add_row(_size(r["size"]), r.get("default") or "?", r.get("advised") or "?",
-                          _ns(r["current_ns"]), _ns(r["advised_ns"]), escape(gain), style=style)
+                          format_number(r["current_ns"]), format_number(r["advised_ns"]), escape(gain), style=style)
             _print(console, t)
         for m, alt in (g.get("other_modes") or {}).items():
             _print(console, f"[dim]{m}-mode curves would give: {escape(alt)}[/dim]")
@@ -347,8 +342,8 @@ def render(doc, console):
         chk = p.get("check")
         if chk:
             o = chk["overall"]
-            gain = (f"{_pct(o['gain'])} [{_pct(1 - o['ci_high'])}, {_pct(1 - o['ci_low'])}]"
-                    if o.get("ratio") is not None else "-")
+            gain = (format_change(o['gain'], 1 - o['ci_high'], 1 - o['ci_low'])
+                    if o.get("ratio") is not None else MISSING)
         else:
             gain = "-"
         rests = p.get("reason") or ""
@@ -357,8 +352,8 @@ def render(doc, console):
             b = (p.get("below") or "below").split("_", 1)[-1]
             a = (p.get("above") or "above").split("_", 1)[-1]
             pick = ev if len(ev) <= 3 else [ev[0], ev[len(ev) // 2], ev[-1]]
-            rests += "; " + ", ".join(f"{_size(e['size'])} B: {b} {_ns(e['below_ns'])} vs {a} "
-                                      f"{_ns(e['above_ns'])} ns" for e in pick)
+            rests += "; " + ", ".join(f"{_size(e['size'])}: {b} {format_number(e['below_ns'])} vs {a} "
+                                      f"{format_number(e['above_ns'])} ns" for e in pick)
         t.add_row(p["tunable"].split(".")[-1], _bytes(p["current"]), _bytes(p["proposed"]),
                   escape(rests), escape(gain), escape(_decision_text(p)))
     _print(console, t)
@@ -372,8 +367,8 @@ def render(doc, console):
             t.add_column(c)
         for r in chk["per_size"]:
             t.add_row(_size(r["size"]), "yes" if r["affected"] else "no (control)",
-                      _ns(r["current_ns"]), _ns(r["advised_ns"]),
-                      escape(f"{_pct(r['gain'])} [{_pct(1 - r['ci_high'])}, {_pct(1 - r['ci_low'])}]"),
+                      format_number(r["current_ns"]), format_number(r["advised_ns"]),
+                      escape(format_change(r['gain'], 1 - r['ci_high'], 1 - r['ci_low'])),
                       style="" if r["affected"] else "dim")
         _print(console, t)
     if gl.get("advised_env"):
@@ -388,7 +383,7 @@ def render(doc, console):
         _print(console, "[bold]keep glibc's defaults[/bold] (no tunable measured faster)")
     for n in doc.get("notes", []):
         value = n.get("value")
-        value = f" = {value:.3g} {n.get('unit') or ''}" if isinstance(value, (int, float)) else ""
+        value = f" = {format_value(value, n.get('unit'))}" if isinstance(value, (int, float)) else ""
         who = "note" if n.get("experiment") == "advise" else n.get("experiment")
         _print(console, f"[dim]{who}: {escape(str(n.get('message')))}{value}[/dim]")
     render_prefetch(doc, console)

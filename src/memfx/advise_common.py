@@ -11,7 +11,7 @@ import numpy as np
 
 from . import findings as fnd
 from . import stats
-from .units import signed_percent as _pct
+from .units import format_change, format_size, signed_percent
 
 
 # ---- statistics of a check -------------------------------------------------------
@@ -84,7 +84,7 @@ def decide(overall):
     ratio, verdict = overall.get("ratio"), overall.get("verdict")
     if ratio is None:
         return "keep", "nothing was measured where the advice changes anything"
-    ci = f"{_pct(1 - ratio)} [{_pct(1 - overall['ci_high'])}, {_pct(1 - overall['ci_low'])}]"
+    ci = format_change(1 - ratio, 1 - overall['ci_high'], 1 - overall['ci_low'])
     if verdict == fnd.DETECTED and ratio < 1.0:
         return "advise", f"measured faster: gain {ci}"
     if verdict == fnd.DETECTED:
@@ -104,7 +104,7 @@ def _with_losses(reason, per_size):
     worse = slower_sizes(per_size)
     if not worse:
         return reason
-    return reason + "; slower at " + ", ".join(f"{w['size']} B ({_pct(w['gain'])})" for w in worse)
+    return reason + "; slower at " + ", ".join(f"{format_size(w['size'])} ({signed_percent(w['gain'])})" for w in worse)
 
 
 def _interleave(variants, rounds, seed, run_one, on_round=None):

@@ -10,6 +10,7 @@ from . import findings as fnd
 from . import stats
 from .advise_common import newest_complete, _print
 from .errors import MemfxError
+from .units import format_ratio, format_size
 
 
 # ---- prefetch advice (issue 10, seed 001) -----------------------------------------------
@@ -95,7 +96,7 @@ def prefetch_proposals(prefetch_doc):
         gain = g["verdict"] == fnd.DETECTED and (g.get("value") or 0) > 1
         item.update(
             claim="faster" if gain else "no_gain",
-            advice=(f"prefetch {dist} elements ({dist * stride} B) ahead at a {stride} B stride"
+            advice=(f"prefetch {dist} elements ({format_size(dist * stride)}) ahead at a {stride} B stride"
                     if gain else f"no software prefetch at a {stride} B stride: the hardware "
                     f"prefetchers do as well (best distance tried: {dist})"),
             rests_on=dict(rests_on(g), stride_bytes=stride, distance=dist),
@@ -271,8 +272,4 @@ def render_prefetch(doc, console):
 
 
 def _ratio_text(d):
-    v, lo, hi = d.get("value", d.get("ratio")), d.get("ci_low"), d.get("ci_high")
-    if v is None:
-        return "-"
-    ci = f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else ""
-    return f"{v:.3f}{ci}"
+    return format_ratio(d.get("value", d.get("ratio")), d.get("ci_low"), d.get("ci_high"))

@@ -26,6 +26,7 @@ import numpy as np
 from . import stats
 from .findings import (DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, effect_verdict,
                        jsonable, threshold)
+from .units import format_ci, format_number
 
 NOT_MEASURED = "not_measured"
 ANSWER_VERDICTS = (DETECTED, NOT_DETECTED, INCONCLUSIVE, MEASURED, NOT_MEASURED)
@@ -282,10 +283,6 @@ def widen_for_drift(value, lo, hi, cv):
     return (value * math.exp(-math.hypot(h_lo, d)), value * math.exp(math.hypot(h_hi, d)))
 
 
-def _fmt(v) -> str:
-    return "-" if v is None else f"{v:.3g}"
-
-
 # Units of absolute figures: between sessions they move with the clock the
 # host gives a guest's vCPU (guest_clock_cv); ratios of two arms cancel it.
 CLOCK_UNITS = ("ns", "GB/s")
@@ -363,9 +360,9 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
     if band is not None and verdict in (DETECTED, NOT_DETECTED, INCONCLUSIVE):
         decided = band_verdict(band, lo, hi)
         if decided != verdict:
-            notes.append(f"{decided.replace('_', ' ')} across replicas ({', '.join(_fmt(a['value']) for a in valued)}): "
-                         f"CI {_fmt(lo)}-{_fmt(hi)} against the no-effect band "
-                         f"{_fmt(band[0])}-{_fmt(band[1])}")
+            notes.append(f"{decided.replace('_', ' ')} across replicas ({', '.join(format_number(a['value']) for a in valued)}): "
+                         f"CI {format_ci(lo, hi)} against the no-effect band "
+                         f"{format_ci(*band)}")
         verdict = decided
     elif verdict in (DETECTED, NOT_DETECTED):
         others = [a.get("verdict") for a in answered]
@@ -427,10 +424,10 @@ def explain_inconclusive(answer: Dict[str, Any]) -> Dict[str, Any]:
                "from one replica)")
     elif lo > band[1] or hi < band[0] or (lo >= band[0] and hi <= band[1]):
         where = "inside" if lo >= band[0] and hi <= band[1] else "beyond"
-        why = (f"inconclusive although its CI {_fmt(lo)}-{_fmt(hi)} lies {where} the no-effect "
-               f"band {_fmt(band[0])}-{_fmt(band[1])}: too few samples on a side, or the "
+        why = (f"inconclusive although its CI {format_ci(lo, hi)} lies {where} the no-effect "
+               f"band {format_ci(*band)}: too few samples on a side, or the "
                f"rule ({answer.get('decides') or 'its declared comparison'}) did not hold")
     else:
-        why = (f"inconclusive: its CI {_fmt(lo)}-{_fmt(hi)} reaches across the edge of the "
-               f"no-effect band {_fmt(band[0])}-{_fmt(band[1])}")
+        why = (f"inconclusive: its CI {format_ci(lo, hi)} reaches across the edge of the "
+               f"no-effect band {format_ci(*band)}")
     return dict(answer, because=(because + "; " + why) if because else why[0].upper() + why[1:])

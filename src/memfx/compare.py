@@ -48,6 +48,7 @@ import numpy as np
 from . import stats
 from .answers import guest_drift_cv
 from .findings import DETECTED, NOT_DETECTED, threshold
+from .units import format_ratio, format_value
 
 REGRESSED, IMPROVED, CHANGED = "regressed", "improved", "changed"
 CHANGED_ANSWER, UNCHANGED, NOT_COMPARABLE = "changed-answer", "unchanged", "not comparable"
@@ -258,15 +259,6 @@ def parse_threshold(text: str) -> float:
     return v
 
 
-def _num(v, unit=""):
-    from .units import format_size
-    if v is None:
-        return "-"
-    if unit == "bytes":
-        return format_size(v) + "B"
-    return f"{v:.4g}"
-
-
 # A pull-request comment: at most this many lines of Markdown.
 MARKDOWN_LINES = 40
 # Rows hidden by default (terminal and Markdown): nothing changed, or
@@ -296,18 +288,15 @@ def changed(rows) -> List[Mapping[str, Any]]:
                   key=lambda r: rank.get(r.get("verdict"), len(rank)))
 
 
-def _ratio_cell(r) -> str:
-    if r.get("ratio") is None:
-        return "-"
-    if r.get("ratio_ci_low") is None:
-        return f"{r['ratio']:.3f}"
-    return f"{r['ratio']:.3f} [{r['ratio_ci_low']:.3f}, {r['ratio_ci_high']:.3f}]"
+def ratio_text(r) -> str:
+    """A row's ratio B/A with its CI: "1.003 [0.998–1.010]"."""
+    return format_ratio(r.get("ratio"), r.get("ratio_ci_low"), r.get("ratio_ci_high"))
 
 
 def _md_row(r) -> str:
     unit = r.get("unit") or ""
-    return (f"| `{r['question']}` | {_num(r.get('a'), unit)} | {_num(r.get('b'), unit)} "
-            f"| {_ratio_cell(r)} | {r['verdict']} |")
+    return (f"| `{r['question']}` | {format_value(r.get('a'), unit)} | {format_value(r.get('b'), unit)} "
+            f"| {ratio_text(r)} | {r['verdict']} |")
 
 
 def markdown(doc: Mapping[str, Any], max_lines: int = MARKDOWN_LINES) -> str:
@@ -333,7 +322,7 @@ def markdown(doc: Mapping[str, Any], max_lines: int = MARKDOWN_LINES) -> str:
         for verdict in dict.fromkeys(r["verdict"] for r in rest):
             items = [r for r in rest if r["verdict"] == verdict]
             lines.append(f"{verdict} ({len(items)}): " + ", ".join(
-                f"`{r['question']}` {'-' if r.get('ratio') is None else format(r['ratio'], '.3f')}"
+                f"`{r['question']}` {format_ratio(r.get('ratio'))}"
                 for r in items) + "<br>")
         lines.append("</details>")
     return "\n".join(lines[:max_lines])

@@ -3,21 +3,22 @@ HTML file: one table per question, one column per machine or CPU model, so
 "which hosts show store elimination" is one glance.  Reads the document only."""
 from __future__ import annotations
 
-from .report import CSS, ci_text, e, table, value_text
+from .report import CSS, e, table
+from .units import format_ci, format_value
 
 
 def _cell_html(cell, unit, group_by) -> str:
     verdict = cell.get("verdict") or "not_measured"
     if cell.get("value") is None:
         return f'<span class="dim">{e(verdict)}</span>'
-    value = e(value_text(cell["value"], unit))
+    value = e(format_value(cell["value"], unit))
     if group_by == "cpu-model":
-        spread = ci_text(cell.get("spread_low"), cell.get("spread_high"), unit)
+        spread = format_ci(cell.get("spread_low"), cell.get("spread_high"), unit)
         counted = ", ".join(f"{e(v)} {n}" for v, n in sorted((cell.get("verdicts") or {}).items(),
                                                                key=lambda kv: str(kv[0])))
         return (f"<b>{value}</b><br>median of {cell['n_hosts']} host(s)<br>"
                 f"spread {e(spread)}<br>{counted}")
-    ci = ci_text(cell.get("ci_low"), cell.get("ci_high"), unit)
+    ci = format_ci(cell.get("ci_low"), cell.get("ci_high"), unit)
     return f"<b>{value}</b><br>{e(verdict)}<br>CI {e(ci)}"
 
 

@@ -137,7 +137,7 @@ def cache_bands(ax, machine, lo, hi):
     rows, last = 0, {}
     span = max(1.0, np.log2(max(hi, lo * 2)) - np.log2(lo)) if lo > 0 else 1.0
     for i, c in enumerate(caches):
-        label = f"{c.name} {format_size(c.size_bytes)}B (sysfs)"
+        label = f"{c.name} {format_size(c.size_bytes)} (sysfs)"
         ax.axvspan(prev, c.size_bytes, color=CACHE_COLOURS[i % len(CACHE_COLOURS)], zorder=0, lw=0)
         ax.axvline(c.size_bytes, color="grey", ls=":", lw=1, zorder=1)
         # a label is ~ a sixth of a panel wide: one closer than that to the

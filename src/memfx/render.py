@@ -8,7 +8,7 @@ import re
 from rich.table import Table
 from rich.text import Text
 
-from .units import format_size, human_size
+from .units import format_ci, format_number, format_size, format_value
 
 # C0 controls, DEL and C1 controls (which include the CSI introducer 0x9b):
 # stored strings come from imports and /proc, and an escape sequence in one
@@ -46,26 +46,6 @@ VERDICT_STYLE = {"detected": "bold green", "not_detected": "yellow",
                  "inconclusive": "magenta", "measured": "cyan"}
 
 
-def fmt(v, digits=3):
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        if v != v:
-            return "nan"
-        if abs(v) >= 1000:
-            return f"{v:,.0f}"
-        return f"{v:.{digits}g}"
-    return str(v)
-
-
-def fmt_value(v, unit):
-    if v is None:
-        return "-"
-    if unit == "bytes":
-        return format_size(v) + "B" if v >= 1024 else f"{v:.0f} B"
-    return f"{fmt(v)} {unit}".strip()
-
-
 def _param_text(k, v):
     if k.endswith("_bytes") and isinstance(v, (int, float)):
         return format_size(v)
@@ -91,7 +71,7 @@ def machine_table(fp, cautions, caps):
         if not isinstance(c, dict) or not isinstance(c.get("size_bytes"), int):
             continue
         row(f"L{c.get('level', '?')} {c.get('type', '?')}",
-            f"{format_size(c['size_bytes'])}B, {c.get('ways')}-way, "
+            f"{format_size(c['size_bytes'])}, {c.get('ways')}-way, "
                                                f"{c.get('line_bytes')} B lines, shared by CPUs {c.get('shared_cpu_list')}")
     llc = fp.get("llc") or {}
     views = [(llc.get(k), label) for k, label in (
@@ -99,8 +79,8 @@ def machine_table(fp, cautions, caps):
         ("cpuid_legacy_bytes", "CPUID 0x80000006"), ("glibc_bytes", "glibc"))]
     if any(v for v, _ in views):
         nt = llc.get("glibc_non_temporal_threshold")
-        t.add_row("Last-level cache", ", ".join(f"{format_size(v)}B ({label})" for v, label in views if v)
-                  + (f"; glibc non_temporal_threshold {format_size(nt)}B" if nt else "")
+        t.add_row("Last-level cache", ", ".join(f"{format_size(v)} ({label})" for v, label in views if v)
+                  + (f"; glibc non_temporal_threshold {format_size(nt)}" if nt else "")
                   + ("" if llc.get("agree", True) else " -- the sources disagree"))
     tsc = fp.get("tsc", {})
     hz = tsc.get("hz")
@@ -110,8 +90,8 @@ def machine_table(fp, cautions, caps):
     pw = fp.get("power", {})
     row("Power", f"governor {pw.get('governor') or 'n/a'}, turbo {pw.get('turbo') if pw.get('turbo') is not None else 'unknown'}")
     mem = fp.get("memory", {})
-    row("Memory", f"{human_size(mem.get('total_bytes') or 0)} total, "
-                        f"{human_size(mem.get('available_bytes') or 0)} available, THP {mem.get('thp_enabled')}")
+    row("Memory", f"{format_size(mem.get('total_bytes') or 0)} total, "
+                        f"{format_size(mem.get('available_bytes') or 0)} available, THP {mem.get('thp_enabled')}")
     k = fp.get("kernel", {})
     row("Kernel", f"{k.get('release')}, perf_event_paranoid={k.get('perf_event_paranoid')}")
     pmu = fp.get("pmu", {})
@@ -163,8 +143,8 @@ def points_table(doc, max_rows=400):
     for p in pts[:max_rows]:
         cv = p.get("cv")
         add_row(t, *[_param_text(k, p["params"].get(k, "")) for k in pkeys], p["arm"],
-                f"{fmt(p['median'])} {p.get('unit', '')}", f"{fmt(p['ci_low'])}–{fmt(p['ci_high'])}",
-                fmt(p["min"]), fmt(p.get("cycles_est")),
+                format_value(p['median'], p.get('unit')), format_ci(p['ci_low'], p['ci_high'], p.get('unit')),
+                format_value(p["min"], p.get('unit')), format_number(p.get("cycles_est")),
                 text(f"{cv:.1%}" if cv is not None else "-", "red" if cv and cv >= 0.1 else ""),
                 str(p["n"]), str(p["rejected"]))
     caption = [f"metric: {metric}"] if metric else []
@@ -183,9 +163,8 @@ def findings_table(findings, title="Findings"):
     t.add_column("95% CI", justify="right")
     for f in findings:
         style = VERDICT_STYLE.get(f["verdict"], "")
-        ci = "-" if f.get("ci_low") is None else \
-            f"{fmt_value(f['ci_low'], f.get('unit', ''))} – {fmt_value(f['ci_high'], f.get('unit', ''))}"
-        add_row(t, text(f["verdict"], style), f["claim"], fmt_value(f.get("value"), f.get("unit", "")), ci)
+        add_row(t, text(f["verdict"], style), f["claim"], format_value(f.get("value"), f.get("unit")),
+                format_ci(f.get("ci_low"), f.get("ci_high"), f.get("unit")))
     return t
 
 
@@ -212,7 +191,7 @@ def details_tables(answers, width=100):
         for k in keys[:7]:
             t.add_column(k)
         for d in det[:60]:
-            t.add_row(*[_plain(fmt(d.get(k)) if isinstance(d.get(k), float) else d.get(k))
+            t.add_row(*[_plain(format_number(d.get(k)) if isinstance(d.get(k), float) else d.get(k))
                         for k in keys[:7]])
         if len(det) > 60:
             t.caption = f"{len(det) - 60} more rows in --json"

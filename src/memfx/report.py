@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from .errors import MemfxError, StoreError
 from .report_advice import (ADVICE_ARTIFACT, advice_html, advice_summary_html,  # noqa: F401
                             find_advice, first_screen_advice_html)
-from .report_html import (CSS, SEED_TITLES, VERDICT_LABELS, bytes_text, ci_text,  # noqa: F401
-                          code, duration_text, e, exact_bytes_text, json_html, kv_table, num,
-                          param_text, seed_text, status_label, table, value_text)
+from .report_html import (CSS, SEED_TITLES, VERDICT_LABELS, code, duration_text,  # noqa: F401
+                          e, exact_bytes_text, json_html, kv_table, param_text, seed_text,
+                          status_label, table)
 from .report_sections import (GROUP_MIN, answers_html, experiments_html,  # noqa: F401
                               export_command, group_findings, header_html, machine_html,
                               params_section_html, points_html, raw_html, summary_html,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .errors import StoreError
 from .report_html import _finite, code, e, json_html, table
+from .units import MISSING, format_change, format_ratio
 
 ADVICE_ARTIFACT = "advice"
 
@@ -67,7 +68,7 @@ def _gain_text(check) -> str:
     ratio, lo, hi = overall.get("ratio"), overall.get("ci_low"), overall.get("ci_high")
     if not all(_finite(x) for x in (ratio, lo, hi)):
         return "–"
-    return f"{(1 - ratio) * 100:+.1f}% [{(1 - hi) * 100:+.1f}%, {(1 - lo) * 100:+.1f}%]"
+    return format_change(1 - ratio, 1 - hi, 1 - lo)
 
 
 def _decision_html(decision) -> str:
@@ -124,8 +125,8 @@ def _prefetch_advice_rows(part):
     for i in part.get("items") or []:
         chk = i.get("check") or {}
         ratio, lo, hi = chk.get("ratio"), chk.get("ci_low"), chk.get("ci_high")
-        measured = (f"{e(chk.get('ratio_is'))} {ratio:.3f} [{lo:.3f}, {hi:.3f}]"
-                    if all(_finite(x) for x in (ratio, lo, hi)) else "–")
+        measured = (f"{e(chk.get('ratio_is'))} {format_ratio(ratio, lo, hi)}"
+                    if all(_finite(x) for x in (ratio, lo, hi)) else MISSING)
         rows.append(["prefetch", e(i.get("advice") or i.get("reason") or i.get("topic")),
                      _decision_html(i.get("decision")), f'<span class="num">{measured}</span>',
                      e(f"{i.get('topic')}: {i.get('check_reason') or ''}")])
@@ -185,7 +186,7 @@ def first_screen_advice_html(advice_items, views) -> str:
             out.append('<ul class="advice-short">' + "".join(f"<li>{x}</li>" for x in shown)
                        + "</ul>")
             more = len(lines) - len(shown)
-            out.append(f'<p class="dim">Gains are checked by measuring (positive is faster). '
+            out.append('<p class="dim">Gains are checked by measuring (positive is faster). '
                        + (f"{more} more setting(s) checked: " if more > 0 else "")
                        + '<a href="#advice">the advice in full</a>.</p>')
         else:

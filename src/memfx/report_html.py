@@ -10,6 +10,8 @@ import json
 import math
 import re
 
+from .units import format_number, format_size
+
 # Short titles of the seed stories in shared/seeds (the DESIGN.md table).
 SEED_TITLES = {
     "000": "hardware store elimination",
@@ -34,73 +36,11 @@ def _finite(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def num(v) -> str:
-    """A number for people: 3 significant digits, thousands grouped."""
-    if v is None:
-        return "–"
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return str(v)
-    if not math.isfinite(v):
-        return "n/a"
-    if isinstance(v, int):
-        return f"{v:,}" if abs(v) >= 10000 else str(v)
-    if abs(v) >= 1000:
-        return f"{v:,.0f}"
-    if v == 0:
-        return "0"
-    return f"{v:.3g}"
-
-
-_BINARY_UNITS = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
-
-
-def bytes_text(v) -> str:
-    """Bytes as binary K/M/G sizes: 49152 -> '48 KiB', 888373 -> '867.6 KiB',
-    25276502016 -> '23.5 GiB'."""
-    if not _finite(v):
-        return num(v)
-    n = int(round(v))
-    for unit, factor in _BINARY_UNITS:
-        if abs(n) >= factor:
-            if n % factor == 0:
-                return f"{n // factor} {unit}"
-            text = f"{n / factor:.1f}"
-            return f"{text[:-2] if text.endswith('.0') else text} {unit}"
-    return f"{n} B"
-
-
 def exact_bytes_text(v) -> str:
-    """Like bytes_text, with the exact count when the short form is rounded
+    """Like format_size, with the exact count when the short form is rounded
     (thresholds are compared byte for byte)."""
-    short = bytes_text(v)
+    short = format_size(v)
     return f"{short} ({int(v):,} B)" if "." in short else short
-
-
-def value_text(v, unit) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return num(v)
-    unit = unit or ""
-    if unit == "bytes" and _finite(v):
-        return bytes_text(v)
-    if unit in ("x", "ratio") and _finite(v):
-        return f"{num(v)}×"
-    return f"{num(v)} {unit}".strip()
-
-
-def ci_text(lo, hi, unit) -> str:
-    if lo is None or hi is None:
-        return "–"
-    return f"{value_text(lo, unit)} – {value_text(hi, unit)}"
-
-
-def ci_brackets(lo, hi, unit) -> str:
-    """A CI as "[177, 188]" after a value that carries the unit; sizes keep
-    theirs ("[41.5 KiB, 45.3 KiB]"); "" when there is no CI."""
-    if not (_finite(lo) and _finite(hi)):
-        return ""
-    if (unit or "") == "bytes":
-        return f"[{bytes_text(lo)}, {bytes_text(hi)}]"
-    return f"[{num(lo)}, {num(hi)}]"
 
 
 def duration_text(seconds) -> str:
@@ -134,12 +74,12 @@ def param_text(name, value, kind="") -> str:
         inner = kind[5:] if kind.startswith("list:") else ""
         return ", ".join(param_text(name, v, inner) for v in value)
     if _finite(value) and (kind == "size" or str(name).endswith("_bytes")):
-        return bytes_text(value)
+        return format_size(value)
     if isinstance(value, dict):
         return json.dumps(value, sort_keys=True)
     if isinstance(value, bool):
         return "true" if value else "false"      # as --set takes it
-    return num(value) if isinstance(value, float) else str(value)
+    return format_number(value) if isinstance(value, float) else str(value)
 
 
 def _first_line(text) -> str:
@@ -253,7 +193,7 @@ def json_html(value, depth=0) -> str:
         return e(value)
     if isinstance(value, bool):
         return yes_no(value)
-    return e(num(value))
+    return e(format_number(value))
 
 
 CSS = """

@@ -9,10 +9,10 @@ import re
 import shlex
 import time
 
-from .report_html import (VERDICT_LABELS, _finite, _kind, _params_of, bytes_text, ci_brackets,
-                          ci_text, code,
-                          duration_text, e, exact_bytes_text, fold, json_html, kv_table, num,
-                          param_text, seed_text, status_label, table, value_text, yes_no)
+from .report_html import (VERDICT_LABELS, _finite, _kind, _params_of, code, duration_text, e,
+                          exact_bytes_text, fold, json_html, kv_table, param_text, seed_text,
+                          status_label, table, yes_no)
+from .units import format_ci, format_estimate, format_number, format_size, format_value
 
 # Findings that differ only by a numeric suffix (e.g. crossover_copy_a_vs_b_2,
 # _3, ...) fold into one verdict row when there are at least this many.
@@ -72,15 +72,15 @@ def verdicts_html(views) -> str:
             claim = e(f.get("claim") or f.get("id"))
             if more:
                 items = "".join(f"<li>{e(m.get('claim') or m.get('id'))}: "
-                                f"{e(value_text(m.get('value'), m.get('unit')))}</li>" for m in more)
+                                f"{e(format_value(m.get('value'), m.get('unit')))}</li>" for m in more)
                 claim = (f"<details><summary>{claim} <span class=\"dim\">(+{len(more)} more of this "
                          f"kind)</span></summary><ul>{items}</ul></details>")
             if partial:
                 claim += ' <span class="dim">(from partial results)</span>'
             rows.append([claim,
                          f'<span class="verdict v-{e(verdict)}">{e(label)}</span>',
-                         f'<span class="num">{e(value_text(f.get("value"), f.get("unit")))}</span>',
-                         f'<span class="num">{e(ci_text(f.get("ci_low"), f.get("ci_high"), f.get("unit")))}</span>',
+                         f'<span class="num">{e(format_value(f.get("value"), f.get("unit")))}</span>',
+                         f'<span class="num">{e(format_ci(f.get("ci_low"), f.get("ci_high"), f.get("unit")))}</span>',
                          f'<span class="seed">{e(seed_text(seed))}</span>', link])
         if not findings:
             cls, label = status_label(v.run)
@@ -104,12 +104,8 @@ def verdicts_html(views) -> str:
 
 
 def _answer_value(a) -> str:
-    """"182 ns [177, 188]": the value with its unit, the CI in brackets."""
-    if a.get("value") is None:
-        return ""
-    v = value_text(a.get("value"), a.get("unit"))
-    ci = ci_brackets(a.get("ci_low"), a.get("ci_high"), a.get("unit"))
-    return f"{v} {ci}".strip()
+    """"182 ns [177–188]": the value with its unit, the CI in brackets."""
+    return format_estimate(a.get("value"), a.get("ci_low"), a.get("ci_high"), a.get("unit"))
 
 
 def _card(v, a) -> str:
@@ -119,8 +115,10 @@ def _card(v, a) -> str:
     on hover, and in the answers table)."""
     verdict = a.get("verdict")
     value = a.get("value")
-    lead = e(value_text(value, a.get("unit"))) if value is not None else ""
-    ci = ci_brackets(a.get("ci_low"), a.get("ci_high"), a.get("unit")) if value is not None else ""
+    shown = format_value(value, a.get("unit")) if value is not None else ""
+    # the estimate is the value, then its CI in brackets (styled apart here)
+    ci = _answer_value(a)[len(shown):].strip()
+    lead = e(shown)
     if ci:
         lead += f' <span class="ci">{e(ci)}</span>'
     words = VERDICT_WORDS.get(verdict, str(verdict))
@@ -165,7 +163,7 @@ def _details_html(a) -> str:
             if k not in keys and not isinstance(d[k], (list, dict)):
                 keys.append(k)
     keys = keys[:7]
-    rows = [[e(num(d.get(k)) if isinstance(d.get(k), float) else d.get(k)) for k in keys]
+    rows = [[e(format_number(d.get(k)) if isinstance(d.get(k), float) else d.get(k)) for k in keys]
             for d in det[:200]]
     more = f'<p class="dim">{len(det) - 200} more in the JSON export</p>' if len(det) > 200 else ""
     return (f"<details><summary>{len(det)} detail(s)</summary>"
@@ -223,7 +221,7 @@ def _machine_rows(fp) -> list:
     cache_lines = []
     for c in caches:
         if isinstance(c, dict):
-            cache_lines.append(e(f"L{c.get('level')} {c.get('type')}: {bytes_text(c.get('size_bytes'))}, "
+            cache_lines.append(e(f"L{c.get('level')} {c.get('type')}: {format_size(c.get('size_bytes'))}, "
                                  f"{c.get('ways')}-way, {c.get('line_bytes')} B lines, shared by CPUs "
                                  f"{c.get('shared_cpu_list')}"))
         else:
@@ -247,11 +245,11 @@ def _machine_rows(fp) -> list:
                                 f"{pw.get('turbo') if pw.get('turbo') is not None else 'unknown'}")))
     mem = fp.get("memory") or {}
     if mem:
-        rows.append(("Memory", e(f"{bytes_text(mem.get('total_bytes'))} total, "
-                                 f"{bytes_text(mem.get('available_bytes'))} available; transparent huge "
+        rows.append(("Memory", e(f"{format_size(mem.get('total_bytes'))} total, "
+                                 f"{format_size(mem.get('available_bytes'))} available; transparent huge "
                                  f"pages {mem.get('thp_enabled')} (defrag {mem.get('thp_defrag')}); "
                                  f"{mem.get('hugepages_total')} reserved huge pages of "
-                                 f"{bytes_text(mem.get('hugepage_size'))}")))
+                                 f"{format_size(mem.get('hugepage_size'))}")))
     k = fp.get("kernel") or {}
     if k:
         rows.append(("Kernel", e(f"{k.get('release')} {k.get('version') or ''}; perf_event_paranoid="
@@ -444,8 +442,8 @@ def points_html(view, db_arg) -> str:
         rows.append([*(e(param_text(k, params.get(k), _kind(known, k))) if k in params else ""
                        for k in keys),
                      e(p.get("arm")),
-                     f'<span class="num">{e(value_text(p.get("median"), unit))}</span>',
-                     f'<span class="num">{e(ci_text(p.get("ci_low"), p.get("ci_high"), unit))}</span>',
+                     f'<span class="num">{e(format_value(p.get("median"), unit))}</span>',
+                     f'<span class="num">{e(format_ci(p.get("ci_low"), p.get("ci_high"), unit))}</span>',
                      e(p.get("n")), e(p.get("rejected")), cv_cell])
     caption_parts = []
     if metrics:
@@ -523,8 +521,8 @@ def run_html(view, db_arg, plot_html) -> str:
             out.append("<h4>Findings</h4><ul class=\"findings\">" + "".join(
                 f'<li><span class="verdict v-{e(f.get("verdict"))}">'
                 f'{e(VERDICT_LABELS.get(f.get("verdict"), f.get("verdict")))}</span> '
-                f'{e(f.get("claim"))}: <b>{e(value_text(f.get("value"), f.get("unit")))}</b>'
-                + (f' <span class="dim">(95% CI {e(ci_text(f.get("ci_low"), f.get("ci_high"), f.get("unit")))})</span>'
+                f'{e(f.get("claim"))}: <b>{e(format_value(f.get("value"), f.get("unit")))}</b>'
+                + (f' <span class="dim">(95% CI {e(format_ci(f.get("ci_low"), f.get("ci_high"), f.get("unit")))})</span>'
                    if f.get("ci_low") is not None else "") + "</li>"
                 for f in findings) + "</ul>")
         # folded: the figure shows the shape; the table is there to read numbers

@@ -19,8 +19,8 @@ from typing import Any, Iterable, List, Mapping, Optional, Sequence
 
 from rich.cells import cell_len
 
-from .render import clean, fmt
-from .units import format_size
+from .render import clean
+from .units import format_estimate, format_value
 
 MIN_WIDTH = 80
 # Width when standard output is not a terminal and COLUMNS is not set.
@@ -75,31 +75,9 @@ def select(answers: Iterable[Mapping[str, Any]], pattern: Optional[str]) -> List
 
 # ---- one answer ---------------------------------------------------------------
 
-def _num(v, unit) -> str:
-    if unit == "bytes":
-        return format_size(v) + "B" if v >= 1024 else f"{v:.0f} B"
-    return fmt(v)
-
-
 def value_text(a: Mapping[str, Any]) -> str:
-    """'1.27 ns [1.12–1.45]', '6.61x [6.4–6.8]', '4 ranges', '-' without a value."""
-    v, unit = a.get("value"), a.get("unit") or ""
-    if v is None:
-        return ""
-    lo, hi = a.get("ci_low"), a.get("ci_high")
-    shown_unit = {"ratio": "x", "x": "x"}.get(unit, unit)
-    if lo is not None and hi is not None and _num(lo, unit) == _num(hi, unit) == _num(v, unit):
-        lo = hi = None                  # a CI that reads as the value says nothing more
-    if unit == "bytes":
-        s = _num(v, unit)
-        if lo is not None and hi is not None:
-            s += f" [{_num(lo, unit)}–{_num(hi, unit)}]"
-        return s
-    joiner = "" if shown_unit == "x" else " "
-    s = f"{fmt(v)}{joiner}{shown_unit}".strip()
-    if lo is not None and hi is not None:
-        s += f" [{fmt(lo)}–{fmt(hi)}]"
-    return s
+    """'1.27 ns [1.12–1.45]', '6.61x [6.4–6.8]', '4 ranges', '' without a value."""
+    return format_estimate(a.get("value"), a.get("ci_low"), a.get("ci_high"), a.get("unit"))
 
 
 def answer_text(a: Mapping[str, Any]) -> str:
@@ -311,26 +289,10 @@ def run_screen(doc: Mapping[str, Any], width: int, full=False, pattern=None) -> 
 
 # ---- compare ------------------------------------------------------------------------
 
-def ratio_text(r: Mapping[str, Any]) -> str:
-    if r.get("ratio") is None:
-        return "-"
-    if r.get("ratio_ci_low") is None:
-        return f"{r['ratio']:.3f}"
-    return f"{r['ratio']:.3f} [{r['ratio_ci_low']:.3f}–{r['ratio_ci_high']:.3f}]"
-
-
-def _side(v, unit) -> str:
-    if v is None:
-        return "-"
-    if unit == "bytes":
-        return _num(v, unit)
-    return f"{fmt(v)} {unit}".strip()
-
-
 def compare_lines(doc: Mapping[str, Any], width: int, show_all=False) -> List[str]:
     """`memfx compare`: the summary first, then one line per changed row
     (every row with ``show_all``): question, verdict, B/A [CI], A -> B."""
-    from .compare import changed, sides, summary
+    from .compare import changed, ratio_text, sides, summary
     rows = list(doc.get("rows") or [])
     shown = rows if show_all else changed(rows)
     out = [fit(summary(doc), width), fit(sides(doc), width)]
@@ -340,7 +302,7 @@ def compare_lines(doc: Mapping[str, Any], width: int, show_all=False) -> List[st
         for r in shown:
             unit = r.get("unit") or ""
             line = (f"  {_pad(clean(r['question']), id_w)}  {_pad(str(r['verdict']), verdict_w)}  "
-                    f"{ratio_text(r)}  {_side(r.get('a'), unit)} -> {_side(r.get('b'), unit)}")
+                    f"{ratio_text(r)}  {format_value(r.get('a'), unit)} -> {format_value(r.get('b'), unit)}")
             out.append(fit(line, width))
     hidden = len(rows) - len(shown)
     if hidden:

@@ -50,7 +50,7 @@ from .documents import TUNE_ARTIFACT as ARTIFACT  # noqa: F401 (re-exported)
 from .documents import tune_answers as answers  # noqa: F401 (re-exported)
 from .documents import tune_result_text as _result_text
 from .errors import MemfxError
-from .units import signed_percent as _pct
+from .units import format_change
 
 SCHEMA_VERSION = 1
 TUNE_KIND = "memfx-tune"
@@ -657,8 +657,9 @@ def render(doc, console):
     if doc.get("status") not in (None, "complete"):
         console.print(f"[yellow]{doc.get('status')}[/yellow]: {escape(str(doc.get('error') or ''))}")
     elif rec:
-        console.print(f"[bold]{escape(rec['line'])}[/bold]  gain {_pct(rec['speedup'] - 1)} "
-                      f"[{_pct(rec['ci_low'] - 1)}, {_pct(rec['ci_high'] - 1)}] over {rec['n']} rounds")
+        console.print(f"[bold]{escape(rec['line'])}[/bold]  gain "
+                      f"{format_change(rec['speedup'] - 1, rec['ci_low'] - 1, rec['ci_high'] - 1)} "
+                      f"over {rec['n']} rounds")
     else:
         results = "; ".join(f"{c['id']}: {_result_text(c.get('result'))}"
                             for c in doc.get("candidates") or [])

@@ -1,10 +1,48 @@
-"""Parsing and printing of sizes: "48K", "2MiB", "1.5G" <-> bytes."""
+"""Sizes, numbers and units: parsing sizes people type, and the one way
+memfx prints sizes, numbers and values with their unit and CI.
+
+Parsing ("48K", "2MiB", "1.5G" -> bytes) is `parse_size`.  Printing is the
+same on the terminal, in the HTML report, in compare, advice and fleet views
+and in the sentences of the answers, so "48 KiB" never reads "48KB" on
+another page:
+
+    format_size(49152)                -> "48 KiB"    binary units, a space,
+    format_size(3 << 20)              -> "3 MiB"     whole values exact,
+    format_size(1.5 * (1 << 30))      -> "1.5 GiB"   exact in two decimals,
+    format_size(5 << 18)              -> "1.25 MiB"  else to one:
+    format_size(888373)               -> "867.6 KiB"
+    format_size(1023)                 -> "1023 B"
+    format_number(0.012345)           -> "0.0123"    `digits` significant digits,
+    format_number(123456.7)           -> "123,457"   thousands grouped
+    format_number(None)               -> "–"         (MISSING); NaN, inf -> "n/a"
+    format_value(182.4, "ns")         -> "182 ns"
+    format_value(6.612, "x")          -> "6.61x"     ratios ("x", "ratio") as "x"
+    format_value(12.5, "%")           -> "12.5%"
+    format_value(49152, "bytes")      -> "48 KiB"
+    format_value(7, "")               -> "7"         counts carry no unit
+    format_ci(177.2, 188.4, "ns")     -> "177–188 ns"
+    format_ci(6.4, 6.8, "x")          -> "6.4–6.8x"
+    format_ci(42496, 46387, "bytes")  -> "41.5 KiB–45.3 KiB"
+    format_estimate(182.4, 177.2, 188.4, "ns") -> "182 ns [177–188]"
+    format_ratio(1.0031, 0.998, 1.01) -> "1.003 [0.998–1.010]"  B/A, a check's ratio
+    signed_percent(0.125)             -> "+12.5%"    a relative change,
+    format_change(0.08, 0.05, 0.11)   -> "+8.0% [+5.0%, +11.0%]"  with its CI
+"""
+import math
 import re
 
 from .errors import ParamError
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)\s*$", re.IGNORECASE)
 _FACTOR = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+# What a missing value prints as; a value that is not finite prints NOT_FINITE.
+MISSING = "–"
+NOT_FINITE = "n/a"
+_BINARY_UNITS = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
+_RATIO_UNITS = ("x", "ratio")
+# Units printed right after the number, without a space.
+_ATTACHED_UNITS = ("x", "%")
 
 
 def parse_size(text, name="size"):
@@ -21,31 +59,120 @@ def parse_size(text, name="size"):
     return int(float(m.group(1)) * _FACTOR[m.group(2).upper()])
 
 
-def format_size(n):
-    """Short binary form: 49152 -> '48K', 3 << 20 -> '3M', 1000 -> '1000';
-    exact when that takes at most four digits, else one decimal ('22.5G')."""
-    n = int(n)
-    for suffix in ("T", "G", "M", "K"):
-        f = _FACTOR[suffix]
-        if n >= f and n % f == 0 and n // f < 10000:
-            return f"{n // f}{suffix}"
-    for suffix in ("T", "G", "M", "K"):
-        f = _FACTOR[suffix]
-        if n >= f:
-            return f"{n / f:.1f}{suffix}"
-    return str(n)
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def human_size(n):
-    """Approximate binary size for people: 25276502016 -> '23.5 GiB'."""
-    n = float(n)
-    for suffix, f in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= f:
-            return f"{n / f:.1f} {suffix}"
-    return f"{n:.0f} B"
+def _not_a_value(v):
+    """MISSING or NOT_FINITE when ``v`` cannot be printed as a number, else None."""
+    if v is None:
+        return MISSING
+    if _is_number(v) and not math.isfinite(v):
+        return NOT_FINITE
+    return None
+
+
+def format_size(n) -> str:
+    """Bytes in binary units with a space: "48 KiB", "1.5 GiB", "1023 B"
+    (exact when two decimals say it exactly, else to one decimal)."""
+    odd = _not_a_value(n)
+    if odd is not None:
+        return odd
+    n = int(round(n))
+    for unit, factor in _BINARY_UNITS:
+        if abs(n) >= factor:
+            if n % factor == 0:
+                return f"{n // factor} {unit}"
+            # 1.25 MiB (a sweep's step) stays exact; 867.55 KiB reads 867.6
+            decimals = 2 if (n * 100) % factor == 0 else 1
+            return f"{n / factor:.{decimals}f}".rstrip("0").rstrip(".") + f" {unit}"
+    return f"{n} B"
+
+
+def format_number(v, digits=3) -> str:
+    """A number for people: ``digits`` significant digits, thousands grouped
+    from 1,000 (floats) or 10,000 (ints); anything else as str()."""
+    odd = _not_a_value(v)
+    if odd is not None:
+        return odd
+    if not _is_number(v):
+        return str(v)
+    if isinstance(v, int):
+        return f"{v:,}" if abs(v) >= 10000 else str(v)
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    if v == 0:
+        return "0"
+    return f"{v:.{digits}g}"
+
+
+def _with_unit(number: str, unit: str) -> str:
+    if unit in _RATIO_UNITS:
+        unit = "x"
+    if unit in _ATTACHED_UNITS:
+        return number + unit
+    return f"{number} {unit}".strip()
+
+
+def format_value(v, unit="") -> str:
+    """A value with its unit: sizes for "bytes", "6.61x" for ratios, "12.5%",
+    "182 ns", a bare number for counts (no unit)."""
+    unit = unit or ""
+    if _not_a_value(v) is not None or not _is_number(v):
+        return format_number(v)
+    if unit == "bytes":
+        return format_size(v)
+    return _with_unit(format_number(v), unit)
+
+
+def _bare(v, unit) -> str:
+    """A CI bound without its unit (sizes keep theirs: they differ in unit)."""
+    return format_size(v) if unit == "bytes" and _not_a_value(v) is None else format_number(v)
+
+
+def format_ci(lo, hi, unit="") -> str:
+    """A confidence interval with its unit once: "177–188 ns", "6.4–6.8x";
+    sizes each with their unit; MISSING when a bound is missing."""
+    if lo is None or hi is None:
+        return MISSING
+    unit = unit or ""
+    if unit == "bytes":
+        return f"{_bare(lo, unit)}–{_bare(hi, unit)}"
+    return _with_unit(f"{_bare(lo, unit)}–{_bare(hi, unit)}", unit)
+
+
+def format_estimate(v, lo, hi, unit="") -> str:
+    """The value with its unit and the CI in brackets: "182 ns [177–188]";
+    the CI is left out when missing or when it reads as the value; "" without
+    a value."""
+    if v is None:
+        return ""
+    unit = unit or ""
+    shown = format_value(v, unit)
+    if lo is None or hi is None or _bare(lo, unit) == _bare(hi, unit) == _bare(v, unit):
+        return shown
+    return f"{shown} [{_bare(lo, unit)}–{_bare(hi, unit)}]"
+
+
+def format_ratio(v, lo=None, hi=None) -> str:
+    """A ratio of two measurements to three decimals (the changes judged on
+    it are a few percent), its CI in brackets when known: "1.003 [0.998–1.010]"."""
+    if _not_a_value(v) is not None:
+        return _not_a_value(v)
+    if _not_a_value(lo) is not None or _not_a_value(hi) is not None:
+        return f"{v:.3f}"
+    return f"{v:.3f} [{lo:.3f}–{hi:.3f}]"
 
 
 def signed_percent(x) -> str:
     """A relative change as a signed percentage (0.125 -> "+12.5%"); "?" for
     None."""
     return "?" if x is None else f"{x * 100:+.1f}%"
+
+
+def format_change(change, lo=None, hi=None) -> str:
+    """A relative change with its CI: "+8.0% [+5.0%, +11.0%]" (a comma, not a
+    dash, between signed bounds: "-5.0%–-1.0%" would misread)."""
+    if _not_a_value(lo) is not None or _not_a_value(hi) is not None:
+        return signed_percent(change)
+    return f"{signed_percent(change)} [{signed_percent(lo)}, {signed_percent(hi)}]"

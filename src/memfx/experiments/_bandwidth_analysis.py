@@ -144,7 +144,7 @@ class BandwidthAnswers:
         for size in sorted(by_size):
             idle, busy = by_size[size].get("idle_latency"), by_size[size].get("loaded_latency")
             lid = (idle or busy)["params"]["level"]
-            d = {"label": f"{format_size(size)}B ({LEVEL_LABEL.get(lid, lid)})", "value": None,
+            d = {"label": f"{format_size(size)} ({LEVEL_LABEL.get(lid, lid)})", "value": None,
                  "unit": "ratio", "ci_low": None, "ci_high": None,
                  "idle_ns": idle["median"] if idle and idle.get("n") else None,
                  "loaded_ns": busy["median"] if busy and busy.get("n") else None,
@@ -228,7 +228,7 @@ class BandwidthAnswers:
             if not lv.knee_size:
                 continue
             cache = _nearest_cache(caches, lv.knee_size)
-            d = {"label": f"knee {format_size(lv.knee_size)}B", "value": float(lv.knee_size),
+            d = {"label": f"knee {format_size(lv.knee_size)}", "value": float(lv.knee_size),
                  "unit": "bytes", "ci_low": lv.knee_low, "ci_high": lv.knee_high,
                  "gb_per_s_before": 1.0 / lv.latency_ns if lv.latency_ns else None}
             if cache:
@@ -243,16 +243,16 @@ class BandwidthAnswers:
         for lid in reached:
             if lid not in matched:
                 cap = dict(caches)[lid]
-                details.append({"label": f"{LEVEL_LABEL.get(lid, lid)} {format_size(cap)}B",
+                details.append({"label": f"{LEVEL_LABEL.get(lid, lid)} {format_size(cap)}",
                                 "value": None, "unit": "bytes", "cache": LEVEL_LABEL.get(lid, lid),
                                 "reported_bytes": cap, "verdict": "not_detected"})
         if not reached:
             return ans.not_measured(q, "the sweep does not span any reported cache size "
                                        "(from inside it to twice it)")
-        names = ", ".join(f"{d['cache']} at {format_size(d['value'])}B" for d in details
+        names = ", ".join(f"{d['cache']} at {format_size(d['value'])}" for d in details
                           if d.get("verdict") == "detected")
         missing = [d["cache"] for d in details if d.get("value") is None]
-        unmatched = [format_size(d["value"]) + "B" for d in details
+        unmatched = [format_size(d["value"]) for d in details
                      if d.get("value") is not None and not d.get("cache")]
         because = (f"read curve ({kernel}, {pages}): knees {names or 'none matched'}"
                    + (f"; no step at {', '.join(missing)}" if missing else "")
@@ -328,7 +328,7 @@ class BandwidthAnswers:
                 rows.append((s, e, p, normal[s]))
         if not rows:
             return ans.not_measured(q, "needs nt_write and a normal write at the same sizes")
-        details = [{"label": f"{format_size(s)}B", "size_bytes": s, "value": e.value,
+        details = [{"label": f"{format_size(s)}", "size_bytes": s, "value": e.value,
                     "unit": "ratio", "ci_low": e.ci_low, "ci_high": e.ci_high,
                     "verdict": e.verdict, "nt_gb_per_s": p["median"],
                     "normal_gb_per_s": w["median"], "normal_kernel": w["params"]["kernel"]}
@@ -347,11 +347,11 @@ class BandwidthAnswers:
                               details=details, evidence=ans.evidence_keys([rows[-1][2]]),
                               estimator=q.decides)
         s, e, p, w = rows[cross]
-        below = f"; below it {rows[cross - 1][1].value:.2f}x at {format_size(rows[cross - 1][0])}B" \
+        below = f"; below it {rows[cross - 1][1].value:.2f}x at {format_size(rows[cross - 1][0])}" \
             if cross > 0 else "; it wins at every size measured"
         return ans.Answer(q.id, "detected",
-                          f"from {format_size(s)}B up to {top}B non-temporal stores win: "
-                          f"{e.value:.2f}x at {format_size(s)}B ({p['median']:.1f} vs "
+                          f"from {format_size(s)} up to {top}B non-temporal stores win: "
+                          f"{e.value:.2f}x at {format_size(s)} ({p['median']:.1f} vs "
                           f"{w['median']:.1f} GB/s, {w['params']['kernel']}){below}",
                           value=float(s), ci_low=float(rows[cross - 1][0]) if cross > 0 else None,
                           ci_high=float(s), details=details,
@@ -413,18 +413,18 @@ def _unreached(kind, lid, caches, curves, planned):
     """Why a level of a kind has no points: the sweep stopped short, or every
     sample there was rejected."""
     lo, hi = level_windows(caches)[lid]
-    window = f"{format_size(lo)}B.." + ("" if math.isinf(hi) else f"{format_size(hi)}B")
+    window = f"{format_size(lo)}.." + ("" if math.isinf(hi) else f"{format_size(hi)}")
     if lid == "dram":
-        window = f"from {format_size(lo + 1)}B (2x the LLC)"
+        window = f"from {format_size(lo + 1)} (2x the LLC)"
     empty = sorted({p["params"]["size_bytes"] for p in planned if p["arm"] == kind and not p.get("n")
                     and lo < p["params"]["size_bytes"] <= hi})
     if empty:
-        return (f"every sample at {', '.join(format_size(s) + 'B' for s in empty)} was rejected "
+        return (f"every sample at {', '.join(format_size(s) for s in empty)} was rejected "
                 f"(context switches or migrations: a busy machine); nothing is concluded "
                 f"about {LEVEL_LABEL[lid]}")
     sizes = sorted({p["params"]["size_bytes"] for (k, _, _), ps in curves.items()
                     if k == kind for p in ps})
-    return (f"the sweep ({format_size(sizes[0])}B..{format_size(sizes[-1])}B) has no point inside "
+    return (f"the sweep ({format_size(sizes[0])}..{format_size(sizes[-1])}) has no point inside "
             f"{LEVEL_LABEL[lid]} ({window}); raise max_size to reach it")
 
 

@@ -433,9 +433,9 @@ def _pair_detail(op, mode, pair):
     cs = pair["crossings"]
     first = cs[0] if cs else None
     if cs:
-        text = "; ".join(f"{c['faster_below']} faster below ~{format_size(c['size'])}B, "
+        text = "; ".join(f"{c['faster_below']} faster below ~{format_size(c['size'])}, "
                          f"{c['faster_above']} above ({format_size(c['low'])}–"
-                         f"{format_size(c['high'])}B)" for c in cs)
+                         f"{format_size(c['high'])})" for c in cs)
     else:
         text = f"no crossover: {pair['winner']} faster or tied at every size measured"
     return {"label": f"{pair['a']} vs {pair['b']} ({op}, {mode})", "kind": "crossover",
@@ -449,7 +449,7 @@ def _pair_detail(op, mode, pair):
 
 def _ranges_text(ranges):
     """'avx2 16B–30B; rep_movsb at 32MB only' (a range of one size says so)."""
-    return "; ".join(f"{r['strategy']} at {format_size(r['min_size'])}B only"
+    return "; ".join(f"{r['strategy']} at {format_size(r['min_size'])} only"
                      if r["min_size"] == r["max_size"] else
-                     f"{r['strategy']} {format_size(r['min_size'])}B–{format_size(r['max_size'])}B"
+                     f"{r['strategy']} {format_size(r['min_size'])}–{format_size(r['max_size'])}"
                      for r in ranges)

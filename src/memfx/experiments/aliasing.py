@@ -307,7 +307,7 @@ class Aliasing(Experiment):
         # from run to run and has no honest CI ("3.47x [1.83, 33.71]").  The
         # others hang in the details and the sentence.
         cell = declared_combo(combos)
-        at = f"{_what(cell['arm'])}, {format_size(cell['size'])}B, {cell['mode']}"
+        at = f"{_what(cell['arm'])}, {format_size(cell['size'])}, {cell['mode']}"
         parts = []
         by_kernel = {}
         for c in found:
@@ -348,7 +348,7 @@ class Aliasing(Experiment):
         for c in usable:
             r = stats.ratio_of_medians(c["misaligned"], c["aligned"])
             enough = min(r["n_a"], r["n_b"]) >= threshold("min_ci_samples")
-            details.append({"label": f"{_what(c['arm'])}, {format_size(c['size'])}B, {c['mode']}",
+            details.append({"label": f"{_what(c['arm'])}, {format_size(c['size'])}, {c['mode']}",
                             "value": r["ratio"], "unit": "x",
                             "ci_low": r["ci_low"] if enough else None,
                             "ci_high": r["ci_high"] if enough else None,
@@ -461,7 +461,7 @@ def combo_result(arm, size, mode, ratios, pts, ctl):
         label = (f"no band; lone slow offsets {', '.join(f'{signed(o):+d}' for o in isolated[:6])}"
                  if isolated else f"no band (worst {signed(worst):+d}: x{value:.2f})")
     offs = sorted({o for b in bands for o in b["offsets"]} | {worst})
-    detail = {"label": f"{_what(arm)}, {format_size(size)}B, {mode}: {label}", "value": value,
+    detail = {"label": f"{_what(arm)}, {format_size(size)}, {mode}: {label}", "value": value,
               "unit": "x", "ci_low": lo, "ci_high": hi, "verdict": verdict, "kernel": arm,
               "size_bytes": size, "mode": mode, "bands": bands,
               "isolated_offsets": {str(o): ratios[o][0] for o in isolated},

@@ -136,7 +136,7 @@ class Assoc(Experiment):
         if "stride" in params["parts"]:
             for s in params["strides"]:
                 if s & (s - 1):
-                    raise ParamError(f"strides: {format_size(s)}B is not a power of two")
+                    raise ParamError(f"strides: {format_size(s)} is not a power of two")
             l2_cache = Fingerprint.of(machine).cache(2)
             l2 = l2_cache.size_bytes if l2_cache else 1 << 20
             pts += [Point("chase", {"part": "ref", "level": lv,
@@ -234,7 +234,7 @@ class Assoc(Experiment):
             threshold = math.sqrt(lat[lo] * lat[hi])
             ways, way_size, sets, caps = ways_and_sets(curves, threshold, line)
             sysfs = Fingerprint.of(data.machine).cache(level)
-            details = [{"label": f"stride {format_size(s)}B", "stride_bytes": s,
+            details = [{"label": f"stride {format_size(s)}", "stride_bytes": s,
                         "value": c, "unit": "lines", "ci_low": None, "ci_high": None,
                         "crossed": sat} for s, (c, sat) in caps.items()]
             details.append({"label": "threshold", "value": threshold, "unit": "ns",
@@ -258,7 +258,7 @@ class Assoc(Experiment):
             rep_w = sysfs.ways if sysfs else None
             out.append(ans.Answer(
                 qw.id, ans.MEASURED,
-                f"at strides of {format_size(way_size)}B and more, {ways} lines stay in the "
+                f"at strides of {format_size(way_size)} and more, {ways} lines stay in the "
                 f"{name} and {ways + 1} do not (time per load crosses {threshold:.2f} ns, between "
                 f"the {name}'s {lat[lo]:.2f} ns and the next level's {lat[hi]:.2f} ns); sysfs "
                 f"says {rep_w if rep_w else 'nothing'}" + hp,
@@ -271,14 +271,14 @@ class Assoc(Experiment):
             rep_s = sysfs.sets if sysfs else None
             if sets is None:
                 out.append(ans.not_measured(qs_, f"the smallest stride measured "
-                                                  f"({format_size(min(curves))}B) already holds "
+                                                  f"({format_size(min(curves))}) already holds "
                                                   f"only {ways} lines: the way size is at most "
                                                   f"that; measure smaller strides"))
                 continue
             out.append(ans.Answer(
                 qs_.id, ans.MEASURED,
                 f"the {name} capacity falls to {ways} lines from a stride of "
-                f"{format_size(way_size)}B on, so a way spans {format_size(way_size)}B: "
+                f"{format_size(way_size)} on, so a way spans {format_size(way_size)}: "
                 f"{sets} sets of {line} B lines; sysfs says {rep_s if rep_s else 'nothing'}" + hp,
                 value=float(sets), evidence=ans.evidence_keys(
                     [p for p in pts if p["params"]["stride_bytes"] in (way_size, way_size // 2)]),

@@ -247,12 +247,12 @@ def answer_step(op, points, small_max, flags, seed=0):
             main = (mode, st, d)
     if main is None:
         return ans.not_measured(q, f"{arm} was not measured at two or more sizes up to "
-                                   f"{format_size(small_max)}B")
+                                   f"{format_size(small_max)}")
     mode, st, d = main
     index = point_index(points, op, mode)
     if st is None:
         return ans.Answer(q.id, NOT_DETECTED, (
-            f"No step in {arm} time per call up to {format_size(small_max)}B ({mode}: no jump "
+            f"No step in {arm} time per call up to {format_size(small_max)} ({mode}: no jump "
             f">= {STEP_MIN_JUMP:.0%} between two sizes); flags: {_flag_text(flags)}"),
             details=details, estimator="two-level split of log median ns")
     return ans.Answer(
@@ -333,25 +333,25 @@ def _envelope_answer(q, op, points, challenger, others, other_name, pair_details
                    f"measured ({mode})")
         elif found:
             why = (f"{challenger} never starts to beat {other_name}: it is faster below "
-                   f"~{format_size(found[0].size)}B and slower above ({mode})")
+                   f"~{format_size(found[0].size)} and slower above ({mode})")
         elif d["challenger_wins_at"]:
-            at = ", ".join(f"{format_size(x)}B" for x in d["challenger_wins_sizes"][:4])
+            at = ", ".join(f"{format_size(x)}" for x in d["challenger_wins_sizes"][:4])
             why = (f"{challenger} beats {other_name} clearly at only {d['challenger_wins_at']} "
                    f"of the {d['sizes']} sizes measured ({at}), never at {MIN_RUN} sizes in a "
                    f"row, so there is no size from which it wins ({mode}); a size where it "
                    f"alone is fastest still shows as a range of its own in the best strategy")
         else:
             why = (f"{challenger} never beats {other_name} clearly up to "
-                   f"{format_size(d['largest_size'])}B ({mode})")
+                   f"{format_size(d['largest_size'])} ({mode})")
         return ans.Answer(q.id, NOT_DETECTED, why + flag_note, details=details,
                           estimator="crossing of the medians (log size)")
     c = into[-1]
     tail = ""
     if found and found[-1] is not c:
-        tail = f", until ~{format_size(found[-1].size)}B where {found[-1].faster_above} wins again"
-    because = (f"{challenger} beats {other_name} from ~{format_size(c.size)}B ({mode}; "
-               f"{who.get(c.low)} wins at {format_size(c.low)}B by x{c.ratio_low:.2f}, "
-               f"{challenger} at {format_size(c.high)}B by x{c.ratio_high:.2f}){tail}{flag_note}")
+        tail = f", until ~{format_size(found[-1].size)} where {found[-1].faster_above} wins again"
+    because = (f"{challenger} beats {other_name} from ~{format_size(c.size)} ({mode}; "
+               f"{who.get(c.low)} wins at {format_size(c.low)} by x{c.ratio_low:.2f}, "
+               f"{challenger} at {format_size(c.high)} by x{c.ratio_high:.2f}){tail}{flag_note}")
     ev = _keys(index, [(challenger, c.low), (who.get(c.low), c.low), (challenger, c.high),
                        (who.get(c.high), c.high)])
     return ans.Answer(q.id, DETECTED, because, value=float(c.size), ci_low=float(c.low),
@@ -397,7 +397,7 @@ def answer_peak(op, points, traffic, seed=0):
     shown = float(np.median(samples)) if samples else gbps
     what = " + ".join(x for x in (f"{rd / s:g} read" if rd else "",
                                   f"{wr / s:g} written" if wr else "") if x)
-    because = (f"{shown:.1f} GB/s: {p['arm']} at {format_size(s)}B, throughput mode "
+    because = (f"{shown:.1f} GB/s: {p['arm']} at {format_size(s)}, throughput mode "
                f"({what} byte(s) per byte {'copied' if op == 'copy' else 'set'}, as its kernel "
                f"row declares)")
     details = sorted(per.values(), key=lambda e: -e["value"])
@@ -432,13 +432,13 @@ def answer_libc(op, points, pair_details):
             else:
                 runs.append({"min_size": s, "max_size": s, "worst": r, "best": {b}})
         details = [{"label": f"libc slower {format_size(r['min_size'])}–"
-                             f"{format_size(r['max_size'])}B ({mode})", "kind": "range",
+                             f"{format_size(r['max_size'])} ({mode})", "kind": "range",
                     "mode": mode, "value": r["worst"], "unit": "ratio", "ci_low": None,
                     "ci_high": None, "min_size": r["min_size"], "max_size": r["max_size"],
                     "faster": sorted(r["best"])} for r in runs]
         g = math.exp(sum(logs) / len(logs))
         if runs:
-            where = "; ".join(f"{format_size(r['min_size'])}–{format_size(r['max_size'])}B "
+            where = "; ".join(f"{format_size(r['min_size'])}–{format_size(r['max_size'])} "
                               f"(up to x{r['worst']:.2f}, {'/'.join(sorted(r['best']))} faster)"
                               for r in runs[:4]) + (f"; {len(runs) - 4} more" if len(runs) > 4 else "")
             because = (f"libc {_OP_NAMES[op]} takes x{g:.2f} the time of the fastest strategy "
@@ -615,8 +615,8 @@ class Copy(Experiment):
             hi = params["max_size"]
             # source + destination, plus the previous cell's pair not yet unmapped
             if 4 * hi > avail * 0.8:
-                raise ParamError(f"max_size {format_size(hi)}B does not fit: a copy needs 2x and "
-                                 f"{format_size(avail)}B is available")
+                raise ParamError(f"max_size {format_size(hi)} does not fit: a copy needs 2x and "
+                                 f"{format_size(avail)} is available")
             return hi
         return int(min(2 * Fingerprint.of(machine).llc_bytes, avail * 0.8 / 4))
 

@@ -351,7 +351,7 @@ def _unreached(data, fp, table):
                             "unit": "ratio", "ci_low": None, "ci_high": None,
                             "verdict": ans.NOT_MEASURED,
                             "reason": f"the sweep did not reach {lv} (largest region "
-                                      f"{format_size(largest)}B)" if largest else "no sizes"})
+                                      f"{format_size(largest)})" if largest else "no sizes"})
     return out
 
 
@@ -737,7 +737,7 @@ class Fill(Experiment):
         best = max(at, key=lambda p: p["median"])
         a = ans.measured(q, best["values"], "", evidence=[ans.point_key(best)], details=details,
                          estimator="median of samples, largest region measured")
-        a.because = (f"{best['params']['kernel']} fills {format_size(largest)}B with "
+        a.because = (f"{best['params']['kernel']} fills {format_size(largest)} with "
                      f"{value_words(arm)} at "
                      f"{a.value:.1f} GB/s ({fill_level(fp, largest)}); every kernel and level "
                      f"in details")

@@ -225,12 +225,12 @@ class FillAlloc(Experiment):
         sizes = sorted(s for a, m, s in by if a == arm and m == "fresh" and s >= page)
         if not sizes:
             return ans.not_measured(q, f"the sweep did not measure munmap ({arm}) of a region "
-                                       f"of {format_size(page)}B or more")
+                                       f"of {format_size(page)} or more")
         details = []
         for s in sizes:
             per = np.asarray(by[(arm, "fresh", s)]["values"], float) / (s / page)
             one = ans.measured(q, per, "")
-            details.append({"label": f"{format_size(s)}B", "size_bytes": s, "value": one.value,
+            details.append({"label": f"{format_size(s)}", "size_bytes": s, "value": one.value,
                             "unit": "ns", "ci_low": one.ci_low, "ci_high": one.ci_high,
                             "pages": s // page, "point": ans.point_key(by[(arm, "fresh", s)])})
         big = sizes[-1]
@@ -238,7 +238,7 @@ class FillAlloc(Experiment):
         a = ans.measured(q, per, "", evidence=[d["point"] for d in details], details=details,
                          estimator="median of samples (munmap ticks / pages), largest size")
         rest = "; ".join(f"{d['value']:.0f} ns at {d['label']}" for d in details[:-1])
-        a.because = (f"munmap of a touched {format_size(big)}B region: {a.value:.0f} ns per "
+        a.because = (f"munmap of a touched {format_size(big)} region: {a.value:.0f} ns per "
                      f"{what}" + (f" ({rest})" if rest else ""))
         return a
 
@@ -251,7 +251,7 @@ class FillAlloc(Experiment):
         if not sizes:
             return ans.not_measured(q, f"the sweep did not measure {slow} and {fast} on {mem} "
                                        f"memory at a common size"
-                                    + (f" of {format_size(floor)}B or more" if floor else ""))
+                                    + (f" of {format_size(floor)} or more" if floor else ""))
         pairs = [(by[(slow, mem, s)]["values"], by[(fast, mem, s)]["values"]) for s in sizes]
         r = level_ratio(pairs, min_samples=threshold("min_samples"))
         if r is None:
@@ -262,7 +262,7 @@ class FillAlloc(Experiment):
             rs = level_ratio([(a, b)])
             if rs is None:
                 continue
-            details.append({"label": f"{format_size(s)}B", "size_bytes": s, "value": rs["ratio"],
+            details.append({"label": f"{format_size(s)}", "size_bytes": s, "value": rs["ratio"],
                             "verdict": effect_verdict(rs["ratio"], rs["ci_low"], rs["ci_high"],
                                                       rs["n_a"], rs["n_b"]),
                             "unit": "ratio", "ci_low": rs["ci_low"], "ci_high": rs["ci_high"],
@@ -280,7 +280,7 @@ class FillAlloc(Experiment):
             word += f" (only {few} accepted samples at some size; min_samples = " \
                     f"{threshold('min_samples')})"
         because = (f"{what}: {word} (time {slow} / {fast}, median over "
-                   f"{format_size(sizes[0])}B..{format_size(sizes[-1])}B)")
+                   f"{format_size(sizes[0])}..{format_size(sizes[-1])})")
         return ans.Answer(question=q.id, verdict=verdict, because=because, value=r["ratio"],
                           ci_low=r["ci_low"], ci_high=r["ci_high"], details=details,
                           evidence=[k for d in details for k in d["points"]],
@@ -303,7 +303,7 @@ class FillAlloc(Experiment):
             if big:
                 per = np.asarray(by[(arm, "fresh", big)]["values"], float) / (big / page)
                 fs = faults.get((arm, "fresh"))
-                details.append({"label": f"{arm} {format_size(big)}B", "arm": arm,
+                details.append({"label": f"{arm} {format_size(big)}", "arm": arm,
                                 "size_bytes": big, "value": float(np.median(per)), "unit": "ns",
                                 "faults_per_page": float(np.median(fs)) if fs else None,
                                 "point": ans.point_key(by[(arm, "fresh", big)])})
@@ -320,6 +320,6 @@ class FillAlloc(Experiment):
                          details=details, estimator="median of samples / pages, largest size")
         others = "; ".join(f"{d['arm']} {d['value']:.0f} ns" for d in details
                            if d.get("unit") == "ns" and d["arm"] != "mmap")
-        a.because = (f"mmap + first touch of {format_size(big)}B: {a.value:.0f} ns per 4 KiB page"
+        a.because = (f"mmap + first touch of {format_size(big)}: {a.value:.0f} ns per 4 KiB page"
                      + (f"; {others}" if others else ""))
         return a

@@ -716,13 +716,13 @@ class Prefetch(Experiment):
                           evidence=[ans.point_key(base), ans.point_key(p)])
         gain.details = details
         if gain.verdict == "detected" and gain.value > 1:
-            advice = f"prefetch {d} elements ({format_size(d * stride)}B) ahead"
+            advice = f"prefetch {d} elements ({format_size(d * stride)}) ahead"
         else:
             advice = "leave it to the hardware prefetchers: no software prefetch distance helps"
         gain.because = (f"best distance {d} elements at stride {stride} B: "
                         f"{gain.value:.2f}x the loop without prefetch; {advice}")
         dist = ans.measured(qd, [float(d)], f"{d} elements of {stride} B "
-                            f"({format_size(d * stride)}B) ahead; {advice}",
+                            f"({format_size(d * stride)}) ahead; {advice}",
                             evidence=[ans.point_key(p)], details=details,
                             estimator="argmin of the median time per load", value=float(d))
         return [gain, dist]

@@ -55,6 +55,7 @@ from ..answers import (EFFECT_BAND, LOWER, NEITHER, Answer, Question, effect, ev
 from ..errors import ParamError
 from ..findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
 from ..plotspec import Mark, PlotSpec
+from ..units import format_estimate, format_value
 from ._store_forward_analysis import (FAIL_RATIO, _ns_to_cycles, as_ranges,  # noqa: F401
                                      contained_rule, cycles_per_ns, entry_paths,
                                      matrix_classes, median_difference, move_width, store_class)
@@ -422,7 +423,7 @@ class StoreForward(Experiment):
                     text = (f"{m}-byte moves: {as_ranges(fail)} ({g['failing_cycles']:.0f} vs "
                             f"{g['reference_cycles']:.0f} cycles for {as_ranges(fwd)})")
                 elif fail:
-                    text = (f"{m}-byte moves: {as_ranges(fail)} ({_fmt(g['ratio'], 'x')} "
+                    text = (f"{m}-byte moves: {as_ranges(fail)} ({format_value(g['ratio'], 'x')} "
                             f"{as_ranges(fwd)})")
                 else:
                     text = f"{m}-byte moves: none (vs {as_ranges(fwd)})"
@@ -697,15 +698,7 @@ def _moves(size, widest):
 
 
 def _x(ans):
-    if ans.value is None:
-        return "?"
-    ci = (f" [{ans.ci_low:.2f}, {ans.ci_high:.2f}]" if ans.ci_low is not None
-          and ans.ci_high is not None else "")
-    return f"{ans.value:.2f}x{ci}"
-
-
-def _fmt(v, unit):
-    return "?" if v is None else f"{v:.2f}{unit}"
+    return format_estimate(ans.value, ans.ci_low, ans.ci_high, "x") or "?"
 
 
 def _status_words(status):
