@@ -209,24 +209,6 @@ def answer_records(doc):
     return out
 
 
-def public_runs(store, runs):
-    """Stored runs as the CLI and the API show them: ``machine_id`` is the
-    stable ``m-...`` id and ``machine_row`` the machines-table row it was
-    (local to one database)."""
-    by_row = {}
-    for m in store.machines():
-        for row in m["row_ids"]:
-            by_row[row] = m["machine_id"]
-    out = []
-    for r in runs:
-        r = dict(r)
-        row = r.pop("machine_id", None)
-        r["machine_row"] = row
-        r["machine_id"] = by_row.get(row)
-        out.append(r)
-    return out
-
-
 def survey_advice(store, doc):
     """The advice stored with a survey's runs (`memfx advise` in the
     survey), or None."""
@@ -319,8 +301,7 @@ def _machine_answers(store, machine, runs):
     run of each experiment (else its newest run of it), so a later survey
     of a few experiments (--only) hides none of the others; `sources` are
     the surveys (or, outside surveys, the runs) they come from."""
-    rows = set(machine["row_ids"])
-    mine = [r for r in runs if r.get("machine_id") in rows]            # newest first
+    mine = [r for r in runs if r.get("machine_id") == machine["machine_id"]]   # newest first
     chosen = sorted(latest_per_experiment(mine), key=lambda r: (r["started"], r["id"]))
     answers = []
     for r in chosen:
