@@ -7,6 +7,7 @@ store's rows."""
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 
 from . import findings as fnd
 from .errors import MemfxError, StoreError
@@ -179,6 +180,76 @@ def document_of(store, key):
     ``latest:EXP``)."""
     _, _, doc = side(store, key)
     return doc
+
+
+# ---- what presentation reads of a document besides its answers ------------
+# Documents of version 4 carry it; for older ones (and a run whose analysis
+# failed, which has none) it is looked up here, never by presentation.
+
+def plots_of(doc):
+    """The document's plot declarations as plain data (plotspec.PlotSpec.to_dict)."""
+    from .results import plot_dicts
+    if "plots" in doc:
+        return doc.get("plots") or []
+    return plot_dicts(_registered(doc.get("experiment")))
+
+
+@dataclass(frozen=True)
+class DeclaredParam:
+    """A parameter as experiment_info describes it."""
+    name: str
+    kind: str = ""
+    help: str = ""
+
+
+class ExperimentAbout:
+    """The experiment of a document as its experiment_info describes it,
+    read as a registered Experiment is (title, question, seeds,
+    all_params(), resolve("full"))."""
+
+    def __init__(self, info):
+        self.title = str(info.get("title") or "")
+        self.question = str(info.get("question") or "")
+        self.seeds = tuple(info.get("seeds") or ())
+        self._params = [DeclaredParam(p.get("name"), p.get("kind") or "", p.get("help") or "")
+                        for p in info.get("params") or [] if isinstance(p, dict)]
+        self._full = info.get("full_preset")
+
+    def all_params(self):
+        return list(self._params)
+
+    def resolve(self, preset):
+        if preset != "full" or not isinstance(self._full, dict):
+            raise MemfxError(f"no {preset} preset in this document")
+        return dict(self._full)
+
+
+def experiment_about(doc, name):
+    """The ExperimentAbout of a run's document (``doc`` None: its analysis
+    failed), or None for an experiment this memfx does not know."""
+    from .results import experiment_info
+    if doc is not None and "experiment_info" in doc:
+        info = doc.get("experiment_info")
+    else:
+        info = experiment_info(_registered(name))
+    return ExperimentAbout(info) if isinstance(info, dict) else None
+
+
+def machine_facts(fingerprint, docs=()):
+    """(capabilities, noise cautions) of a machine: from its runs' documents
+    (version 4), else from the fingerprint; raises on a fingerprint of an
+    unexpected shape."""
+    from .results import machine_capabilities, machine_warnings
+    for doc in docs:
+        if doc and doc.get("capabilities") is not None:
+            return doc["capabilities"], [w for w in doc.get("warnings") or []
+                                         if w.get("source") == "machine"]
+    return machine_capabilities(fingerprint), machine_warnings(fingerprint)
+
+
+def _registered(name):
+    from .experiments import get_experiment
+    return get_experiment(name, missing_ok=True) if name else None
 
 
 # The columns of `memfx export SURVEY --format csv` and memfx.answers(), in order.
