@@ -107,7 +107,7 @@ def _samples(arm, base, n=9):
 def test_toy_experiment_document_has_one_answer_per_question(toy):
     run = {"id": "r1", "experiment": "toy", "status": "complete", "params": {}, "machine": {}}
     doc = document(run, _samples("a", 2.0) + _samples("b", 1.0), experiment=toy)
-    assert doc["schema_version"] == 3
+    assert doc["schema_version"] == 4
     assert [a["question"] for a in doc["answers"]] == ["toy.speed", "toy.effect"]
     speed, effect = doc["answers"]
     assert speed["verdict"] == MEASURED and speed["unit"] == "ns" and speed["seed"] == "004"

@@ -45,9 +45,10 @@ def tiny_db(tmp_path_factory):
 def test_run_prints_the_result_document(tiny_db):
     db, doc = tiny_db
     for key in ("schema_version", "run_id", "experiment", "status", "started", "finished",
-                "machine", "params", "points", "answers", "warnings"):
+                "machine", "params", "points", "answers", "warnings", "plots",
+                "experiment_info", "capabilities"):
         assert key in doc
-    assert doc["schema_version"] == 3 and doc["status"] == "complete" and "findings" not in doc
+    assert doc["schema_version"] == 4 and doc["status"] == "complete" and "findings" not in doc
     sizes = sorted({p["params"]["size_bytes"] for p in doc["points"]})
     assert sizes[0] == 1024 and sizes[-1] == 64 << 10
     for p in doc["points"]:

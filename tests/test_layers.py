@@ -136,21 +136,11 @@ FORBIDDEN = {
 }
 CORE = "memfx._core"
 
-# Edges that break the rules today, each with the reason it is still here.
-# Every one sits in a file that is being edited elsewhere right now; remove
-# the entry when its file is changed (the test fails on an entry that no
-# longer matches an import, so the list can only shrink).
-ALLOWED = {
-    # fixed later: plots.py and report.py draw from the experiments' plot
-    # declarations instead of what the documents carry.
-    ("memfx.plots", "memfx.experiments"):
-        "fixed later: plots.py looks up an experiment's PlotSpecs; documents should carry them",
-    ("memfx.report", "memfx.experiments"):
-        "fixed later: report.py looks up experiments; it should read the documents",
-    ("memfx.report_sections", "memfx.machine"):
-        "fixed later: report_sections.py asks the machine module for capabilities and "
-        "cautions; the document should carry them",
-}
+# Edges that break the rules today, each with the reason it is still here
+# (the test fails on an entry that no longer matches an import, so the list
+# can only shrink).  Empty: the presentation reads what the documents carry
+# (their plots, the experiment's description, the machine's capabilities).
+ALLOWED: dict = {}
 
 # Modules over MAX_LINES that are split elsewhere; remove each entry when
 # its module is split.  Empty: every module is at most MAX_LINES long.

@@ -103,3 +103,42 @@ def test_a_part_left_out_of_a_run_gets_no_empty_panel(monkeypatch):
     plt.close(fig)
     empty = plots.panels_for(_doc([]))
     assert [(spec.name, pts) for spec, _, pts in empty] == [("a", [])]
+
+
+@pytest.mark.parametrize("exp", all_experiments(), ids=lambda e: e.name)
+def test_every_declared_plot_survives_the_document_as_plain_json(exp):
+    import json
+
+    from memfx.plotspec import specs_from_dicts
+    data = json.loads(json.dumps([spec.to_dict() for spec in exp.plots]))
+    assert specs_from_dicts(data) == tuple(exp.plots)
+
+
+def test_a_plot_entry_of_a_newer_memfx_is_read_or_left_out():
+    from memfx.plotspec import specs_from_dicts
+    spec = PlotSpec("c", "curve", select={"kernel": ("a", "b")}, xlim=(1.0, 2.0),
+                    marks=(Mark("q.*_knee", where={"verdict": "detected"}),))
+    newer = dict(spec.to_dict(), glow=True)               # a field this memfx does not know
+    assert specs_from_dicts([newer, {"name": "v", "title": "t", "kind": "violin"}]) == (spec,)
+
+
+def test_plots_draw_what_the_document_declares_not_what_the_registry_holds():
+    import matplotlib.pyplot as plt
+    pts = [_pt("m", 1.0 + i, size_bytes=4096 << i) for i in range(3)]
+    declared = PlotSpec("only", "from the document", size_x=True)
+    doc = dict(_doc(pts), experiment="latency", plots=[declared.to_dict()])
+    fig = plots.figure_for(doc)
+    assert [ax.get_title() for ax in fig.axes] == ["from the document"]
+    plt.close(fig)
+    # a document that declares no plot gets the generic one, not latency's
+    fig = plots.figure_for(dict(doc, plots=[]))
+    assert len(fig.axes) == 1 and fig.axes[0].get_title().startswith("memfx latency")
+    plt.close(fig)
+
+
+def test_a_document_before_version_4_gets_its_experiments_plots_from_the_analysis():
+    from memfx.documents import plots_of
+    from memfx.experiments import get_experiment
+    latency = get_experiment("latency")
+    assert plots_of({"experiment": "latency"}) == [s.to_dict() for s in latency.plots]
+    assert plots_of({"experiment": "from_the_future"}) == []

@@ -325,6 +325,7 @@ def test_concurrent_migration_one_host_wins_the_others_wait(pg_url):
     _sql(pg_url, "ALTER TABLE runs DROP COLUMN labels")
     _sql(pg_url, "ALTER TABLE surveys DROP COLUMN labels")
     _sql(pg_url, "ALTER TABLE samples DROP COLUMN replica")
+    _with_schema_4_machine_columns(pg_url)
     _sql(pg_url, "UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     env = dict(os.environ, PYTHONPATH=SRC)
     procs = [subprocess.Popen([sys.executable, "-c", _WRITER, pg_url, str(i), "2"],
@@ -368,12 +369,33 @@ def test_an_older_schema_is_migrated(pg_url):
     _sql(pg_url, "ALTER TABLE runs DROP COLUMN labels")
     _sql(pg_url, "ALTER TABLE surveys DROP COLUMN labels")
     _sql(pg_url, "ALTER TABLE samples DROP COLUMN replica")
+    _with_schema_4_machine_columns(pg_url)
     _sql(pg_url, "UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     with open_store(pg_url) as st:
         rid = st.begin_run("latency", {}, "quick", MACHINE, labels={"a": "b"})
         assert st.run(rid)["labels"] == {"a": "b"}
     assert _sql(pg_url, "SELECT value FROM meta WHERE key = 'schema_version'") == \
         [(str(SCHEMA_VERSION),)]
+
+
+def _with_schema_4_machine_columns(url):
+    """The machine columns named as up to schema 4."""
+    _sql(url, "ALTER TABLE runs RENAME COLUMN machine_row TO machine_id")
+    _sql(url, "ALTER TABLE machines RENAME COLUMN machine_id TO fingerprint_hash")
+
+
+@pytest.mark.measuring
+def test_a_schema_4_database_is_migrated_to_named_machine_columns(pg_url):
+    from test_store import check_schema_4_read, fill_schema_4
+    open_store(pg_url).close()
+    _with_schema_4_machine_columns(pg_url)
+    _sql(pg_url, "UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    fill_schema_4(lambda sql, params: _sql(pg_url, sql.replace("?", "%s"), params))
+    with open_store(pg_url) as st:
+        check_schema_4_read(st)
+    assert _sql(pg_url, "SELECT value FROM meta WHERE key = 'schema_version'") == \
+        [(str(SCHEMA_VERSION),)]
+    assert _sql(pg_url, "SELECT count(*) FROM machines WHERE machine_id NOT LIKE 'm-%%'") == [(0,)]
 
 
 @pytest.mark.measuring

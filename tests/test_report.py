@@ -493,3 +493,38 @@ def test_a_card_leads_with_the_value_and_its_ci_in_brackets_and_the_verdict_in_w
     page = summary_html(views, "<h3>Advice</h3>")
     assert page.index("card-fill.zero") < page.index("card-latency.memory") < page.index("Advice")
     assert "not sure: inconclusive" in page
+
+
+def test_the_report_shows_what_the_document_says_of_experiment_and_machine():
+    """The run section's title and parameters' meaning and the machine's
+    capabilities and cautions come from the document (version 4), not from
+    the registry or the machine module."""
+    from memfx.documents import experiment_about
+    from memfx.report_sections import machine_html, params_html, run_html, warnings_html
+    fp = {"cpu": {"model_name": "Doc CPU"}, "flags": {}}
+    caution = {"id": "from_doc", "message": "a caution the document holds", "advice": "none",
+               "source": "machine"}
+    doc = {"points": [], "answers": [], "warnings": [caution],
+           "capabilities": {"avx2": True, "numa_nodes": 3},
+           "experiment_info": {"title": "Told by the document", "question": "Asked here?",
+                               "seeds": ["042"], "full_preset": {"n": 9},
+                               "params": [{"name": "n", "kind": "int", "help": "how many"}]}}
+    run = {"id": "r1", "experiment": "latency", "status": "complete", "machine": fp,
+           "params": {"n": 2}, "preset": "quick"}
+    view = report.RunView(run, doc, None, experiment_about(doc, "latency"), "run-1-r1")
+    section = run_html(view, None, lambda v: "")
+    assert "Told by the document" in section and "Asked here?" in section
+    assert "how many" in params_html(view)
+    machine = machine_html([view])
+    assert "avx2 ✓" in machine and ">3<" in machine          # the flags say no AVX2
+    warnings = warnings_html([view])
+    assert warnings.count("from_doc") == 1                  # listed once, as the machine's
+
+
+def test_a_document_before_version_4_is_described_by_the_analysis_layer():
+    from memfx.documents import experiment_about, machine_facts
+    about = experiment_about({"points": []}, "latency")
+    assert about.title and "min_size" in {p.name for p in about.all_params()}
+    assert experiment_about(None, "from_the_future") is None
+    caps, cautions = machine_facts({"flags": {"avx2": True}}, [None, {"points": []}])
+    assert caps["avx2"] is True and all(c["source"] == "machine" for c in cautions)

@@ -238,11 +238,11 @@ def test_machine_dedupe(db):
 
 def test_schema_identity_and_pragmas(db):
     con = sqlite3.connect(db.path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
     assert con.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     meta = dict(con.execute("SELECT key, value FROM meta"))
-    assert meta["schema_version"] == "4" and meta["created_by"] == "9.9"
+    assert meta["schema_version"] == "5" and meta["created_by"] == "9.9"
     assert meta["created"].endswith("Z")
     con.close()
     assert db._conn.execute("PRAGMA busy_timeout").fetchone()[0] == 30000
@@ -585,6 +585,133 @@ def test_a_schema_1_database_is_migrated_and_keeps_its_runs(tmp_path):
     con = sqlite3.connect(path)
     assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     con.close()
+
+
+# Schema 4 as memfx wrote it, frozen here: runs.machine_id held the
+# machines-table row and machines.fingerprint_hash the key of the row (the
+# stable "m-..." id since schema 3, a hash of the whole fingerprint before).
+SCHEMA_4 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE machines (id INTEGER PRIMARY KEY, fingerprint_hash TEXT NOT NULL UNIQUE,
+                       fingerprint TEXT NOT NULL);
+CREATE TABLE surveys (id TEXT PRIMARY KEY, started TEXT NOT NULL, finished TEXT,
+    status TEXT NOT NULL, preset TEXT, argv TEXT, note TEXT, pid INTEGER, host TEXT, labels TEXT);
+CREATE TABLE runs (id TEXT PRIMARY KEY, survey_id TEXT, experiment TEXT NOT NULL,
+    status TEXT NOT NULL, started TEXT NOT NULL, finished TEXT, preset TEXT, params TEXT,
+    machine_id INTEGER, memfx_version TEXT, error TEXT, duration_s REAL, pid INTEGER, host TEXT,
+    started_unix REAL, labels TEXT, machine_state TEXT);
+CREATE INDEX runs_by_experiment ON runs(experiment);
+CREATE INDEX runs_by_survey ON runs(survey_id);
+CREATE INDEX runs_by_started ON runs(started);
+CREATE TABLE samples (run_id TEXT NOT NULL, seq INTEGER NOT NULL, arm TEXT, point TEXT,
+    metric TEXT, unit TEXT, value REAL, length INTEGER, ns REAL, ticks INTEGER, cycles_est REAL,
+    counters TEXT, rejected INTEGER NOT NULL DEFAULT 0, reason TEXT,
+    replica INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (run_id, seq));
+CREATE TABLE artifacts (run_id TEXT NOT NULL, name TEXT NOT NULL, data TEXT,
+    PRIMARY KEY (run_id, name));
+"""
+
+
+def legacy_machines():
+    """Fingerprints of two machines: A seen twice before schema 3 (two rows
+    keyed by the whole fingerprint), B once since (its m- row) and once
+    before (a row of its own)."""
+    a = {"cpu": {"vendor": "X", "family": 6, "model": 1, "model_name": "Old CPU",
+                 "microcode": "0x1"}, "memory": {"total_bytes": 8 << 30, "available_bytes": 5 << 30},
+         "caches": []}
+    a_later = json.loads(json.dumps(a))
+    a_later["memory"]["available_bytes"] = 1 << 30
+    b = json.loads(json.dumps(a))
+    b["cpu"]["microcode"] = "0x2"
+    b_before = json.loads(json.dumps(b))
+    b_before["memory"]["available_bytes"] = 2 << 30
+    return a, a_later, b, b_before
+
+
+def fill_schema_4(execute):
+    """Rows as memfx wrote them up to schema 4, through execute(sql, params)
+    ("?" placeholders): machines 1, 2 and 4 keyed by a whole-fingerprint
+    hash, machine 3 by its m- id; the runs before schema 3 have no state."""
+    from memfx.machine import machine_id
+    a, a_later, b, b_before = legacy_machines()
+
+    def whole(fp):
+        return hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()
+    text = {k: json.dumps(fp, sort_keys=True) for k, fp in
+            (("a", a), ("a_later", a_later), ("b", b), ("b_before", b_before))}
+    for row, key, fp in ((1, whole(a), "a"), (2, whole(a_later), "a_later"),
+                         (3, machine_id(b), "b"), (4, whole(b_before), "b_before")):
+        execute("INSERT INTO machines(id, fingerprint_hash, fingerprint) VALUES (?, ?, ?)",
+                (row, key, text[fp]))
+    for run_id, row, day, state in (("r1", 1, 1, None), ("r2", 2, 2, None),
+                                    ("r3", 3, 3, text["b"]), ("r4", 4, 4, None),
+                                    ("r5", None, 5, None)):
+        execute("INSERT INTO runs(id, experiment, status, started, started_unix, machine_id,"
+                " machine_state) VALUES (?, 'latency', 'complete', ?, ?, ?, ?)",
+                (run_id, f"2026-01-0{day}T00:00:00Z", 1767225600 + day * 86400, row, state))
+    execute("INSERT INTO samples(run_id, seq, metric, value) VALUES ('r1', 0, 'x', 1.5)", ())
+
+
+def check_schema_4_read(st):
+    """What a store migrated from fill_schema_4 must read."""
+    from memfx.machine import machine_id
+    a, a_later, b, b_before = legacy_machines()
+    runs = {r["id"]: r for r in st.runs()}
+    assert sorted(runs) == ["r1", "r2", "r3", "r4", "r5"]
+    assert [runs[r]["machine_id"] for r in ("r1", "r2", "r3", "r4", "r5")] == \
+        [machine_id(a)] * 2 + [machine_id(b)] * 2 + [None]
+    assert runs["r1"]["machine_row"] == runs["r2"]["machine_row"] != runs["r3"]["machine_row"]
+    assert runs["r3"]["machine_row"] == runs["r4"]["machine_row"] and runs["r5"]["machine_row"] is None
+    # each run still reads the fingerprint it was measured with
+    for run_id, fp in (("r1", a), ("r2", a_later), ("r3", b), ("r4", b_before)):
+        assert st.run(run_id)["machine"] == fp, run_id
+        assert st.run(run_id)["machine_id"] == runs[run_id]["machine_id"]
+    assert st.run("r5")["machine"] is None
+    machines = {m["machine_id"]: m for m in st.machines()}
+    assert sorted(machines) == sorted([machine_id(a), machine_id(b)])
+    assert machines[machine_id(a)]["n_runs"] == machines[machine_id(b)]["n_runs"] == 2
+    # the machine shows its newest run's fingerprint, as before the merge
+    assert machines[machine_id(a)]["fingerprint"] == a_later
+    assert machines[machine_id(b)]["fingerprint"] == b_before
+    assert [s["value"] for s in st.samples("r1")] == [1.5]
+
+
+def test_a_schema_4_database_is_migrated_to_named_machine_columns(tmp_path):
+    path = tmp_path / "v4.db"
+    con = sqlite3.connect(path)
+    con.executescript(SCHEMA_4)
+    con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    con.execute("PRAGMA user_version = 4")
+    con.execute("INSERT INTO meta VALUES ('schema_version', '4')")
+    fill_schema_4(con.execute)
+    con.commit()
+    con.close()
+    with Store(path) as st:
+        check_schema_4_read(st)
+        # a new run on machine A joins its row
+        a = legacy_machines()[0]
+        new = st.begin_run("latency", {}, "quick", a)
+        assert st.run(new)["machine_row"] == st.run("r1")["machine_row"]
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert [r[1] for r in con.execute("PRAGMA table_info(machines)")] == \
+        ["id", "machine_id", "fingerprint"]
+    columns = [r[1] for r in con.execute("PRAGMA table_info(runs)")]
+    assert "machine_row" in columns and "machine_id" not in columns
+    assert all(k.startswith("m-") for (k,) in con.execute("SELECT machine_id FROM machines"))
+    con.close()
+
+
+def test_runs_name_their_machine_by_its_stable_id_and_their_row(db):
+    from memfx.machine import machine_id
+    run_id = db.begin_run("latency", {}, "quick", MACHINE)
+    run = db.run(run_id)
+    assert run["machine_id"] == machine_id(MACHINE) and isinstance(run["machine_row"], int)
+    assert db.runs()[0]["machine_id"] == machine_id(MACHINE)
+    (m,) = db.machines()
+    assert m["machine_id"] == machine_id(MACHINE) and m["row_ids"] == [run["machine_row"]]
+    exported = db.export_run(run_id)["run"]
+    assert "machine_id" not in exported and "machine_row" not in exported
 
 
 def test_labels_are_stored_filtered_and_inherited_from_the_survey(db):

@@ -39,9 +39,7 @@ def load(id="latest", db=None):
 
 def runs(db=None, experiment=None):
     """Stored runs, newest first; ``machine_id`` is the ``m-...`` id."""
-    from .documents import public_runs
-    store = _store(db)
-    return public_runs(store, store.runs(experiment=experiment))
+    return _store(db).runs(experiment=experiment)
 
 
 def _pandas():

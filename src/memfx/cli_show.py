@@ -39,13 +39,12 @@ def _check_pattern(pattern, answers, target=None):
 # ---- runs ------------------------------------------------------------------------
 
 def cmd_runs(args):
-    from .documents import public_runs
     from .render import clean
     from .screen import fit
     cli = _cli()
     wanted = cli._labels(args.label)
     store = cli._open_store(args, must_exist=True)
-    runs = public_runs(store, store.runs(experiment=args.experiment, labels=wanted))
+    runs = store.runs(experiment=args.experiment, labels=wanted)
     if args.json:
         print(json.dumps(runs, indent=2, default=str))
         return 0

@@ -7,6 +7,7 @@ store's rows."""
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 
 from . import findings as fnd
 from .errors import MemfxError, StoreError
@@ -181,6 +182,76 @@ def document_of(store, key):
     return doc
 
 
+# ---- what presentation reads of a document besides its answers ------------
+# Documents of version 4 carry it; for older ones (and a run whose analysis
+# failed, which has none) it is looked up here, never by presentation.
+
+def plots_of(doc):
+    """The document's plot declarations as plain data (plotspec.PlotSpec.to_dict)."""
+    from .results import plot_dicts
+    if "plots" in doc:
+        return doc.get("plots") or []
+    return plot_dicts(_registered(doc.get("experiment")))
+
+
+@dataclass(frozen=True)
+class DeclaredParam:
+    """A parameter as experiment_info describes it."""
+    name: str
+    kind: str = ""
+    help: str = ""
+
+
+class ExperimentAbout:
+    """The experiment of a document as its experiment_info describes it,
+    read as a registered Experiment is (title, question, seeds,
+    all_params(), resolve("full"))."""
+
+    def __init__(self, info):
+        self.title = str(info.get("title") or "")
+        self.question = str(info.get("question") or "")
+        self.seeds = tuple(info.get("seeds") or ())
+        self._params = [DeclaredParam(p.get("name"), p.get("kind") or "", p.get("help") or "")
+                        for p in info.get("params") or [] if isinstance(p, dict)]
+        self._full = info.get("full_preset")
+
+    def all_params(self):
+        return list(self._params)
+
+    def resolve(self, preset):
+        if preset != "full" or not isinstance(self._full, dict):
+            raise MemfxError(f"no {preset} preset in this document")
+        return dict(self._full)
+
+
+def experiment_about(doc, name):
+    """The ExperimentAbout of a run's document (``doc`` None: its analysis
+    failed), or None for an experiment this memfx does not know."""
+    from .results import experiment_info
+    if doc is not None and "experiment_info" in doc:
+        info = doc.get("experiment_info")
+    else:
+        info = experiment_info(_registered(name))
+    return ExperimentAbout(info) if isinstance(info, dict) else None
+
+
+def machine_facts(fingerprint, docs=()):
+    """(capabilities, noise cautions) of a machine: from its runs' documents
+    (version 4), else from the fingerprint; raises on a fingerprint of an
+    unexpected shape."""
+    from .results import machine_capabilities, machine_warnings
+    for doc in docs:
+        if doc and doc.get("capabilities") is not None:
+            return doc["capabilities"], [w for w in doc.get("warnings") or []
+                                         if w.get("source") == "machine"]
+    return machine_capabilities(fingerprint), machine_warnings(fingerprint)
+
+
+def _registered(name):
+    from .experiments import get_experiment
+    return get_experiment(name, missing_ok=True) if name else None
+
+
 # The columns of `memfx export SURVEY --format csv` and memfx.answers(), in order.
 ANSWER_COLUMNS = ("question", "verdict", "value", "unit", "ci_low", "ci_high", "run_id",
                   "survey_id", "machine_id", "because", "experiment", "seed", "headline",
@@ -206,24 +277,6 @@ def answer_records(doc):
                    experiment=a.get("experiment") or str(a.get("question", "")).split(".")[0],
                    headline=bool(a.get("headline")))
         out.append(rec)
-    return out
-
-
-def public_runs(store, runs):
-    """Stored runs as the CLI and the API show them: ``machine_id`` is the
-    stable ``m-...`` id and ``machine_row`` the machines-table row it was
-    (local to one database)."""
-    by_row = {}
-    for m in store.machines():
-        for row in m["row_ids"]:
-            by_row[row] = m["machine_id"]
-    out = []
-    for r in runs:
-        r = dict(r)
-        row = r.pop("machine_id", None)
-        r["machine_row"] = row
-        r["machine_id"] = by_row.get(row)
-        out.append(r)
     return out
 
 
@@ -319,8 +372,7 @@ def _machine_answers(store, machine, runs):
     run of each experiment (else its newest run of it), so a later survey
     of a few experiments (--only) hides none of the others; `sources` are
     the surveys (or, outside surveys, the runs) they come from."""
-    rows = set(machine["row_ids"])
-    mine = [r for r in runs if r.get("machine_id") in rows]            # newest first
+    mine = [r for r in runs if r.get("machine_id") == machine["machine_id"]]   # newest first
     chosen = sorted(latest_per_experiment(mine), key=lambda r: (r["started"], r["id"]))
     answers = []
     for r in chosen:

@@ -400,7 +400,7 @@ class PostgresStore(Store):
         def begin_run(store, *args):
             run_id = Store.begin_run(store, *args)
             run = Store.run(store, run_id)
-            for derived in ("machine", "machine_id", "n_samples"):
+            for derived in ("machine", "machine_id", "machine_row", "n_samples"):
                 run.pop(derived)
             store._journal_runs[run_id] = {"run": run, "machine": args[3], "samples": [],
                                            "artifacts": {}}

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from .fingerprint import Fingerprint  # noqa: E402
-from .plotspec import PlotSpec  # noqa: E402
+from .plotspec import PlotSpec, specs_from_dicts  # noqa: E402
 from .units import format_size  # noqa: E402
 
 CACHE_COLOURS = ["#e8f4e8", "#e8eef8", "#f8f0e0", "#f4e4f4"]
@@ -194,9 +194,9 @@ def _title(doc):
 
 
 def _declared_plots(doc):
-    from .experiments import get_experiment
-    exp = get_experiment(doc["experiment"], missing_ok=True)
-    return tuple(getattr(exp, "plots", ()) or ()) if exp else ()
+    """The plots the document declares (older documents: see documents.plots_of)."""
+    from .documents import plots_of
+    return specs_from_dicts(plots_of(doc))
 
 
 def legend_outside(ax):

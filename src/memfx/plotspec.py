@@ -1,13 +1,14 @@
 """Plot declarations: what an experiment wants drawn, as data.
 
-An experiment lists its plots (``plots = (PlotSpec(...), ...)``); plots.py
-draws any spec of a known kind from a result document.  Experiments never
+An experiment lists its plots (``plots = (PlotSpec(...), ...)``); the result
+document carries them as plain data (``to_dict``, read back by
+``specs_from_dicts``) and plots.py draws any spec of a known kind from it.  Experiments never
 import matplotlib and plots.py knows no experiment: a new effect gets its
 plots by declaring them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Mapping, Optional, Tuple
 
 KINDS = ("curve", "bars", "heatmap")
@@ -46,6 +47,13 @@ class Mark:
     label_y: float = 0.02
     legend: str = ""            # a band's legend entry (drawn once, when a band is)
     skip: Tuple[str, ...] = ("not_measured",)
+
+    def to_dict(self):
+        return _declared_fields(self)
+
+    @classmethod
+    def from_dict(cls, data):
+        return _from_fields(cls, data)
 
     def asks(self, question_id):
         q = str(question_id or "")
@@ -166,6 +174,18 @@ class PlotSpec:
     # square with cells of a fixed size (it grows with the number of CPUs)
     symmetric: bool = False
 
+    def to_dict(self):
+        """The spec as JSON-ready data: the fields that differ from their
+        defaults (tuples as lists, marks as dicts)."""
+        return _declared_fields(self)
+
+    @classmethod
+    def from_dict(cls, data):
+        """The spec ``to_dict`` gave (fields this memfx does not know are
+        left out: a document of a newer memfx)."""
+        marks = tuple(Mark.from_dict(m) for m in data.get("marks") or ())
+        return _from_fields(cls, {k: v for k, v in data.items() if k != "marks"}, marks=marks)
+
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"plot {self.name}: kind must be one of {', '.join(KINDS)}")
@@ -259,3 +279,53 @@ class PlotSpec:
             return self.series
         keys = tuple(k for k in self.series if len({self.value_of(p, k) for p in points}) > 1)
         return keys or self.series[:1]
+
+
+def specs_from_dicts(items):
+    """The PlotSpecs of a document's ``plots``; an entry this memfx cannot
+    read (another kind, a field of another type) is left out."""
+    out = []
+    for item in items or ():
+        try:
+            out.append(PlotSpec.from_dict(item))
+        except (TypeError, ValueError, AttributeError):
+            continue
+    return tuple(out)
+
+
+def _default(f):
+    return f.default_factory() if f.default_factory is not MISSING else f.default
+
+
+def _plain(value):
+    if isinstance(value, Mark):
+        return value.to_dict()
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _tuples(value):
+    # JSON has no tuples: every list read back was declared as a tuple
+    # (a tuple in ``select`` means "any of these values")
+    if isinstance(value, list):
+        return tuple(_tuples(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _tuples(v) for k, v in value.items()}
+    return value
+
+
+def _declared_fields(spec):
+    out = {}
+    for f in fields(spec):
+        value = getattr(spec, f.name)
+        if _default(f) is MISSING or value != _default(f):
+            out[f.name] = _plain(value)
+    return out
+
+
+def _from_fields(cls, data, **given):
+    known = {f.name for f in fields(cls)}
+    return cls(**{k: _tuples(v) for k, v in data.items() if k in known and k not in given}, **given)

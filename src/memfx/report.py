@@ -125,7 +125,7 @@ class RunView:
     run: dict
     doc: dict | None
     analysis_error: str | None
-    experiment: object | None      # the registered Experiment, if this memfx knows it
+    experiment: object | None      # documents.ExperimentAbout, if the experiment is known
     anchor: str
     plot: str | None = None        # the figure's HTML, once drawn (see draw_views)
 
@@ -298,13 +298,13 @@ def draw_views(store, runs, documents=None, jobs=None) -> list:
     """The runs' views with their figures drawn; a run without a document
     in ``documents`` is analysed from its stored samples (read here, in
     this process) along with its drawing."""
-    from .experiments import get_experiment
+    from .documents import experiment_about
     documents = documents or {}
     tasks = [(run, documents.get(run["id"]),
               None if run["id"] in documents else store.samples(run["id"])) for run in runs]
     views = []
     for i, (run, (doc, error, plot)) in enumerate(zip(runs, run_tasks(tasks, jobs))):
-        views.append(RunView(run, doc, error, get_experiment(run["experiment"], missing_ok=True),
+        views.append(RunView(run, doc, error, experiment_about(doc, run["experiment"]),
                              _anchor(run, i), plot))
     return views
 

@@ -9,6 +9,7 @@ import re
 import shlex
 import time
 
+from .documents import machine_facts
 from .report_html import (VERDICT_LABELS, _finite, _kind, _params_of, code, duration_text, e,
                           exact_bytes_text, fold, json_html, kv_table, param_text, seed_text,
                           status_label, table, yes_no)
@@ -287,9 +288,7 @@ def _machine_rows(fp) -> list:
     return rows
 
 
-def _capability_rows(fp) -> list:
-    from .machine import capabilities
-    caps = capabilities(fp)
+def _capability_rows(fp, caps) -> list:
     pmu = fp.get("pmu") or {}
     mem = fp.get("memory") or {}
     rows = [("Hardware counters (PMU)", yes_no(caps.get("pmu") if pmu else None)
@@ -337,8 +336,9 @@ def machine_html(views) -> str:
                        + ", ".join(f'<a href="#{e(v.anchor)}">{e(v.run["id"])}</a>' for v in members)
                        + "</h3>")
         try:
+            caps, _ = machine_facts(fp, [v.doc for v in members])
             out.append("<h3>Fingerprint</h3>" + kv_table(_machine_rows(fp)))
-            out.append("<h3>Capabilities</h3>" + kv_table(_capability_rows(fp)))
+            out.append("<h3>Capabilities</h3>" + kv_table(_capability_rows(fp, caps)))
         except Exception as err:     # an odd fingerprint (imported, older) still shows raw
             out.append(f'<p class="note">This fingerprint has an unexpected shape '
                        f'({e(type(err).__name__)}: {e(err)}); raw:</p>' + json_html(fp))
@@ -354,27 +354,24 @@ def machine_html(views) -> str:
 def _warning_rows(views, groups) -> list:
     """[where, warning, what to do] of the machines' cautions (once each)
     and of the runs' own warnings."""
-    from .machine import cautions
     rows = []
-    for i, (fp, _) in enumerate(groups):
+    # the machine's cautions of documents before version 4 (no "source")
+    machine_ids = {"hypervisor", "governor", "turbo", "smt", "thp_always", "no_pmu",
+                   "no_invariant_tsc", "perf_event_paranoid", "low_memory"}
+    for i, (fp, members) in enumerate(groups):
         try:
-            machine_cautions = cautions(fp)
+            machine_cautions = machine_facts(fp, [v.doc for v in members])[1]
         except Exception:
             machine_cautions = []
         where = "machine" if len(groups) == 1 else f"machine {i + 1}"
         for c in machine_cautions:
             rows.append([e(where), f"<b>{e(c.get('id'))}</b>: {e(c.get('message'))}",
                          e(c.get("advice") or "–")])
-    machine_ids = {"hypervisor", "governor", "turbo", "smt", "thp_always", "no_pmu",
-                   "no_invariant_tsc", "perf_event_paranoid", "low_memory"}
-    if groups:
-        try:
-            machine_ids |= {c["id"] for fp, _ in groups for c in cautions(fp)}
-        except Exception:
-            pass
+        machine_ids |= {c.get("id") for c in machine_cautions}
     for v in views:
         for w in (v.doc or {}).get("warnings") or []:
-            if w.get("id") in machine_ids or str(w.get("id", "")).startswith("run_"):
+            if w.get("source") == "machine" or w.get("id") in machine_ids \
+                    or str(w.get("id", "")).startswith("run_"):
                 continue        # machine cautions listed once above; run status in its section
             rows.append([f'<a href="#{e(v.anchor)}">{e(v.run["experiment"])}</a>',
                          f"<b>{e(w.get('id'))}</b>: {e(w.get('message'))}",

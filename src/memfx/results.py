@@ -18,8 +18,14 @@ from . import stats
 # kept as a flat view of the answers for readers of version 1).  3: answers
 # only (no "findings"); each answer says whether its value rests on what a
 # VM's host shares (host_shared).  Readers keep reading 1 and 2 (the report's
-# findings view of documents without answers).
-RESULT_SCHEMA_VERSION = 3
+# findings view of documents without answers).  4: what presentation draws
+# and shows besides the answers, so that it reads documents only: the
+# experiment's ``plots`` (plotspec.PlotSpec.to_dict), ``experiment_info``
+# (title, question, seeds, parameters, the full preset), the machine's
+# ``capabilities``, and ``source: "machine"`` on the machine's warnings.
+# Readers of 1 to 3 find these in the analysis layer (documents.plots_of,
+# documents.experiment_about, documents.machine_facts).
+RESULT_SCHEMA_VERSION = 4
 
 
 @dataclass
@@ -331,17 +337,55 @@ def _machine_id(machine):
     return machine_id(machine) if machine else None
 
 
+def plot_dicts(exp):
+    """The experiment's declared plots as plain data (none for an unknown one)."""
+    return [spec.to_dict() for spec in getattr(exp, "plots", ()) or ()]
+
+
+def experiment_info(exp):
+    """What a reader shows of the experiment besides its answers: title,
+    question, seeds, its parameters (name, kind, help) and the values of its
+    full preset (what a lighter preset traded away); None for an unknown one."""
+    if exp is None:
+        return None
+    try:
+        full = exp.resolve("full")
+    except Exception:      # noqa: BLE001 -- a preset that does not resolve is not shown
+        full = None
+    return {"title": exp.title, "question": exp.question, "seeds": list(exp.seeds),
+            "params": [{"name": p.name, "kind": p.kind, "help": p.help}
+                       for p in exp.all_params()],
+            "full_preset": full}
+
+
+def machine_warnings(machine):
+    """The machine's noise cautions, each marked as the machine's (a
+    reader lists them once per machine, not once per run)."""
+    from .machine import cautions
+    return [dict(c, source="machine") for c in cautions(machine)]
+
+
+def machine_capabilities(machine):
+    from .machine import capabilities
+    return capabilities(machine)
+
+
 def document(run, samples, experiment=None, include_values=False):
     """The versioned result document of one run; include_values keeps each
     point's per-sample values (for plots)."""
-    from .machine import cautions as machine_cautions
-    data, answers, cautions, errors = analyze(run, samples, experiment)
+    from .experiments import get_experiment
+    exp = experiment or get_experiment(run["experiment"], missing_ok=True)
+    data, answers, cautions, errors = analyze(run, samples, exp)
     machine = run.get("machine") or {}
     warnings = []
     try:
-        warnings.extend(machine_cautions(machine))
+        warnings.extend(machine_warnings(machine))
     except Exception:
         pass
+    try:
+        capabilities = machine_capabilities(machine)
+    except Exception:
+        capabilities = None     # the reader shows the fingerprint as stored
     warnings.extend(cautions)
     warnings.extend({"id": "analysis", "message": e} for e in errors)
     if run.get("status") != "complete":
@@ -366,4 +410,7 @@ def document(run, samples, experiment=None, include_values=False):
         "labels": run.get("labels") or {},
         "answers": answers,
         "warnings": warnings,
+        "capabilities": capabilities,
+        "plots": plot_dicts(exp),
+        "experiment_info": experiment_info(exp),
     }

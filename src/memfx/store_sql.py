@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .errors import StoreError
-from .schema import POINT, SchemaError, readable, readable_params, validate_export
+from .schema import MACHINE, POINT, SchemaError, readable, readable_params, validate_export
 from .status import INTERRUPTED, RUNNING, STATUSES
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 APPLICATION_ID = 0x4D454D46  # "MEMF": marks the file as a memfx results DB
 
 BUSY_TIMEOUT_MS = 30_000
@@ -92,14 +92,52 @@ def _add_replica(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE samples ADD COLUMN replica INTEGER NOT NULL DEFAULT 0")
 
 
-MIGRATIONS: dict[int, Migration] = {1: _add_labels, 2: _add_machine_state, 3: _add_replica}
+def _name_machine_columns(conn: sqlite3.Connection) -> None:
+    # Schema 5: the columns say what they hold.  runs.machine_id held the
+    # row of the machines table (now runs.machine_row); machines.
+    # fingerprint_hash held the stable machine id "m-..." (now
+    # machines.machine_id).  Rows written before schema 3 were keyed by a
+    # hash of the whole fingerprint: each takes its machine id, and rows of
+    # one machine become one (_merge_legacy_machine_row).
+    conn.execute("ALTER TABLE runs RENAME COLUMN machine_id TO machine_row")
+    conn.execute("ALTER TABLE machines RENAME COLUMN fingerprint_hash TO machine_id")
+    from .machine import machine_id
+    legacy = conn.execute("SELECT id, fingerprint FROM machines"
+                          " WHERE substr(machine_id, 1, 2) != 'm-' ORDER BY id").fetchall()
+    for row, text in legacy:
+        # keyed as machines() has always grouped them: by the readable fingerprint
+        stable = machine_id(readable(MACHINE, _loads(text, {})) or {})
+        _merge_legacy_machine_row(conn, row, text, stable)
+
+
+def _merge_legacy_machine_row(conn: sqlite3.Connection, row: int, fingerprint: str, stable: str) -> None:
+    # Its runs (none has a machine_state: they predate schema 3) first take
+    # the row's fingerprint as their own, so that no run reads another
+    # row's fingerprint after the merge.
+    conn.execute("UPDATE runs SET machine_state = ? WHERE machine_row = ? AND machine_state IS NULL",
+                 (fingerprint, row))
+    kept = conn.execute("SELECT id FROM machines WHERE machine_id = ?", (stable,)).fetchone()
+    if kept is None:
+        conn.execute("UPDATE machines SET machine_id = ? WHERE id = ?", (stable, row))
+        return
+    # the machine shows the fingerprint of its newest run, as machines() did
+    newest = "SELECT max(started) FROM runs WHERE machine_row = ?"
+    if (conn.execute(newest, (row,)).fetchone()[0] or "") > \
+            (conn.execute(newest, (kept[0],)).fetchone()[0] or ""):
+        conn.execute("UPDATE machines SET fingerprint = ? WHERE id = ?", (fingerprint, kept[0]))
+    conn.execute("UPDATE runs SET machine_row = ? WHERE machine_row = ?", (kept[0], row))
+    conn.execute("DELETE FROM machines WHERE id = ?", (row,))
+
+
+MIGRATIONS: dict[int, Migration] = {1: _add_labels, 2: _add_machine_state, 3: _add_replica,
+                                    4: _name_machine_columns}
 
 # Label keys and values: short, printable, no "=" in keys.
 _LABEL_KEY = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 LABEL_VALUE_MAX = 200
 
 _RUN_COLUMNS = ("id", "survey_id", "experiment", "status", "started", "finished",
-                "preset", "params", "machine_id", "memfx_version", "error",
+                "preset", "params", "machine_row", "memfx_version", "error",
                 "duration_s", "pid", "host")
 _SURVEY_COLUMNS = ("id", "started", "finished", "status", "preset", "argv",
                    "note", "pid", "host")
@@ -184,8 +222,11 @@ LATEST_SURVEY = "latest-survey"
 _INSERT_SAMPLE = ("INSERT INTO samples(run_id, seq, " + ", ".join(SAMPLE_DEFAULTS) + ")"
                   " VALUES (" + ", ".join("?" * (len(SAMPLE_DEFAULTS) + 2)) + ")")
 
-_SELECT_RUNS = ("SELECT r.*, (SELECT count(*) FROM samples s WHERE s.run_id = r.id)"
-                " AS n_samples FROM runs r")
+# A run names its machine by the stable id ("m-..."); machine_row is the
+# machines-table row, local to one database.
+_SELECT_RUNS = ("SELECT r.*, (SELECT count(*) FROM samples s WHERE s.run_id = r.id) AS n_samples,"
+                " (SELECT m.machine_id FROM machines m WHERE m.id = r.machine_row) AS machine_id"
+                " FROM runs r")
 _NEWEST_FIRST = " ORDER BY r.started DESC, r.rowid DESC"
 
 
@@ -285,6 +326,7 @@ def _run_dict(row: sqlite3.Row) -> dict:
         run["pid"] = None
     run["params"] = readable_params(run["experiment"], _loads(row["params"], {}))
     run["n_samples"] = row["n_samples"]
+    run["machine_id"] = row["machine_id"]
     run["labels"] = _labels_of(row["labels"] if "labels" in row.keys() else None)
     return run
 

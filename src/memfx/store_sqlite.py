@@ -284,14 +284,14 @@ class Store:
                 if row is None:
                     raise StoreError(f"no survey {survey_id!r} in {self.path}")
                 labels = {**_labels_of(row["labels"]), **labels}
-            machine_id = self._machine_id(conn, machine)
+            machine_row = self._machine_row(conn, machine)
             run_id = self._unused_id(conn, "runs", f"{_stamp(now)}-{_slug(experiment)}-{{}}")
             conn.execute(
                 "INSERT INTO runs(id, survey_id, experiment, status, started, preset, params,"
-                " machine_id, memfx_version, pid, host, started_unix, labels, machine_state)"
+                " machine_row, memfx_version, pid, host, started_unix, labels, machine_state)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (run_id, survey_id, experiment, RUNNING, utcnow_iso(now), preset, params_json,
-                 machine_id, self.memfx_version, os.getpid(), self._host, now,
+                 machine_row, self.memfx_version, os.getpid(), self._host, now,
                  _dumps(labels, "labels"),
                  None if machine is None else _dumps(machine, "machine fingerprint")))
         return run_id
@@ -342,7 +342,7 @@ class Store:
             state = conn.execute("SELECT machine_state FROM runs WHERE id = ?",
                                  (run_id,)).fetchone()[0]
             fingerprint = conn.execute("SELECT fingerprint FROM machines WHERE id = ?",
-                                       (run["machine_id"],)).fetchone()
+                                       (run["machine_row"],)).fetchone()
         # the run's own fingerprint (schema 3), else its machine's (older rows)
         text = state if state is not None else (fingerprint[0] if fingerprint else None)
         run["machine"] = readable(MACHINE, _loads(text)) if text is not None else None
@@ -483,7 +483,7 @@ class Store:
     def export_run(self, run_id_or_prefix: str) -> dict:
         run = self.run(run_id_or_prefix)
         machine = run.pop("machine")
-        for derived in ("machine_id", "n_samples"):  # local to this DB
+        for derived in ("machine_id", "machine_row", "n_samples"):  # derived, or local to this DB
             run.pop(derived)
         survey = None
         if run["survey_id"] is not None:
@@ -593,7 +593,7 @@ class Store:
         values = {c: run.get(c) for c in _RUN_COLUMNS}
         values["params"] = _dumps(run.get("params") or {}, "params")
         values["labels"] = _dumps(check_labels(run.get("labels")), "labels")
-        values["machine_id"] = self._machine_id(conn, doc.get("machine"))
+        values["machine_row"] = self._machine_row(conn, doc.get("machine"))
         values["machine_state"] = None if doc.get("machine") is None else \
             _dumps(doc["machine"], "machine fingerprint")
         values["started_unix"] = _iso_to_unix(run["started"])
@@ -625,45 +625,34 @@ class Store:
 
     def machines(self) -> list[dict]:
         """Every machine that has runs here: its stable machine id, its
-        fingerprint, its rows in the machines table (runs' machine_id),
-        the hosts that ran on it, how many runs, and its latest survey."""
-        from .machine import machine_id
+        fingerprint, its row in the machines table (``row_ids``: the runs'
+        machine_row; one row per machine since schema 5), the hosts that ran
+        on it, how many runs, and its latest survey."""
         with self._read() as conn:
             rows = conn.execute(
-                "SELECT m.id, m.fingerprint,"
-                " (SELECT count(*) FROM runs r WHERE r.machine_id = m.id) AS n_runs,"
-                " (SELECT max(r.started) FROM runs r WHERE r.machine_id = m.id) AS last_run"
+                "SELECT m.id, m.machine_id, m.fingerprint,"
+                " (SELECT count(*) FROM runs r WHERE r.machine_row = m.id) AS n_runs,"
+                " (SELECT max(r.started) FROM runs r WHERE r.machine_row = m.id) AS last_run"
                 " FROM machines m ORDER BY m.id").fetchall()
+            rows = [row for row in rows if row["n_runs"]]
             latest, hosts = {}, {}
             for row in rows:
                 hosts[row[0]] = sorted(str(h[0]) for h in conn.execute(
-                    "SELECT DISTINCT host FROM runs WHERE machine_id = ? AND host IS NOT NULL",
+                    "SELECT DISTINCT host FROM runs WHERE machine_row = ? AND host IS NOT NULL",
                     (row[0],)))
                 latest[row[0]] = conn.execute(
                     "SELECT s.* FROM surveys s WHERE s.id IN"
-                    " (SELECT survey_id FROM runs WHERE machine_id = ?)"
+                    " (SELECT survey_id FROM runs WHERE machine_row = ?)"
                     " ORDER BY s.started DESC, s.rowid DESC LIMIT 1", (row[0],)).fetchone()
-        # Rows written before schema 3 were keyed by the whole fingerprint:
-        # several of them can be one machine, merged here by its stable id.
-        by_id: dict[str, dict] = {}
+        out = []
         for row in rows:
-            if not row["n_runs"]:
-                continue
-            fp = readable(MACHINE, _loads(row["fingerprint"], {})) or {}
             survey = latest[row[0]]
-            survey = self._as_displayed(_survey_dict(survey)) if survey else None
-            m = by_id.setdefault(machine_id(fp), {
-                "machine_id": machine_id(fp), "fingerprint": fp, "row_ids": [], "n_runs": 0,
-                "hosts": [], "last_run": None, "last_survey": None})
-            m["row_ids"].append(row[0])
-            m["n_runs"] += row["n_runs"]
-            m["hosts"] = sorted(set(m["hosts"]) | set(hosts[row[0]]))
-            if m["last_run"] is None or (row["last_run"] or "") > m["last_run"]:
-                m["last_run"], m["fingerprint"] = row["last_run"], fp
-            if survey and (m["last_survey"] is None
-                           or survey["started"] > m["last_survey"]["started"]):
-                m["last_survey"] = survey
-        return list(by_id.values())
+            out.append({"machine_id": row["machine_id"],
+                        "fingerprint": readable(MACHINE, _loads(row["fingerprint"], {})) or {},
+                        "row_ids": [row[0]], "n_runs": row["n_runs"], "hosts": hosts[row[0]],
+                        "last_run": row["last_run"],
+                        "last_survey": self._as_displayed(_survey_dict(survey)) if survey else None})
+        return out
 
     def samples_csv(self, run_id: str, fileobj) -> None:
         """One row per sample; each point key gets its own column. fileobj is
@@ -686,18 +675,19 @@ class Store:
 
     # ---- helpers -------------------------------------------------------
 
-    def _machine_id(self, conn: sqlite3.Connection, machine: dict | None) -> int | None:
+    def _machine_row(self, conn: sqlite3.Connection, machine: dict | None) -> int | None:
+        """The machines-table row of `machine` (added when new)."""
         if machine is None:
             return None
         # One row per machine: keyed by the stable machine id, so runs on one
         # unchanged machine share it (the run keeps its volatile state).
         from .machine import machine_id
         text = _dumps(machine, "machine fingerprint")
-        digest = machine_id(machine)
-        conn.execute("INSERT INTO machines(fingerprint_hash, fingerprint) VALUES (?, ?)"
-                     " ON CONFLICT (fingerprint_hash) DO NOTHING", (digest, text))
-        return conn.execute("SELECT id FROM machines WHERE fingerprint_hash = ?",
-                            (digest,)).fetchone()[0]
+        stable = machine_id(machine)
+        conn.execute("INSERT INTO machines(machine_id, fingerprint) VALUES (?, ?)"
+                     " ON CONFLICT (machine_id) DO NOTHING", (stable, text))
+        return conn.execute("SELECT id FROM machines WHERE machine_id = ?",
+                            (stable,)).fetchone()[0]
 
     def _unused_id(self, conn: sqlite3.Connection, table: str, template: str) -> str:
         # Called under the write lock, so "unused now" stays true until INSERT.
