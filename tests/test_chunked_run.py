@@ -116,9 +116,9 @@ def test_calibrate_trusts_a_warm_up_whose_calls_each_lasted_two_samples(monkeypa
     long_call = Trial("fill_scalar8", size=CHUNK, extra={"ticks_per_call": 3 * target})
     lab.warm(long_call, 1)
     assert lab.calibrate(long_call) == 1 and calls == [1]
-    short_call = Trial("fill_scalar8", size=CHUNK, extra={"ticks_per_call": 0.4 * target})
+    short_call = Trial("fill_scalar8", size=CHUNK, extra={"ticks_per_call": 0.25 * target})
     lab.warm(short_call, 1)
-    assert lab.calibrate(short_call) == 3 and calls == [1, 1, 1, 3]
+    assert lab.calibrate(short_call) == 4 and calls == [1, 1, 1, 4]
     other = Trial("fill_scalar8", size=CHUNK, extra={"ticks_per_call": 3 * target})
     lab.warm(long_call, 1)
     before = len(calls)

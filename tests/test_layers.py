@@ -52,6 +52,7 @@ PLACES = {
     "memfx.stats": "base",
     "memfx.curves": "base",
     "memfx.outputs": "base",
+    "memfx.forking": "base",
     "memfx.fingerprint": "base",
     # vocabulary
     "memfx.answers": "vocabulary",

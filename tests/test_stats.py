@@ -3,6 +3,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memfx import stats
 from memfx.stats import (Level, Summary, bootstrap_ci, cv_of, find_levels, mad_of,
@@ -382,3 +384,12 @@ def test_summarize_gives_the_same_figures_by_every_ci_method():
     for s in (a, b, c):
         assert (s.median, s.min, s.max, s.mad) == (3.5, 1.0, 9.0, 1.5)
     assert (b.ci_low, b.ci_high) == (1.0, 9.0) and math.isnan(c.ci_low)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(min_value=-1e9, max_value=1e9, allow_nan=False), min_size=1,
+                max_size=40),
+       st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0]))
+def test_the_sorted_quantile_is_numpys_linear_quantile_exactly(values, q):
+    s = np.sort(np.asarray(values, float))
+    assert stats._sorted_quantile(s, q) == float(np.quantile(s, q))

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from . import findings as fnd
 from .errors import MemfxError, StoreError
+from .forking import fork_map
 from .results import RESULT_SCHEMA_VERSION, document
 from .units import signed_percent
 
@@ -23,7 +24,11 @@ def run_document(store, run_id, include_values=False):
     """A run's result document; a `memfx tune` record also carries its tune
     document (``tune``) and one answer per checked candidate."""
     run = store.run(run_id)
-    doc = document(run, store.samples(run["id"]), include_values=include_values)
+    return _finished(store, run, document(run, store.samples(run["id"]),
+                                          include_values=include_values))
+
+
+def _finished(store, run, doc):
     doc.setdefault("survey_id", run.get("survey_id"))
     if run["experiment"] == "tune":
         tuned = store.artifacts(run["id"]).get(TUNE_ARTIFACT)
@@ -32,17 +37,27 @@ def run_document(store, run_id, include_values=False):
     return doc
 
 
-def survey_run_documents(store, survey_id):
+def _analysed(task):
+    """The document (with values) of one (run, samples), or None when its
+    analysis fails (the report analyses it again and shows the error)."""
+    run, samples = task
+    try:
+        return document(run, samples, include_values=True)
+    except Exception:   # noqa: BLE001
+        return None
+
+
+def survey_run_documents(store, survey_id, jobs=None):
     """{run id: document with values} of a survey's runs, each analysed once
-    for both the report and the survey document.  A run whose analysis
-    fails is left out: the report analyses it again and shows the error."""
-    out = {}
-    for r in store.survey(survey_id)["runs"]:
-        try:
-            out[r["id"]] = run_document(store, r["id"], include_values=True)
-        except Exception:   # noqa: BLE001 -- the report says what went wrong
-            continue
-    return out
+    for both the report and the survey document, in forked processes (one
+    per CPU: every measurement is done by then); the store is read here
+    only.  A run whose analysis fails is left out: the report analyses it
+    again and shows the error."""
+    tasks = [(store.run(r["id"]), None) for r in store.survey(survey_id)["runs"]]
+    tasks = [(run, store.samples(run["id"])) for run, _ in tasks]
+    docs = fork_map(_analysed, tasks, jobs, cost=lambda task: len(task[1]))
+    return {run["id"]: _finished(store, run, doc)
+            for (run, _), doc in zip(tasks, docs) if doc is not None}
 
 
 def _without_values(doc, include_values):

@@ -23,7 +23,6 @@ report_sections.py (the sections) and report_advice.py (the advice).
 from __future__ import annotations
 
 import base64
-import gc
 import io
 import os
 import re
@@ -31,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 
 from .errors import MemfxError, StoreError
+from .forking import fork_map
 from .report_advice import (ADVICE_ARTIFACT, advice_html, advice_summary_html,  # noqa: F401
                             find_advice, first_screen_advice_html)
 from .report_html import (CSS, SEED_TITLES, VERDICT_LABELS, code, duration_text,  # noqa: F401
@@ -220,33 +220,14 @@ def _run_task(task):
 
 # ---- drawing in parallel ------------------------------------------------------------
 # Drawing is matplotlib's Python, one CPU per figure: the figures of a
-# survey are drawn by forked processes, one per CPU, each figure once.  A
-# forked worker reads its task from _TASKS (nothing is pickled on the way
-# in) and sends back text; it never touches the store.  Whatever fails in a
-# worker is done again here, so the report is the same either way.
+# survey are drawn by forked processes (forking.fork_map), one per CPU, each
+# figure once; a worker sends back text and never touches the store.
 
-_TASKS: list = []
-
-
-def default_jobs() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
-def _can_fork() -> bool:
-    """Forking is safe only while this process runs one thread."""
-    import multiprocessing
-    import threading
-    return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
-
-
-def _pooled(i):
+def _pooled(task):
     """_run_task in a worker; a document that came with the task stays
     where it is (only one analysed here goes back)."""
-    doc, error, plot = _run_task(_TASKS[i])
-    return (None if _TASKS[i][1] is not None else doc), error, plot
+    doc, error, plot = _run_task(task)
+    return (None if task[1] is not None else doc), error, plot
 
 
 def _cost(task) -> int:
@@ -258,40 +239,12 @@ def _cost(task) -> int:
 
 
 def run_tasks(tasks, jobs=None) -> list:
-    """_run_task over the tasks, in up to ``jobs`` processes (default: one
-    per CPU this process may use), the costliest first; results in order."""
-    global _TASKS
-    jobs = default_jobs() if jobs is None else jobs
-    results = [None] * len(tasks)
-    left = set(range(len(tasks)))
-    if jobs > 1 and len(tasks) > 1 and _can_fork():
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        from . import plots  # noqa: F401 -- imported once, here, not in every worker
-        order = sorted(left, key=lambda i: -_cost(tasks[i]))
-        _TASKS = tasks
-        # what exists now is shared with the workers, and the collector
-        # leaves it alone there (scanning it would copy every page it holds)
-        gc.freeze()
-        try:
-            with ProcessPoolExecutor(min(jobs, len(tasks)),
-                                     mp_context=multiprocessing.get_context("fork")) as pool:
-                futures = {pool.submit(_pooled, i): i for i in order}
-                for future in as_completed(futures):
-                    i = futures[future]
-                    if future.exception() is None:
-                        doc, error, plot = future.result()
-                        results[i] = (tasks[i][1] if doc is None else doc), error, plot
-                        left.discard(i)
-        except Exception:          # noqa: BLE001 -- what is left is done below
-            pass
-        finally:
-            gc.unfreeze()
-            _TASKS = []
-    for i in sorted(left):
-        results[i] = _run_task(tasks[i])
-    return results
+    """_run_task over the tasks, in up to ``jobs`` forked processes
+    (forking.fork_map; default: one per CPU), the costliest first."""
+    from . import plots  # noqa: F401 -- imported once, here, not in every worker
+    out = fork_map(_pooled, tasks, jobs, cost=_cost)
+    return [((task[1] if doc is None else doc), error, plot)
+            for task, (doc, error, plot) in zip(tasks, out)]
 
 
 def draw_views(store, runs, documents=None, jobs=None) -> list:

@@ -105,6 +105,13 @@ LATENCY_ARMS = ("idle_latency", "loaded_latency")
 # The chase of the loaded-latency part: one element per 64-byte line (as the
 # latency experiment's random chase with npad 7).
 CHASE_ELEMENT = 64
+# The chase's warm-up, and the pass each visit's re-warm makes (settle): a
+# quarter of the latency experiment's 2^20 loads.  The chase is in DRAM,
+# where nothing is left to warm but translations: 2^18 random loads touch
+# most pages of a 960 MiB set's page tables, and the 2^20 warm-up and
+# re-warms of four visits at ~0.5 us a load were 2.8 s of every quick
+# replica on a 480 MiB-LLC guest.  settle still waits for steady blocks.
+LOADED_WARM_LOADS = 1 << 18
 # The loaders' kind: sequential reads, the widest vector width.
 LOADER_KIND = "read"
 # A loader reads its buffer in calls of this many bytes, chunk after chunk
@@ -610,7 +617,7 @@ class Bandwidth(BandwidthAnswers, Experiment):
                 members.append(TeamMember(cpu, kernel=p["loader"], src=src, size=LOADER_CHUNK,
                                           count=1, value=0, aux=0, chunks=chunks))
         return Trial("chase_ptr", src=chain, size=0, metric="time", difference=True,
-                     warmup=min(n, 1 << 20), resume=True, extra={"elements": n},
+                     warmup=min(n, LOADED_WARM_LOADS), resume=True, extra={"elements": n},
                      team=Team(members, "background"))
 
     def verify(self, lab, params):
