@@ -66,3 +66,14 @@ def test_load_answers_and_compare_take_survey_ids(tmp_path):
     assert isinstance(df, pandas.DataFrame) and len(df) == len(doc["answers"])
     assert set(df["survey_id"]) == {sid} and set(df["run_id"]) == {doc["run_id"] + "-s"}
     assert list(memfx.answers(doc["run_id"], db=db)["question"]) == list(df["question"])
+
+
+def test_the_public_fingerprint_is_not_shadowed_by_a_submodule():
+    # importing every module of the package must leave memfx.fingerprint the
+    # API's function (a module memfx/fingerprint.py once replaced it)
+    import importlib
+    import pkgutil
+    for m in pkgutil.walk_packages(memfx.__path__, "memfx."):
+        if m.name not in ("memfx.__main__", "memfx._interpose"):   # a preload library
+            importlib.import_module(m.name)
+    assert callable(memfx.fingerprint) and memfx.fingerprint()["cpu"]["vendor"]

@@ -15,7 +15,7 @@ from memfx.experiments import get_experiment
 from memfx.experiments import fill as F
 from memfx.experiments import fill_alloc as FA
 from memfx.experiments.base import Point, Trial
-from memfx.fingerprint import Fingerprint
+from memfx.machine_view import Fingerprint
 from memfx.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
 from memfx.results import RunData, build_points
 

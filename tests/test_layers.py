@@ -53,7 +53,7 @@ PLACES = {
     "memfx.curves": "base",
     "memfx.outputs": "base",
     "memfx.forking": "base",
-    "memfx.fingerprint": "base",
+    "memfx.machine_view": "base",
     # vocabulary
     "memfx.answers": "vocabulary",
     "memfx.findings": "vocabulary",

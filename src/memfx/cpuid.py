@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 
-from memfx.fingerprint import Fingerprint
+from memfx.machine_view import Fingerprint
 
 
 # --------------------------------------------------------------------------

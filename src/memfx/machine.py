@@ -11,7 +11,7 @@ glibc_tunables(ld_so=None, sysroot="/", timeout=5.0) -> dict
 parse_ld_diagnostics(text) -> dict              parser for ld.so --list-diagnostics
 parse_size(text) -> int | None                  "48K" -> 49152
 parse_cpu_list(text) -> list[int]               "0-2,5" -> [0, 1, 2, 5]
-identity(fp), machine_id(fp), label(fp)         re-exported from fingerprint.py, where
+identity(fp), machine_id(fp), label(fp)         re-exported from machine_view.py, where
                                                 the typed Fingerprint reads the dict
 
 Only the standard library is imported at module level, so this loads without
@@ -36,7 +36,7 @@ import re
 import sys
 
 from memfx.errors import ParamError
-from memfx.fingerprint import Fingerprint, identity, label, machine_id  # noqa: F401 (re-exported)
+from memfx.machine_view import Fingerprint, identity, label, machine_id  # noqa: F401 (re-exported)
 from memfx.cpuid import (  # noqa: F401 (public names re-exported)
     cpu_identity, cpuid_tlb, llc_bytes, tlb_entries, _bit, _cpuid_caches, _cpuid_string_flags,
     _cpuid_vendor, _fn, _hypervisor_signature, _llc_section, _max_leaf, _regs, _resolve_core)

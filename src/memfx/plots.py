@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .fingerprint import Fingerprint  # noqa: E402
+from .machine_view import Fingerprint  # noqa: E402
 from .plotspec import PlotSpec, specs_from_dicts  # noqa: E402
 from .units import format_size  # noqa: E402
 

@@ -34,7 +34,7 @@ import numpy as np
 from .. import answers as ans
 from ..answers import Question
 from ..errors import ParamError
-from ..fingerprint import Fingerprint, level_name
+from ..machine_view import Fingerprint, level_name
 from ..plotspec import PlotSpec
 from ..units import format_size
 from .base import Experiment, Param, Point, Trial, register

@@ -79,7 +79,7 @@ import numpy as np
 from .. import answers as ans
 from ..answers import HIGHER, Question
 from ..errors import MemfxError, ParamError
-from ..fingerprint import Fingerprint
+from ..machine_view import Fingerprint
 from ..plotspec import PlotSpec
 from ..protocol import Region, Team, TeamMember
 from ..units import format_size

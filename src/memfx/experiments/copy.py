@@ -72,7 +72,7 @@ import numpy as np
 from ..errors import MemfxError, ParamError
 from .. import answers as ans
 from ..answers import Question
-from ..fingerprint import Fingerprint
+from ..machine_view import Fingerprint
 from ..findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, threshold
 from ..plotspec import Mark, PlotSpec
 from ..units import format_size

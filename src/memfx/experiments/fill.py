@@ -59,7 +59,7 @@ import numpy as np
 from .. import answers as ans
 from ..answers import HIGHER, Question
 from ..errors import MemfxError, ParamError
-from ..fingerprint import Fingerprint
+from ..machine_view import Fingerprint
 from ..findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
 from ..plotspec import PlotSpec
 from ..units import format_size

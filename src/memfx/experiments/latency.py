@@ -32,7 +32,7 @@ from ..answers import (EFFECT_BAND, LOWER, NEITHER, NOT_MEASURED, Answer, Questi
                        evidence_keys,
                        measured, not_measured, point_key, pooled_values)
 from ..errors import ParamError
-from ..fingerprint import Fingerprint
+from ..machine_view import Fingerprint
 from ..findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED
 from ..plotspec import Mark, PlotSpec
 from ..units import format_size

@@ -43,7 +43,7 @@ from .. import stats
 from ..answers import Question
 from ..findings import threshold
 from ..errors import ParamError
-from ..fingerprint import Fingerprint
+from ..machine_view import Fingerprint
 from ..plotspec import PlotSpec
 from .base import Experiment, Param, Point, Region, Trial, register
 

@@ -39,7 +39,7 @@ from .. import answers as ans
 from .. import stats
 from ..answers import HIGHER, LOWER, Question
 from ..errors import ParamError
-from ..fingerprint import Fingerprint
+from ..machine_view import Fingerprint
 from ..plotspec import PlotSpec
 from ..units import format_size
 from .base import Experiment, Param, Point, Trial, register

@@ -41,7 +41,7 @@ import numpy as np
 from .. import answers as ans
 from ..answers import LOWER, Question
 from ..errors import MemfxError, ParamError
-from ..fingerprint import Fingerprint
+from ..machine_view import Fingerprint
 from ..findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
 from ..plotspec import PlotSpec
 from .base import Experiment, Param, Point, Trial, register

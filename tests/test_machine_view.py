@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from memfx import machine
-from memfx.fingerprint import DRAM, FALLBACK_LLC_BYTES, CacheLevel, Fingerprint
+from memfx.machine_view import DRAM, FALLBACK_LLC_BYTES, CacheLevel, Fingerprint
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "memfx"
 
@@ -99,7 +99,7 @@ def test_machine_cache_sizes_follow_the_fingerprint_levels():
     assert levels and fp["cache_sizes"] == {c.name: c.size_bytes for c in levels}
 
 
-# Ad-hoc readings of the cache levels that only fingerprint.py may hold.
+# Ad-hoc readings of the cache levels that only machine_view.py may hold.
 AD_HOC = {
     "the data/unified filter": re.compile(r"""\(\s*["']Data["']\s*,\s*["']Unified["']\s*\)"""),
     "the 32 MiB LLC fallback": re.compile(r"\b32\s*<<\s*20\b"),
@@ -109,12 +109,12 @@ AD_HOC = {
 def test_cache_levels_are_read_only_through_the_fingerprint():
     found = []
     for path in sorted(SRC.rglob("*.py")):
-        if path.name == "fingerprint.py" and path.parent == SRC:
+        if path.name == "machine_view.py" and path.parent == SRC:
             continue
         for n, line in enumerate(path.read_text().splitlines(), 1):
             found += [f"{path.relative_to(SRC)}:{n}: {what}" for what, pattern in AD_HOC.items()
                       if pattern.search(line)]
-    assert not found, "read the cache levels with memfx.fingerprint.Fingerprint:\n" + \
+    assert not found, "read the cache levels with memfx.machine_view.Fingerprint:\n" + \
         "\n".join(found)
 
 
