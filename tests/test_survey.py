@@ -116,14 +116,18 @@ def test_survey_json_carries_timing_and_analyses_each_run_once(tmp_path, monkeyp
     from memfx import documents as docs_mod
     from memfx.report import build_report
     calls = []
-    real = docs_mod.run_document
-    monkeypatch.setattr(docs_mod, "run_document",
-                        lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+    real = docs_mod.document
+    monkeypatch.setattr(docs_mod, "document",
+                        lambda *a, **k: calls.append(a[0]["id"]) or real(*a, **k))
     with Store(db) as st:
-        shared = docs_mod.survey_run_documents(st, doc["survey_id"])
+        # in this process (jobs=1), where the calls can be counted; the
+        # forked analysis gives the same documents
+        shared = docs_mod.survey_run_documents(st, doc["survey_id"], jobs=1)
         assert len(calls) == 1
+        assert docs_mod.survey_run_documents(st, doc["survey_id"], jobs=2) == shared
+        calls.clear()
         again = docs_mod.survey_document(st, doc["survey_id"], documents=shared)
-        assert len(calls) == 1                                      # not analysed again
+        assert not calls                                            # not analysed again
         assert again["answers"] == docs_mod.survey_document(st, doc["survey_id"])["answers"]
         assert all("values" not in pt for d in again["documents"] for pt in d["points"])
         strip = lambda html: "\n".join(l for l in html.splitlines() if "UTC" not in l)
