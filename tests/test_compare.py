@@ -141,3 +141,15 @@ def test_a_move_beyond_the_band_that_the_ci_does_not_clear_is_inconclusive():
     a2 = _replicated("x.y", [0.98, 1.02])
     b2 = _replicated("x.y", [1.47, 1.53])
     assert cmp.compare_answers(a2, b2, 0.2)["verdict"] == cmp.REGRESSED
+
+
+def test_tlb_entries_are_an_estimate_compared_with_its_ci_not_a_count():
+    """A TLB's entries are where a knee lies (with the bracketing page
+    counts as CI): 1 % apart is unchanged, where counts (ranges, ways)
+    compare as equal or different."""
+    a = [_ans("tlb.l2_entries", 2048.0, 1900.0, 2200.0, better="", unit="entries"),
+         _ans("copy.best_strategy", 9, better="", unit="ranges")]
+    b = [_ans("tlb.l2_entries", 2070.0, 1910.0, 2230.0, better="", unit="entries"),
+         _ans("copy.best_strategy", 6, better="", unit="ranges")]
+    v = {r["question"]: r["verdict"] for r in cmp.compare(a, b, 0.05)["rows"]}
+    assert v == {"tlb.l2_entries": cmp.UNCHANGED, "copy.best_strategy": cmp.CHANGED}

@@ -178,3 +178,30 @@ def test_module_level_core_helpers_agree_with_the_lab(lab):
     _lab.link_chain_at(buf, 0, 8, 4, None)
     first = int.from_bytes(buf[:8], "little")
     assert first == _lab.address_of(buf) + 8      # address order: element 0 -> 1
+
+
+@pytest.mark.measuring
+def test_memfx_run_opens_the_store_once_and_only_the_runner_writes_it(tmp_path, monkeypatch):
+    """The data path of `memfx run` (issue 24): cli -> runner, which has the
+    one store the command opened -> worker (which never touches a store: it
+    emits samples, the runner stores them) -> analysis -> presentation."""
+    from memfx import cli, runner
+    from memfx import store as store_module
+    opened, stored = [], []
+    real_open = store_module.open_store
+    monkeypatch.setattr(store_module, "open_store",
+                        lambda *a, **k: opened.append(a) or real_open(*a, **k))
+    real_handle = runner._handle
+
+    def handle(line, store, *rest):
+        stored.append(id(store))
+        return real_handle(line, store, *rest)
+
+    monkeypatch.setattr(runner, "_handle", handle)
+    rc = cli.main(["run", "misaligned", "--quick", "--set", "replicas=1", "--set", "samples=3",
+                   "--db", str(tmp_path / "r.db"), "-q"])
+    assert rc == 0
+    assert len(opened) == 1 and stored and len(set(stored)) == 1
+    worker = ast.parse(Path(runner.__file__).with_name("_worker.py").read_text())
+    imported = {n.module for n in ast.walk(worker) if isinstance(n, ast.ImportFrom)}
+    assert not {m for m in imported if m and ("store" in m or "cli" in m or "report" in m)}

@@ -575,11 +575,11 @@ def test_is_stdlib_helper_without_stdlib_module_names(monkeypatch):
 
 def test_module_imports_only_stdlib_and_errors():
     # module-level imports decide whether machine.py loads without the C core
-    # (machine.py and the modules it is made of: sysfs, cpuid, ldso, fingerprint)
+    # (machine.py and the modules it is made of: sysfs, cpuid, ldso, machine_view)
     import ast
     parts = {"memfx.sysfs", "memfx.cpuid", "memfx.ldso", "memfx.machine_view"}
     names = set()
-    for name in ("machine", "sysfs", "cpuid", "ldso", "fingerprint"):
+    for name in ("machine", "sysfs", "cpuid", "ldso", "machine_view"):
         tree = ast.parse((Path(machine.__file__).parent / f"{name}.py").read_text())
         for node in tree.body:
             if isinstance(node, ast.Import):

@@ -10,8 +10,13 @@ meant (a fix) regenerates that file, and the diff shows what moved:
 
 - export_latency_small.json: one replica of a small latency sweep;
 - export_matmul_quick.json: a quick matmul run of three replicas on a KVM
-  guest (replica-level CIs, effect bands, the guest's drift in the CIs).
+  guest (replica-level CIs, effect bands, the guest's drift in the CIs);
+- survey_quick.json.gz: the runs of one quick survey (three replicas each,
+  a KVM guest with a 480 MiB L3), so that a change anywhere in the
+  analysis shows here (each run's export, gzipped): all but copy, aliasing
+  and store-forward, whose 24 MB of samples have analysis tests of their own.
 """
+import gzip
 import json
 import math
 import sys
@@ -21,6 +26,7 @@ import pytest
 
 DATA = Path(__file__).parent / "data"
 RUNS = ("export_latency_small.json", "export_matmul_quick.json")
+SURVEY = "survey_quick.json.gz"
 GOLDEN = DATA / "stored_answers.json"
 KEYS = ("verdict", "value", "ci_low", "ci_high", "evidence", "ci_scope", "unit")
 
@@ -28,12 +34,14 @@ KEYS = ("verdict", "value", "ci_low", "ci_high", "evidence", "ci_scope", "unit")
 def _answers(tmp_dir):
     from memfx.documents import run_document
     from memfx.store import Store
+    exports = [(name, json.loads((DATA / name).read_text())) for name in RUNS]
+    with gzip.open(DATA / SURVEY, "rt") as f:
+        exports += [(f"{SURVEY}:{run['run']['experiment']}", run) for run in json.load(f)["runs"]]
     out = {}
-    for name in RUNS:
-        with Store(Path(tmp_dir) / f"{name}.db") as st:
-            run_id = st.import_run(json.loads((DATA / name).read_text()))
-            doc = run_document(st, run_id)
-        out[name] = {a["question"]: {k: a.get(k) for k in KEYS} for a in doc["answers"]}
+    with Store(Path(tmp_dir) / "stored.db") as st:
+        for name, export in exports:
+            doc = run_document(st, st.import_run(export))
+            out[name] = {a["question"]: {k: a.get(k) for k in KEYS} for a in doc["answers"]}
     return out
 
 
@@ -55,6 +63,16 @@ def test_stored_runs_give_the_answers_recorded(tmp_path):
                 if not _same(got[name][q].get(k), v):
                     moved.append(f"{name} {q}.{k}: {v!r} -> {got[name][q].get(k)!r}")
     assert not moved, "answers moved (regenerate on purpose only):\n" + "\n".join(moved)
+
+
+def test_the_recorded_survey_is_a_whole_quick_survey():
+    want = json.loads(GOLDEN.read_text())
+    runs = {name.split(":", 1)[1] for name in want if name.startswith(SURVEY)}
+    assert {"bandwidth", "latency", "fill", "matmul", "atomics", "tlb", "sharing", "prefetch",
+            "assoc", "misaligned", "fill_alloc"} <= runs
+    scopes = {a["ci_scope"] for name, answers in want.items() if name.startswith(SURVEY)
+              for a in answers.values() if a.get("ci_scope")}
+    assert any(s.startswith("3 replicas") for s in scopes)
 
 
 def test_the_recorded_matmul_run_is_the_multi_replica_case_it_claims():

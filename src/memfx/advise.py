@@ -38,7 +38,7 @@ from .errors import MemfxError
 from .experiments import copy as copy_analysis
 from .units import MISSING, format_change, format_number, format_size, format_value
 from .advise_common import (  # noqa: F401 (re-exported: advise's names stay importable here)
-    _boot_median_logs, _boot_mean_log_ratio, compare_variants, decide, slower_sizes,
+    compare_variants, decide, slower_sizes,
     _with_losses, _interleave, _child_cpu, _pinned, newest_complete, _print)
 from .advise_gcc import (  # noqa: F401 (re-exported: advise's names stay importable here)
     GCC_ALGORITHMS, MAX_RANGES, GCC_INT_MAX, DEST_ALIGN, STRATEGY_ALG, BASELINE_VECTOR, OPS,

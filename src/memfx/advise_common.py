@@ -16,33 +16,6 @@ from .units import format_change, format_size, signed_percent
 
 # ---- statistics of a check -------------------------------------------------------
 
-def _boot_median_logs(values, n_boot, rng):
-    a = np.asarray(values, float)
-    idx = rng.integers(0, a.size, size=(n_boot, a.size))
-    return np.log(np.median(a[idx], axis=1))
-
-
-def _boot_mean_log_ratio(advised, current, n_boot, rng):
-    """Bootstrap distribution of mean over sizes of log(median advised /
-    median current).  One process measured every size, so when each variant
-    has one value per process at every size, whole processes are resampled
-    (keeping their correlation across sizes); otherwise sizes independently."""
-    a_len = {len(v) for v in advised}
-    c_len = {len(v) for v in current}
-    if len(a_len) == 1 and len(c_len) == 1:
-        a = np.asarray(advised, float).T          # processes x sizes
-        c = np.asarray(current, float).T
-        ia = rng.integers(0, a.shape[0], size=(n_boot, a.shape[0]))
-        ic = rng.integers(0, c.shape[0], size=(n_boot, c.shape[0]))
-        ma = np.median(a[ia], axis=1)             # n_boot x sizes
-        mc = np.median(c[ic], axis=1)
-        return np.mean(np.log(ma / mc), axis=1)
-    logs = np.zeros(n_boot)
-    for x, y in zip(advised, current):
-        logs += _boot_median_logs(x, n_boot, rng) - _boot_median_logs(y, n_boot, rng)
-    return logs / len(advised)
-
-
 def compare_variants(current, advised, affected=None, n_boot=2000, seed=0):
     """Per size: ratio advised/current of medians with a bootstrap CI (the
     samples are per-process medians); overall: geometric mean of the ratios
@@ -64,8 +37,9 @@ def compare_variants(current, advised, affected=None, n_boot=2000, seed=0):
     if affected:
         k = len(affected)
         point = sum(math.log(np.median(advised[s]) / np.median(current[s])) for s in affected)
-        logs = _boot_mean_log_ratio([advised[s] for s in affected], [current[s] for s in affected],
-                                    n_boot, np.random.default_rng(seed))
+        logs = stats.boot_mean_log_ratio([advised[s] for s in affected],
+                                         [current[s] for s in affected],
+                                         n_boot, np.random.default_rng(seed))
         tail = (1.0 - conf) / 2.0
         lo, hi = np.quantile(logs, [tail, 1.0 - tail])
         ratio = math.exp(point / k)

@@ -39,9 +39,11 @@ _ID = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9_]+$")
 # A question's no-effect band: 1 +- the named threshold effect_band.
 EFFECT_BAND = "effect_band"
 # Units whose values are counts of things found (ranges of a strategy
-# table, knees, ways, sets, TLB entries): compared as equal or different,
-# never as ratios, and given no CI.
-DISCRETE_UNITS = frozenset({"ranges", "levels", "ways", "sets", "entries"})
+# table, knees, ways, sets): compared as equal or different, never as
+# ratios, and given no CI.  Not "entries": a TLB's entries are the page
+# count where a knee of the curve lies, an estimate with a CI (the pages
+# bracketing it), and two surveys 1 % apart read "changed" as a count.
+DISCRETE_UNITS = frozenset({"ranges", "levels", "ways", "sets"})
 
 __all__ = ["Question", "Answer", "NOT_MEASURED", "ANSWER_VERDICTS", "LOWER", "HIGHER",
            "NEITHER", "point_key", "evidence_keys", "not_measured", "measured",

@@ -46,7 +46,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional
 import numpy as np
 
 from . import stats
-from .answers import guest_drift_cv
+from .answers import DISCRETE_UNITS, guest_drift_cv
 from .findings import DETECTED, NOT_DETECTED, threshold
 from .units import format_ratio, format_value
 
@@ -55,8 +55,6 @@ CHANGED_ANSWER, UNCHANGED, NOT_COMPARABLE = "changed-answer", "unchanged", "not 
 NOT_JUDGED, NOISY, INCONCLUSIVE = "not judged", "noisy", "inconclusive"
 COMPARE_SCHEMA_VERSION = 2
 
-# Units whose values are counts (answers.DISCRETE_UNITS): equal or different.
-_DISCRETE = ("ranges", "levels", "ways", "sets", "entries")
 
 # z of a two-sided normal interval at the ci_level threshold (0.95 -> 1.96).
 _Z = {0.90: 1.645, 0.95: 1.960, 0.99: 2.576}
@@ -173,7 +171,7 @@ def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float,
         row["verdict"] = UNCHANGED          # no effect on either side: its size is noise
         row["reason"] = "not detected on both sides"
         return row
-    if (row["unit"] in _DISCRETE) and a.get("value") is not None and b.get("value") is not None:
+    if row["unit"] in DISCRETE_UNITS and a.get("value") is not None and b.get("value") is not None:
         row["verdict"] = UNCHANGED if _signature(a) == _signature(b) else CHANGED
         row["ratio_ci_low"] = row["ratio_ci_high"] = None
         return row

@@ -152,7 +152,8 @@ def cache_bands(ax, machine, lo, hi):
             ax.text(c.size_bytes, 1.0, label, transform=place, ha="right", va="bottom",
                     fontsize=7, color="dimgrey", clip_on=False)
         prev = c.size_bytes
-    ax.set_xlim(lo / EDGE, right)
+    if lo > 0:              # a log axis: a damaged document's sizes may reach 0
+        ax.set_xlim(lo / EDGE, right)
     return rows
 
 

@@ -439,6 +439,75 @@ def _z_of(confidence: float) -> float:
     return (lo + hi) / 2
 
 
+def median_ratio_over_groups(pairs, confidence: float = 0.95, n_boot: int = 2000,
+                             seed: int = 0) -> Tuple[float, float, float]:
+    """(ratio, ci_low, ci_high) of two arms measured in several groups (e.g.
+    sizes, each with its own buffers): the median over groups of the
+    per-group ratios of medians, median(a_g) / median(b_g), with a two-stage
+    percentile bootstrap CI -- groups resampled with replacement, then each
+    arm's samples within each group -- so that the group-to-group scatter
+    of the ratio is in it.  pairs: [(a_values, b_values)], finite, positive
+    medians (the caller cleans them)."""
+    _check_boot_args(confidence, n_boot)
+    rng = np.random.default_rng(seed)
+    nb = int(n_boot)
+    logs, within = [], []
+    for a, b in pairs:
+        logs.append(math.log(float(np.median(a)) / float(np.median(b))))
+        ba = np.median(a[rng.integers(0, a.size, (nb, a.size))], axis=1)
+        bb = np.median(b[rng.integers(0, b.size, (nb, b.size))], axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            within.append(np.log(ba / bb))
+    k = len(logs)
+    within = np.array(within)                       # (groups, n_boot)
+    pick = rng.integers(0, k, (nb, k))              # stage 1: groups with replacement
+    boot = np.exp(np.median(within[pick, np.arange(nb)[:, None]], axis=1))
+    boot = boot[np.isfinite(boot)]
+    tail = (1 - confidence) / 2
+    lo, hi = np.quantile(boot, [tail, 1 - tail]) if boot.size else (math.nan,) * 2
+    return math.exp(float(np.median(logs))), float(lo), float(hi)
+
+
+def _boot_median_logs(values, n_boot, rng):
+    a = np.asarray(values, float)
+    idx = rng.integers(0, a.size, size=(n_boot, a.size))
+    return np.log(np.median(a[idx], axis=1))
+
+
+def boot_mean_log_ratio(advised, current, n_boot, rng):
+    """Bootstrap distribution of mean over sizes of log(median advised /
+    median current).  One process measured every size, so when each variant
+    has one value per process at every size, whole processes are resampled
+    (keeping their correlation across sizes); otherwise sizes independently."""
+    a_len = {len(v) for v in advised}
+    c_len = {len(v) for v in current}
+    if len(a_len) == 1 and len(c_len) == 1:
+        a = np.asarray(advised, float).T          # processes x sizes
+        c = np.asarray(current, float).T
+        ia = rng.integers(0, a.shape[0], size=(n_boot, a.shape[0]))
+        ic = rng.integers(0, c.shape[0], size=(n_boot, c.shape[0]))
+        ma = np.median(a[ia], axis=1)             # n_boot x sizes
+        mc = np.median(c[ic], axis=1)
+        return np.mean(np.log(ma / mc), axis=1)
+    logs = np.zeros(n_boot)
+    for x, y in zip(advised, current):
+        logs += _boot_median_logs(x, n_boot, rng) - _boot_median_logs(y, n_boot, rng)
+    return logs / len(advised)
+
+
+def median_difference(a, b, confidence: float = 0.95, n_boot: int = 2000,
+                      seed: int = 0) -> Tuple[float, float, float]:
+    """(median(a) - median(b), ci_low, ci_high): a percentile bootstrap CI
+    with both groups resampled, a first."""
+    _check_boot_args(confidence, n_boot)
+    x, y = _nonempty(a, "a"), _nonempty(b, "b")
+    rng = np.random.default_rng(seed)
+    bx = _boot_stats(x, np.median, n_boot, rng)
+    by = _boot_stats(y, np.median, n_boot, rng)
+    low, high = _percentile_interval(bx - by, confidence)
+    return float(np.median(x)) - float(np.median(y)), low, high
+
+
 def per_op_difference(short_ns, long_ns, short_len: float, long_len: float,
                       confidence: float = 0.95, n_boot: int = 2000,
                       seed: int = 0) -> Dict[str, float]:

@@ -5,10 +5,10 @@ with its two-stage bootstrap CI and verdict.  Moved out of fill.py, which
 re-exports every name."""
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
+from .. import stats
 from ..findings import INCONCLUSIVE, effect_verdict, threshold
 
 # ---- cache levels ------------------------------------------------------------------
@@ -34,8 +34,8 @@ def fill_level(fp, size):
 def level_ratio(pairs, confidence=None, n_boot=2000, seed=0, min_samples=None):
     """Ratio of two arms over several sizes: the median over sizes of the
     per-size ratios of medians, median(a_s)/median(b_s), with a two-stage
-    percentile bootstrap CI: sizes are resampled with replacement, and each
-    arm's samples within each size.  The first stage carries the size-to-size
+    percentile bootstrap CI (stats.median_ratio_over_groups): sizes are
+    resampled with replacement, and each arm's samples within each size.  The first stage carries the size-to-size
     scatter of the ratio: each size has its own buffers, and in a VM a
     buffer can be slowed for seconds by the host whatever value it holds
     (seen here: one 4 MiB buffer at a quarter of its neighbours' speed), so
@@ -63,22 +63,9 @@ def level_ratio(pairs, confidence=None, n_boot=2000, seed=0, min_samples=None):
     chosen = clean
     if min_samples:
         chosen = [(a, b) for a, b in clean if min(a.size, b.size) >= min_samples] or clean
-    rng = np.random.default_rng(seed)
-    nb = int(n_boot)
-    logs, within = [], []
-    for a, b in chosen:
-        logs.append(math.log(float(np.median(a)) / float(np.median(b))))
-        ba = np.median(a[rng.integers(0, a.size, (nb, a.size))], axis=1)
-        bb = np.median(b[rng.integers(0, b.size, (nb, b.size))], axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            within.append(np.log(ba / bb))
-    k = len(logs)
-    within = np.array(within)                       # (sizes, n_boot)
-    pick = rng.integers(0, k, (nb, k))              # stage 1: sizes with replacement
-    boot = np.exp(np.median(within[pick, np.arange(nb)[:, None]], axis=1))
-    boot = boot[np.isfinite(boot)]
-    lo, hi = np.quantile(boot, [(1 - conf) / 2, 1 - (1 - conf) / 2]) if boot.size else (math.nan,) * 2
-    return {"ratio": math.exp(float(np.median(logs))), "ci_low": float(lo), "ci_high": float(hi),
+    ratio, lo, hi = stats.median_ratio_over_groups(chosen, conf, n_boot, seed)
+    k = len(chosen)
+    return {"ratio": ratio, "ci_low": lo, "ci_high": hi,
             "sizes": k, "dropped": len(clean) - k,
             "n_a": min(a.size for a, _ in chosen), "n_b": min(b.size for _, b in chosen)}
 

@@ -45,14 +45,9 @@ def cycles_per_ns(point):
 
 
 def median_difference(a, b, n_boot=2000, seed=0):
-    """median(a) - median(b) with a percentile bootstrap CI (both resampled)."""
-    x, y = np.asarray(a, float), np.asarray(b, float)
-    rng = np.random.default_rng(seed)
-    bx = np.median(x[rng.integers(0, x.size, (n_boot, x.size))], axis=1)
-    by = np.median(y[rng.integers(0, y.size, (n_boot, y.size))], axis=1)
-    alpha = (1 - threshold("ci_level")) / 2
-    lo, hi = np.quantile(bx - by, [alpha, 1 - alpha])
-    return float(np.median(x) - np.median(y)), float(lo), float(hi)
+    """median(a) - median(b) with a percentile bootstrap CI (both resampled;
+    stats.median_difference at the named ci_level)."""
+    return stats.median_difference(a, b, threshold("ci_level"), n_boot, seed)
 
 
 # ---- classification by path (pure) ----------------------------------------
