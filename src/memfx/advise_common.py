@@ -40,8 +40,7 @@ def compare_variants(current, advised, affected=None, n_boot=2000, seed=0):
         logs = stats.boot_mean_log_ratio([advised[s] for s in affected],
                                          [current[s] for s in affected],
                                          n_boot, np.random.default_rng(seed))
-        tail = (1.0 - conf) / 2.0
-        lo, hi = np.quantile(logs, [tail, 1.0 - tail])
+        lo, hi = stats.percentile_interval(logs, conf)
         ratio = math.exp(point / k)
         n_a = min(len(advised[s]) for s in affected)
         n_b = min(len(current[s]) for s in affected)

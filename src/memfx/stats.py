@@ -119,7 +119,7 @@ def _sorted_quantile(s: np.ndarray, q: float) -> float:
     return b - d * (1 - t) if t >= 0.5 else a + d * t
 
 
-def _percentile_interval(boot: np.ndarray, confidence: float) -> Tuple[float, float]:
+def percentile_interval(boot: np.ndarray, confidence: float) -> Tuple[float, float]:
     """Percentile-method interval of a bootstrap distribution."""
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(boot, [tail, 1.0 - tail])
@@ -243,7 +243,7 @@ def bootstrap_ci(values, statistic: Callable = np.median, confidence: float = 0.
         v = float(statistic(a[np.newaxis, :], axis=1)[0])
         return v, v
     rng = np.random.default_rng(seed)
-    return _percentile_interval(_boot_stats(a, statistic, n_boot, rng), confidence)
+    return percentile_interval(_boot_stats(a, statistic, n_boot, rng), confidence)
 
 
 def hierarchical_ci(groups, confidence: float = 0.95, n_boot: int = 1000,
@@ -281,7 +281,7 @@ def hierarchical_ci(groups, confidence: float = 0.95, n_boot: int = 1000,
     # replicas, which are no more independent than short ones
     drawn = drawn.reshape(n_boot, r * width)
     boot = _row_medians(drawn) if np.isfinite(drawn).all() else np.nanmedian(drawn, axis=1)
-    return _percentile_interval(boot, confidence)
+    return percentile_interval(boot, confidence)
 
 
 def combine_replicas(values, ci_lows=None, ci_highs=None, confidence: float = 0.95,
@@ -463,8 +463,7 @@ def median_ratio_over_groups(pairs, confidence: float = 0.95, n_boot: int = 2000
     pick = rng.integers(0, k, (nb, k))              # stage 1: groups with replacement
     boot = np.exp(np.median(within[pick, np.arange(nb)[:, None]], axis=1))
     boot = boot[np.isfinite(boot)]
-    tail = (1 - confidence) / 2
-    lo, hi = np.quantile(boot, [tail, 1 - tail]) if boot.size else (math.nan,) * 2
+    lo, hi = percentile_interval(boot, confidence) if boot.size else (math.nan,) * 2
     return math.exp(float(np.median(logs))), float(lo), float(hi)
 
 
@@ -504,7 +503,7 @@ def median_difference(a, b, confidence: float = 0.95, n_boot: int = 2000,
     rng = np.random.default_rng(seed)
     bx = _boot_stats(x, np.median, n_boot, rng)
     by = _boot_stats(y, np.median, n_boot, rng)
-    low, high = _percentile_interval(bx - by, confidence)
+    low, high = percentile_interval(bx - by, confidence)
     return float(np.median(x)) - float(np.median(y)), low, high
 
 
@@ -533,7 +532,7 @@ def per_op_difference(short_ns, long_ns, short_len: float, long_len: float,
     rng = np.random.default_rng(seed)
     boot_long = _boot_stats(g, np.median, n_boot, rng)
     boot_short = _boot_stats(s, np.median, n_boot, rng)
-    low, high = _percentile_interval((boot_long - boot_short) / span, confidence)
+    low, high = percentile_interval((boot_long - boot_short) / span, confidence)
     return {"value": value, "ci_low": low, "ci_high": high,
             "n_short": int(s.size), "n_long": int(g.size)}
 
@@ -558,7 +557,7 @@ def ratio_of_medians(a, b, confidence: float = 0.95, n_boot: int = 2000,
     boot_b = _boot_stats(y, np.median, n_boot, rng)
     with np.errstate(divide="ignore", invalid="ignore"):
         boot = boot_a / boot_b
-    low, high = _percentile_interval(boot, confidence)
+    low, high = percentile_interval(boot, confidence)
     return {"ratio": ratio, "ci_low": low, "ci_high": high,
             "n_a": int(x.size), "n_b": int(y.size)}
 
