@@ -153,3 +153,11 @@ def test_tlb_entries_are_an_estimate_compared_with_its_ci_not_a_count():
          _ans("copy.best_strategy", 6, better="", unit="ranges")]
     v = {r["question"]: r["verdict"] for r in cmp.compare(a, b, 0.05)["rows"]}
     assert v == {"tlb.l2_entries": cmp.UNCHANGED, "copy.best_strategy": cmp.CHANGED}
+
+
+def test_a_chosen_distance_is_compared_as_equal_or_different():
+    a = [_ans("prefetch.stream_distance", 32, better="", unit="elements")]
+    same = cmp.compare(a, [_ans("prefetch.stream_distance", 32, better="", unit="elements")])
+    other = cmp.compare(a, [_ans("prefetch.stream_distance", 8, better="", unit="elements")])
+    assert same["rows"][0]["verdict"] == cmp.UNCHANGED
+    assert other["rows"][0]["verdict"] == cmp.CHANGED and other["rows"][0]["ratio_ci_low"] is None

@@ -166,6 +166,18 @@ def test_counts_get_no_ci_and_one_replica_no_ci():
     out = combine_replicas(Q_COUNT, _answer(Q_COUNT, MEASURED, 6, 5, 7),
                            [_answer(Q_COUNT, MEASURED, 6, 5, 7), _answer(Q_COUNT, MEASURED, 6, 5, 7)])
     assert out["ci_low"] is None and out["ci_high"] is None
+    # a choice among the values measured (a prefetch distance) is no estimate
+    # either; a TLB's entries (a knee's page count) are, with a CI
+    pick = Question("toy.distance", "Which distance?", "elements", "004", "fastest")
+    out = combine_replicas(pick, _answer(pick, MEASURED, 32, 8, 32),
+                           [_answer(pick, MEASURED, 8), _answer(pick, MEASURED, 32),
+                            _answer(pick, MEASURED, 32)])
+    assert out["ci_low"] is None and out["ci_high"] is None
+    knee = Question("toy.entries", "How many entries?", "entries", "004", "knee")
+    out = combine_replicas(knee, _answer(knee, MEASURED, 2048, 1900, 2200),
+                           [_answer(knee, MEASURED, 2048, 1900, 2200),
+                            _answer(knee, MEASURED, 2070, 1910, 2230)])
+    assert out["ci_low"] is not None and out["ci_low"] < 2048 < out["ci_high"]
     q = Question("toy.ns", "How long?", "ns", "004", "median")
     out = combine_replicas(q, _answer(q, MEASURED, 5.0, 4.9, 5.1),
                            [_answer(q, MEASURED, 5.0, 4.9, 5.1), Answer(q.id, "not_measured", "no").as_dict(q)])

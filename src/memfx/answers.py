@@ -39,11 +39,14 @@ _ID = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9_]+$")
 # A question's no-effect band: 1 +- the named threshold effect_band.
 EFFECT_BAND = "effect_band"
 # Units whose values are counts of things found (ranges of a strategy
-# table, knees, ways, sets): compared as equal or different, never as
-# ratios, and given no CI.  Not "entries": a TLB's entries are the page
-# count where a knee of the curve lies, an estimate with a CI (the pages
-# bracketing it), and two surveys 1 % apart read "changed" as a count.
-DISCRETE_UNITS = frozenset({"ranges", "levels", "ways", "sets"})
+# table, knees, ways, sets) or a choice among the values measured (the
+# prefetch distance, in elements, that ran fastest): compared as equal or
+# different, never as ratios, and given no CI (a t interval over replicas
+# that chose 8, 32 and 32 read "2.8-147 elements").  Not "entries": a TLB's
+# entries are the page count where a knee of the curve lies, an estimate
+# with a CI (the pages bracketing it), and two surveys 1 % apart read
+# "changed" as a count.
+DISCRETE_UNITS = frozenset({"ranges", "levels", "ways", "sets", "elements"})
 
 __all__ = ["Question", "Answer", "NOT_MEASURED", "ANSWER_VERDICTS", "LOWER", "HIGHER",
            "NEITHER", "point_key", "evidence_keys", "not_measured", "measured",
@@ -338,7 +341,7 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
     notes = []
     lo = hi = None
     if q.discrete:
-        out["ci_scope"] = "none (a count)"
+        out["ci_scope"] = "none (a count or a choice)"
     elif value is not None and len(valued) >= 2:
         c = stats.combine_replicas([a["value"] for a in valued],
                                    [a.get("ci_low") for a in valued],
