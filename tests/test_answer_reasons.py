@@ -45,3 +45,15 @@ def test_an_inconclusive_allocation_answer_names_its_ci_and_the_band():
     assert ", inconclusive (" not in text          # the old sentence: a verdict, no reason
     for question, text in why.items():
         assert any(r in text.lower() for r in REASONS), (question, text)
+
+
+def test_a_capacity_lost_to_tlb_steps_says_why_without_the_no_ci_reason():
+    # latency.l3_capacity when every step after the L3 plateau is a TLB step:
+    # its own sentence is the reason (a KVM guest whose 8 MiB STLB reach
+    # lies where the host leaves it ~8 MiB of L3)
+    from memfx.answers import explain_inconclusive
+    because = ("every step after the L3 plateau is one that huge pages lack (TLB reach): with "
+               "no step left for a cache, this curve cannot tell the L3's capacity")
+    out = explain_inconclusive({"verdict": "inconclusive", "because": because,
+                                "ci_low": None, "ci_high": None})
+    assert out["because"] == because

@@ -386,7 +386,8 @@ class Latency(Experiment):
         if not not_tlb:
             return Answer(q.id, INCONCLUSIVE,
                           f"every step after the {label} plateau is one that huge pages lack "
-                          f"(TLB reach); no capacity knee", details=details)
+                          f"(TLB reach): with no step left for a cache, this curve cannot tell "
+                          f"the {label}'s capacity", details=details)
         matching = [k for k in not_tlb if k["cache"] == label]
         # a knee that huge pages show too before one not measured with them
         confirmed = [k for k in not_tlb if k["huge"] is not None]
