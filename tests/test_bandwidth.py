@@ -159,6 +159,28 @@ def test_plan_uses_the_widest_vector_and_one_nt_kernel():
     assert not any("read_rep" in k for k in kernels)
 
 
+def test_full_sweeps_the_widest_width_and_puts_the_others_at_the_level_cells():
+    """curves=widest (the full preset): the widest vector width, rep and the
+    nt kinds on the first page size get the whole octave sweep; every other
+    width, and THP, one declared size per level -- which every kernel has."""
+    exp = get_experiment("bandwidth")
+    params = exp.resolve("full")
+    assert params["curves"] == "widest" and params["pages"] == ["4k", "thp"]
+    one_thread = [p for p in exp.plan(params, MACHINE) if "part" not in p.params]
+    cells = {s for _, s in level_sizes(MACHINE, 1, params["min_size"],
+                                      exp.max_bytes(params, MACHINE))}
+    sizes = {}
+    for p in one_thread:
+        sizes.setdefault((p.params["kernel"], p.params["pages"]), set()).add(p.params["size_bytes"])
+    assert len(sizes[("bw_read_avx2", "4k")]) > 3 * len(cells)        # a curve
+    assert sizes[("bw_read_sse2", "4k")] == cells                      # the level cells
+    assert sizes[("bw_read_avx2", "thp")] == cells
+    assert all(cells <= got for got in sizes.values())
+    assert len(sizes[("fill_rep_stosb", "4k")]) > 3 * len(cells)
+    every = exp.plan(exp.resolve("full", {"curves": "all"}), MACHINE)
+    assert len([p for p in every if "part" not in p.params]) > 2 * len(one_thread)
+
+
 def test_quick_measures_one_declared_working_set_per_level():
     exp = get_experiment("bandwidth")
     params = exp.resolve("quick")

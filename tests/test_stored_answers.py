@@ -88,3 +88,18 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
         GOLDEN.write_text(json.dumps(_answers(tmp), indent=1, sort_keys=True) + "\n")
     sys.exit(0)
+
+
+def test_answer_sentences_print_sizes_once(tmp_path):
+    """One formatter: a size is "960 MiB", never with a unit appended twice
+    ("960 MiBB" came from code that added its own "B" after format_size)."""
+    import re
+    from memfx.documents import run_document
+    from memfx.store import Store
+    with gzip.open(DATA / SURVEY, "rt") as f:
+        runs = json.load(f)["runs"]
+    with Store(tmp_path / "s.db") as st:
+        texts = [a.get("because") or "" for run in runs
+                 for a in run_document(st, st.import_run(run))["answers"]]
+    doubled = [t for t in texts if re.search(r"\d (?:KiB|MiB|GiB|B)B", t)]
+    assert texts and not doubled, doubled[:3]

@@ -27,11 +27,11 @@ BEST_QUANTILE = 0.9
 
 
 def where(level):
-    """The working sets a level's figure comes from, e.g. "3 working sets 2MB..8MB"."""
+    """The working sets a level's figure comes from, e.g. "3 working sets 2 MiB..8 MiB"."""
     first, last = format_size(level["first_size"]), format_size(level["last_size"])
     if level["points"] == 1:
-        return f"1 working set of {first}B"
-    return f"{level['points']} working sets {first}B..{last}B"
+        return f"1 working set of {first}"
+    return f"{level['points']} working sets {first}..{last}"
 
 
 class BandwidthAnswers:
@@ -343,14 +343,14 @@ class BandwidthAnswers:
         if cross is None:
             return ans.Answer(q.id, "not_detected",
                               f"a non-temporal write never beats a normal one from some size up "
-                              f"to {top}B (largest measured: {rows[-1][1].value:.2f}x)",
+                              f"to {top} (largest measured: {rows[-1][1].value:.2f}x)",
                               details=details, evidence=ans.evidence_keys([rows[-1][2]]),
                               estimator=q.decides)
         s, e, p, w = rows[cross]
         below = f"; below it {rows[cross - 1][1].value:.2f}x at {format_size(rows[cross - 1][0])}" \
             if cross > 0 else "; it wins at every size measured"
         return ans.Answer(q.id, "detected",
-                          f"from {format_size(s)} up to {top}B non-temporal stores win: "
+                          f"from {format_size(s)} up to {top} non-temporal stores win: "
                           f"{e.value:.2f}x at {format_size(s)} ({p['median']:.1f} vs "
                           f"{w['median']:.1f} GB/s, {w['params']['kernel']}){below}",
                           value=float(s), ci_low=float(rows[cross - 1][0]) if cross > 0 else None,

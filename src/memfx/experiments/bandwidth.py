@@ -331,6 +331,11 @@ class Bandwidth(BandwidthAnswers, Experiment):
               "one declared size per cache level and DRAM (level_sizes: the geometric middle "
               "of the level's window, DRAM at 2x the LLC -- the same cells every run)",
               "levels", choices=("octaves", "levels")),
+        Param("curves", "str", "all", "with sweep=octaves, which kernels get the whole sweep: "
+              "all, or widest = the widest vector width's (and rep's and the nt kinds') on the "
+              "first page size, every other width and page size at one declared size per level "
+              "(the full preset: a 5-width x 2-page sweep of a 480 MiB-LLC guest was estimated "
+              "at 1.9 h)", "widest", choices=("all", "widest")),
         Param("dram_factor", "float", 4.0, "max_size auto = this many times the last-level "
               "cache (at least 64 MiB, bounded by free memory)", "2", minimum=2.0, maximum=64.0),
         Param("scaling", "list:str", list(SCALING_KINDS), "kinds measured at 1..N threads, one "
@@ -357,8 +362,14 @@ class Bandwidth(BandwidthAnswers, Experiment):
                   # loaded latency (a team sample needs every CPU at once, which a
                   # busy machine rarely gives)
                   "scaling": "read", "latency_levels": "dram"},
-        "full": {"samples": 11, "min_sample_ms": 2.0, "per_octave": 4,
-                 "widths": "scalar,sse2,avx2,avx512,rep", "pages": "4k,thp"},
+        # curves for the widest width on 4 KiB pages, every other width and
+        # THP at the level cells, to 2x the LLC at 2 sizes per octave: one
+        # replica took 128 s on a 480 MiB-LLC guest, where the 5-width x
+        # 2-page sweep at 4 per octave to 4x the LLC (4354 points) was
+        # estimated at 1.9 h for three
+        "full": {"samples": 11, "min_sample_ms": 2.0, "per_octave": 2, "dram_factor": 2,
+                 "curves": "widest", "widths": "scalar,sse2,avx2,avx512,rep",
+                 "pages": "4k,thp"},
     }
     questions = _questions()
 
@@ -457,11 +468,27 @@ class Bandwidth(BandwidthAnswers, Experiment):
             skip = {(kind, s) for lid, s in levels if lid == "dram" for kind in READBACK_KINDS}
         else:
             sizes = sizes_for(lo, hi, params["per_octave"], data_caches(machine))
+        curved = self.curve_kernels(params, machine, pairs)
+        cells = set(s for _, s in level_sizes(machine, 1, lo, hi))
         # sizes outermost: the kinds of one size run back to back
         pts = [Point(kind, {"size_bytes": s, "pages": pg, "kernel": k})
-               for pg in params["pages"] for s in sizes for kind, k in pairs
-               if (kind, s) not in skip]
+               for i, pg in enumerate(params["pages"]) for s in sorted(set(sizes) | cells)
+               for kind, k in pairs
+               if (kind, s) not in skip
+               and (s in sizes if curved is None else
+                    s in cells or (i == 0 and k in curved and s in sizes))]
         return pts + self.team_points(params, machine, lo, hi)
+
+    def curve_kernels(self, params, machine, pairs):
+        """The kernels swept over every size (curves=widest: the widest vector
+        width's, rep's and the nt kinds'); None = every kernel (curves=all,
+        or sweep=levels, whose sizes are the level cells anyway)."""
+        if params.get("curves", "all") == "all" or params.get("sweep") == "levels":
+            return None
+        widest = widest_width(lambda w: self.supported(w, machine))
+        return {k for kind, k in pairs
+                if k in (KERNELS[kind].get(widest), KERNELS[kind].get("rep"))
+                or kind in ("nt_write", "nt_copy", "write_readback", "nt_write_readback")}
 
     def team_cpus(self, params):
         """The CPUs of the threaded parts, the measuring CPU first (resolved
@@ -657,7 +684,10 @@ class Bandwidth(BandwidthAnswers, Experiment):
                 if k != kind:
                     continue
                 levels, plateaus = plateaus_by_level(pts, caches)
-                if kind == "read" and (read_levels is None or pages == "4k"):
+                # the knees' curve: 4 KiB pages and the most sizes (curves=widest
+                # sweeps one width; the others have the level cells only)
+                if kind == "read" and (read_levels is None or (pages == "4k", len(pts)) >= (
+                        read_levels[3] == "4k", len(read_levels[0]))):
                     read_levels = (pts, levels, kernel, pages)
                 for lid, (ps, how) in plateaus.items():
                     found.setdefault(lid, []).append((kernel, pages, ps, how))

@@ -562,7 +562,7 @@ class Copy(Experiment):
                  marks=_STEP_MARKS + tuple(
                      Mark(f"copy.{_QNAME[op][role]}", details=True,
                           where={"kind": "envelope", "verdict": DETECTED, "op": op},
-                          facet=("mode",), only={"op": op}, label="{label_head}: {x}B",
+                          facet=("mode",), only={"op": op}, label="{label_head}: {x}",
                           colour="purple", style="--", label_y=0.5)
                      for op in ("copy", "set") for role in ("rep", "nt"))),
         PlotSpec("zoom", "GB/s, small sizes (linear)", series=("arm",),
