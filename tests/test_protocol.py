@@ -159,25 +159,6 @@ def test_a_chunked_stream_settles_pass_by_pass():
     assert lab.since["k"] < 3 * 64
 
 
-def test_a_chunked_stream_compares_its_first_pass_with_its_warm_up_pass():
-    """A steady stream whose warm-up pass has just run settles after one
-    pass compared with it; a warm-up pass slower than the next pass (the
-    stream still speeding up) does not count as steady."""
-    steady = ColdStartLab({"k": 1.0}, amplitude=0.0)
-    trial = Trial("k", metric="bandwidth", chunks=64)
-    state = _worker.settle(steady, trial, count=2, cycles_per_tick=1.0, pass_iters=64,
-                           max_seconds=10.0, whole_pass=True, warm_pass_ns=1.0)
-    assert state["settle_blocks"] == 1 and state["settled"] == 1
-    without = ColdStartLab({"k": 1.0}, amplitude=0.0)
-    state = _worker.settle(without, trial, count=2, cycles_per_tick=1.0, pass_iters=64,
-                           max_seconds=10.0, whole_pass=True)
-    assert state["settle_blocks"] == 2
-    slow_warm = ColdStartLab({"k": 1.0}, amplitude=0.0)
-    state = _worker.settle(slow_warm, trial, count=2, cycles_per_tick=1.0, pass_iters=64,
-                           max_seconds=10.0, whole_pass=True, warm_pass_ns=1.5)
-    assert state["settle_blocks"] == 2
-
-
 def test_visits_are_abba_and_split_the_samples():
     order = _worker.visit_order(3, random.Random(4))
     assert order[:3] == order[3:][::-1] and sorted(order[:3]) == [0, 1, 2]

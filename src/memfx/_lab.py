@@ -314,12 +314,6 @@ class Lab:
         # region is 0.13 s, three per DRAM cell of quick fill)
         self._warmed = (trial, ticks / max(count, 1))
 
-    def warmed_ns_per_iteration(self, trial: Trial):
-        """ns per iteration of the last warm-up, if it was this trial's; else None."""
-        if self._warmed is None or self._warmed[0] is not trial:
-            return None
-        return self._warmed[1] * 1e9 / self.tsc_hz
-
     def calibrate(self, trial: Trial):
         """Iterations so that one sample lasts at least min_sample_ms."""
         row = self._row(trial)

@@ -73,15 +73,12 @@ VISITS_PER_ARM = 2
 
 def settle(lab, trial, count, cycles_per_tick, pass_iters=0, tolerance=SETTLE_TOLERANCE,
            max_seconds=SETTLE_MAX_SECONDS, first_block=SETTLE_FIRST_BLOCK,
-           budget_samples=SETTLE_BUDGET_SAMPLES, whole_pass=False, warm_pass_ns=None):
+           budget_samples=SETTLE_BUDGET_SAMPLES, whole_pass=False):
     """Run `trial` in timed blocks (not recorded) until it is in steady state
     (see above).  Returns {settle_blocks, settle_ms, settled} (settled 0/1:
     0 = the time budget ended it).  whole_pass: the budget is never shorter
     than one pass (a visit's re-warm: arms that share a region, as fill's
-    value arms do, rely on it to give the region their value).
-    warm_pass_ns: ns per iteration of a whole pass of this chunked stream
-    that has just run (its warm-up): the pass the first block is compared
-    with, as the previous block would be."""
+    value arms do, rely on it to give the region their value)."""
     block = max(1, int(count * first_block))
     prev = None               # ns per iteration of the previous clean block
     if trial.chunks > 1:
@@ -90,7 +87,6 @@ def settle(lab, trial, count, cycles_per_tick, pass_iters=0, tolerance=SETTLE_TO
         # passes (13 -> 24 GB/s), and blocks of a few chunks each looked
         # steady within that drift (memfx read 0.73x likwid-bench there)
         block = max(block, pass_iters)
-        prev = warm_pass_ns
     done, spent_ns, blocks = 0, 0.0, 0
     budget_ns = max_seconds * 1e9
     while True:
@@ -155,22 +151,15 @@ def measure_cell(exp, cell, params, lab, rng):
     order = visit_order(len(trials), rng)
     visits = {i: order.count(i) for i in range(len(trials))}
     last = None                # the trial that ran last: no re-warm without a switch
-    # the trial warmed last, if it is a chunked stream whose warm-up was a
-    # whole pass: its first settle compares its first pass with that one
-    just_warmed = len(trials) - 1
     warm_state = {}
 
     def take(i, quota):
-        nonlocal last, just_warmed
+        nonlocal last
         point, trial, count = trials[i]
         if last != i:
-            warm_pass_ns = None
-            if i == just_warmed and trial.chunks > 1 and trial.warmup >= trial.chunks:
-                warm_pass_ns = lab.warmed_ns_per_iteration(trial)
             warm_state[i] = settle(lab, trial, count, cpt_before, trial.warmup or 0,
-                                   whole_pass=True, warm_pass_ns=warm_pass_ns)
+                                   whole_pass=True)
             last = i
-        just_warmed = None
         disturbed = False
         for _ in range(quota):
             if disturbed:
