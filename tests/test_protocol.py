@@ -159,6 +159,44 @@ def test_a_chunked_stream_settles_pass_by_pass():
     assert lab.since["k"] < 3 * 64
 
 
+class ScriptedPasses(ColdStartLab):
+    """Each whole pass of a chunked stream runs at the next of `gbps` (then
+    at the last one): a fresh 64 MiB read on a KVM guest whose host cache
+    takes the set in over a few passes, after a 2-pass plateau."""
+
+    def __init__(self, gbps, pass_iters):
+        super().__init__({"k": 1.0}, amplitude=0.0)
+        self.gbps, self.pass_iters, self.passes = list(gbps), pass_iters, 0
+
+    def sample(self, trial, count, cycles_per_tick):
+        rate = self.gbps[min(self.passes, len(self.gbps) - 1)]
+        self.passes += count // self.pass_iters
+        ns = count / rate
+        return {"metric": "gb_per_s", "unit": "GB/s", "value": rate, "length": count,
+                "ns": ns, "ticks": ns, "cycles_est": ns, "counters": {}, "rejected": False,
+                "reason": None}
+
+
+# measured on the 480 MiB-LLC guest (a fresh 64 MiB read, GB/s per pass)
+FRESH_64M_READ = [11.0, 11.0, 13.3, 19.6, 23.9, 23.7, 25.6, 25.8, 25.2, 24.2, 25.7, 25.4]
+
+
+def test_a_fresh_chunked_stream_is_not_settled_by_its_early_plateau():
+    """Its first two passes agree within the tolerance; compared with the
+    previous pass only, the settle stopped there and the samples caught the
+    ramp.  A fresh stream's pass must be no faster than the two before it."""
+    lab = ScriptedPasses(FRESH_64M_READ, pass_iters=8)
+    trial = Trial("k", metric="bandwidth", chunks=8)
+    state = _worker.settle(lab, trial, count=1, cycles_per_tick=1.0, pass_iters=8,
+                           whole_pass=True, fresh=True)
+    assert state["settled"] == 1
+    assert FRESH_64M_READ[lab.passes] >= 24.0        # the next sample runs at the plateau
+    # a later visit (the region no longer fresh) still stops at two agreeing passes
+    lab = ScriptedPasses(FRESH_64M_READ, pass_iters=8)
+    _worker.settle(lab, trial, count=1, cycles_per_tick=1.0, pass_iters=8, whole_pass=True)
+    assert lab.passes == 2 and FRESH_64M_READ[lab.passes] < 14
+
+
 def test_visits_are_abba_and_split_the_samples():
     order = _worker.visit_order(3, random.Random(4))
     assert order[:3] == order[3:][::-1] and sorted(order[:3]) == [0, 1, 2]
