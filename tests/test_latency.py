@@ -47,9 +47,9 @@ def test_plan_defaults_and_presets():
     pts = exp.plan(quick, MACHINE)
     assert {p.arm for p in pts} == {"random", "sequential"}
     assert max(p.params["size_bytes"] for p in pts) == 64 << 20
-    # full: up to 4x the LLC, both page sizes
+    # full: up to 3x the LLC (the memory window's top), both page sizes
     fpts = exp.plan(full, MACHINE)
-    assert max(p.params["size_bytes"] for p in fpts) == 4 * (32 << 20)
+    assert max(p.params["size_bytes"] for p in fpts) == 3 * (32 << 20)
     assert {p.params["pages"] for p in fpts} == {"4k", "thp"}
     # every point has both arms (they are interleaved per cell)
     cells = {}

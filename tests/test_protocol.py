@@ -159,6 +159,24 @@ def test_a_chunked_stream_settles_pass_by_pass():
     assert lab.since["k"] < 3 * 64
 
 
+def test_a_point_with_long_samples_takes_fewer_within_arm_seconds():
+    """arm_seconds caps one arm's timed seconds per cell: an arm whose
+    samples are long takes fewer (never below 3), the short arm all of
+    them; 0 turns the cap off."""
+    exp = TwoArms()
+    steady = {"slow": 300.0, "fast": 2.0}        # x 1000 iterations: 0.3 ms and 2 us a sample
+    for arm_seconds, slow_n in ((0.0005, 3), (0.002, 6), (0, 9)):
+        params = {"samples": 9, "arm_seconds": arm_seconds}
+        recs = _worker.measure_cell(exp, exp.plan(params, {}), params, ColdStartLab(steady),
+                                    random.Random(1))
+        points = {p["arm"]: p for p in build_points(recs)}
+        assert points["slow"]["n"] == slow_n and points["fast"]["n"] == 9
+    assert _worker.samples_within(11, 0.5, 150e6) == 3       # a 960 MiB copy's calls
+    assert _worker.samples_within(11, 0.5, 1e6) == 11
+    assert _worker.samples_within(11, 0.5, None) == 11
+    assert _worker.samples_within(5, 0.5, 126e6) == 3        # quick fill's DRAM passes
+
+
 class ScriptedPasses(ColdStartLab):
     """Each whole pass of a chunked stream runs at the next of `gbps` (then
     at the last one): a fresh 64 MiB read on a KVM guest whose host cache

@@ -164,3 +164,30 @@ def test_estimate_ignores_survey_runs_and_counts_replicas():
         (30.0, "rough guess")
     assert estimate(FakeStore([in_survey, alone_r3]), "x", "quick", Exp, params, {}) == \
         (33.0, "from earlier runs")
+
+
+def test_a_survey_estimate_comes_from_earlier_surveys_like_it():
+    """The survey's opening line: the median wall time of earlier complete
+    surveys with the same preset, as many runs and advice the same way;
+    none of those -> None (the per-run guess is printed as a rough guess)."""
+    from memfx.survey import past_survey_seconds
+
+    def survey(preset, n_runs, seconds, status="complete", argv=("survey", "--quick")):
+        return {"status": status, "preset": preset, "n_runs": n_runs, "argv": list(argv),
+                "started": "2026-11-26T04:00:00Z",
+                "finished": f"2026-11-26T04:{seconds // 60:02d}:{seconds % 60:02d}Z"}
+
+    class FakeStore:
+        def __init__(self, surveys):
+            self._surveys = surveys
+
+        def surveys(self):
+            return self._surveys
+
+    names = ["a", "b"]
+    alike = [survey("quick", 2, 130), survey("quick", 2, 150), survey("quick", 2, 140)]
+    others = [survey("full", 2, 900), survey("quick", 1, 20), survey("quick", 2, 10, "interrupted"),
+              survey("quick", 2, 60, argv=("survey", "--quick", "--no-advise"))]
+    assert past_survey_seconds(FakeStore(others + alike), "quick", names, True) == 140.0
+    assert past_survey_seconds(FakeStore(others), "quick", names, False) == 60.0
+    assert past_survey_seconds(FakeStore(others[:3]), "quick", names, True) is None

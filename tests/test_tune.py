@@ -418,6 +418,41 @@ def test_no_copy_run_is_one_line_and_exit_2(db_path, capsys):
 
 
 @pytest.mark.measuring
+def test_ctrl_c_while_the_program_starts_still_kills_its_group(tmp_path):
+    """A Ctrl-C that lands inside Popen (the program already running and
+    writing its child's pid, memfx not yet waiting on it) is held back until
+    memfx can kill the group: the program's child must not survive."""
+    import signal
+    import time
+    pid_file = tmp_path / "child.pid"
+    script = tmp_path / "hangs.sh"
+    script.write_text(f"#!/bin/sh\nsleep 60 &\necho $! > {pid_file}\nwait\n")
+    script.chmod(0o755)
+    driver = ("import os, signal, subprocess, sys, time\nfrom memfx import tune as T\n"
+              "real = subprocess.Popen\n"
+              "def popen(*a, **k):\n"
+              "    p = real(*a, **k)\n"
+              "    os.kill(os.getpid(), signal.SIGINT)   # Ctrl-C before Popen returns\n"
+              "    time.sleep(0.5)\n"
+              "    return p\n"
+              "subprocess.Popen = popen\n"
+              f"T.Runner([{str(script)!r}]).run(dict(os.environ), 'round 1')\n")
+    proc = subprocess.run([sys.executable, "-c", driver], stderr=subprocess.PIPE, timeout=60)
+    assert proc.returncode != 0 and b"KeyboardInterrupt" in proc.stderr
+    child = int(pid_file.read_text())
+    for _ in range(100):
+        try:
+            state = open(f"/proc/{child}/stat").read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            break
+        if state == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(child, signal.SIGKILL)
+        pytest.fail(f"the program's child {child} survived a Ctrl-C during its start")
+
+
 def test_ctrl_c_kills_the_programs_whole_process_group(tmp_path):
     """SIGINT to memfx while the program runs: memfx stops and the program's
     background child (same process group) is gone too."""

@@ -128,7 +128,9 @@ def settle(lab, trial, count, cycles_per_tick, pass_iters=0, tolerance=SETTLE_TO
                   and per_iter >= max(clean[-lag:]) * (1 - tolerance))
         if (passed and steady) or spent_ns >= budget_ns:
             return {"settle_blocks": blocks, "settle_ms": round(spent_ns / 1e6, 3),
-                    "settled": int(passed and steady)}
+                    "settled": int(passed and steady),
+                    "ns_per_iter": per_iter if per_iter is not None else
+                    (clean[-1] if clean else None)}
         # a rejected (preempted) block is repeated, not grown, and starts the
         # comparison afresh: what ran meanwhile may have evicted the working set
         if per_iter is not None:
@@ -138,6 +140,20 @@ def settle(lab, trial, count, cycles_per_tick, pass_iters=0, tolerance=SETTLE_TO
         # fill of one call per pass took 1 + 2 passes per visit)
         if per_iter is not None and block < SETTLE_MAX_BLOCK * count and block < pass_iters:
             block *= 2
+
+
+# Fewer samples than `samples` for a point whose samples are long (the
+# arm_seconds parameter), never fewer than this.
+MIN_SAMPLES = 3
+
+
+def samples_within(samples, arm_seconds, sample_ns):
+    """How many samples a point takes: `samples`, or fewer when that many
+    would last more than arm_seconds (sample_ns: one sample's expected
+    duration, from its settle's last block; None/0 = unknown)."""
+    if not arm_seconds or not sample_ns or samples <= MIN_SAMPLES:
+        return samples
+    return max(MIN_SAMPLES, min(samples, int(arm_seconds * 1e9 // sample_ns)))
 
 
 def visit_order(arms, rng, visits=VISITS_PER_ARM):
@@ -164,6 +180,7 @@ def measure_cell(exp, cell, params, lab, rng):
     cpt_before, spread_before = lab.cycles_per_tick()
     records = []
     want = params["samples"]
+    wanted = [want] * len(trials)     # per trial: fewer when its samples are long (arm_seconds)
     accepted = [0] * len(trials)
     attempts = [0] * len(trials)
     planned = [0] * len(trials)
@@ -172,13 +189,24 @@ def measure_cell(exp, cell, params, lab, rng):
     last = None                # the trial that ran last: no re-warm without a switch
     warm_state = {}
 
-    def take(i, quota):
+    def take(i, quota=None, visits_after=0):
+        """Samples of trial i; quota None = its share of what is still
+        planned, `visits_after` more visits of it to come."""
         nonlocal last
         point, trial, count = trials[i]
         if last != i:
-            warm_state[i] = settle(lab, trial, count, cpt_before, trial.warmup or 0,
-                                   whole_pass=True, fresh=i not in warm_state)
+            state = settle(lab, trial, count, cpt_before, trial.warmup or 0,
+                           whole_pass=True, fresh=i not in warm_state)
+            ns_per_iter = state.pop("ns_per_iter", None)
+            if i not in warm_state:
+                wanted[i] = samples_within(want, params.get("arm_seconds", 0),
+                                           ns_per_iter and ns_per_iter * count)
+            warm_state[i] = state
             last = i
+        if quota is None:
+            quota = max(0, wanted[i] - planned[i]) // (visits_after + 1) if visits_after \
+                else max(0, wanted[i] - planned[i])
+            planned[i] += quota
         disturbed = False
         for _ in range(quota):
             if disturbed:
@@ -208,17 +236,15 @@ def measure_cell(exp, cell, params, lab, rng):
 
     for i in order:            # the planned visits: samples split evenly
         visits[i] -= 1
-        quota = (want - planned[i]) // (visits[i] + 1) if visits[i] else want - planned[i]
-        planned[i] += quota
-        take(i, quota)
+        take(i, visits_after=visits[i])
     while True:                # rejected samples are retaken (each retake visit re-warmed),
         short = [i for i in range(len(trials))     # up to twice the planned samples
-                 if accepted[i] < want and attempts[i] < 2 * want]
+                 if accepted[i] < wanted[i] and attempts[i] < 2 * wanted[i]]
         if not short:
             break
         rng.shuffle(short)
         for i in short:
-            take(i, min(want - accepted[i], 2 * want - attempts[i]))
+            take(i, min(wanted[i] - accepted[i], 2 * wanted[i] - attempts[i]))
     cpt_after, spread_after = lab.cycles_per_tick()
     drift = abs(cpt_after - cpt_before) / cpt_before
     for rec in records:

@@ -120,6 +120,10 @@ COMMON_PARAMS = [
           "(quick: 3, with fewer samples each)", "5", minimum=1, maximum=50),
     Param("arms", "list:str", ["all"], "arms (variants) to measure, comma-separated; all = every "
           "arm of the experiment (see its description)", "random"),
+    Param("arm_seconds", "float", 0.5, "timed seconds one arm may take per cell and replica: "
+          "a point whose sample lasts longer than arm_seconds / samples takes fewer samples, "
+          "never fewer than 3 (a 960 MiB copy's 150 ms calls: 3, not 7; the replicas carry "
+          "the spread); 0 = always `samples`", "2", minimum=0.0, maximum=3600),
 ]
 
 

@@ -49,6 +49,29 @@ def estimate(store, name, preset, exp, params, machine):
     return exp.estimate_seconds(params, machine) * replicas, "rough guess"
 
 
+def past_survey_seconds(store, preset, names, with_advice):
+    """The median wall time of up to 5 earlier complete surveys in this
+    store with the same preset, the same number of runs and advice the same
+    way (a survey's runs interleave their replicas, so their own durations
+    do not add up to it); None without one."""
+    from datetime import datetime
+    past = []
+    for s in store.surveys():
+        if (s.get("status") != "complete" or s.get("preset") != preset or not s.get("finished")
+                or s.get("n_runs") != len(names)
+                or ("--no-advise" in (s.get("argv") or [])) == with_advice):
+            continue
+        try:
+            t0, t1 = (datetime.fromisoformat(str(s[k]).replace("Z", "+00:00"))
+                      for k in ("started", "finished"))
+        except ValueError:
+            continue
+        past.append((t1 - t0).total_seconds())
+        if len(past) == 5:
+            break
+    return statistics.median(past) if past else None
+
+
 def run_survey(args, get_machine, open_store, console):
     from .documents import survey_document
     from .outputs import atomic_output
@@ -64,6 +87,7 @@ def run_survey(args, get_machine, open_store, console):
     with_advice = "copy" in names and not args.no_advise
     if with_advice:
         guesses["advise"] = ADVICE_SECONDS[preset]
+    past_seconds = past_survey_seconds(store, preset, names, with_advice)
     survey_id = store.begin_survey(preset, sys.argv[1:], labels=getattr(args, "labels", None))
     if getattr(args, "json", False):     # stdout carries only the survey document
         from rich.console import Console
@@ -73,8 +97,10 @@ def run_survey(args, get_machine, open_store, console):
     status, t0 = "complete", time.monotonic()
     failures, durations = {}, {}
     documents = None            # {run id: result document}, made once after the runs
+    how_long = (f"about {past_seconds:.0f} s (earlier surveys here)" if past_seconds else
+                 f"about {sum(guesses.values()):.0f} s (a rough guess)")
     con.print(f"[bold]memfx survey {survey_id}[/bold] ({preset}): {len(names)} experiments, "
-              f"about {sum(guesses.values()):.0f} s")
+              f"{how_long}")
     open_runs = {}              # name -> Measurement begun and not yet finished
     try:
         with _progress(args.quiet) as prog:

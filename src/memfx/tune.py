@@ -153,19 +153,29 @@ class Runner:
         self.argv, self.cpu, self.timeout_s, self.show_output = list(argv), cpu, timeout_s, show_output
 
     def _preexec(self):
+        signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)   # the program gets Ctrl-C again
         if self.cpu is not None:
             os.sched_setaffinity(0, {self.cpu})
 
     def run(self, env, what, pass_fds=()):
         out = None if self.show_output else subprocess.DEVNULL
         t0 = time.perf_counter()
+        # Ctrl-C is held back while the program starts: one that arrived
+        # inside Popen (the program already running, its process group not
+        # yet ours to kill) left the program and its children behind
+        self._mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             proc = subprocess.Popen(self.argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=out, start_new_session=True,
                                     preexec_fn=self._preexec, pass_fds=tuple(pass_fds))
         except OSError as e:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
             raise MemfxError(f"cannot run {self.argv[0]}: {e.strerror or e}") from None
+        except BaseException:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
+            raise
         try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)   # a held Ctrl-C lands here
             status = proc.wait(timeout=self.timeout_s)
             elapsed = time.perf_counter() - t0
         except subprocess.TimeoutExpired:

@@ -198,7 +198,7 @@ class Aliasing(Experiment):
     presets = {
         "quick": {"sizes": "256,2K,16K", "fine_span": 64, "fine_step": 4, "coarse_step": 512,
                   "modes": "throughput", "samples": 7, "min_sample_ms": 0.2},
-        "full": {"samples": 9, "min_sample_ms": 0.2},
+        "full": {"samples": 7, "min_sample_ms": 0.2, "fine_step": 2},
     }
 
     def strategies(self, params):

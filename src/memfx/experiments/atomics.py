@@ -73,7 +73,7 @@ class Atomics(Experiment):
         # (2.3-3.0x here against its 2x bar) read detected in 2 of 5 A/A
         # surveys with 3 (t(2) = 4.3) and inconclusive in the others
         "quick": {"samples": 5, "min_sample_ms": 0.3, "replicas": 5},
-        "full": {"samples": 15, "min_sample_ms": 2},
+        "full": {"samples": 9, "min_sample_ms": 2},
     }
     questions = (
         Question("atomics.single_thread", "What does one uncontended atomic increment (lock "

@@ -367,7 +367,7 @@ class Bandwidth(BandwidthAnswers, Experiment):
         # replica took 128 s on a 480 MiB-LLC guest, where the 5-width x
         # 2-page sweep at 4 per octave to 4x the LLC (4354 points) was
         # estimated at 1.9 h for three
-        "full": {"samples": 11, "min_sample_ms": 2.0, "per_octave": 2, "dram_factor": 2,
+        "full": {"samples": 7, "min_sample_ms": 2.0, "per_octave": 2, "dram_factor": 2,
                  "curves": "widest", "widths": "scalar,sse2,avx2,avx512,rep",
                  "pages": "4k,thp"},
     }

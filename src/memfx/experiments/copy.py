@@ -577,7 +577,7 @@ class Copy(Experiment):
         # samples on a shared machine see a context switch and are retaken
         "quick": {"modes": "throughput", "small_step": 8, "per_octave": 1, "samples": 5,
                   "min_sample_ms": 0.2, "refine_steps": 3, "max_size": "32M"},
-        "full": {"samples": 11, "min_sample_ms": 0.2},
+        "full": {"samples": 7, "min_sample_ms": 0.2, "per_octave": 2, "refine_steps": 3},
     }
 
     # -- plan --

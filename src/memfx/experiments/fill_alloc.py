@@ -85,7 +85,7 @@ class FillAlloc(Experiment):
         # guest switches tasks: samples of many ms are often rejected, so the
         # quick sizes stay small
         "quick": {"sizes": "256K,4M", "samples": 7, "min_sample_ms": 1.0},
-        "full": {"samples": 11, "min_sample_ms": 2.0},
+        "full": {"samples": 7, "min_sample_ms": 2.0},
     }
 
     questions = (

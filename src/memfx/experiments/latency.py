@@ -43,7 +43,7 @@ from .base import Experiment, Param, Point, Trial, register
 # (issue 9: a factor of 2 let a 539K TLB knee "match" a 1M L2).
 CACHE_MATCH_TOLERANCE = 0.25
 # Working sets of 1.5x to 3x the largest reported cache are taken to be served
-# from memory; a fixed window, so a quick run (to 2x) and a full run (to 4x)
+# from memory; a fixed window, so a quick run (to 2x) and a full run (to 3x)
 # answer the same question.
 MEMORY_FROM, MEMORY_TO = 1.5, 3.0
 # Nothing is concluded from a point with fewer samples.
@@ -161,7 +161,8 @@ class Latency(Experiment):
     params = [
         Param("min_size", "size", 1024, "smallest working set, bytes", "4K", minimum=64),
         Param("max_size", "size", "auto",
-              "largest working set, bytes; auto = 4x the last-level cache (bounded by free memory)",
+              "largest working set, bytes; auto = 3x the last-level cache, the top of the memory "
+              "window (bounded by free memory)",
               "256M"),
         Param("per_octave", "int", 4, "working-set sizes per doubling (geometric steps)", "8",
               minimum=1, maximum=32),
@@ -178,7 +179,7 @@ class Latency(Experiment):
         # measured here ~15 % less worker CPU time, the same verdicts.
         # 64M keeps two sizes in the memory window (1.5-3x the LLC)
         "quick": {"max_size": "64M", "per_octave": 3, "samples": 5},   # x 3 replicas
-        "full": {"per_octave": 4, "pages": "4k,thp", "samples": 11},
+        "full": {"per_octave": 3, "pages": "4k,thp", "samples": 7},
     }
 
     # -- plan --
@@ -186,8 +187,11 @@ class Latency(Experiment):
         if params["max_size"] != "auto":
             return params["max_size"]
         avail = (machine.get("memory") or {}).get("available_bytes") or (4 << 30)
-        # both arms of a point live at once: keep them within a third of free memory
-        return int(min(4 * Fingerprint.of(machine).llc_bytes, avail / 6))
+        # both arms of a point live at once: keep them within a third of free
+        # memory.  To the window's top, not past it: on a 480 MiB-LLC guest
+        # each cell of 1.7-2 GiB took 8-10 s a replica (two fresh mappings
+        # faulted, a 31M-element shuffle and chain) and answered nothing
+        return int(min(MEMORY_TO * Fingerprint.of(machine).llc_bytes, avail / 6))
 
     def plan(self, params, machine):
         lo, hi = params["min_size"], self.max_bytes(params, machine)

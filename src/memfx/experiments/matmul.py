@@ -171,7 +171,7 @@ class Matmul(Experiment):
         # 22).  N = 1024 in quick needs kernels that compute fewer rows per
         # iteration first; `--set n=1024` measures it now.
         "quick": {"samples": 5, "min_sample_ms": 0.5, "n": "auto", "init_n": "1024"},
-        "full": {"samples": 9},
+        "full": {"samples": 5},
     }
     questions = (
         Question("matmul.transposed", "What share of the naive loop's time does the "

@@ -79,7 +79,7 @@ class Misaligned(Experiment):
     ]
     presets = {
         "quick": {"samples": 5, "min_sample_ms": 0.2, "offsets": "0,1,62"},
-        "full": {"samples": 11},
+        "full": {"samples": 7},
     }
     questions = (
         Question("misaligned.line_split_load", "How much dearer is a load that splits a "

@@ -263,7 +263,7 @@ class Prefetch(Experiment):
                   "levels": "short,l2", "region": "128M"},
         # 0.5 ms samples: on a shared machine 1 ms samples were rejected
         # (preempted) so often that points ended below min_samples
-        "full": {"samples": 11, "min_sample_ms": 0.5},
+        "full": {"samples": 7, "min_sample_ms": 0.5},
     }
     questions = (
         Question("prefetch.null_cost", "What does a prefetcht0 of NULL cost (independent "

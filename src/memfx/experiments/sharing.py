@@ -109,7 +109,7 @@ class Sharing(Experiment):
     ]
     presets = {
         "quick": {"samples": 7, "min_sample_ms": 0.3},
-        "full": {"samples": 15, "min_sample_ms": 2},
+        "full": {"samples": 9, "min_sample_ms": 2},
     }
     questions = (
         Question("sharing.false_sharing", "How much slower are increments of per-thread "

@@ -222,7 +222,7 @@ class StoreForward(Experiment):
 
     presets = {
         "quick": {"samples": 5, "min_sample_ms": 0.2, "offsets": "edges"},   # x 3 replicas
-        "full": {"samples": 11, "min_sample_ms": 0.5, "widest": "16,32,64"},
+        "full": {"samples": 7, "min_sample_ms": 0.5, "widest": "16,32,64"},
     }
 
     # -- plan --

@@ -160,7 +160,7 @@ class Tlb(Experiment):
         # 16 Ki pages: 5x past a 3 Ki-entry L2 TLB, 65 MiB of chain per arm
         "quick": {"samples": 5, "min_sample_ms": 0.3, "per_octave": 3, "min_pages": 16,
                   "max_pages": 16384},
-        "full": {"samples": 11, "per_octave": 6},
+        "full": {"samples": 7, "per_octave": 6},
     }
     questions = (
         Question("tlb.l1_entries", "How many 4 KiB translations does the L1 data TLB hold?",
