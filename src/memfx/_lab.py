@@ -559,6 +559,13 @@ class Lab:
         _, m, region = got
         return Region(m, region.offset, size, region.address)
 
+    def drop_pooled(self, key, hugepages):
+        """Unmap the pooled mapping under (`key`, hugepages), if there is one
+        (a sweep that moves on to the other page size frees the first's)."""
+        got = self.cache.get("_pooled", {}).pop((key, hugepages), None)
+        if got is not None:
+            _unmap_all([got[1]])
+
     def kept_mapping(self, key, size, room=0, prefault=True):
         """A page-aligned anonymous mapping of `size` + `room` bytes kept in
         self.cache (per run, survives release()) under `key` until a request

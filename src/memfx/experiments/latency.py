@@ -208,9 +208,11 @@ class Latency(Experiment):
         if avail and peak > avail * 0.8:
             raise ParamError(f"max_size {format_size(hi)} does not fit: both arms and the shuffled "
                              f"order need {format_size(peak)} and {format_size(avail)} is available")
+        # largest first: each arm's mapping is pooled for the replica (see
+        # prepare), so the first cell maps and faults it once
         return [Point(arm, {"size_bytes": s, "pages": pg, "npad": params["npad"]})
                 for pg in params["pages"]
-                for s in sizes
+                for s in sorted(sizes, reverse=True)
                 for arm in self.arms]
 
     def refine(self, data, params, machine):
@@ -256,13 +258,22 @@ class Latency(Experiment):
         size, npad = point.params["size_bytes"], point.params["npad"]
         elem = 8 * (npad + 1)
         n = size // elem
-        region = lab.buffer(n * elem, align=4096, hugepages=point.params["pages"] == "thp")
+        thp = point.params["pages"] == "thp"
+        # One mapping per arm and page size for the whole replica
+        # (lab.pooled_buffer), the largest cell first (plan): a fresh mapping
+        # per cell faulted ~5x the largest set per arm, and on a 480 MiB-LLC
+        # guest fresh huge pages fault at ~5 s per GiB (the host backs them
+        # on first touch; 4 KiB pages ~1.1 s per GiB): most of a full
+        # replica's time.  The chain is relinked over the mapping every cell;
+        # each replica is its own process, so replicas still get fresh pages.
+        lab.drop_pooled(("latency", point.arm), not thp)
+        region = lab.pooled_buffer(("latency", point.arm), n * elem, hugepages=thp)
         order = shuffled_order(n, [params["seed"], size, npad]) if point.arm == "random" else None
         # the core writes the next-pointers itself (element order[i] -> order[i + 1])
         region = lab.link_chain(region, elem, n, order)
         del order
         extra = {"elements": n}
-        if point.params["pages"] == "thp":
+        if thp:
             share = lab.huge_page_share(region)
             if share is not None:
                 extra["huge_page_share"] = round(share, 3)
