@@ -453,6 +453,7 @@ def test_ctrl_c_while_the_program_starts_still_kills_its_group(tmp_path):
         pytest.fail(f"the program's child {child} survived a Ctrl-C during its start")
 
 
+@pytest.mark.measuring
 def test_ctrl_c_kills_the_programs_whole_process_group(tmp_path):
     """SIGINT to memfx while the program runs: memfx stops and the program's
     background child (same process group) is gone too."""
