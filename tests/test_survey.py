@@ -95,8 +95,9 @@ def test_budget_caution_names_the_threshold_and_the_slowest_steps():
     assert line.index("latency") < line.index("fill") < line.index("copy")
     assert f"of a {budget:.0f} s budget" in line
     # the full survey has its own budget
-    assert budget_caution("full", THRESHOLDS["survey_budget_full"].value + 1, steps)["threshold"] \
-        == THRESHOLDS["survey_budget_full"].value
+    full = budget_caution("full", THRESHOLDS["survey_budget_full"].value + 1, steps)
+    assert full["threshold"] == THRESHOLDS["survey_budget_full"].value
+    assert "full preset" in full["advice"] and "quick" not in full["advice"]
 
 
 @pytest.mark.measuring

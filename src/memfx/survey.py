@@ -252,8 +252,8 @@ def budget_caution(preset, total_s, durations):
                  f"(survey_budget_{preset}); slowest: "
                  + ", ".join(f"{k} {v:.0f} s" for k, v in slowest)),
         value=round(total_s, 1), threshold=budget,
-        advice="a busy machine retakes preempted samples (check `uptime`); on a quiet one, trim "
-               "the slowest experiment's quick preset").as_dict()
+        advice=f"a busy machine retakes preempted samples (check `uptime`); on a quiet one, trim "
+               f"the slowest experiment's {preset} preset").as_dict()
 
 
 # Interleaved rounds of the advice checks (compile-and-run for GCC, child
