@@ -1,7 +1,17 @@
 import os
+import signal
 import sys
 
 import pytest
+
+# Several tests send Ctrl-C (SIGINT) to a memfx they started.  A test run
+# started in the background by a non-interactive shell (`cmd &`) inherits
+# SIGINT ignored, its children too (an ignored signal stays ignored across
+# exec), and then no Python child raises KeyboardInterrupt: those tests hung
+# or saw a clean exit.  A handled signal is reset to the default at exec, so
+# every process the tests start gets Ctrl-C as a user's terminal would send it.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 # Keep tests away from the user's real results database.
 @pytest.fixture(autouse=True)
