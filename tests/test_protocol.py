@@ -44,7 +44,7 @@ class ColdStartLab:
         return self.steady[key] * (count + excess)
 
     def warm(self, trial, count):
-        self._run(trial, count)
+        return self._run(trial, count) / count
 
     def calibrate(self, trial):
         return self.count
@@ -213,6 +213,104 @@ def test_a_fresh_chunked_stream_is_not_settled_by_its_early_plateau():
     lab = ScriptedPasses(FRESH_64M_READ, pass_iters=8)
     _worker.settle(lab, trial, count=1, cycles_per_tick=1.0, pass_iters=8, whole_pass=True)
     assert lab.passes == 2 and FRESH_64M_READ[lab.passes] < 14
+
+
+def test_the_warm_up_pass_just_before_is_the_settles_first_block():
+    """A steady stream whose warm-up pass ran right before needs one more
+    block, not two (one pass of a 960 MiB random read is 0.5 s)."""
+    trial = Trial("k", metric="bandwidth", chunks=8)
+    lab = ScriptedPasses([20.0] * 6, pass_iters=8)
+    _worker.settle(lab, trial, count=1, cycles_per_tick=1.0, pass_iters=8, whole_pass=True)
+    assert lab.passes == 2
+    lab = ScriptedPasses([20.0] * 6, pass_iters=8)
+    state = _worker.settle(lab, trial, count=1, cycles_per_tick=1.0, pass_iters=8,
+                           whole_pass=True, warmed_ns_per_iter=1 / 20.0)
+    assert lab.passes == 1 and state["settled"] == 1
+
+
+def test_a_warm_up_pass_does_not_cut_a_fresh_streams_ramp():
+    """The warm-up is the ramp's first pass; the settle still ends on the plateau."""
+    trial = Trial("k", metric="bandwidth", chunks=8)
+    lab = ScriptedPasses(FRESH_64M_READ, pass_iters=8)
+    warm = lab.sample(trial, 8, 1.0)                  # the warm-up pass
+    state = _worker.settle(lab, trial, count=1, cycles_per_tick=1.0, pass_iters=8,
+                           whole_pass=True, fresh=True, warmed_ns_per_iter=warm["ns"] / 8)
+    assert state["settled"] == 1
+    assert FRESH_64M_READ[lab.passes] >= 24.0
+
+
+def test_a_revisit_within_the_tolerance_of_the_arms_last_speed_is_steady():
+    """A later visit compares its first pass with the arm's last speed, both
+    ways: equal ends the re-warm after one pass; a cold pass (slower) or a
+    warming one (faster) does not."""
+    trial = Trial("k", metric="bandwidth")
+    lab = ScriptedPasses([20.0] * 6, pass_iters=1)
+    state = _worker.settle(lab, trial, count=1, cycles_per_tick=1.0, pass_iters=1,
+                           whole_pass=True, steady_ns_per_iter=1 / 20.0)
+    assert lab.passes == 1 and state["settled"] == 1
+    for first in (16.0, 25.0):                 # cold, then still warming up
+        lab = ScriptedPasses([first, 20.0, 20.0, 20.0], pass_iters=1)
+        _worker.settle(lab, trial, count=1, cycles_per_tick=1.0, pass_iters=1,
+                       whole_pass=True, steady_ns_per_iter=1 / 20.0)
+        assert lab.passes >= 2
+
+
+def test_arms_that_differ_only_in_data_share_a_long_calls_calibration():
+    """Fill's value arms at 960 MiB: one call lasts 120 samples; the second
+    arm is neither warmed nor calibrated, and its count is 1."""
+    class Lab(ColdStartLab):
+        min_sample_ms = 1.0
+        warmed, calibrated = [], []
+
+        def warm(self, trial, count):
+            self.warmed.append(trial.value)
+            return 120e6
+
+        def calibrate(self, trial):
+            self.calibrated.append(trial.value)
+            return 1
+
+    class Values(TwoArms):
+        arms = ("zero", "one")
+
+        def prepare(self, point, params, lab):
+            return Trial("fill", metric="bandwidth", size=1 << 30, warmup=1,
+                         value=0 if point.arm == "zero" else 1)
+
+    exp, lab = Values(), Lab({"fill": 120e6}, amplitude=0.0)
+    recs = _worker.measure_cell(exp, exp.plan({}, {}), {"samples": 3}, lab, random.Random(2))
+    assert lab.warmed == lab.calibrated == [0]
+    assert {r["arm"] for r in recs} == {"zero", "one"} and all(r["length"] == 1 for r in recs)
+    # a short call (under 10 samples) is calibrated arm by arm
+    lab = Lab({"fill": 5e6}, amplitude=0.0)
+    lab.warmed, lab.calibrated = [], []
+    lab.warm = lambda trial, count: (lab.warmed.append(trial.value), 5e6)[1]
+    _worker.measure_cell(exp, exp.plan({}, {}), {"samples": 3}, lab, random.Random(2))
+    assert lab.warmed == [0, 1]
+
+
+@pytest.mark.parametrize("arms", [("only",), ("slow", "fast")])
+def test_only_the_trial_warmed_last_and_visited_first_counts_its_warm_up(monkeypatch, arms):
+    calls = []
+    real = _worker.settle
+
+    def spy(lab, trial, *a, **k):
+        calls.append((trial.kernel, k.get("warmed_ns_per_iter")))
+        return real(lab, trial, *a, **k)
+
+    monkeypatch.setattr(_worker, "settle", spy)
+
+    class Streams(TwoArms):
+        def prepare(self, point, params, lab):
+            return Trial(point.arm, metric="time", difference=True, warmup=5000, chunks=5000)
+
+    exp = Streams()
+    exp.arms = arms
+    lab = ColdStartLab({a: 2.0 for a in arms}, amplitude=0.0)
+    _worker.measure_cell(exp, exp.plan({}, {}), {"samples": 4}, lab, random.Random(3))
+    credited = [(k, w) for k, w in calls if w]
+    assert calls[0][0] == arms[-1] if credited else calls[0][0] != arms[-1]
+    assert credited == ([(arms[-1], pytest.approx(2.0))] if calls[0][0] == arms[-1] else [])
 
 
 def test_visits_are_abba_and_split_the_samples():

@@ -307,12 +307,14 @@ class Lab:
         return self._call(self._row(trial), trial, count)[3]
 
     def warm(self, trial: Trial, count: int):
-        """Run untimed, to bring the working set into the caches and TLBs."""
+        """Run untimed (no sample is recorded), to bring the working set into
+        the caches and TLBs.  Returns its ns per iteration."""
         ticks = self._call(self._row(trial), trial, count)[0]
         # calibrate() reads this: a warm-up whose calls each lasted two
         # samples needs no calibration call (a whole-pass fill of a 960 MiB
         # region is 0.13 s, three per DRAM cell of quick fill)
         self._warmed = (trial, ticks / max(count, 1))
+        return ticks * 1e9 / self.tsc_hz / max(count, 1)
 
     def calibrate(self, trial: Trial):
         """Iterations so that one sample lasts at least min_sample_ms."""

@@ -93,7 +93,7 @@ from ._bandwidth_kernels import (FILL_BYTE, GUARD, KERNELS, KIND_WORDS, KINDS,  
                                  check_read_kernel, check_rmw_kernel, check_team,
                                  check_write_read_kernel, rmw_reference, verify_kernel)
 from ._kit import cpu_text, parse_cpu_text, resolve_cpus
-from ._sweep import shuffled_order, size_grid
+from ._sweep import kept_order, size_grid
 from .base import Experiment, Param, Point, Trial, register
 from .levels import (DRAM_FROM, INSIDE_ABOVE, INSIDE_BELOW, data_caches,  # noqa: F401
                      declared_sizes, level_windows)
@@ -568,10 +568,8 @@ class Bandwidth(BandwidthAnswers, Experiment):
             order_region = lab.pooled_buffer("order", 4 * lines)
             view = np.frombuffer(order_region.buffer, np.uint32, count=lines,
                                  offset=order_region.offset)
-            order = np.arange(lines, dtype=np.uint32)
-            np.random.default_rng([params["seed"], size]).shuffle(order)
-            view[:] = order
-            del view, order
+            view[:] = kept_order(lab.cache, lines, [params["seed"], size])
+            del view
             trial = Trial(kernel, size=size, src=region, dst=order_region, **common)
         elif kind == "read":
             region = pooled_set(lab, "main", size, thp)
@@ -634,7 +632,7 @@ class Bandwidth(BandwidthAnswers, Experiment):
         if chain is None:
             region = pooled_set(lab, "main", n * CHASE_ELEMENT, thp)
             chain = lab.link_chain(region, CHASE_ELEMENT, n,
-                                   shuffled_order(n, [params["seed"], size]))
+                                   kept_order(lab.cache, n, [params["seed"], size]))
             lab.cell_cache[("loaded_chain", size, thp)] = chain
         members = [TeamMember(cpus[0])]
         if point.arm == "loaded_latency":

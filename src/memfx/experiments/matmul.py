@@ -49,6 +49,13 @@ from .base import Experiment, Param, Point, Region, Trial, register
 
 FORMS = ("naive", "transposed", "blocked", "blocked_simd")
 SM = 8                     # doubles per 64-byte line: Drepper's tile edge
+# Warm-up and re-warm (the settle's pass) of a form, in iterations of 8 rows:
+# every iteration of every form reads all of mul2 (the column walk or its
+# tiles) and its own rows of mul1 and res, so a few iterations leave the
+# caches as a whole product does.  A whole product per visit (n / 8
+# iterations) was 1.0 s of settling for 0.1 s of samples in a quick replica
+# at N = 512 on a 2-vCPU guest.
+WARM_ITERATIONS = 4
 # Drepper's table 6.2, relative to naive.
 DREPPER = {"naive": 1.0, "transposed": 0.234, "blocked": 0.173, "blocked_simd": 0.0947}
 
@@ -243,8 +250,10 @@ class Matmul(Experiment):
                for arm in INIT_ARMS]
 
     def estimate_seconds(self, params, machine):
-        # warm-up: one product per form, the naive at ~1.2 ns per multiply-add
-        warm = sum(n ** 3 for n in self.sizes(params, machine)) * 1.2e-9 * 2.5
+        # warm-up and settles: a few visits of WARM_ITERATIONS per form, the
+        # naive at ~1.2 ns per multiply-add
+        warm = sum(n * n * min(n, SM * WARM_ITERATIONS) * 6
+                   for n in self.sizes(params, machine)) * 1.2e-9 * 2.5
         # init: a column-order pass at ~5 ns per element, samples of N and 2N passes
         # init: warm-up and settle, one column-order pass at ~15 ns per element
         init = sum(n * n * 15e-9 for n in self.init_sizes(params, machine)) * len(INIT_ARMS) * 2
@@ -268,8 +277,9 @@ class Matmul(Experiment):
         del view
         dst = lab.buffer(2 * n * n * 8 + 8)     # res, mul2 transposed, the row cursor
         # one iteration = the next 8 rows of the product, so a sample lasts
-        # min_sample_ms at any n; warm-up: one whole product
-        return Trial(f"mm_{point.arm}", src=src, dst=dst, size=n, warmup=n // SM,
+        # min_sample_ms at any n; warm-up: WARM_ITERATIONS
+        return Trial(f"mm_{point.arm}", src=src, dst=dst, size=n,
+                     warmup=min(n // SM, WARM_ITERATIONS),
                      extra={"n": n})
 
     def verify(self, lab, params):
