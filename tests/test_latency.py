@@ -490,3 +490,21 @@ def test_min_size_equal_to_max_size_measures_exactly_that_size(tmp_path):
         assert {pt["params"]["size_bytes"] for pt in doc["points"]} == {48 << 10}
         assert {pt["params"]["pages"] for pt in doc["points"]} == {"4k"}
         assert {pt["arm"] for pt in doc["points"]} == expected
+
+
+def test_quick_measures_huge_pages_at_every_octave_so_each_run_can_classify_its_knees():
+    """Issue 22: with huge pages only around each replica's own knees, a
+    step the pooled curve found could lack them and l3_capacity read
+    inconclusive in one survey of five.  The quick plan has them at 1 MiB,
+    2 MiB, ... max_size in every run; `huge_from=0` turns them off."""
+    exp = get_experiment("latency")
+    params = exp.resolve("quick", {})
+    huge = sorted(p.params["size_bytes"] for p in exp.plan(params, MACHINE)
+                  if p.params["pages"] == "thp")
+    assert huge == [1 << k for k in range(20, 27)]          # 1 MiB .. 64 MiB
+    assert all(p.arm == "random" for p in exp.plan(params, MACHINE) if p.params["pages"] == "thp")
+    off = exp.resolve("quick", {"huge_from": "0"})
+    assert not [p for p in exp.plan(off, MACHINE) if p.params["pages"] == "thp"]
+    both = exp.resolve("quick", {"pages": "4k,thp"})        # a swept thp curve needs no extra
+    assert len([p for p in exp.plan(both, MACHINE) if p.params["pages"] == "thp"]) == \
+        len([p for p in exp.plan(both, MACHINE) if p.params["pages"] == "4k"])

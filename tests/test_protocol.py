@@ -258,7 +258,7 @@ def test_a_revisit_within_the_tolerance_of_the_arms_last_speed_is_steady():
 def test_arms_that_differ_only_in_data_share_a_long_calls_calibration():
     """Fill's value arms at 960 MiB: one call lasts 120 samples; the second
     arm is neither warmed nor calibrated, and its count is 1."""
-    class Lab(ColdStartLab):
+    class LongCalls(ColdStartLab):
         min_sample_ms = 1.0
         warmed, calibrated = [], []
 
@@ -277,12 +277,12 @@ def test_arms_that_differ_only_in_data_share_a_long_calls_calibration():
             return Trial("fill", metric="bandwidth", size=1 << 30, warmup=1,
                          value=0 if point.arm == "zero" else 1)
 
-    exp, lab = Values(), Lab({"fill": 120e6}, amplitude=0.0)
+    exp, lab = Values(), LongCalls({"fill": 120e6}, amplitude=0.0)
     recs = _worker.measure_cell(exp, exp.plan({}, {}), {"samples": 3}, lab, random.Random(2))
     assert lab.warmed == lab.calibrated == [0]
     assert {r["arm"] for r in recs} == {"zero", "one"} and all(r["length"] == 1 for r in recs)
     # a short call (under 10 samples) is calibrated arm by arm
-    lab = Lab({"fill": 5e6}, amplitude=0.0)
+    lab = LongCalls({"fill": 5e6}, amplitude=0.0)
     lab.warmed, lab.calibrated = [], []
     lab.warm = lambda trial, count: (lab.warmed.append(trial.value), 5e6)[1]
     _worker.measure_cell(exp, exp.plan({}, {}), {"samples": 3}, lab, random.Random(2))

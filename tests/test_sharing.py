@@ -282,6 +282,26 @@ def test_false_sharing_ratio_line_size_and_padding_from_synthetic_points():
     assert pad.value == 64 and "pad per-thread counters to 64 bytes" in pad.because
 
 
+def test_the_headline_pools_every_distance_inside_one_line():
+    """The median over the one-line cells (issue 22): its evidence names all
+    of them, and a penalty at one distance alone does not decide it."""
+    data = _fs_data(penalty_below=64, ratio=1.3)
+    fs = _answers(data)["sharing.false_sharing"]
+    assert "8-56 B apart (one line, pooled)" in fs.because
+    assert sorted(k.split("distance_bytes=")[1].split("|")[0] for k in fs.evidence
+                  if k.startswith("plain")) == ["128", "16", "256", "32", "4096", "56", "8"]
+    assert fs.value == pytest.approx(1.3, rel=0.05)
+    # only d = 8 slow: the pooled one-line median is not it
+    for p in data.points:
+        if p["arm"] == "plain" and p["params"].get("distance_bytes") in (16, 32, 56):
+            p["values"] = [v / 1.3 for v in p["values"]]
+            p["median"] /= 1.3
+    for smp in data.samples:
+        if smp["arm"] == "plain" and smp["point"].get("distance_bytes") in (16, 32, 56):
+            smp["value"] /= 1.3
+    assert _answers(data)["sharing.false_sharing"].value < 1.15
+
+
 def test_a_128_byte_penalty_gives_line_size_128_against_sysfs_64():
     got = _answers(_fs_data(penalty_below=128, ratio=3.0))
     # d = 64 penalised too: the far-apart baseline starts at 128

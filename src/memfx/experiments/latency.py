@@ -172,6 +172,11 @@ class Latency(Experiment):
         Param("pages", "list:str", ["4k"], "page sizes to compare: 4k and/or thp (MADV_HUGEPAGE)",
               "4k,thp", choices=("4k", "thp")),
         Param("refine", "bool", True, "add fine-step points inside each knee found", "false"),
+        Param("huge_from", "size", 0,
+              "with pages=4k: the random chase on huge pages too, at one size per doubling "
+              "from this size to max_size, so that every run can tell a cache step from a "
+              "TLB step there, bytes; 0 = only around the knees each run finds (refine)",
+              "1M", minimum=0),
     ]
     presets = {
         # 3 sizes per doubling: a quarter fewer points than the full grid
@@ -181,7 +186,12 @@ class Latency(Experiment):
         # Samples of 0.5 ms (a pair: 0.5 and 1 ms): a quick replica took 4.9 s
         # instead of 6.8 on a 2-vCPU guest, with the same answers
         "quick": {"max_size": "64M", "per_octave": 3, "samples": 5,   # x 3 replicas
-                  "min_sample_ms": 0.5},
+                  "min_sample_ms": 0.5,
+                  # huge pages at 1, 2, ... 64 MiB in every replica: with them
+                  # only around each replica's own knees, one survey in five
+                  # left a 5-7 MiB step (TLB reach or L3?) undecided and
+                  # l3_capacity inconclusive on a 2-vCPU guest
+                  "huge_from": "1M"},
         "full": {"per_octave": 3, "pages": "4k,thp", "samples": 7},
     }
 
@@ -213,10 +223,16 @@ class Latency(Experiment):
                              f"order need {format_size(peak)} and {format_size(avail)} is available")
         # largest first: each arm's mapping is pooled for the replica (see
         # prepare), so the first cell maps and faults it once
-        return [Point(arm, {"size_bytes": s, "pages": pg, "npad": params["npad"]})
-                for pg in params["pages"]
-                for s in sorted(sizes, reverse=True)
-                for arm in self.arms]
+        points = [Point(arm, {"size_bytes": s, "pages": pg, "npad": params["npad"]})
+                  for pg in params["pages"]
+                  for s in sorted(sizes, reverse=True)
+                  for arm in self.arms]
+        huge_from = params.get("huge_from") or 0      # runs stored before it have none
+        if huge_from and "thp" not in params["pages"] and lo < hi and huge_from <= hi:
+            points += [Point("random", {"size_bytes": s, "pages": "thp", "npad": params["npad"]})
+                       for s in sorted(size_grid(max(lo, huge_from), hi, 1),
+                                       reverse=True)]
+        return points
 
     def refine(self, data, params, machine):
         """After the first pass: fine steps (8 per octave) across each knee of
@@ -242,6 +258,7 @@ class Latency(Experiment):
             if pg != "4k" or "thp" in params["pages"]:
                 continue
             sizes = [p["params"]["size_bytes"] for p in pts]
+            have_huge = {p["params"]["size_bytes"] for p in chase_curve(data, "thp")}
             for lv in levels[:-1]:
                 if lv.knee_size is None or matching_cache(caches, lv.knee_size) is not None:
                     continue
@@ -249,8 +266,9 @@ class Latency(Experiment):
                 # of the next one (the fine steps may move the knee inside)
                 lo, hi = sizes.index(lv.knee_low), sizes.index(lv.knee_high)
                 for s in sizes[max(0, lo - 1):hi + 2]:
-                    extra.append(Point("random", {"size_bytes": s, "pages": "thp",
-                                                  "npad": params["npad"]}))
+                    if s not in have_huge:
+                        extra.append(Point("random", {"size_bytes": s, "pages": "thp",
+                                                      "npad": params["npad"]}))
         unique = {}
         for p in extra:
             unique.setdefault((p.arm, tuple(sorted(p.params.items()))), p)

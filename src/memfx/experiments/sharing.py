@@ -115,8 +115,8 @@ class Sharing(Experiment):
         Question("sharing.false_sharing", "How much slower are increments of per-thread "
                  "counters that share a cache line than of counters far apart?", "ratio", "004",
                  f"ratio of medians (samples whose threads ran side by side), plain "
-                 f"increments at the smallest distance measured vs counters >= {FAR_MIN} B "
-                 f"apart (pooled); detected when its CI is above "
+                 f"increments at every distance inside one line, pooled, vs counters >= "
+                 f"{FAR_MIN} B apart, pooled; detected when its CI is above "
                  f"{1 + PENALTY_MIN:.1f}x, not detected when below; atomic increments and every "
                  f"distance in details; inconclusive when the threads did not run at the same "
                  f"time",
@@ -283,19 +283,37 @@ class Sharing(Experiment):
         measured_d = sorted({d for _, d in pen})
         near = [d for d in measured_d if d < FAR_MIN]
         overlapped = all(share >= CONCURRENT_SHARE_MIN for _, _, share in pen.values())
-        # -- the headline: plain increments at the smallest distance
+        # -- the headline: plain increments at every distance inside one
+        # line, pooled (the median over those cells, issue 22).  At the
+        # smallest distance alone, the replicas of one survey read 1.22, 1.34
+        # and 1.42 on a 2-vCPU guest, and the verdict against the 1.5x bar
+        # flipped from survey to survey.
         d0 = measured_d[0]
         key = ("plain", d0) if ("plain", d0) in pen else next(iter(sorted(pen)))
         e, p, share = pen[key]
+        one_line = [x for x in fs if x["arm"] == key[0]
+                    and x["params"]["distance_bytes"] < min(line or 64, FAR_MIN)]
+        far_pts = [x for x in fs if x["arm"] == key[0]
+                   and x["params"]["distance_bytes"] >= FAR_MIN]
+        far_values = np.concatenate([concurrent_values(data, x) for x in far_pts])
+        far_ns = float(np.median(far_values))
+        span = f"{key[1]} B apart"
+        if len(one_line) > 1:
+            near_values = np.concatenate([concurrent_values(data, x) for x in one_line])
+            e = ans.effect(qf, near_values, far_values, "", effect_min=PENALTY_MIN,
+                           evidence=ans.evidence_keys(one_line) + ans.evidence_keys(far_pts))
+            share = min([share] + [pen[(key[0], x["params"]["distance_bytes"])][2]
+                                   for x in one_line])
+            ds = sorted(x["params"]["distance_bytes"] for x in one_line)
+            span = f"{ds[0]}-{ds[-1]} B apart (one line, pooled)"
+            p = {"median": float(np.median(near_values))}
         atomic = pen.get(("atomic", key[1]))
         a = ans.Answer(qf.id, _one_sided(e), "", value=e.value, ci_low=e.ci_low,
                        ci_high=e.ci_high,
                        evidence=e.evidence, details=details,
-                       estimator="ratio of medians (ns per increment, concurrent samples) "
-                                 f"vs counters >= {FAR_MIN} B apart, pooled")
-        far_ns = np.median(np.concatenate([concurrent_values(data, x) for x in fs
-                                           if x["arm"] == key[0]
-                                           and x["params"]["distance_bytes"] >= FAR_MIN]))
+                       estimator="ratio of medians (ns per increment, concurrent samples) of "
+                                 f"every distance inside one line vs counters >= {FAR_MIN} B "
+                                 "apart, each side pooled")
         parallel = ""
         if key[0] in solo and solo[key[0]]["median"]:
             slow = far_ns / solo[key[0]]["median"]
@@ -316,15 +334,15 @@ class Sharing(Experiment):
                           f"{atomic[0].value:.2f}x" if atomic and atomic[0].value else "")
             if a.verdict == DETECTED:
                 a.because = (f"false sharing costs {e.value:.1f}x here: {key[0]} increments of "
-                             f"counters {key[1]} B apart take {p['median']:.2f} ns vs "
+                             f"counters {span} take {p['median']:.2f} ns vs "
                              f"{far_ns:.2f} ns {FAR_MIN} B+ apart{atomic_txt}{parallel}")
             elif a.verdict == NOT_DETECTED:
                 a.because = (f"No false-sharing penalty of {1 + PENALTY_MIN:g}x or more (the "
                              f"bar for two threads' sub-nanosecond increments on a shared host): "
-                             f"{key[0]} increments {key[1]} B apart take {e.value:.2f}x the time "
+                             f"{key[0]} increments {span} take {e.value:.2f}x the time "
                              f"of far-apart ones{atomic_txt}{parallel}")
             else:
-                a.because = (f"Inconclusive: {key[0]} increments {key[1]} B apart take "
+                a.because = (f"Inconclusive: {key[0]} increments {span} take "
                              f"{e.value:.2f}x [{e.ci_low or float('nan'):.2f}, "
                              f"{e.ci_high or float('nan'):.2f}] the time of far-apart ones, "
                              f"undecided against the {1 + PENALTY_MIN:g}x bar{atomic_txt}{parallel}")
