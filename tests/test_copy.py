@@ -146,7 +146,8 @@ def test_plan_quick_and_full_shapes():
     full = EXP.resolve("full")
     f = EXP.plan(full, MACHINE)
     fsizes = sorted({p.params["size_bytes"] for p in f})
-    assert fsizes[:256] == list(range(1, 257))
+    # every size to 16 B, then every even size to small_max (256 B)
+    assert fsizes[:136] == list(range(1, 17)) + list(range(18, 257, 2))
     assert max(fsizes) == 4 << 20     # auto: 2 x the largest cache
     assert all(p.params["size_bytes"] <= full["latency_max_size"]
                for p in f if p.params["mode"] != "throughput")

@@ -256,3 +256,27 @@ def test_declared_init_plot_draws_one_bar_per_arm():
     times = next(ax for t, ax in axes.items() if "by form" in t)
     assert len(init.patches) == len(INIT_ARMS) and len(times.patches) == len(FORMS)
     matplotlib.pyplot.close(fig)
+
+
+def test_warm_ups_cover_a_cache_sized_matrix_whole_and_a_dram_one_in_part():
+    """A form re-warms in a few iterations (each reads all of the second
+    matrix); an init arm writes its whole matrix when it may be cached, and
+    64 MiB of a DRAM-sized one (init_n=auto, 2x the LLC: 4 s per pass)."""
+    from memfx.experiments.matmul import (INIT_WARM_BYTES, WARM_ITERATIONS, init_bands,
+                                          init_warm_bands)
+    assert init_warm_bands(1024) == init_bands(1024) == 64          # 4 MiB, whole
+    assert init_warm_bands(16384) * 16 * 4 * 16384 == INIT_WARM_BYTES   # 1 GiB, 1/16 of it
+    assert init_warm_bands(16384) < init_bands(16384)
+    exp = get_experiment("matmul")
+
+    class Buffers:
+        def buffer(self, n, **k):
+            import mmap
+            from memfx.protocol import Region
+            m = mmap.mmap(-1, max(n, 1))
+            return Region(m, 0, n, 0)
+
+    params = exp.resolve("quick", {"seed": "1"})
+    from memfx.protocol import Point
+    trial = exp.prepare(Point("naive", {"n": 512}), params, Buffers())
+    assert trial.warmup == WARM_ITERATIONS < 512 // SM

@@ -84,7 +84,8 @@ SETTLE_MAX_BLOCK = 2           # samples: longer blocks are mostly preempted on 
 # Streams only: their blocks are whole passes, compared pass with pass.  A
 # block of a quarter sample right after a whole warm-up pass looks faster
 # than the pass's average, and the next one, as short, not, while a slow
-# transient is still 16 % above steady (tests/test_protocol.py's cold start).
+# transient is still well above steady: a sample 11 % above it in
+# tests/test_protocol.py's cold start.
 # Arms of a cell that differ only in their data (fill's value arms) share a
 # calibration when one call of the first lasted this many samples: one call
 # is then a sample for each of them, even one several times faster, and the

@@ -577,7 +577,12 @@ class Copy(Experiment):
         # samples on a shared machine see a context switch and are retaken
         "quick": {"modes": "throughput", "small_step": 8, "per_octave": 1, "samples": 5,
                   "min_sample_ms": 0.2, "refine_steps": 3, "max_size": "32M"},
-        "full": {"samples": 7, "min_sample_ms": 0.2, "per_octave": 2, "refine_steps": 3},
+        # the fine part at every even size (1-16 B every size): at every size it
+        # was 256 sizes x 3 modes x 2 ops of ~8 strategies, about half of a
+        # full copy replica (150 s on a 2-vCPU guest); refine still adds the
+        # sizes inside every step it finds
+        "full": {"samples": 7, "min_sample_ms": 0.2, "per_octave": 2, "refine_steps": 3,
+                 "small_step": 2},
     }
 
     # -- plan --

@@ -100,6 +100,18 @@ def init_bands(n):
     return -(-n // INIT_BAND)
 
 
+# Warm-up and re-warm of an initialisation arm: bands of this many bytes at
+# most.  A matrix up to that size is written whole (it may live in a cache);
+# one larger than that -- init_n=auto is twice the LLC -- is in DRAM whatever
+# was written last, and a whole pass of a 1 GiB matrix in column order (4 s
+# on a 2-vCPU guest) per visit of each arm was most of a full matmul run.
+INIT_WARM_BYTES = 64 << 20
+
+
+def init_warm_bands(n):
+    return max(1, min(init_bands(n), INIT_WARM_BYTES // (INIT_BAND * INIT_ELEMENT * n)))
+
+
 def check_init(lab, kernel, max_n=CHECK_MAX_N, offsets=CHECK_OFFSETS):
     """Byte-exact check of one init kernel: every n x n matrix for n = 0 ..
     max_n at each byte offset, one whole pass of bands and one more (the
@@ -263,10 +275,11 @@ class Matmul(Experiment):
     def prepare(self, point, params, lab):
         if point.arm in INIT_ARMS:
             n = point.params["init_n"]
-            # pre-faulted: no first touch timed; warm-up: one whole matrix
+            # pre-faulted: no first touch timed; warm-up: the whole matrix, or
+            # INIT_WARM_BYTES of it
             dst = lab.buffer(n * n * INIT_ELEMENT + CURSOR)
             return Trial(point.arm, dst=dst, size=INIT_BAND * INIT_ELEMENT * n, aux=n,
-                         value=INIT_VALUE, warmup=init_bands(n), extra={"init_n": n},
+                         value=INIT_VALUE, warmup=init_warm_bands(n), extra={"init_n": n},
                          # a call's overhead is ~0.1 us of a >= 0.5 ms sample: one length,
                          # half the exposure to preemption of an N, 2N pair
                          difference=False)

@@ -66,6 +66,8 @@ TRAP_SYSTEM_SHARE = 0.05
 # page, SDM Vol. 3A 4.5).
 PAGE = 4096
 LINE = 64
+# region=auto: this many times the LLC sysfs reports (see region_bytes)
+REGION_LLC_FACTOR = 2
 # A list walk's warm-up pass, at most: the whole of a list up to the LLC
 # (half of a 32 MiB LLC is 2^18 lines); a list beyond it misses on every
 # node whatever was walked before, so a longer pass only costs time (a
@@ -253,7 +255,7 @@ class Prefetch(Experiment):
               "stream part: prefetch distance in elements", "4,16", minimum=1, maximum=4096),
         Param("pages", "list:str", ["4k", "thp"], "tlb part: page sizes (4k, thp)", "4k",
               choices=("4k", "thp")),
-        Param("region", "size", "auto", "tlb and stream parts: region size, bytes; auto = 4x "
+        Param("region", "size", "auto", "tlb and stream parts: region size, bytes; auto = 2x "
               "the last-level cache that sysfs reports, at least 128 MiB", "256M",
               minimum=1 << 20),
     ]
@@ -316,7 +318,11 @@ class Prefetch(Experiment):
     def region_bytes(self, params, machine):
         if params["region"] != "auto":
             return params["region"]
-        return max(128 << 20, 4 * Fingerprint.of(machine).llc_bytes)
+        # twice the LLC, the DRAM working set of bandwidth and copy: 4x was
+        # two 1.9 GiB regions per replica on a 480 MiB-LLC guest (faulted at
+        # ~1 s per GiB, 5 s with huge pages) for a stream that leaves the
+        # caches at 2x as surely
+        return max(128 << 20, REGION_LLC_FACTOR * Fingerprint.of(machine).llc_bytes)
 
     def plan(self, params, machine):
         pts = []
