@@ -330,8 +330,8 @@ class Sharing(Experiment):
             a.verdict = "not_measured"
             a.because = f"no distance below {FAR_MIN} B was measured"
         else:
-            atomic_txt = (f"; atomic increments (not what this answer decides on) take "
-                          f"{atomic[0].value:.2f}x" if atomic and atomic[0].value else "")
+            atomic_txt = (f"; atomic increments {key[1]} B apart (not what this answer decides "
+                          f"on) take {atomic[0].value:.2f}x" if atomic and atomic[0].value else "")
             if a.verdict == DETECTED:
                 a.because = (f"false sharing costs {e.value:.1f}x here: {key[0]} increments of "
                              f"counters {span} take {p['median']:.2f} ns vs "
