@@ -55,6 +55,9 @@ HOG = """
 import os, sys, numpy as np
 os.sched_setaffinity(0, {int(sys.argv[1])})
 a = np.ones(32 << 20); b = np.empty_like(a)
+for _ in range(4):
+    np.copyto(b, a); np.copyto(a, b)
+print("streaming", flush=True)
 while True:
     np.copyto(b, a); np.copyto(a, b)
 """
@@ -184,7 +187,12 @@ def cmd_ab(args):
         env["GLIBC_TUNABLES"] = f"{env['GLIBC_TUNABLES']}:{tun}" if env.get("GLIBC_TUNABLES") else tun
     else:
         cpus = sorted(os.sched_getaffinity(0))
-        hog = subprocess.Popen([sys.executable, "-c", HOG, str(cpus[0])])
+        # the B half starts once the hog streams (its arrays faulted in):
+        # B's first replica must not run beside a hog still starting
+        hog = subprocess.Popen([sys.executable, "-c", HOG, str(cpus[0])],
+                               stdout=subprocess.PIPE, text=True)
+        if hog.stdout.readline().strip() != "streaming":
+            sys.exit("stability: the bandwidth hog did not start")
     try:
         b_ids = [survey(db, args.only, env=env, label=f"B {i + 1}") for i in range(args.runs)]
     finally:

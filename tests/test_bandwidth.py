@@ -161,8 +161,9 @@ def test_plan_uses_the_widest_vector_and_one_nt_kernel():
 
 def test_full_sweeps_the_widest_width_and_puts_the_others_at_the_level_cells():
     """curves=widest (the full preset): the widest vector width, rep and the
-    nt kinds on the first page size get the whole octave sweep; every other
-    width, and THP, one declared size per level -- which every kernel has."""
+    nt kinds on the first page size get the whole octave sweep and THP at one
+    declared size per level; every other width that size per level on 4 KiB
+    pages only -- every kernel has the level cells."""
     exp = get_experiment("bandwidth")
     params = exp.resolve("full")
     assert params["curves"] == "widest" and params["pages"] == ["4k", "thp"]
@@ -175,6 +176,8 @@ def test_full_sweeps_the_widest_width_and_puts_the_others_at_the_level_cells():
     assert len(sizes[("bw_read_avx2", "4k")]) > 3 * len(cells)        # a curve
     assert sizes[("bw_read_sse2", "4k")] == cells                      # the level cells
     assert sizes[("bw_read_avx2", "thp")] == cells
+    assert ("bw_read_sse2", "thp") not in sizes and ("bw_read_scalar", "thp") not in sizes
+    assert sizes[("fill_rep_stosb", "thp")] == cells
     assert all(cells <= got for got in sizes.values())
     assert len(sizes[("fill_rep_stosb", "4k")]) > 3 * len(cells)
     every = exp.plan(exp.resolve("full", {"curves": "all"}), MACHINE)

@@ -148,10 +148,46 @@ def test_plan_quick_and_full_shapes():
     fsizes = sorted({p.params["size_bytes"] for p in f})
     # every size to 16 B, then every even size to small_max (256 B)
     assert fsizes[:136] == list(range(1, 17)) + list(range(18, 257, 2))
-    assert max(fsizes) == 4 << 20     # auto: 2 x the largest cache
+    # auto: a footprint of 2x the largest cache: a set of 2x it, a copy of 1x
+    assert max(fsizes) == 4 << 20
+    assert max(p.params["size_bytes"] for p in f if p.params["op"] == "copy") == 2 << 20
     assert all(p.params["size_bytes"] <= full["latency_max_size"]
                for p in f if p.params["mode"] != "throughput")
     assert {p.params["mode"] for p in f} == set(MODES)
+
+
+def test_a_dram_sized_copy_warms_with_one_call_not_two():
+    """Trial.warmup is also the re-warm's pass: from ONE_WARM_CALL_FROM one
+    call streams both buffers, so two would double every visit's re-warm."""
+    from types import SimpleNamespace
+    from memfx.experiments.copy import ONE_WARM_CALL_FROM
+    params = EXP.resolve("full")
+    buf = SimpleNamespace(buffer=SimpleNamespace(closed=False), address=0, offset=0)
+    for size, warmup in ((ONE_WARM_CALL_FROM // 2, 2), (ONE_WARM_CALL_FROM, 1)):
+        lab = SimpleNamespace(cache={"copy": ((size, 0, 0), buf, buf)})
+        point = [p for p in EXP.plan(dict(params, max_size=size, sparse_from=0), MACHINE)
+                 if p.params["size_bytes"] == size][0]
+        assert EXP.prepare(point, params, lab).warmup == warmup
+
+
+def test_sizes_above_sparse_from_are_one_per_doubling():
+    """A DRAM-sized copy is ~0.1 s a call: past sparse_from the grid thins
+    to one size per doubling (refine adds sizes where curves cross)."""
+    big = dict(MACHINE, memory={"available_bytes": 64 << 30})
+    params = EXP.resolve("full", {"max_size": "960M"})
+    assert params["sparse_from"] == 64 << 20
+    sizes = [s for s in EXP.sizes(params, big) if s > 256]
+    above = [s for s in sizes if s >= 64 << 20]
+    assert above == [64 << 20, 128 << 20, 256 << 20, 512 << 20, 960 << 20]
+    below = [s for s in sizes if s < 64 << 20]
+    ratios = np.diff(np.log2(below))
+    assert np.allclose(ratios, 1 / params["per_octave"], atol=0.01)
+    # 0 = per_octave everywhere; a sparse_from below small_max = octaves from there
+    dense = EXP.sizes(EXP.resolve("full", {"max_size": "960M", "sparse_from": "0"}), big)
+    assert len([s for s in dense if s > 64 << 20]) == 2 * len(above) - 2
+    octaves = [s for s in EXP.sizes(EXP.resolve("full", {"max_size": "1M", "sparse_from": "1"}),
+                                    big) if s > 256]
+    assert octaves == [1 << k for k in range(9, 21)]
 
 
 @pytest.mark.parametrize("override", [
@@ -449,6 +485,21 @@ def test_other_modes_answer_when_throughput_is_missing_and_refine_fills_brackets
     step_sizes = {p.params["size_bytes"] for p in extra if p.arm == "rep_movsb"}
     assert set(range(129, 136)) <= step_sizes
     assert all(p.params["mode"] == "chained" and p.params["op"] == "copy" for p in extra)
+
+
+def test_refine_leaves_range_boundaries_past_sparse_from_alone():
+    """Past sparse_from a boundary between two non-key loops (sse -> avx2
+    here, between 8 and 16 KiB) is not refined: at DRAM sizes it moved from
+    run to run and cost every arm three of the dearest sizes."""
+    sizes = [4096, 8192, 16384, 32768, 65536]
+    model = {"sse": lambda s: 1 + s / (100 if s <= 8192 else 50),
+             "avx2": lambda s: 1 + s / 70, "rep_movsb": lambda s: 3 + s / 40}
+    data = RunData("copy", {"small_max": 256}, MACHINE, _points(model, sizes))
+    bracket = {p.params["size_bytes"] for p in EXP.refine(data, EXP.resolve(
+        "quick", {"ops": "copy", "sparse_from": "0"}), MACHINE)}
+    assert bracket and all(8192 < s < 16384 for s in bracket)
+    assert EXP.refine(data, EXP.resolve("quick", {"ops": "copy", "sparse_from": "4K"}),
+                      MACHINE) == []
 
 
 def test_plot_draws(tmp_path):

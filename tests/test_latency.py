@@ -40,6 +40,21 @@ def test_size_grid_is_geometric_and_brackets_caches():
     assert np.allclose(ratios, 0.25, atol=0.01)
 
 
+def test_size_grid_is_one_size_per_doubling_past_sparse_from():
+    M = 1 << 20
+    sizes = size_grid(4096, 960 * M, 2, anchors=[480 * M], sparse_from=64 * M)
+    dense = [s for s in sizes if s <= 64 * M]
+    assert np.allclose(np.diff(np.log2(dense)), 0.5, atol=0.01)
+    # past 64 MiB: the octaves, both sides of the reported cache, the top
+    assert [s // M for s in sizes if s > 64 * M] == [128, 256, 360, 512, 720, 960]
+    assert size_grid(4096, 960 * M, 2, sparse_from=0) == size_grid(4096, 960 * M, 2)
+    # a sparse_from at or below the bottom: octaves from there
+    assert size_grid(128 * M, 960 * M, 3, sparse_from=64 * M) == \
+        [128 * M, 256 * M, 512 * M, 960 * M]
+    # above the top: no change
+    assert size_grid(1024, 32 * M, 3, sparse_from=64 * M) == size_grid(1024, 32 * M, 3)
+
+
 def test_plan_defaults_and_presets():
     exp = get_experiment("latency")
     quick = exp.resolve("quick")
@@ -47,9 +62,11 @@ def test_plan_defaults_and_presets():
     pts = exp.plan(quick, MACHINE)
     assert {p.arm for p in pts} == {"random", "sequential"}
     assert max(p.params["size_bytes"] for p in pts) == 64 << 20
-    # full: up to 3x the LLC (the memory window's top), both page sizes
+    # full: up to 2x the LLC (the memory window's top), both page sizes
     fpts = exp.plan(full, MACHINE)
-    assert max(p.params["size_bytes"] for p in fpts) == 3 * (32 << 20)
+    assert max(p.params["size_bytes"] for p in fpts) == 2 * (32 << 20)
+    window = [s for s in {p.params["size_bytes"] for p in fpts} if s >= 1.5 * (32 << 20)]
+    assert len(window) >= 2
     assert {p.params["pages"] for p in fpts} == {"4k", "thp"}
     # every point has both arms (they are interleaved per cell)
     cells = {}

@@ -45,13 +45,30 @@ def kept_order(cache, n, seed):
     return order
 
 
-def size_grid(lo, hi, per_octave, anchors=()):
-    """Geometric sizes from lo to hi plus points on both sides of each anchor;
-    never outside [lo, hi], so lo == hi measures exactly that one size."""
+# The sweeps' default sparse_from: past 64 MiB (latency, bandwidth and copy
+# curves are flat there on most machines; refine and the anchors still put
+# sizes at every knee and around every reported cache), one size per
+# doubling.  On a 480 MiB-LLC guest the sizes past it were most of a full
+# replica: a 960 MiB copy cell took 13 s, a 1.5 GiB chase cell 8 s.
+SPARSE_FROM = 64 << 20
+SPARSE_FROM_HELP = ("above this size one size per doubling (refine still adds sizes at every "
+                    "knee or crossing it finds, and both sides of each reported cache are "
+                    "measured); 0 = per_octave up to max_size, bytes")
+
+
+def size_grid(lo, hi, per_octave, anchors=(), sparse_from=0):
+    """Geometric sizes from lo to hi (per_octave per doubling up to
+    sparse_from, one per doubling above it; 0 = no sparse part) plus points
+    on both sides of each anchor; never outside [lo, hi], so lo == hi
+    measures exactly that one size."""
     if hi <= lo:
         return [int(lo)]
-    n = max(1, int(round(math.log2(hi / lo) * per_octave)))
+    dense_to = hi if not sparse_from else min(hi, max(lo, sparse_from))
+    n = int(round(math.log2(dense_to / lo) * per_octave))
     sizes = {int(round(lo * 2 ** (i / per_octave))) for i in range(n + 1)}
+    top = max(sizes)
+    if dense_to < hi:
+        sizes |= {top << i for i in range(1, int(math.log2(hi / top)) + 1)}
     sizes = {s for s in sizes if s <= hi}
     sizes.add(int(hi))
     for a in anchors:

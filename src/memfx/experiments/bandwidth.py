@@ -93,7 +93,7 @@ from ._bandwidth_kernels import (FILL_BYTE, GUARD, KERNELS, KIND_WORDS, KINDS,  
                                  check_read_kernel, check_rmw_kernel, check_team,
                                  check_write_read_kernel, rmw_reference, verify_kernel)
 from ._kit import cpu_text, parse_cpu_text, resolve_cpus
-from ._sweep import kept_order, size_grid
+from ._sweep import SPARSE_FROM, SPARSE_FROM_HELP, kept_order, size_grid
 from .base import Experiment, Param, Point, Trial, register
 from .levels import (DRAM_FROM, INSIDE_ABOVE, INSIDE_BELOW, data_caches,  # noqa: F401
                      declared_sizes, level_windows)
@@ -181,10 +181,12 @@ def _questions():
 
 # ---- sizes and levels ----------------------------------------------------------
 
-def sizes_for(lo, hi, per_octave, caches):
-    """The working sets: geometric, plus both sides of each cache size,
-    rounded to whole 128-byte blocks (a copy's halves stay line multiples)."""
-    grid = [s for s in size_grid(lo, hi, per_octave, [c for _, c in caches]) if lo <= s <= hi]
+def sizes_for(lo, hi, per_octave, caches, sparse_from=0):
+    """The working sets: geometric (one per doubling past sparse_from), plus
+    both sides of each cache size, rounded to whole 128-byte blocks (a copy's
+    halves stay line multiples)."""
+    grid = [s for s in size_grid(lo, hi, per_octave, [c for _, c in caches], sparse_from)
+            if lo <= s <= hi]
     return sorted({max(128, s // 128 * 128) for s in grid or [lo]})
 
 
@@ -326,6 +328,8 @@ class Bandwidth(BandwidthAnswers, Experiment):
               "cache (at least 64 MiB, bounded by free memory)", "1G"),
         Param("per_octave", "int", 3, "working sets per doubling (geometric steps)", "4",
               minimum=1, maximum=16),
+        Param("sparse_from", "size", SPARSE_FROM, "with sweep=octaves: " + SPARSE_FROM_HELP, "0",
+              minimum=0),
         Param("sweep", "str", "octaves", "working sets of the one-thread kinds: octaves = "
               "per_octave sizes from min_size to max_size (the curves, their knees); levels = "
               "one declared size per cache level and DRAM (level_sizes: the geometric middle "
@@ -333,7 +337,8 @@ class Bandwidth(BandwidthAnswers, Experiment):
               "levels", choices=("octaves", "levels")),
         Param("curves", "str", "all", "with sweep=octaves, which kernels get the whole sweep: "
               "all, or widest = the widest vector width's (and rep's and the nt kinds') on the "
-              "first page size, every other width and page size at one declared size per level "
+              "first page size and at one declared size per level on the others, every other "
+              "width at one declared size per level on the first page size "
               "(the full preset: a 5-width x 2-page sweep of a 480 MiB-LLC guest was estimated "
               "at 1.9 h)", "widest", choices=("all", "widest")),
         Param("dram_factor", "float", 4.0, "max_size auto = this many times the last-level "
@@ -366,8 +371,12 @@ class Bandwidth(BandwidthAnswers, Experiment):
         # THP at the level cells, to 2x the LLC at 2 sizes per octave: one
         # replica took 128 s on a 480 MiB-LLC guest, where the 5-width x
         # 2-page sweep at 4 per octave to 4x the LLC (4354 points) was
-        # estimated at 1.9 h for three
-        "full": {"samples": 7, "min_sample_ms": 2.0, "per_octave": 2, "dram_factor": 2,
+        # estimated at 1.9 h for three.  Samples of 1 ms (a sample is never
+        # less than one pass, so this shortens only the cache-sized cells and
+        # their re-warms) and one size per doubling past sparse_from: 82 s a
+        # replica with 2 ms samples and 2 sizes per doubling to 960 MiB
+        # 5 samples x 3 replicas as in quick (the replicas make the CI)
+        "full": {"samples": 5, "min_sample_ms": 1.0, "per_octave": 2, "dram_factor": 2,
                  "curves": "widest", "widths": "scalar,sse2,avx2,avx512,rep",
                  "pages": "4k,thp"},
     }
@@ -467,7 +476,8 @@ class Bandwidth(BandwidthAnswers, Experiment):
             # their DRAM cell, a detail, was a fifth of a quick replica's time
             skip = {(kind, s) for lid, s in levels if lid == "dram" for kind in READBACK_KINDS}
         else:
-            sizes = sizes_for(lo, hi, params["per_octave"], data_caches(machine))
+            sizes = sizes_for(lo, hi, params["per_octave"], data_caches(machine),
+                              params.get("sparse_from") or 0)   # runs stored before it: 0
         curved = self.curve_kernels(params, machine, pairs)
         cells = set(s for _, s in level_sizes(machine, 1, lo, hi))
         # sizes outermost: the kinds of one size run back to back
@@ -476,7 +486,8 @@ class Bandwidth(BandwidthAnswers, Experiment):
                for kind, k in pairs
                if (kind, s) not in skip
                and (s in sizes if curved is None else
-                    s in cells or (i == 0 and k in curved and s in sizes))]
+                    (s in cells and (i == 0 or k in curved))
+                    or (i == 0 and k in curved and s in sizes))]
         return pts + self.team_points(params, machine, lo, hi)
 
     def curve_kernels(self, params, machine, pairs):

@@ -85,6 +85,7 @@ from ._copy_curves import (BASELINE, CLEAR_WIN, LOOPS, METRIC, MIN_RUN,  # noqa:
                            point_index, point_values, strategy_ranges)
 from ._copy_kernels import (MODES, OPS, STRATEGIES, check_no_overlap,  # noqa: F401
                             fill_pattern, kernel_name)
+from ._sweep import SPARSE_FROM, SPARSE_FROM_HELP
 from .base import Experiment, Param, Point, Trial, register
 
 # The flags that decide how fast string instructions are (Intel SDM Vol. 1
@@ -133,6 +134,16 @@ def fill_sizes(lo, hi, steps):
 # the questions
 
 _OP_NAMES = {"copy": "memcpy", "set": "memset"}
+# From this size one untimed call warms a trial, not two.  Trial.warmup is
+# also what a visit's re-warm counts as one pass (worker.settle), and at these
+# sizes one call already streams both buffers through memory: with two, a
+# 512 MiB copy ran 2 warm-up calls, a calibration call and 3 calls of re-warm
+# at every visit for ~3 timed calls.
+ONE_WARM_CALL_FROM = 64 << 20
+# Bytes of memory one byte of size touches: a copy's source and destination
+# (max_size auto gives both ops the same footprint, 2x the LLC: the 960 MiB
+# copy cell of a 480 MiB-LLC guest was 13 s of a 93 s full replica).
+FOOTPRINT_PER_BYTE = {"copy": 2, "set": 1}
 
 
 def _questions():
@@ -531,8 +542,10 @@ class Copy(Experiment):
               "always measured)", "8", minimum=1, maximum=4096),
         Param("per_octave", "int", 4, "sizes per doubling above small_max (geometric)", "2",
               minimum=1, maximum=32),
-        Param("max_size", "size", "auto", "largest size, bytes; auto = 2x the last-level cache "
-              "(bounded by free memory)", "64M"),
+        Param("sparse_from", "size", SPARSE_FROM, SPARSE_FROM_HELP, "0", minimum=0),
+        Param("max_size", "size", "auto", "largest size, bytes; auto = a footprint of 2x the "
+              "last-level cache: 2x it for set, 1x for copy (source and destination; bounded by "
+              "free memory)", "64M"),
         Param("nt_min_size", "size", 4096, "smallest size timed for the non-temporal strategy "
               "(below a few lines NT stores only add an sfence wait), bytes", "1K", minimum=1),
         Param("latency_max_size", "size", 65536, "largest size timed in the latency and chained "
@@ -581,8 +594,13 @@ class Copy(Experiment):
         # was 256 sizes x 3 modes x 2 ops of ~8 strategies, about half of a
         # full copy replica (150 s on a 2-vCPU guest); refine still adds the
         # sizes inside every step it finds
+        # arm_seconds 0.3: from 64 MiB a call lasts 10-150 ms, so an arm
+        # takes 3-4 samples a cell there (the replicas give the CI)
+        # 7 samples: with 5 the nt crossover's bracket (the sizes each side
+        # where the CIs are disjoint) widened to 0.8-64 MiB in two replicas
+        # of three on a 2-vCPU guest, against 1.0-1.75 MiB with 7
         "full": {"samples": 7, "min_sample_ms": 0.2, "per_octave": 2, "refine_steps": 3,
-                 "small_step": 2},
+                 "small_step": 2, "arm_seconds": 0.3},
     }
 
     # -- plan --
@@ -614,7 +632,9 @@ class Copy(Experiment):
             out.append(arm)
         return out
 
-    def max_bytes(self, params, machine):
+    def max_bytes(self, params, machine, op="set"):
+        """The largest size of `op`: max_size, or auto = a footprint of 2x the
+        LLC -- a copy touches its source and its destination, so half that."""
         avail = (machine.get("memory") or {}).get("available_bytes") or (4 << 30)
         if params["max_size"] != "auto":
             hi = params["max_size"]
@@ -623,23 +643,30 @@ class Copy(Experiment):
                 raise ParamError(f"max_size {format_size(hi)} does not fit: a copy needs 2x and "
                                  f"{format_size(avail)} is available")
             return hi
-        return int(min(2 * Fingerprint.of(machine).llc_bytes, avail * 0.8 / 4))
+        footprint = 2 * Fingerprint.of(machine).llc_bytes
+        return int(min(footprint // FOOTPRINT_PER_BYTE[op], avail * 0.8 / 4))
 
-    def sizes(self, params, machine):
+    def sizes(self, params, machine, op="set"):
         small = small_sizes(params["small_max"], params["small_step"])
-        hi = self.max_bytes(params, machine)
+        hi = self.max_bytes(params, machine, op)
         if hi < 1:
             raise ParamError("max_size must be at least 1 byte")
         small = [s for s in small if s <= hi]
-        return small + geometric_sizes(params["small_max"], hi, params["per_octave"])
+        lo, sparse = params["small_max"], params.get("sparse_from") or 0   # runs stored before it
+        if not sparse or sparse >= hi:
+            return small + geometric_sizes(lo, hi, params["per_octave"])
+        if sparse <= lo:
+            return small + geometric_sizes(lo, hi, 1)
+        return small + geometric_sizes(lo, sparse, params["per_octave"]) + \
+            geometric_sizes(sparse, hi, 1)
 
     def plan(self, params, machine):
-        sizes = self.sizes(params, machine)
         points = []
         for op in params["ops"]:
             arms = self.strategies(params, machine, op)
             if not arms:
                 continue
+            sizes = self.sizes(params, machine, op)
             for mode in params["modes"]:
                 for s in sizes:
                     if mode != "throughput" and s > params["latency_max_size"]:
@@ -682,7 +709,8 @@ class Copy(Experiment):
         if mode not in MODES:
             raise ParamError(f"mode: unknown {mode!r}")
         src, dst = self._buffers(lab, size, params)
-        # Two untimed calls bring the buffers into the caches and TLBs; the
+        # Two untimed calls bring the buffers into the caches and TLBs (one
+        # from ONE_WARM_CALL_FROM, see there); the
         # calibration that follows runs the kernel for >= min_sample_ms more,
         # which also settles the wide-vector power licence before sampling.
         # difference=False: each sample is calibrated to >= min_sample_ms, i.e.
@@ -691,7 +719,8 @@ class Copy(Experiment):
         # N/2N difference would only add the noise of a subtraction here.
         return Trial(kernel_name(op, point.arm), size=size, dst=dst,
                      src=src if op == "copy" else None, value=params["value"],
-                     aux=MODES[mode], metric="time", difference=False, warmup=2)
+                     aux=MODES[mode], metric="time", difference=False,
+                     warmup=1 if size >= ONE_WARM_CALL_FROM else 2)
 
     def verify(self, lab, params):
         """Every planned kernel, byte-exact against a reference, before timing:
@@ -714,6 +743,7 @@ class Copy(Experiment):
             return []
         have = {(p["arm"], json_key(p["params"])) for p in data.points}
         wanted = {}      # (op, mode, size) -> set of arms
+        sparse = params.get("sparse_from") or 0
 
         def add(op, mode, lo, hi, arms):
             for s in fill_sizes(lo, hi, params["refine_steps"]):
@@ -733,6 +763,13 @@ class Copy(Experiment):
                 ranges = best_ranges(curves, SIMPLICITY[op])
                 for r0, r1 in zip(ranges[:-1], ranges[1:]):
                     lo, hi = r0["max_size"], r1["min_size"]
+                    if sparse and lo >= sparse:
+                        # past sparse_from every arm streams from memory: a
+                        # range boundary there moved from run to run, and
+                        # refining it timed every arm at three of the dearest
+                        # sizes (9 s of a full replica); the crossings of the
+                        # key arms below (nt, libc, rep) are still refined
+                        continue
                     add(op, mode, lo, hi, [k for k, c in curves.items()
                                            if min(c) <= lo and max(c) >= hi])
                 key_arms = {STRATEGIES[op][0], STRATEGIES[op][1], "libc", "nt"}
