@@ -266,8 +266,9 @@ ADVICE_ROUNDS = {"quick": (5, 5), "full": (9, 7)}
 # (2-vCPU KVM guest, load 4.5); the size below the changed range still
 # controls the check.
 ADVICE_CONTROL_MAX = {"quick": 64 << 20, "full": None}
-# What those checks took on a 2-vCPU KVM guest (seconds), for the estimate.
-ADVICE_SECONDS = {"quick": 12.0, "full": 95.0}
+# What those checks took on a 2-vCPU KVM guest (seconds), for the estimate
+# (full: 17-18 s in three full surveys on 2026-11-26).
+ADVICE_SECONDS = {"quick": 12.0, "full": 20.0}
 
 
 def _advise(store, fp, preset, con, documents=None):

@@ -590,17 +590,17 @@ class Copy(Experiment):
         # samples on a shared machine see a context switch and are retaken
         "quick": {"modes": "throughput", "small_step": 8, "per_octave": 1, "samples": 5,
                   "min_sample_ms": 0.2, "refine_steps": 3, "max_size": "32M"},
-        # the fine part at every even size (1-16 B every size): at every size it
-        # was 256 sizes x 3 modes x 2 ops of ~8 strategies, about half of a
-        # full copy replica (150 s on a 2-vCPU guest); refine still adds the
-        # sizes inside every step it finds
+        # the fine part every 4 B (1-16 B every size): at every size it was
+        # 256 sizes x 3 modes x 2 ops of ~8 strategies, about half of a full
+        # copy replica (150 s on a 2-vCPU guest); refine still adds every
+        # size inside the rep step and three inside each range boundary
         # arm_seconds 0.3: from 64 MiB a call lasts 10-150 ms, so an arm
         # takes 3-4 samples a cell there (the replicas give the CI)
         # 7 samples: with 5 the nt crossover's bracket (the sizes each side
         # where the CIs are disjoint) widened to 0.8-64 MiB in two replicas
         # of three on a 2-vCPU guest, against 1.0-1.75 MiB with 7
         "full": {"samples": 7, "min_sample_ms": 0.2, "per_octave": 2, "refine_steps": 3,
-                 "small_step": 2, "arm_seconds": 0.3},
+                 "small_step": 4, "arm_seconds": 0.3},
     }
 
     # -- plan --
