@@ -397,3 +397,27 @@ def test_an_overruled_pooled_claim_is_quoted_after_what_the_replicas_decided():
     assert out["verdict"] == INCONCLUSIVE
     assert out["because"].startswith("Replicas disagree: detected in 2 of 3")
     assert "(every replica's samples pooled: the fix removes the penalty)" in out["because"]
+
+
+def test_a_pooled_value_no_replica_supports_gives_way_to_the_replicas_estimate():
+    """A knee of the pooled curve at 55.9 KB while every replica read
+    50.8-51.1 KB: the answer takes the replicas' estimate and says what the
+    pooled samples read, instead of stretching the CI to the pooled figure
+    (compare then saw a 10 % move between two runs that agreed)."""
+    q = Question("x.capacity", "?", "bytes", "004", "knee")
+    pooled = {"question": "x.capacity", "verdict": MEASURED, "value": 55902.0,
+              "because": "The L1d holds about 54.6 KiB."}
+    per = [{"verdict": MEASURED, "value": v, "ci_low": v * 0.98, "ci_high": v * 1.02}
+           for v in (50817.0, 51139.0, 50918.0)]
+    out = combine_replicas(q, pooled, per)
+    assert out["value"] == pytest.approx(50958, rel=0.002)
+    assert out["ci_high"] < 55902 and out["ci_low"] <= out["value"] <= out["ci_high"]
+    assert out["because"].startswith("The replicas' estimate is 49.8 KiB, not the pooled "
+                                     "samples' 54.6 KiB (every replica's samples pooled: "
+                                     "the L1d holds")
+    # a pooled value inside the replicas' CI (or on its edge, to rounding) stands
+    inside = combine_replicas(q, dict(pooled, value=51000.0), per)
+    assert inside["value"] == 51000.0 and inside["because"] == pooled["because"]
+    edge = [{"verdict": MEASURED, "value": 64.0 * (1 - 3e-16), "ci_low": 64.0 * (1 - 3e-16),
+             "ci_high": 64.0 * (1 - 3e-16)} for _ in range(3)]
+    assert combine_replicas(q, dict(pooled, value=64.0), edge)["value"] == 64.0

@@ -26,7 +26,7 @@ import numpy as np
 from . import stats
 from .findings import (DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, effect_verdict,
                        jsonable, threshold)
-from .units import format_ci, format_number
+from .units import format_ci, format_number, format_value
 
 NOT_MEASURED = "not_measured"
 ANSWER_VERDICTS = (DETECTED, NOT_DETECTED, INCONCLUSIVE, MEASURED, NOT_MEASURED)
@@ -316,8 +316,10 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
 
     - The CI is the replica-level one (stats.combine_replicas: replicas
       resampled, then each replica's value within its own CI), widened to
-      hold the pooled value; a value measured by fewer than two replicas
-      gets no CI: a CI from one process is not a CI.
+      hold the pooled value -- unless the pooled value lies outside it: the
+      answer then takes the replicas' estimate and says so; a value
+      measured by fewer than two replicas gets no CI: a CI from one
+      process is not a CI.
     - Discrete answers (counts: ranges, knees, ways) get no CI.
     - An effect question (with a band) is decided by that CI against its
       band; any other detected / not detected verdict stands only when every
@@ -340,6 +342,7 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
     value = pooled.get("value")
     notes = []
     lo = hi = None
+    overruled = None
     if q.discrete:
         out["ci_scope"] = "none (a count or a choice)"
     elif value is not None and len(valued) >= 2:
@@ -349,6 +352,17 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
                                    confidence=threshold("ci_level"), seed=seed,
                                    log=None if q.scale == "log" else False)
         if c["ci_low"] is not None:
+            if not (c["ci_low"] <= value <= c["ci_high"]
+                    or math.isclose(value, c["ci_low"], rel_tol=1e-9)
+                    or math.isclose(value, c["ci_high"], rel_tol=1e-9)):
+                # the pooled analysis read a figure no replica supports (the
+                # pooled curve's knee at 55.9 KB, every replica's at
+                # 50.8-51.1 KB in an A/A): the replicas are the evidence,
+                # and a CI stretched to the pooled figure made compare see
+                # a 10 % move between two runs that agreed
+                overruled = (f"the replicas' estimate is {format_value(c['value'], q.unit)}, "
+                             f"not the pooled samples' {format_value(value, q.unit)}")
+                value = out["value"] = c["value"]
             lo, hi = min(c["ci_low"], value), max(c["ci_high"], value)
         out["ci_scope"] = f"{len(valued)} replicas"
         drift = guest_drift_cv(q.unit, q.host_shared) if guest else 0.0
@@ -377,9 +391,11 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
                          f"{len(others)}")
             verdict = INCONCLUSIVE
     out["verdict"] = verdict
+    if overruled:
+        notes.insert(0, overruled)
     if notes:
         said = str(out.get("because") or "").rstrip(". ")
-        if verdict != pooled.get("verdict") and said:
+        if (verdict != pooled.get("verdict") or overruled) and said:
             # the replicas overrule the pooled sentence: lead with what they
             # decided, and quote the pooled claim as such ("The fix removes
             # the penalty; ... inconclusive across replicas" read as a claim
