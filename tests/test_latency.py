@@ -285,6 +285,30 @@ def test_a_knee_that_huge_pages_passed_earlier_is_no_tlb_knee():
     assert "sysfs says 32 MiB" in cap.because
 
 
+def test_one_noisy_huge_page_point_past_the_knee_does_not_make_a_cache_knee_a_tlb_knee():
+    """Issue 22's A/As on a guest: the effective L3 (~11 MiB) ends an octave
+    past the STLB's reach, and the huge-page point just past the knee read
+    low once (the shared L3 held that one cell).  Judged at the knee's two
+    bracketing sizes alone, that point made the L3's end a 'TLB knee' and
+    latency.l3_capacity inconclusive in one replica of three; judged plateau
+    against plateau, huge pages show the step too."""
+    k4 = _steps([(32 << 10, 1.4), (1 << 20, 5.0), (11 << 20, 40.0), (1 << 40, 155.0)])
+
+    def kh(s):
+        return 45.0 if (11 << 20) < s <= (12 << 20) else k4(s)
+
+    sizes = size_grid(1024, 64 << 20, 4, anchors=[32 << 10, 1 << 20, 32 << 20])
+    assert any((11 << 20) < s <= (12 << 20) for s in sizes)       # the noisy cell is measured
+    pts = _points(k4, sizes) + _points(kh, sizes, pages="thp", share=1.0)
+    a = _analyze(pts, machine=AMD_MACHINE, pages=("4k", "thp"))
+    knee = next(d for d in a["tlb_reach"].details if 10 << 20 <= d["value"] <= 13 << 20)
+    assert knee["verdict"] == "cache (no reported size)"
+    assert a["tlb_reach"].verdict == "not_detected"
+    cap = a["l3_capacity"]
+    assert cap.verdict == "measured" and 10 << 20 <= cap.value <= 13 << 20
+    assert "with huge pages too" in cap.because
+
+
 def test_huge_pages_only():
     levels = [(32 << 10, 1.4), (1 << 20, 5.0), (32 << 20, 20.0), (1 << 40, 90.0)]
     pts = _points(_steps(levels), size_grid(1024, 64 << 20, 4), pages="thp", share=1.0)

@@ -80,8 +80,9 @@ class Question:
     # ratios: multiplicative) or "linear" (a share that can be zero).
     scale: str = "log"
     # The value rests on what a VM's host shares with its other guests (the
-    # last-level cache, memory): between sessions minutes apart it drifts
-    # more than its replicas spread within one (guest_drift_cv).
+    # last-level cache, memory) or decides for it (which physical cores run
+    # its vCPUs): between sessions minutes apart it drifts more than its
+    # replicas spread within one (guest_drift_cv).
     host_shared: bool = False
 
     def __post_init__(self):

@@ -84,7 +84,8 @@ THRESHOLDS: Dict[str, Threshold] = _thresholds(
               "surveys, x sqrt(2) for two runs) the widened band of `compare` spans"),
     Threshold("guest_drift_cv", 0.08, "CV",
               "run-to-run spread assumed for a value that rests on what a VM's host shares "
-              "(Question.host_shared: the LLC, memory) when measured in a guest: on a 2-vCPU "
+              "(Question.host_shared: the LLC, memory, the cores its vCPUs run on) when measured "
+              "in a guest: on a 2-vCPU "
               "KVM guest L3 and DRAM bandwidths moved with a 6-10 % CV between quick surveys "
               "minutes apart while their replicas within one survey agreed to 1-3 % (issue "
               "22's A/A). It widens such an answer's CI (in quadrature, z x CV on the log "
@@ -93,8 +94,8 @@ THRESHOLDS: Dict[str, Threshold] = _thresholds(
     Threshold("guest_clock_cv", 0.03, "CV",
               "the same for any other value in absolute units (ns, GB/s) measured in a guest: "
               "they move with the clock the host gives the vCPU; between quick surveys of a "
-              "KVM guest L1 and L2 latencies and bandwidths, lock adds and core-to-core "
-              "transfers moved with a 2-4 % CV while each survey's replicas agreed to about 1 %; "
+              "KVM guest L1 and L2 latencies and bandwidths and uncontended lock adds moved with a "
+              "2-4 % CV while each survey's replicas agreed to about 1 %; "
               "ratios of two arms of one run cancel it (compare's band: 9 %)"),
     Threshold("noisy_margin", 2.0, "x band",
               "a regression between runs whose cautions say they were noisy is called one only "

@@ -96,8 +96,9 @@ QUESTIONS = (
     *(_capacity_question(name, label) for name, label in CACHE_LEVELS),
     _question("tlb_reach", "Working set where 4 KiB pages start to cost TLB misses "
                            "(a knee the huge-page curve lacks)?", "bytes",
-              "smallest knee of the 4 KiB random curve across which the huge-page curve rises "
-              "by less than half as much (log scale) and stays below the 4 KiB curve after it",
+              "smallest knee of the 4 KiB random curve across which the huge-page curve (its "
+              "median on each of the two plateaus' size ranges) rises by less than half as much "
+              "(log scale) and stays below the 4 KiB curve after it",
               NEITHER),
     _question("huge_page_benefit", "How much slower is a random chase in memory with 4 KiB "
                                    "pages than with transparent huge pages?", "x",
@@ -649,6 +650,13 @@ def median_cycles(points):
     return float(np.median(cyc)) if cyc else None
 
 
+def plateau_ns(points, level):
+    """Median latency of a curve's points within a plateau's size range
+    (None when the curve has no point there)."""
+    on = [point_ns(p) for p in points if level.first_size <= size_of(p) <= level.last_size]
+    return float(np.median(on)) if on else None
+
+
 def ns_at(points, size):
     """Latency of a curve at ``size``: the point there, or log-log
     interpolation between the neighbours on both sides when they are at
@@ -669,15 +677,23 @@ def ns_at(points, size):
 def describe_knee(level, nxt, pts, huge, caches, pages):
     """What the step from ``level`` to ``nxt`` is: 'tlb' when the huge-page
     curve lacks it (it rises by less than TLB_STEP_SHARE of the 4 KiB step
-    across the same two sizes and stays below the 4 KiB curve after it), the
+    between the two plateaus and stays below the 4 KiB curve after it), the
     cache label when within +-25 % of a reported size, 'cache (no reported
     size)' when huge pages show it too (or had stepped up already), else
-    'unknown' (not measured with huge pages)."""
+    'unknown' (not measured with huge pages).
+
+    Both curves are compared plateau to plateau: the 4 KiB plateaus'
+    latencies against the median of the huge-page points on the same two
+    size ranges.  Compared at the two sizes that bracket the knee alone, one
+    noisy point decided it: on a guest whose effective L3 (10-13 MiB) ends
+    an octave past the STLB's reach (8 MiB), the L3's end read as a TLB
+    knee in one replica of three (issue 22's A/As)."""
     low, high = level.knee_low, level.knee_high
-    before, after = ns_at(pts, low), ns_at(pts, high)
+    before, after = level.latency_ns, nxt.latency_ns
     huge_step = huge_verdict = None
     if huge and before and after and after > before:
-        h_before, h_after = ns_at(huge, low), ns_at(huge, high)
+        h_before = plateau_ns(huge, level) or ns_at(huge, low)
+        h_after = plateau_ns(huge, nxt) or ns_at(huge, high)
         if h_before and h_after:
             huge_step = h_after / h_before
             step = math.log(after / before)
