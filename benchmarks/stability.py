@@ -21,7 +21,15 @@ A/B: K surveys as they are (A), then K with a real change (B):
                      memcpy and memset really change: copy.libc_* should move
     --change hog     a memory-bandwidth hog (numpy copies of two 256 MiB arrays)
                      runs on another CPU during the B surveys: bandwidth and
-                     latency in memory should move
+                     latency in memory should move -- if the hog moves them on
+                     this machine at all: before each half the harness
+                     measures a one-thread DRAM read for a minute (a
+                     bandwidth run of one size per level, again and again:
+                     the host settles in the half's state) and prints the
+                     change, so that an A/B whose compare finds nothing can
+                     tell a missed change from one that did not happen (on a
+                     2-vCPU guest of a large host one vCPU barely loads the
+                     host's memory: -11 % to +4 %)
 
 and `memfx compare A_i B_j` over every pair: which questions it flags, and
 in how many of the pairs.
@@ -46,6 +54,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 # what the glibc change hides (glibc's cpu features names, glibc 2.26 and newer)
@@ -83,6 +92,32 @@ def survey(db, only, env=None, label=""):
     doc = json.loads(r.stdout)
     print(f"  survey {doc['survey_id']} {label} {doc['timing']['total_s']:.0f} s", file=sys.stderr)
     return doc["survey_id"]
+
+
+# Seconds each half of the hog A/B first spends probing (settling the host
+# into the half's state): with 8 s of probes (three runs) the first replica
+# of B's first survey still read 13.0 GB/s against 9.3-10.3 in the rest.
+SETTLE_S = 60
+
+
+def settle(db):
+    """One-thread DRAM reads for SETTLE_S seconds (at least three): the
+    values, the last three of which say where the host settled."""
+    values, t0 = [], time.monotonic()
+    while len(values) < 3 or time.monotonic() - t0 < SETTLE_S:
+        values.append(dram_read(db))
+    return values
+
+
+def dram_read(db):
+    """GB/s of one bandwidth run that reads one size per level (read_dram:
+    twice the LLC, 4 KiB pages), one replica: the hog's own effect."""
+    r = memfx("run", "bandwidth", "--quick", "-q", "--json", "--db", db,
+              "--set", "kinds=read", "--set", "widths=auto", "--set", "pages=4k",
+              "--set", "sweep=levels", "--set", "scaling=none", "--set", "latency_levels=none",
+              "--set", "replicas=1")
+    got = {a["question"]: a for a in json.loads(r.stdout)["answers"]}
+    return got["bandwidth.read_dram"]["value"]
 
 
 def answers(db, survey_id):
@@ -179,8 +214,19 @@ def cmd_ab(args):
     db = args.db or str(Path(tempfile.mkdtemp(prefix="memfx-ab-")) / "ab.db")
     print(f"A/B ({args.change}): {args.runs} + {args.runs} quick surveys into {db}",
           file=sys.stderr)
+    env, hog, effect = dict(os.environ), None, None
+    if args.change == "hog":
+        # Each half starts with the probe: one-thread DRAM reads for SETTLE_S
+        # seconds, so that the host has settled in the half's state (with or without the
+        # hog) before its first survey, and the hog's own effect is on
+        # record.  Without it, the first replica of each half's first survey
+        # read between the two states (bandwidth.read_dram 11.3 GB/s against
+        # 14.7-15.9 in the rest of the A half; 14.3 against 8.4-10.6 in the
+        # B half): the host takes a minute or so to follow a change, for
+        # reasons a guest cannot see.
+        probe_db = str(Path(tempfile.mkdtemp(prefix="memfx-hog-")) / "probe.db")
+        effect = {"without": settle(probe_db)}
     a_ids = [survey(db, args.only, label=f"A {i + 1}") for i in range(args.runs)]
-    env, hog = dict(os.environ), None
     if args.change == "glibc":
         hidden = ",".join("-" + f for f in HIDDEN_FEATURES)
         tun = f"glibc.cpu.hwcaps={hidden}"
@@ -193,16 +239,23 @@ def cmd_ab(args):
                                stdout=subprocess.PIPE, text=True)
         if hog.stdout.readline().strip() != "streaming":
             sys.exit("stability: the bandwidth hog did not start")
+        effect["with"] = settle(probe_db)
+        before, during = (sorted(effect[k][-3:])[1] for k in ("without", "with"))
+        effect["change"] = during / before - 1
+        print(f"the hog's own effect on a one-thread DRAM read (bandwidth.read_dram, "
+              f"median of the last 3 of each {SETTLE_S} s of probes): {before:.1f} -> "
+              f"{during:.1f} GB/s "
+              f"({effect['change']:+.0%})", file=sys.stderr)
     try:
         b_ids = [survey(db, args.only, env=env, label=f"B {i + 1}") for i in range(args.runs)]
     finally:
         if hog:
             hog.kill()
             hog.wait()
-    return ab_table(args, db, a_ids, b_ids)
+    return ab_table(args, db, a_ids, b_ids, effect)
 
 
-def ab_table(args, db, a_ids, b_ids):
+def ab_table(args, db, a_ids, b_ids, effect=None):
     """compare A_i B_j over every pair, and A/A within A."""
     counts, exits = {}, []
     for a, b in itertools.product(a_ids, b_ids):
@@ -219,7 +272,7 @@ def ab_table(args, db, a_ids, b_ids):
     print(f"A/A within A: {aa.count(0)} of {len(aa)} pairs exit 0")
     if args.json:
         Path(args.json).write_text(json.dumps({"a": a_ids, "b": b_ids, "flagged": counts,
-                                               "exits": exits}, indent=1))
+                                               "exits": exits, "hog_effect": effect}, indent=1))
     return 0
 
 

@@ -161,3 +161,42 @@ def test_a_chosen_distance_is_compared_as_equal_or_different():
     other = cmp.compare(a, [_ans("prefetch.stream_distance", 8, better="", unit="elements")])
     assert same["rows"][0]["verdict"] == cmp.UNCHANGED
     assert other["rows"][0]["verdict"] == cmp.CHANGED and other["rows"][0]["ratio_ci_low"] is None
+
+
+def _ranges_ans(ranges, ties):
+    """copy.best_strategy as the copy analysis gives it: the ranges and,
+    per size, the strategies tied with the fastest."""
+    a = _ans("copy.best_strategy", float(len(ranges)), better="", unit="ranges")
+    a["details"] = [{"label": "copy ranges (throughput)", "kind": "ranges", "op": "copy",
+                     "mode": "throughput", "value": float(len(ranges)), "unit": "ranges",
+                     "ranges": [{"strategy": s, "min_size": lo, "max_size": hi}
+                                for s, lo, hi in ranges],
+                     "ties": [[size, sorted(t)] for size, t in ties]}]
+    return a
+
+
+def test_ranges_that_differ_only_where_a_tie_fell_the_other_way_are_unchanged():
+    """Issue 22's A/A: copy.best_strategy read 'avx512 32 B-32 MiB' in one
+    survey and '... avx512 32 B-640 KiB; rep_movsb 768 KiB-32 MiB' in the
+    next (rep movsb within 10 % of avx512 there in the first): `compare`
+    called 8 of 10 pairs of one machine 'changed'."""
+    sizes = [32, 1024, 1 << 20, 32 << 20]
+    a = _ranges_ans([("avx512", 32, 32 << 20)],
+                    [(s, {"avx512", "rep_movsb"} if s >= 1 << 20 else {"avx512"})
+                     for s in sizes])
+    b = _ranges_ans([("avx512", 32, 1024), ("rep_movsb", 1 << 20, 32 << 20)],
+                    [(s, {"rep_movsb"} if s >= 1 << 20 else {"avx512"}) for s in sizes])
+    row = cmp.compare([a], [b])["rows"][0]
+    assert row["verdict"] == cmp.UNCHANGED and "tie" in row["reason"]
+    # a reversal: each side's pick is clearly slower than the other's pick
+    # on the other side
+    c = _ranges_ans([("avx512", 32, 1024), ("rep_movsb", 1 << 20, 32 << 20)],
+                    [(s, {"rep_movsb"} if s >= 1 << 20 else {"avx512"}) for s in sizes])
+    d = _ranges_ans([("avx512", 32, 32 << 20)], [(s, {"avx512"}) for s in sizes])
+    row = cmp.compare([c], [d])["rows"][0]
+    assert row["verdict"] == cmp.CHANGED
+    assert "1 MiB: rep_movsb is the fastest in A" in row["reason"]
+    # answers that keep no ties (older documents) compare as equal or different
+    for x in (c, d):
+        del x["details"][0]["ties"]
+    assert cmp.compare([c], [d])["rows"][0]["verdict"] == cmp.CHANGED

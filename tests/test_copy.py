@@ -13,7 +13,7 @@ from memfx.errors import ParamError
 from memfx.experiments import get_experiment
 from memfx.experiments.copy import (MODES, SIMPLICITY, STRATEGIES, best_ranges, check_no_overlap,
                                     comparable_sizes, fill_sizes, find_crossovers, find_step,
-                                    geometric_sizes, small_sizes)
+                                    geometric_sizes, small_sizes, ties_by_size)
 from memfx.results import RunData
 
 ROWS = kernel_table()
@@ -295,6 +295,11 @@ def test_best_ranges_merge_and_prefer_the_simpler_on_ties():
     ranges = best_ranges(curves, SIMPLICITY["copy"])
     assert [r["strategy"] for r in ranges] == ["gpr_unrolled", "rep_movsb", "gpr_unrolled"]
     assert ranges[1]["max_size"] == 128 and ranges[2]["min_size"] == 129
+    # the ties beside the ranges (what compare tells a reversal from): at
+    # 100 B rep_movsb and avx512 tie and gpr_unrolled is 2.2x slower
+    ties = dict((s, t) for s, t in ties_by_size(curves))
+    assert ties[100] == ["avx512", "rep_movsb"] and ties[200] == ["gpr_unrolled"]
+    assert sorted(ties) == small
 
 
 def test_best_ranges_forgive_one_isolated_size_and_skip_partial_sizes():

@@ -276,13 +276,20 @@ def test_a_knee_that_huge_pages_passed_earlier_is_no_tlb_knee():
     kh = _steps([(32 << 10, 1.4), (1 << 20, 5.0), (2 << 20, 16.0), (1 << 40, 130.0)])
     sizes = size_grid(1024, 64 << 20, 4, anchors=[32 << 10, 1 << 20, 32 << 20])
     pts = _points(k4, sizes) + _points(kh, sizes, pages="thp", share=1.0)
+    cap = _an_l3_cache_knee_between(pts, 3 << 20, 6 << 20)
+    assert "sysfs says 32 MiB" in cap.because
+
+
+def _an_l3_cache_knee_between(pts, low, high):
+    """The knee between low and high is a cache's (not a TLB's), no knee is
+    a TLB's, and latency.l3_capacity is measured there: its answer."""
     a = _analyze(pts, machine=AMD_MACHINE, pages=("4k", "thp"))
-    knee = next(d for d in a["tlb_reach"].details if 3 << 20 <= d["value"] <= 6 << 20)
+    knee = next(d for d in a["tlb_reach"].details if low <= d["value"] <= high)
     assert knee["verdict"] == "cache (no reported size)"
     assert a["tlb_reach"].verdict == "not_detected"
     cap = a["l3_capacity"]
-    assert cap.verdict == "measured" and 3 << 20 <= cap.value <= 6 << 20
-    assert "sysfs says 32 MiB" in cap.because
+    assert cap.verdict == "measured" and low <= cap.value <= high
+    return cap
 
 
 def test_one_noisy_huge_page_point_past_the_knee_does_not_make_a_cache_knee_a_tlb_knee():
@@ -300,12 +307,7 @@ def test_one_noisy_huge_page_point_past_the_knee_does_not_make_a_cache_knee_a_tl
     sizes = size_grid(1024, 64 << 20, 4, anchors=[32 << 10, 1 << 20, 32 << 20])
     assert any((11 << 20) < s <= (12 << 20) for s in sizes)       # the noisy cell is measured
     pts = _points(k4, sizes) + _points(kh, sizes, pages="thp", share=1.0)
-    a = _analyze(pts, machine=AMD_MACHINE, pages=("4k", "thp"))
-    knee = next(d for d in a["tlb_reach"].details if 10 << 20 <= d["value"] <= 13 << 20)
-    assert knee["verdict"] == "cache (no reported size)"
-    assert a["tlb_reach"].verdict == "not_detected"
-    cap = a["l3_capacity"]
-    assert cap.verdict == "measured" and 10 << 20 <= cap.value <= 13 << 20
+    cap = _an_l3_cache_knee_between(pts, 10 << 20, 13 << 20)
     assert "with huge pages too" in cap.because
 
 

@@ -204,6 +204,9 @@ def test_init_plan_and_bad_input():
     assert not any("init_n" in p.params for p in pts if p.arm in FORMS)
     none = exp.plan({**exp.resolve("quick"), "init_n": []}, {})
     assert {p.arm for p in none} == set(FORMS)
+    # what --help says turns them off, from the command line: `--set init_n=none`
+    spelled = next(p for p in exp.params if p.name == "init_n").parse("none")
+    assert {p.arm for p in exp.plan({**exp.resolve("quick"), "init_n": spelled}, {})} == set(FORMS)
 
 
 @pytest.mark.measuring

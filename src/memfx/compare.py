@@ -8,7 +8,10 @@ with a confidence interval, and a verdict:
   CI lies wholly beyond the band;
 - ``changed``: the same for a question whose direction is neither (an
   effect's size), or a count (ranges, knees, ways) or set that differs --
-  counts and sets are equal or different, never ratios;
+  counts and sets are equal or different, never ratios; ranges of the
+  fastest strategy that carry their ties differ only where they reverse (at
+  some size each side's pick is clearly slower than the other's on the
+  other side), not where a tie fell the other way;
 - ``changed-answer``: the verdict itself changed (detected <-> not detected;
   inconclusive on one side is not a changed answer);
 - ``noisy``: it would have regressed, but a side's own cautions say its run
@@ -127,6 +130,38 @@ def _signature(a: Mapping[str, Any]):
     return a.get("value"), labels
 
 
+def _ranges_details(a: Mapping[str, Any]):
+    """{(op, mode): detail} of an answer's ranges that carry their ties."""
+    return {(d.get("op"), d.get("mode")): d for d in a.get("details") or []
+            if isinstance(d, dict) and d.get("kind") == "ranges" and d.get("ties")
+            and d.get("ranges")}
+
+
+def _pick_at(ranges, size):
+    return next((r.get("strategy") for r in ranges
+                 if r.get("min_size", 0) <= size <= r.get("max_size", -1)), None)
+
+
+def ranges_reversal(a: Mapping[str, Any], b: Mapping[str, Any]):
+    """Where two answers' ranges of the fastest strategy reverse: the first
+    (op, mode, size, A's pick, B's pick) at which A's pick is not tied with
+    the fastest on B's side and B's pick not on A's; None when they agree up
+    to their ties; False when either side keeps no ties (older documents:
+    compare their signatures)."""
+    da, db = _ranges_details(a), _ranges_details(b)
+    common = sorted(set(da) & set(db), key=str)
+    if not common:
+        return False
+    for key in common:
+        ta = {s: set(t) for s, t in da[key]["ties"]}
+        tb = {s: set(t) for s, t in db[key]["ties"]}
+        for size in sorted(set(ta) & set(tb)):
+            pa, pb = _pick_at(da[key]["ranges"], size), _pick_at(db[key]["ranges"], size)
+            if pa and pb and pa != pb and pa not in tb[size] and pb not in ta[size]:
+                return (*key, size, pa, pb)
+    return None
+
+
 def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float,
                     spread: Optional[float] = None, n_history: int = 0,
                     guest: bool = False) -> Dict[str, Any]:
@@ -153,7 +188,8 @@ def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float,
     elif guest and drift and history_band(drift) > band:
         band = history_band(drift)
         row["band_source"] = (f"guest drift (CV {drift:.0%}: "
-                              + ("the value rests on the host's shared cache or memory"
+                              + ("the value rests on what the host shares or decides: "
+                                 "its cache, memory, cores"
                                  if drift >= threshold("guest_drift_cv") else
                                  "an absolute figure moves with the host's clock")
                               + "; no history of this machine)")
@@ -172,8 +208,21 @@ def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float,
         row["reason"] = "not detected on both sides"
         return row
     if row["unit"] in DISCRETE_UNITS and a.get("value") is not None and b.get("value") is not None:
-        row["verdict"] = UNCHANGED if _signature(a) == _signature(b) else CHANGED
         row["ratio_ci_low"] = row["ratio_ci_high"] = None
+        rev = ranges_reversal(a, b)
+        if rev is False:
+            row["verdict"] = UNCHANGED if _signature(a) == _signature(b) else CHANGED
+        elif rev is None:
+            row["verdict"] = UNCHANGED
+            if _signature(a) != _signature(b):
+                row["reason"] = ("the same fastest strategy at every size both measured, up to "
+                                 "ties (a tie fell the other way)")
+        else:
+            op, mode, size, pa, pb = rev
+            row["verdict"] = CHANGED
+            row["reason"] = (f"{op} ({mode}) at {format_value(size, 'bytes')}: {pa} is the "
+                             f"fastest in A and clearly slower than {pb} in B, {pb} clearly "
+                             f"slower than {pa} in A")
         return row
     if r is None:
         row["verdict"] = NOT_COMPARABLE

@@ -304,6 +304,8 @@ def compare_lines(doc: Mapping[str, Any], width: int, show_all=False) -> List[st
             line = (f"  {_pad(clean(r['question']), id_w)}  {_pad(str(r['verdict']), verdict_w)}  "
                     f"{ratio_text(r)}  {format_value(r.get('a'), unit)} -> {format_value(r.get('b'), unit)}")
             out.append(fit(line, width))
+            if r.get("reason") and r["verdict"] != "unchanged":
+                out.append(fit(f"    {r['reason']}", width))
     hidden = len(rows) - len(shown)
     if hidden:
         out.append(fit(f"{hidden} rows unchanged, not judged or not comparable: --all lists "

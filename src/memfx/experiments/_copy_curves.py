@@ -182,6 +182,15 @@ def acceptable(curves, size, effect_min):
     return {k for k, (m, lo, hi) in here.items() if lo <= hb or m <= mb * (1 + effect_min)}
 
 
+def ties_by_size(curves, effect_min=None):
+    """[[size, [the strategies tied with the fastest there]], ...] over the
+    sizes best_ranges reads: a range names one strategy, and two runs whose
+    ranges differ may only have picked different members of a tie (compare
+    tells that from a reversal with these)."""
+    e = CLEAR_WIN if effect_min is None else effect_min
+    return [[s, sorted(acceptable(curves, s, e))] for s in comparable_sizes(curves)]
+
+
 def best_ranges(curves, simplicity, effect_min=None):
     """The best strategy per size range: [{strategy, min_size, max_size}].
 

@@ -82,7 +82,7 @@ from ._copy_curves import (BASELINE, CLEAR_WIN, LOOPS, METRIC, MIN_RUN,  # noqa:
                            _ranges_text, _runs, _sign, _stat, acceptable, best_ranges,
                            clear_winner, clear_wins, comparable_sizes, crossing_dict, envelope,
                            find_crossovers, find_step, modes_of, pair_crossovers, point_curves,
-                           point_index, point_values, strategy_ranges)
+                           point_index, point_values, strategy_ranges, ties_by_size)
 from ._copy_kernels import (MODES, OPS, STRATEGIES, check_no_overlap,  # noqa: F401
                             fill_pattern, kernel_name)
 from ._sweep import SPARSE_FROM, SPARSE_FROM_HELP
@@ -289,7 +289,7 @@ def answer_best(op, points, pair_details):
                         "mode": mode, "value": float(len(ranges)), "unit": "ranges",
                         "ci_low": None, "ci_high": None, "ranges": ranges,
                         "baseline_ranges": base, "text": _ranges_text(ranges),
-                        "strategies": sorted(curves)})
+                        "strategies": sorted(curves), "ties": ties_by_size(curves)})
         if main is None:
             main = (mode, ranges)
     if main is None:

@@ -181,14 +181,20 @@ class Matmul(Experiment):
               "one matrix the size of the L2)", "auto,512"),
         Param("init_n", "list:str", ["1024", "auto"], "initialisation: elements per row "
               "of the square int32 matrix (multiples of 64, or auto = twice the largest "
-              "cache); empty = no initialisation arms", "1024"),
+              "cache); none = no initialisation arms", "1024"),
     ]
     presets = {
         # N stays "auto" in quick: at N = 1024 one iteration (8 rows of the
         # product) of the naive form takes ~130 ms on a 2-vCPU guest, and every
         # sample of every form was rejected as preempted (a survey here, issue
         # 22).  N = 1024 in quick needs kernels that compute fewer rows per
-        # iteration first; `--set n=1024` measures it now.
+        # iteration first; `--set n=1024` measures it now.  The share moves
+        # with N more than with the machine: on a 2-vCPU Sapphire
+        # Rapids-class guest (L1d 48 KiB, L2 2 MiB) transposed / naive read
+        # 0.27 at N = 512 (quick's auto), 0.62 at 1000 (full's largest),
+        # 0.57 at 1008 and 0.08 at 1024 in one run: at a power of two the
+        # naive loop's column (N x 8 B apart) falls into a few cache sets;
+        # at 1000 it stays in the L2, and the naive loop is 1.6x slower.
         "quick": {"samples": 5, "min_sample_ms": 0.5, "n": "auto", "init_n": "1024"},
         "full": {"samples": 5},
     }
@@ -246,10 +252,13 @@ class Matmul(Experiment):
             if str(v).strip().lower() == "auto":
                 out.append(init_auto_n(machine))
                 continue
+            if str(v).strip().lower() == "none":
+                continue
             try:
                 n = int(v)
             except ValueError:
-                raise ParamError(f"init_n: expected auto or an integer, got {v!r}") from None
+                raise ParamError(f"init_n: expected auto, none or an integer, got {v!r}") \
+                    from None
             if n < INIT_ALIGN or n % INIT_ALIGN or n > INIT_MAX_N:
                 raise ParamError(f"init_n: {n} must be a multiple of {INIT_ALIGN} from "
                                  f"{INIT_ALIGN} to {INIT_MAX_N}")
