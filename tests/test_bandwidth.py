@@ -178,7 +178,13 @@ def test_full_sweeps_the_widest_width_and_puts_the_others_at_the_level_cells():
     assert sizes[("bw_read_avx2", "thp")] == cells
     assert ("bw_read_sse2", "thp") not in sizes and ("bw_read_scalar", "thp") not in sizes
     assert sizes[("fill_rep_stosb", "thp")] == cells
-    assert all(cells <= got for got in sizes.values())
+    dram = max(cells)
+    readbacks = {k for k in sizes if k[0] in ("bw_write_read_avx2", "bw_ntwrite_read_avx2")}
+    assert len(readbacks) == 4                   # both readbacks, both page sizes
+    assert all(cells <= got for k, got in sizes.items() if k not in readbacks)
+    # the readbacks answer in the last cache level: their curves stop short
+    # of the DRAM cell (whole 2x-LLC passes written and read back)
+    assert all(max(sizes[k]) < dram and cells - {dram} <= sizes[k] for k in readbacks)
     assert len(sizes[("fill_rep_stosb", "4k")]) > 3 * len(cells)
     every = exp.plan(exp.resolve("full", {"curves": "all"}), MACHINE)
     assert len([p for p in every if "part" not in p.params]) > 2 * len(one_thread)
@@ -217,6 +223,19 @@ def test_sizes_straddle_every_cache():
     assert min(sizes) >= 4096 and max(sizes) <= 128 << 20
     # min_size = max_size measures exactly that size (issue 16)
     assert sizes_for(1 << 30, 1 << 30, 4, [("l3", 32 << 20)]) == [1 << 30]
+
+
+def test_a_cache_past_sparse_from_is_straddled_by_the_doublings_alone():
+    caches = [("l1d", 48 << 10), ("l2", 2 << 20), ("l3", 480 << 20)]
+    sizes = sizes_for(4096, 960 << 20, 2, caches, sparse_from=64 << 20)
+    past = [s >> 20 for s in sizes if s > 64 << 20]
+    assert past == [128, 256, 512, 960]          # no 360 / 720 around the LLC
+    assert any(s < 480 << 20 for s in sizes) and any(s > 480 << 20 for s in sizes)
+    # below sparse_from both sides of a cache are still measured
+    assert (48 << 10) * 3 // 4 // 128 * 128 in sizes and (2 << 20) * 3 // 2 in sizes
+    # without a sparse part every cache keeps its sides
+    dense = sizes_for(4096, 960 << 20, 2, caches)
+    assert (480 << 20) * 3 // 4 in dense and (480 << 20) * 3 // 2 in dense
 
 
 # ---- analysis on synthetic points -------------------------------------------------

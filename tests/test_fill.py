@@ -282,6 +282,18 @@ def test_full_preset_has_every_kernel_and_value():
     assert set(params["kernels"]) == set(F.KERNELS) and set(params["values"]) == set(F.VALUES)
 
 
+def test_past_sparse_from_the_grid_keeps_only_the_cache_anchors_and_the_top():
+    anchors = [48 << 10, 2 << 20, 480 << 20]
+    sparse = F.size_grid(4096, 960 << 20, 16, anchors, sparse_from=64 << 20)
+    past = sorted(s >> 20 for s in sparse if s > 64 << 20)
+    assert past == [240, 960]                    # 0.5x the LLC, and max_size
+    dense = F.size_grid(4096, 960 << 20, 16, anchors)
+    assert [s for s in dense if s <= 64 << 20] == [s for s in sparse if s <= 64 << 20]
+    assert len([s for s in dense if s > 64 << 20]) > len(past)
+    exp = get_experiment("fill")
+    assert exp.resolve("full")["sparse_from"] == 64 << 20
+
+
 @pytest.mark.parametrize("overrides", [
     {"kernels": "avx3"}, {"values": "zero,two"}, {"min_size": "8"}, {"points": "1"},
     {"max_size": "64", "min_size": "1K"}, {"max_size": "16G"}, {"nonsense": "1"},

@@ -229,6 +229,39 @@ def test_levels_are_flat_plateaus_and_a_shared_l3_has_its_effective_capacity():
     assert a["memory"].value == pytest.approx(120.0, rel=0.05)
 
 
+def test_a_short_stretch_just_past_the_l2_is_not_the_l3s_plateau():
+    """Replica 1 of a full survey on the 2-vCPU guest (L2 2 MiB): 26-28 ns
+    from 1.94 to 2.12 MiB between the L2 (~6 ns) and the L3 (38-53 ns), read
+    as the L3's plateau: latency.l3 27 ns and l3_capacity 2.5 MiB, where the
+    other replicas read 8 and 12 MiB.  It ends within 25 % of the L2."""
+    M = 1 << 20
+    measured = [(0.25, 4.4), (0.31, 4.6), (0.40, 4.9), (0.50, 5.0), (0.63, 5.2), (0.79, 5.6),
+                (1.00, 5.9), (1.26, 6.4), (1.37, 6.6), (1.50, 8.9), (1.59, 14.1), (1.78, 15.9),
+                # the stretch (the refine's fine steps put five sizes in it)
+                (1.90, 27.0), (1.94, 26.8), (2.00, 27.2), (2.06, 27.0), (2.12, 27.3),
+                (2.52, 38.5), (3.00, 42.7),
+                (3.17, 44.3), (4.00, 45.6), (5.04, 45.8), (6.35, 47.1), (8.00, 50.4),
+                (10.08, 52.4), (10.99, 53.9), (11.99, 119.2), (12.70, 101.2), (14.25, 116.3),
+                (16.00, 105.9), (16.95, 136.7), (20.16, 151.2), (25.40, 160.1), (32.00, 168.7)]
+    small = [(s / 1024, 1.2) for s in (4, 8, 16, 32)] + [(0.0625, 4.0), (0.125, 4.1)]
+    pts = []
+    for mib, ns in small + measured:
+        pts += [_point("random", int(mib * M), ns), _point("sequential", int(mib * M), ns * 0.3)]
+    guest = {"caches": [{"level": 1, "type": "Data", "size_bytes": 48 << 10},
+                        {"level": 2, "type": "Unified", "size_bytes": 2 << 20},
+                        {"level": 3, "type": "Unified", "size_bytes": 480 << 20}],
+             "memory": {"available_bytes": 16 << 30}}
+    from memfx.experiments.latency import curve_levels
+    stretch = [lv for lv in curve_levels([p for p in pts if p["arm"] == "random"])
+               if 26 < lv.latency_ns < 28]
+    assert stretch and stretch[0].flat and stretch[0].last_size > 2 * M   # past the L2
+    a = _analyze(pts, machine=guest)
+    assert a["l3"].verdict == "measured" and 38 <= a["l3"].value <= 54
+    assert a["l3_capacity"].value is not None and 8 * M <= a["l3_capacity"].value <= 13 * M
+    # the L2's answer keeps its own plateau's latency
+    assert a["l2"].value == pytest.approx(5.0, rel=0.2)
+
+
 def _tlb_knee_points(with_huge):
     """L2 = 1 MiB: 4 KiB pages step at ~539K (5 -> 7.5 ns: the L1 DTLB's
     reach), the L2 ends at 1 MiB; with huge pages there is no 539K step."""
@@ -403,6 +436,26 @@ def test_refine_measures_huge_pages_around_unexplained_knees_only():
     assert not [p for p in exp.refine(data, params_thp, AMD_MACHINE)
                 if p.params["pages"] == "thp"]
     assert exp.refine(data, dict(params, refine=False), AMD_MACHINE) == []
+
+
+def test_refine_steps_past_sparse_from_are_half_as_fine():
+    exp = get_experiment("latency")
+    params = exp.resolve("full")
+    assert params["sparse_from"] == 64 << 20
+    M = 1 << 20
+    levels = [(48 << 10, 1.5), (2 * M, 5.0), (160 * M, 40.0), (1 << 40, 120.0)]
+    sizes = size_grid(4096, 960 * M, 3, sparse_from=64 * M)
+    data = RunData("latency", params, MACHINE, _points(_steps(levels), sizes))
+    extra = sorted({p.params["size_bytes"] for p in exp.refine(data, params, MACHINE)
+                    if p.params["pages"] == "4k"})
+    past = [s for s in extra if s > 64 * M]
+    assert past and all(128 * M < s < 256 * M for s in past)
+    assert len(past) == 3                        # 4 per doubling, not 7 (8 per doubling)
+    below = [s for s in extra if s < 4 * M]
+    assert len(below) >= 4                       # the cache knees keep 8 per doubling
+    nothing_sparse = exp.refine(data, dict(params, sparse_from=0), MACHINE)
+    assert len([p for p in nothing_sparse if p.params["size_bytes"] > 64 * M
+                and p.params["pages"] == "4k"]) > len(past) * len(exp.arms)
 
 
 def test_plot_shows_every_sample_the_cache_bands_and_the_knees():

@@ -304,10 +304,14 @@ def test_tlb_priming_no_gain_anywhere_is_not_detected_as_weak():
     assert a["verdict"] == NOT_DETECTED and "dropped" in a["because"]
 
 
+def _stream(d, none_ns, pf_ns):
+    """The stream part at distance d, stride 64: the loop without and with prefetch."""
+    p = {"part": "stream", "stride_bytes": 64, "distance": d, "region_bytes": 1 << 27}
+    return _sample("none", p, none_ns) + _sample("prefetch", p, pf_ns)
+
+
 def test_stream_answers_pick_the_fastest_distance():
-    def st(d, none_ns, pf_ns):
-        p = {"part": "stream", "stride_bytes": 64, "distance": d, "region_bytes": 1 << 27}
-        return _sample("none", p, none_ns) + _sample("prefetch", p, pf_ns)
+    st = _stream
     a = _doc(st(2, 1.0, 1.0) + st(8, 1.0, 0.8) + st(32, 1.0, 0.9))
     assert a["prefetch.stream_distance"]["value"] == 8
     assert a["prefetch.stream_gain"]["verdict"] == DETECTED
@@ -316,6 +320,17 @@ def test_stream_answers_pick_the_fastest_distance():
     assert details[8]["value"] == pytest.approx(1.25, rel=0.01) and details[8]["verdict"] == DETECTED
     assert details[2]["verdict"] == NOT_DETECTED
     assert all(d["ci_low"] <= d["value"] <= d["ci_high"] for d in details.values())
+
+
+def test_stream_distance_is_the_shortest_of_the_distances_tied_with_the_fastest():
+    st = _stream
+    # a flat curve: the argmin was whichever distance the noise favoured
+    flat = _doc(st(2, 1.0, 1.02) + st(8, 1.0, 1.0) + st(32, 1.0, 0.99))
+    assert flat["prefetch.stream_distance"]["value"] == 2
+    # a clear best distance is still the answer, and the advice names it
+    clear = _doc(st(2, 1.0, 1.0) + st(8, 1.0, 0.8) + st(32, 1.0, 0.83))
+    assert clear["prefetch.stream_distance"]["value"] == 8
+    assert "prefetch 8 elements" in clear["prefetch.stream_gain"]["because"]
 
 
 def test_every_question_is_answered_on_an_empty_sweep():

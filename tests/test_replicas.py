@@ -399,6 +399,28 @@ def test_an_overruled_pooled_claim_is_quoted_after_what_the_replicas_decided():
     assert "(every replica's samples pooled: the fix removes the penalty)" in out["because"]
 
 
+def test_a_choice_most_replicas_did_not_make_gives_way_to_theirs():
+    """prefetch.stream_distance: the pooled samples chose 2 where two of
+    three replicas chose 8 (every other survey of that A/A read 8)."""
+    q = Question("x.distance", "?", "elements", "004", "argmin")
+    pooled = {"question": "x.distance", "verdict": MEASURED, "value": 2.0,
+              "because": "2 elements ahead."}
+    per = [{"verdict": MEASURED, "value": v} for v in (2.0, 8.0, 8.0)]
+    out = combine_replicas(q, pooled, per)
+    assert out["value"] == 8.0 and out["ci_low"] is None
+    assert out["because"].startswith("The replicas' choice is 8 elements (2 of 3), not the "
+                                     "pooled samples' 2 elements")
+    # no majority (or the majority's own choice): the pooled choice stands
+    for votes in ((2.0, 8.0, 32.0), (2.0, 2.0, 8.0)):
+        out = combine_replicas(q, pooled, [{"verdict": MEASURED, "value": v} for v in votes])
+        assert out["value"] == 2.0 and out["because"] == pooled["because"]
+    # a count of ranges is not a choice: its value stays the pooled one
+    ranges = Question("x.ranges", "?", "ranges", "002", "ranges")
+    out = combine_replicas(ranges, dict(pooled, value=3.0),
+                           [{"verdict": MEASURED, "value": v} for v in (5.0, 5.0, 3.0)])
+    assert out["value"] == 3.0
+
+
 def test_a_pooled_value_no_replica_supports_gives_way_to_the_replicas_estimate():
     """A knee of the pooled curve at 55.9 KB while every replica read
     50.8-51.1 KB: the answer takes the replicas' estimate and says what the

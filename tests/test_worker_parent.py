@@ -171,3 +171,51 @@ def test_a_replica_forked_by_the_host_dies_when_memfx_is_killed():
         parent.stdout.close()
         if child and alive(child):
             os.kill(child, signal.SIGKILL)
+
+
+def test_memfx_keeps_off_the_measuring_cpu_while_a_replica_measures():
+    """Every thread of the parent (the store's writes, the progress display's
+    refresh thread) leaves the worker's CPU while it measures and comes back
+    after; a host started meanwhile, and the child it forks to measure, may
+    still use every CPU, and the child measures on the CPU the parent kept
+    off."""
+    import json
+    import threading
+    from memfx import runner
+    start = frozenset(os.sched_getaffinity(0))
+    if len(start) < 2:
+        pytest.skip("needs two CPUs")
+    cpu = runner.measuring_cpu(None)
+    assert cpu == max(start) and runner.measuring_cpu(min(start)) == min(start)
+    stop = threading.Event()
+    seen = {}
+
+    def refresher():                    # a thread started before, as rich's is
+        seen["tid"] = threading.get_native_id()
+        stop.wait(30)
+    t = threading.Thread(target=refresher)
+    t.start()
+    host = runner.WorkerHost()
+    try:
+        while "tid" not in seen:
+            time.sleep(0.01)
+        with runner.off_the_measuring_cpu(cpu):
+            assert os.sched_getaffinity(0) == start - {cpu}
+            assert os.sched_getaffinity(seen["tid"]) == start - {cpu}
+            msgs = [json.loads(line) for line in host.submit(_tiny_latency_job(0))]
+            assert os.sched_getaffinity(host.proc.pid) == start
+        assert host.returncode == 0
+        assert next(m["cpu"] for m in msgs if m["type"] == "info") == cpu
+        assert os.sched_getaffinity(0) == start and os.sched_getaffinity(seen["tid"]) == start
+    finally:
+        stop.set()
+        t.join()
+        host.close()
+    # one CPU allowed: nothing to keep off, nothing changes
+    single = runner.off_the_measuring_cpu(cpu)
+    saved_cpus, runner._START_CPUS = runner._START_CPUS, frozenset({cpu})
+    try:
+        with single:
+            assert os.sched_getaffinity(0) == start and not single.saved
+    finally:
+        runner._START_CPUS = saved_cpus

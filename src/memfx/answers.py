@@ -47,6 +47,9 @@ EFFECT_BAND = "effect_band"
 # with a CI (the pages bracketing it), and two surveys 1 % apart read
 # "changed" as a count.
 DISCRETE_UNITS = frozenset({"ranges", "levels", "ways", "sets", "elements"})
+# Discrete answers whose value is one choice (not a count of the ranges or
+# levels their details list): the replicas' majority is their estimate.
+CHOICE_UNITS = frozenset({"ways", "sets", "elements"})
 
 __all__ = ["Question", "Answer", "NOT_MEASURED", "ANSWER_VERDICTS", "LOWER", "HIGHER",
            "NEITHER", "point_key", "evidence_keys", "not_measured", "measured",
@@ -346,6 +349,17 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
     overruled = None
     if q.discrete:
         out["ci_scope"] = "none (a count or a choice)"
+        votes = [a["value"] for a in valued]
+        top = max(set(votes), key=votes.count) if votes else None
+        if (q.unit in CHOICE_UNITS and value is not None and top is not None
+                and votes.count(top) * 2 > len(votes) and top != value):
+            # a choice the pooled samples made that most replicas did not
+            # (prefetch.stream_distance: pooled 2, replicas 2, 8, 8 in an
+            # A/A whose other surveys all read 8)
+            overruled = (f"the replicas' choice is {format_value(top, q.unit)} "
+                         f"({votes.count(top)} of {len(votes)}), not the pooled samples' "
+                         f"{format_value(value, q.unit)}")
+            value = out["value"] = top
     elif value is not None and len(valued) >= 2:
         c = stats.combine_replicas([a["value"] for a in valued],
                                    [a.get("ci_low") for a in valued],

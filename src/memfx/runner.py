@@ -17,6 +17,57 @@ from .experiments import get_experiment
 from .store import Store
 
 
+# The CPUs this process may use as it starts: the worker host gets them all
+# even when it is (re)started while this process keeps off the measuring CPU.
+_START_CPUS = frozenset(os.sched_getaffinity(0))
+
+
+def measuring_cpu(cpu):
+    """The CPU a worker measures on: `cpu`, or (None / negative) the last
+    one this process may use -- the Lab's own rule (Lab._pin)."""
+    return max(_START_CPUS) if cpu is None or cpu < 0 else cpu
+
+
+class off_the_measuring_cpu:
+    """Every thread of this process (the store's writes, the progress
+    display's refresh) kept off the worker's CPU while it measures, where
+    another CPU is allowed.  Floating, this process is woken where the
+    scheduler finds room -- the measuring CPU whenever the others are busy
+    (a build, a bandwidth hog) -- and each of its wake-ups there preempts
+    the worker or takes part of its caches."""
+
+    def __init__(self, cpu):
+        self.cpu, self.saved = cpu, {}
+
+    def __enter__(self):
+        rest = _START_CPUS - {self.cpu}
+        if not rest or self.cpu not in _START_CPUS:
+            return self
+        for tid in _threads():
+            try:
+                self.saved[tid] = os.sched_getaffinity(tid)
+                os.sched_setaffinity(tid, rest)
+            except OSError:       # a thread that ended meanwhile
+                self.saved.pop(tid, None)
+        return self
+
+    def __exit__(self, *exc):
+        for tid, mask in self.saved.items():
+            try:
+                os.sched_setaffinity(tid, mask)
+            except OSError:
+                pass
+        self.saved = {}
+        return False
+
+
+def _threads():
+    try:
+        return [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return [0]
+
+
 class RunInterrupted(Exception):
     """Ctrl-C during a run; the run is stored as interrupted."""
 
@@ -105,8 +156,9 @@ class Measurement:
                  "replica": replica, "replicas": self.replicas}
         host = worker_host()
         try:
-            for line in host.submit(job):
-                _handle(line, store, run_id, state, on_progress, on_info)
+            with off_the_measuring_cpu(measuring_cpu(self.params.get("cpu"))):
+                for line in host.submit(job):
+                    _handle(line, store, run_id, state, on_progress, on_info)
         except KeyboardInterrupt:
             host.stop()
             for line in host.remaining():       # keep what was already measured
@@ -205,6 +257,12 @@ class WorkerHost:
         self.proc = subprocess.Popen(worker_command() + ["serve", str(os.getpid())],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.errfile, text=True)
+        try:
+            # started while this process keeps off the measuring CPU: the
+            # host (and every child it forks) may still use every CPU
+            os.sched_setaffinity(self.proc.pid, _START_CPUS)
+        except OSError:
+            pass
 
     def submit(self, job):
         """Send one job; yield its messages (lines) until its child exits.

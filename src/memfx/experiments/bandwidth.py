@@ -183,9 +183,14 @@ def _questions():
 
 def sizes_for(lo, hi, per_octave, caches, sparse_from=0):
     """The working sets: geometric (one per doubling past sparse_from), plus
-    both sides of each cache size, rounded to whole 128-byte blocks (a copy's
-    halves stay line multiples)."""
-    grid = [s for s in size_grid(lo, hi, per_octave, [c for _, c in caches], sparse_from)
+    both sides of each cache size up to sparse_from, rounded to whole
+    128-byte blocks (a copy's halves stay line multiples).  A cache past
+    sparse_from is straddled by the doubling sizes and measured inside by
+    its level cell; latency owns the capacities.  Its two extra sizes
+    (0.75x and 1.5x a 480 MiB LLC) were 11 cells each, 8.7 s of a 58 s full
+    replica on a 2-vCPU guest, for one line of bandwidth.knees."""
+    anchors = [c for _, c in caches if not sparse_from or c <= sparse_from]
+    grid = [s for s in size_grid(lo, hi, per_octave, anchors, sparse_from)
             if lo <= s <= hi]
     return sorted({max(128, s // 128 * 128) for s in grid or [lo]})
 
@@ -468,18 +473,21 @@ class Bandwidth(BandwidthAnswers, Experiment):
         if avail and peak > avail * 0.8:
             raise ParamError(f"max_size {format_size(hi)} does not fit: {format_size(avail)} "
                              f"of memory is available")
-        skip = set()
+        levels = level_sizes(machine, 1, lo, hi)
         if params.get("sweep") == "levels":
-            levels = level_sizes(machine, 1, lo, hi)
             sizes = [s for _, s in levels] or [lo, hi]
-            # the readbacks answer in the largest cache level (nt_readback);
-            # their DRAM cell, a detail, was a fifth of a quick replica's time
-            skip = {(kind, s) for lid, s in levels if lid == "dram" for kind in READBACK_KINDS}
         else:
             sizes = sizes_for(lo, hi, params["per_octave"], data_caches(machine),
                               params.get("sparse_from") or 0)   # runs stored before it: 0
+        # the readbacks answer in the largest cache level (nt_readback); from
+        # the DRAM cell on they are a detail: a fifth of a quick replica's
+        # time, and 4 s of a full one (whole passes of 960 MiB, written and
+        # read back, with and without THP)
+        cells = set(s for _, s in levels)
+        dram = min((s for lid, s in levels if lid == "dram"), default=None)
+        skip = {(kind, s) for s in set(sizes) | cells for kind in READBACK_KINDS
+                if dram is not None and s >= dram}
         curved = self.curve_kernels(params, machine, pairs)
-        cells = set(s for _, s in level_sizes(machine, 1, lo, hi))
         # sizes outermost: the kinds of one size run back to back
         pts = [Point(kind, {"size_bytes": s, "pages": pg, "kernel": k})
                for i, pg in enumerate(params["pages"]) for s in sorted(set(sizes) | cells)

@@ -67,6 +67,7 @@ from ._fill_checks import (FILL_ALTERNATE, FILL_ROTATE, FILL_VALUE_FROM_SRC,  # 
                            SLOT_BYTES, check_kernel, check_rotating, final_byte)
 from ._fill_ratio import (ALL_SIZES, fill_level, fill_levels, level_ratio,  # noqa: F401
                           ratio_verdict)
+from ._sweep import SPARSE_FROM
 from .base import Experiment, Param, Point, Trial, register
 from .levels import data_caches as level_caches, declared_sizes
 
@@ -202,11 +203,14 @@ def arm_setup(arm, seed):
 
 # ---- sizes and cache levels --------------------------------------------------------
 
-def size_grid(lo, hi, points, anchors=(), factors=ANCHOR_FACTORS):
-    """`points` geometric sizes from lo to hi, plus anchor*f for every anchor
-    and factor inside [lo, hi]; sorted, de-duplicated."""
+def size_grid(lo, hi, points, anchors=(), factors=ANCHOR_FACTORS, sparse_from=0):
+    """`points` geometric sizes from lo to hi (none past sparse_from but hi;
+    0 = no sparse part), plus anchor*f for every anchor and factor inside
+    [lo, hi]; sorted, de-duplicated."""
     points = max(2, int(points))
     sizes = {int(round(lo * (hi / lo) ** (i / (points - 1)))) for i in range(points)}
+    if sparse_from:
+        sizes = {s for s in sizes if s <= sparse_from} | {int(hi)}
     for a in anchors:
         for f in factors:
             s = int(a * f)
@@ -384,6 +388,10 @@ class Fill(Experiment):
               "cache anchors (the curves); levels = one declared size per cache level and DRAM "
               "(levels.declared_sizes -- the same cells every run)", "levels",
               choices=("grid", "levels")),
+        Param("sparse_from", "size", SPARSE_FROM,
+              "with sweep=grid: above this size only the cache anchors (0.5x and 2x each "
+              "cache) and max_size, no geometric sizes; 0 = `points` sizes up to max_size, bytes",
+              "0", minimum=0),
         Param("chunk", "size", DEFAULT_CHUNK,
               "bytes per kernel call in regions larger than this (a cursor sweeps the region); "
               "0 = one call fills the whole region, as a program's memset does", "1M", minimum=0),
@@ -400,7 +408,10 @@ class Fill(Experiment):
         "quick": {"kernels": "avx2,memset,nt_sse",
                   "values": "zero,one,zero_volatile", "sweep": "levels",
                   "points": 12, "samples": 5, "min_sample_ms": 1.0},
-        # 5 samples x 3 replicas as in quick (the replicas make the CI)
+        # 5 samples x 3 replicas as in quick (the replicas make the CI);
+        # past sparse_from (64 MiB) the cache anchors and max_size only: the
+        # grid's 112 and 327 MiB cells were 12-14 s of a 38 s full replica
+        # on a 480 MiB-LLC guest, between the L3 anchor (240) and DRAM (960)
         "full": {"points": 16, "samples": 5, "min_sample_ms": 1.0},
     }
 
@@ -495,7 +506,8 @@ class Fill(Experiment):
         if params.get("sweep") == "levels":
             sizes = [s for _, s in declared_sizes(level_caches(machine), lo, hi)] or [lo, hi]
         else:
-            sizes = size_grid(lo, hi, params["points"], anchors)
+            sizes = size_grid(lo, hi, params["points"], anchors, sparse_from=params.get(
+                "sparse_from") or 0)     # runs stored before it: 0
         # Every kernel gets the zero arm and one non-zero arm (the zero /
         # non-zero table, zero_store_elimination); the other value arms are
         # read with the primary kernel only (zero_loaded_from_memory,
