@@ -163,6 +163,30 @@ def test_a_chosen_distance_is_compared_as_equal_or_different():
     assert other["rows"][0]["verdict"] == cmp.CHANGED and other["rows"][0]["ratio_ci_low"] is None
 
 
+def _distance_ans(choice, tied):
+    """prefetch.stream_distance as the analysis gives it: the choice, and per
+    distance whether it is tied with the fastest."""
+    a = _ans("prefetch.stream_distance", float(choice), better="", unit="elements")
+    a["details"] = [{"label": f"stride 64 d={d}", "distance": d, "choice": d, "tied": d in tied,
+                     "value": 1.1, "unit": "ratio"} for d in (2, 8, 32)]
+    return a
+
+
+def test_choices_that_differ_only_where_a_tie_fell_the_other_way_are_unchanged():
+    """8 in one survey (32 within 10 % of it), 32 in the next (8 not within
+    10 % there): an A/A read "changed" in 6 of 10 pairs."""
+    a, b = _distance_ans(8, {8, 32}), _distance_ans(32, {32})
+    row = cmp.compare([a], [b])["rows"][0]
+    assert row["verdict"] == cmp.UNCHANGED and "tie" in row["reason"]
+    # neither choice tied with the best on the other side: changed, and why
+    row = cmp.compare([_distance_ans(2, {2})], [b])["rows"][0]
+    assert row["verdict"] == cmp.CHANGED and "2 elements is not tied" in row["reason"]
+    # the same choice: unchanged; no ties kept (older documents): as before
+    assert cmp.compare([a], [_distance_ans(8, {8})])["rows"][0]["verdict"] == cmp.UNCHANGED
+    old = [_ans("prefetch.stream_distance", 8.0, better="", unit="elements")]
+    assert cmp.compare(old, [b])["rows"][0]["verdict"] == cmp.CHANGED
+
+
 def _ranges_ans(ranges, ties):
     """copy.best_strategy as the copy analysis gives it: the ranges and,
     per size, the strategies tied with the fastest."""

@@ -331,6 +331,9 @@ def test_stream_distance_is_the_shortest_of_the_distances_tied_with_the_fastest(
     clear = _doc(st(2, 1.0, 1.0) + st(8, 1.0, 0.8) + st(32, 1.0, 0.83))
     assert clear["prefetch.stream_distance"]["value"] == 8
     assert "prefetch 8 elements" in clear["prefetch.stream_gain"]["because"]
+    # the details mark the ties compare reads (8 and 32 here, not 2)
+    marks = {d["choice"]: d["tied"] for d in clear["prefetch.stream_distance"]["details"]}
+    assert marks == {2: False, 8: True, 32: True}
 
 
 def test_every_question_is_answered_on_an_empty_sweep():

@@ -162,6 +162,14 @@ def ranges_reversal(a: Mapping[str, Any], b: Mapping[str, Any]):
     return None
 
 
+def choice_ties(a: Mapping[str, Any]):
+    """The choices a discrete answer's details mark as tied with the best
+    (rows with "choice" and "tied"), or None when it keeps no ties."""
+    rows = [d for d in a.get("details") or [] if isinstance(d, dict)
+            and "choice" in d and "tied" in d]
+    return {float(d["choice"]) for d in rows if d["tied"]} if rows else None
+
+
 def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float,
                     spread: Optional[float] = None, n_history: int = 0,
                     guest: bool = False) -> Dict[str, Any]:
@@ -210,7 +218,21 @@ def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float,
     if row["unit"] in DISCRETE_UNITS and a.get("value") is not None and b.get("value") is not None:
         row["ratio_ci_low"] = row["ratio_ci_high"] = None
         rev = ranges_reversal(a, b)
-        if rev is False:
+        ta, tb = choice_ties(a), choice_ties(b)
+        va, vb = float(a["value"]), float(b["value"])
+        if rev is False and ta is not None and tb is not None and va != vb:
+            # two choices that differ only where a tie fell the other way
+            # (prefetch.stream_distance: 8 or 32 elements, within 10 % of
+            # each other in one survey and not in the next)
+            if va in tb or vb in ta:
+                row["verdict"] = UNCHANGED
+                row["reason"] = ("a tie fell the other way: each side's choice is tied with "
+                                 "the best on the other side, or one of them is")
+            else:
+                row["verdict"] = CHANGED
+                row["reason"] = (f"{format_value(va, row['unit'])} is not tied with the best in "
+                                 f"B, nor {format_value(vb, row['unit'])} in A")
+        elif rev is False:
             row["verdict"] = UNCHANGED if _signature(a) == _signature(b) else CHANGED
         elif rev is None:
             row["verdict"] = UNCHANGED

@@ -726,9 +726,14 @@ class Prefetch(Experiment):
             reason = "needs the none and prefetch arms at one stride"
             return [ans.not_measured(qg, reason), ans.not_measured(qd, reason)]
         fastest = min(r[0]["median"] for r in rows)
-        p, base = min((r for r in rows if r[0]["median"] <= fastest * (1 + DISTANCE_TIE)),
+        tied = {r[0]["params"]["distance"] for r in rows
+                if r[0]["median"] <= fastest * (1 + DISTANCE_TIE)}
+        p, base = min((r for r in rows if r[0]["params"]["distance"] in tied),
                       key=lambda r: r[0]["params"]["distance"])
         d = p["params"]["distance"]
+        for row in details:     # the choices, and the ties compare reads (choice_ties)
+            if row["stride_bytes"] == stride:
+                row["choice"], row["tied"] = row["distance"], row["distance"] in tied
         gain = ans.effect(qg, base["values"], p["values"], "",
                           evidence=[ans.point_key(base), ans.point_key(p)])
         gain.details = details
