@@ -23,10 +23,11 @@ A/B: K surveys as they are (A), then K with a real change (B):
                      runs on another CPU during the B surveys: bandwidth and
                      latency in memory should move -- if the hog moves them on
                      this machine at all: before each half the harness
-                     measures a one-thread DRAM read for a minute (a
-                     bandwidth run of one size per level, again and again:
-                     the host settles in the half's state) and prints the
-                     change, so that an A/B whose compare finds nothing can
+                     measures a one-thread DRAM read for half a minute (a
+                     bandwidth run of one size per level, again and again)
+                     and prints the change, then measures one warm-up
+                     survey that it does not compare (the host takes a
+                     whole survey to follow the hog), so that an A/B whose compare finds nothing can
                      tell a missed change from one that did not happen (on a
                      2-vCPU guest of a large host one vCPU barely loads the
                      host's memory: -11 % to +4 %)
@@ -103,10 +104,21 @@ def survey(db, only, env=None, label=""):
     return doc["survey_id"]
 
 
-# Seconds each half of the hog A/B first spends probing (settling the host
-# into the half's state): with 8 s of probes (three runs) the first replica
-# of B's first survey still read 13.0 GB/s against 9.3-10.3 in the rest.
-SETTLE_S = 60
+# Seconds each half of the hog A/B first spends probing, for the hog's own
+# effect on record (the probes alone do not settle the host: see
+# WARMUP_SURVEYS).
+SETTLE_S = 30
+
+# Surveys each half of the hog A/B measures first and does not compare (the
+# A half only without a --history, whose surveys come first anyway).  After
+# the hog starts, the first survey's first bandwidth replica read like the A
+# half in every hog A/B so far (bandwidth.read_dram 13.7 GB/s against
+# 9.6-11.1 in the rest of B, 14.4-15.3 in A) though a minute of probes had
+# run beside the hog, and so did the first replica of a bandwidth run of
+# three after lighter runs beside the hog (13.7 then 9.2, 9.7; 12.9 then
+# 9.5, 11.9): the host follows the guest's whole workload, not the probe's,
+# and takes a full replica to do so, for reasons a guest cannot see.
+WARMUP_SURVEYS = 1
 
 
 def settle(db):
@@ -225,6 +237,14 @@ def history(db, args):
             for i in range(args.history)]
 
 
+def warm_up(db, only, half, env=None):
+    """WARMUP_SURVEYS surveys of the hog A/B's `half`, not compared; their ids.
+    They start before the half's compared surveys, so no compare's history
+    (the surveys before its earlier side) holds a B warm-up."""
+    return [survey(db, only, env=env, label=f"{half} warm-up ({i + 1}/{WARMUP_SURVEYS}, not compared)")
+            for i in range(WARMUP_SURVEYS)]
+
+
 def banded_by_history(pairs):
     with_history = sum(1 for p in pairs if p.get("history_surveys"))
     return (f" ({with_history} of them banded by the machine's history)"
@@ -243,16 +263,15 @@ def cmd_ab(args):
     env, hog, effect = dict(os.environ), None, None
     if args.change == "hog":
         # Each half starts with the probe: one-thread DRAM reads for SETTLE_S
-        # seconds, so that the host has settled in the half's state (with or without the
-        # hog) before its first survey, and the hog's own effect is on
-        # record.  Without it, the first replica of each half's first survey
-        # read between the two states (bandwidth.read_dram 11.3 GB/s against
-        # 14.7-15.9 in the rest of the A half; 14.3 against 8.4-10.6 in the
-        # B half): the host takes a minute or so to follow a change, for
-        # reasons a guest cannot see.
+        # seconds, the hog's own effect on record, then the half's warm-up
+        # survey (WARMUP_SURVEYS): without them the first replica of each
+        # half's first survey read between the two states (read_dram 11.3
+        # GB/s against 14.7-15.9 in the rest of A; 14.3 against 8.4-10.6 in B).
         probe_db = str(Path(tempfile.mkdtemp(prefix="memfx-hog-")) / "probe.db")
         effect = {"without": settle(probe_db)}
     history(db, args)
+    if args.change == "hog" and not args.history:
+        effect["warm_up_a"] = warm_up(db, args.only, "A")
     a_ids = [survey(db, args.only, label=f"A {i + 1}") for i in range(args.runs)]
     if args.change == "glibc":
         hidden = ",".join("-" + f for f in HIDDEN_FEATURES)
@@ -274,6 +293,8 @@ def cmd_ab(args):
               f"{during:.1f} GB/s "
               f"({effect['change']:+.0%})", file=sys.stderr)
     try:
+        if args.change == "hog":
+            effect["warm_up_b"] = warm_up(db, args.only, "B", env=env)
         b_ids = [survey(db, args.only, env=env, label=f"B {i + 1}") for i in range(args.runs)]
     finally:
         if hog:

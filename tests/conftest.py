@@ -17,6 +17,7 @@ signal.signal(signal.SIGINT, signal.default_int_handler)
 @pytest.fixture(autouse=True)
 def _isolated_data_home(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
 
 
 @pytest.fixture

@@ -93,6 +93,7 @@ PLACES = {
     # analysis
     "memfx.results": "analysis",
     "memfx.documents": "analysis",
+    "memfx.answer_cache": "analysis",
     "memfx.compare": "analysis",
     "memfx.fleet": "analysis",
     # running

@@ -228,6 +228,24 @@ def test_the_warm_up_pass_just_before_is_the_settles_first_block():
     assert lab.passes == 1 and state["settled"] == 1
 
 
+def test_a_settle_starts_no_pass_its_budget_cannot_hold():
+    """A fresh stream whose warm-up pass alone used the budget (one pass of
+    a 960 MiB random read: 0.5 s) is sampled next, not passed over again
+    only to end unsettled (a fresh stream compares a pass with the two
+    before it); a shorter warm-up pass still gets its pass."""
+    trial = Trial("k", metric="bandwidth", chunks=8)
+    lab = ScriptedPasses([0.02] * 6, pass_iters=8)     # 400 ns a pass
+    state = _worker.settle(lab, trial, count=1, cycles_per_tick=1.0, pass_iters=8,
+                           whole_pass=True, fresh=True, warmed_ns_per_iter=50.0,
+                           max_seconds=300e-9)
+    assert lab.passes == 0 and state["settled"] == 0 and state["settle_blocks"] == 0
+    assert state["ns_per_iter"] == 50.0
+    lab = ScriptedPasses([0.02] * 6, pass_iters=8)
+    state = _worker.settle(lab, trial, count=1, cycles_per_tick=1.0, pass_iters=8,
+                           whole_pass=True, warmed_ns_per_iter=50.0, max_seconds=1e-6)
+    assert lab.passes == 1 and state["settled"] == 1
+
+
 def test_a_warm_up_pass_does_not_cut_a_fresh_streams_ramp():
     """The warm-up is the ramp's first pass; the settle still ends on the plateau."""
     trial = Trial("k", metric="bandwidth", chunks=8)

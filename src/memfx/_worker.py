@@ -134,7 +134,27 @@ def settle(lab, trial, count, cycles_per_tick, pass_iters=0, tolerance=SETTLE_TO
         # steady within that drift (memfx read 0.73x likwid-bench there)
         block = max(block, pass_iters)
     budget_ns = max_seconds * 1e9
+
+    def budget_for(per_iter):
+        b = min(max_seconds * 1e9,
+                max(budget_samples * count, passes_budget * pass_iters) * per_iter)
+        return max(b, 1.2 * pass_iters * per_iter) if whole_pass else b
+
+    per_iter = None
+    if clean:                 # the warm-up pass just before
+        per_iter = clean[-1]
+        budget_ns = budget_for(per_iter)
     while True:
+        if (per_iter is not None and done >= pass_iters and len(clean) < lag
+                and not steady_ns_per_iter and spent_ns + block * per_iter > budget_ns):
+            # a block that would end past the budget and cannot be found
+            # steady (too few clean blocks before it to compare) is not
+            # started once a pass was made: it could only end the settle
+            # unsettled, later.  A fresh 960 MiB random read's warm-up pass
+            # (0.5 s) alone was the budget, and the settle's one more pass
+            # was 1 s of every bandwidth replica, for samples of 20 ms.
+            return {"settle_blocks": blocks, "settle_ms": round(spent_ns / 1e6, 3),
+                    "settled": 0, "ns_per_iter": per_iter}
         rec = lab.sample(trial, block, cycles_per_tick)
         blocks += 1
         spent_ns += rec["ns"]
@@ -147,10 +167,7 @@ def settle(lab, trial, count, cycles_per_tick, pass_iters=0, tolerance=SETTLE_TO
         else:
             done += block
             per_iter = rec["ns"] / block
-            budget_ns = min(max_seconds * 1e9,
-                            max(budget_samples * count, passes_budget * pass_iters) * per_iter)
-            if whole_pass:
-                budget_ns = max(budget_ns, 1.2 * pass_iters * per_iter)
+            budget_ns = budget_for(per_iter)
         passed = done >= pass_iters
         # no faster than each of the `lag` blocks before it (a block is a
         # whole pass or more once done >= pass_iters)

@@ -156,10 +156,31 @@ def machine_history(store, machine, exclude=(), before=None, most=5):
     for s in surveys:
         key = (str(store.path), s["id"])
         if key not in _SURVEY_ANSWERS:
-            _SURVEY_ANSWERS[key] = survey_document(store, s["id"])["answers"]
+            _SURVEY_ANSWERS[key] = history_answers(store, s["id"])
         for a in _SURVEY_ANSWERS[key]:
             values.setdefault(a["question"], []).append(a.get("value"))
     return values, len(surveys)
+
+
+def analysed_survey(store, survey_id):
+    """survey_document() with its runs analysed in forked processes (one per
+    CPU), as a survey does: `compare` analyses two surveys and up to five of
+    history, each a few seconds of work for one CPU."""
+    return survey_document(store, survey_id, documents=survey_run_documents(store, survey_id))
+
+
+def history_answers(store, survey_id):
+    """The answers of one complete survey of a machine's history: from the
+    answer cache (answer_cache) when its runs and memfx's analysis are
+    unchanged, else analysed from the samples (its runs in forked processes,
+    as a survey does) and kept there."""
+    from . import answer_cache
+    runs = store.survey(survey_id)["runs"]
+    answers = answer_cache.load(store.path, survey_id, runs)
+    if answers is None:
+        answers = analysed_survey(store, survey_id)["answers"]
+        answer_cache.save(store.path, survey_id, runs, answers)
+    return answers
 
 
 def side(store, key):
@@ -172,16 +193,16 @@ def side(store, key):
         if not surveys:
             raise MemfxError(f"no survey of machine {key} in {store.path}")
         done = [s for s in surveys if s["status"] == "complete"] or surveys
-        doc = survey_document(store, done[0]["id"])
+        doc = analysed_survey(store, done[0]["id"])
         return f"{key} (survey {doc['survey_id']})", _tag_noisy(doc["answers"], doc["documents"]), doc
     if key.startswith("s-"):
-        doc = survey_document(store, key)
+        doc = analysed_survey(store, key)
         return f"survey {doc['survey_id']}", _tag_noisy(doc["answers"], doc["documents"]), doc
     try:
         doc = run_document(store, key)
     except StoreError as run_error:
         try:
-            doc = survey_document(store, key)
+            doc = analysed_survey(store, key)
         except StoreError:
             raise run_error from None
         return f"survey {doc['survey_id']}", _tag_noisy(doc["answers"], doc["documents"]), doc

@@ -1,0 +1,109 @@
+"""The answers of a machine's earlier surveys, kept between memfx processes.
+
+`memfx compare` bands each question by the machine's history: up to five
+earlier complete surveys, each analysed again from its samples.  A quick
+survey's analysis is a few seconds, so every `compare` with a history spent
+20-40 s re-deriving answers that cannot have changed: a finished run's
+samples are never rewritten, and its answers change only with memfx's own
+analysis code.  This cache keeps them outside the store (the store holds
+what was measured, never what was derived), keyed by
+
+- the store and the survey, and the id, status and end of each of its runs
+  (a run removed, added or finished since reads as a miss), and
+- the analysis: a hash of memfx's Python sources and numpy's version, so
+  that an upgrade, or an edit to a working copy, never reads answers an
+  older analysis made.
+
+Where: ``$MEMFX_CACHE_DIR``, else ``$XDG_CACHE_HOME/memfx`` (``~/.cache/memfx``);
+``MEMFX_CACHE_DIR=off`` turns it off.  Any file that cannot be read, parsed
+or written is a miss: the answers are derived again, as without a cache."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import List, Optional
+
+CACHE_FORMAT = 1            # the layout of one cache file
+_ANALYSIS_KEY = None        # memoised analysis_key()
+
+
+def cache_dir() -> Optional[Path]:
+    """Where the answer files live; None when the cache is turned off."""
+    given = os.environ.get("MEMFX_CACHE_DIR")
+    if given is not None:
+        return None if given.strip().lower() in ("", "off", "0", "none") else Path(given)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "memfx"
+
+
+def analysis_key() -> str:
+    """A hash of every Python source of this memfx and numpy's version."""
+    global _ANALYSIS_KEY
+    if _ANALYSIS_KEY is None:
+        import numpy
+        h = hashlib.sha256(f"{CACHE_FORMAT} numpy {numpy.__version__}".encode())
+        root = Path(__file__).resolve().parent
+        for path in sorted(root.rglob("*.py")):
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
+        _ANALYSIS_KEY = h.hexdigest()[:20]
+    return _ANALYSIS_KEY
+
+
+def runs_signature(runs) -> list:
+    """What must be unchanged for cached answers to hold: each run's id,
+    status and end, in id order."""
+    return sorted([str(r.get("id")), str(r.get("status")), str(r.get("finished"))] for r in runs)
+
+
+def _path(store_path, survey_id) -> Optional[Path]:
+    where = cache_dir()
+    if where is None:
+        return None
+    where_from = str(store_path)
+    if "://" not in where_from:          # a file: the same one from any directory
+        where_from = os.path.abspath(where_from)
+    name = hashlib.sha256(f"{where_from}\0{survey_id}".encode()).hexdigest()[:24]
+    return where / "answers" / f"{name}-{analysis_key()}.json"
+
+
+def load(store_path, survey_id, runs) -> Optional[List[dict]]:
+    """The cached answers of survey ``survey_id`` of the store at
+    ``store_path`` whose runs are ``runs``, or None."""
+    path = _path(store_path, survey_id)
+    if path is None:
+        return None
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if (not isinstance(doc, dict) or doc.get("survey_id") != survey_id
+            or doc.get("runs") != runs_signature(runs) or not isinstance(doc.get("answers"), list)):
+        return None
+    return doc["answers"]
+
+
+def save(store_path, survey_id, runs, answers) -> None:
+    """Keep ``answers`` for load(); a cache that cannot be written is skipped."""
+    path = _path(store_path, survey_id)
+    if path is None:
+        return
+    doc = {"format": CACHE_FORMAT, "survey_id": survey_id, "runs": runs_signature(runs),
+           "answers": answers}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".answers-")
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f, default=str)
+        os.replace(tmp, path)        # a reader sees the old file or the whole new one
+        for old in path.parent.glob(path.name.rsplit("-", 1)[0] + "-*.json"):
+            if old != path:          # the same survey's answers by an older analysis
+                old.unlink(missing_ok=True)
+    except (OSError, TypeError, ValueError):
+        try:
+            os.unlink(tmp)
+        except (OSError, NameError):
+            pass
