@@ -196,15 +196,10 @@ class Aliasing(Experiment):
     )
 
     presets = {
-        # 5 samples x 2 replicas: 124 cells of 7 were 2.7 s a replica on a
-        # 2-vCPU guest, 80 % of it timed samples.  Two replicas, the quick
-        # minimum (issue 22), not three: both answers varied 0.3 % between
-        # quick surveys and every survey's CI held the others' values
-        # (stability.py aa, 5 surveys), so a t interval of one degree of
-        # freedom (12.7 x half the replicas' difference) is a few per cent
-        # wide, and the third replica was 2.2 s of the survey's budget
+        # 5 samples x 3 replicas: 124 cells of 7 were 2.7 s a replica on a
+        # 2-vCPU guest, 80 % of it timed samples
         "quick": {"sizes": "256,2K,16K", "fine_span": 64, "fine_step": 4, "coarse_step": 512,
-                  "modes": "throughput", "samples": 5, "min_sample_ms": 0.2, "replicas": 2},
+                  "modes": "throughput", "samples": 5, "min_sample_ms": 0.2},
         # the fine parts every 4 B, as quick: at every 2 B they were 128 of
         # the 160 offsets, 25 s a replica on a 2-vCPU guest, for band edges
         # no sharper than the 64-byte line they come from
