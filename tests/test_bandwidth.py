@@ -675,3 +675,31 @@ def test_a_copys_halves_never_share_a_4k_offset_and_fit_the_pooled_mapping():
     assert dst.address % 4096 == COPY_DST_SKEW % 4096 != 0
     assert dst.address >= src.address + half                 # the halves do not overlap
     assert src.buffer is read.buffer                          # no second mapping of the size
+
+
+@pytest.mark.measuring
+def test_a_random_read_no_cache_holds_warms_two_chunks_not_a_pass():
+    """Past DRAM_FROM x the LLC the random read's warm-up (the settle's pass)
+    is RANDOM_DRAM_WARM_CHUNKS chunks (2^18 lines: translations are all
+    that is left to warm); a set a cache could hold, or a machine with no
+    LLC reported, keeps the whole pass."""
+    from memfx._lab import Lab
+    from memfx.experiments.bandwidth import CHUNKED_FROM, RANDOM_DRAM_WARM_CHUNKS
+    from memfx.experiments.base import Point
+    exp = get_experiment("bandwidth")
+    params = exp.resolve("quick", {})
+    size = CHUNKED_FROM                      # 8 chunks
+    point = Point("random", {"size_bytes": size, "pages": "4k",
+                             "kernel": KERNELS["random"]["sse2"]})
+    lab = Lab(min_sample_ms=0.1, hardware_counters=False)
+    try:
+        for llc, warm in ((size // 2, RANDOM_DRAM_WARM_CHUNKS), (size // 2 + 4096, 8), (None, 8)):
+            lab.llc_bytes = llc
+            trial = exp.prepare(point, params, lab)
+            assert trial.chunks == 8 and trial.warmup == warm, llc
+        lab.llc_bytes = size // 2
+        point = Point("read", {"size_bytes": size, "pages": "4k",
+                               "kernel": KERNELS["read"]["sse2"]})
+        assert exp.prepare(point, params, lab).warmup == 8       # streams: a whole pass
+    finally:
+        lab.close()

@@ -456,6 +456,49 @@ def test_link_chain_refuses_what_does_not_fit():
         _core.link_chain(b"\0" * 64, 0, 16, 4)                         # read-only
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_shuffle_permutes_in_place_as_a_function_of_its_seed(dtype):
+    from memfx._lab import shuffle_in_place
+    for n in (0, 1, 2, 3, 1000, 100_003):
+        a = shuffle_in_place(np.arange(n, dtype=dtype), [7, n])
+        assert a.dtype == dtype and sorted(a.tolist()) == list(range(n))
+        assert np.array_equal(a, shuffle_in_place(np.arange(n, dtype=dtype), [7, n]))
+        if n >= 1000:
+            other = shuffle_in_place(np.arange(n, dtype=dtype), [8, n])
+            assert not np.array_equal(a, other)
+            assert np.mean(a == np.arange(n)) < 0.01          # not near the identity
+
+
+def test_shuffle_draws_every_permutation_alike():
+    """All 24 orders of 4 items, 240 times each on average over 5760 seeds:
+    a chi-square far past its 0.999 quantile (49.7 for 23 degrees of
+    freedom) would be a biased draw -- e.g. a swap with j in [0, n), not
+    [0, i], makes some orders up to twice as likely as others."""
+    from itertools import permutations
+    from memfx._lab import shuffle_in_place
+    index = {p: i for i, p in enumerate(permutations(range(4)))}
+    counts = np.zeros(24)
+    for seed in range(5760):
+        counts[index[tuple(shuffle_in_place(np.arange(4, dtype=np.int32), seed).tolist())]] += 1
+    chi2 = float(((counts - 240) ** 2 / 240).sum())
+    assert chi2 < 49.7, counts
+
+
+def test_shuffle_refuses_what_is_not_a_writable_index_array():
+    for bad in (np.zeros(4, dtype=np.float64), np.zeros(4, dtype=np.int16),
+                np.arange(8, dtype=np.int32)[::2]):
+        with pytest.raises((ValueError, BufferError)):
+            _core.shuffle(bad, 1, 2, 3, 4)
+    frozen = np.arange(4, dtype=np.int32)
+    frozen.flags.writeable = False
+    with pytest.raises((ValueError, BufferError)):
+        _core.shuffle(frozen, 1, 2, 3, 4)
+    zero_state = np.arange(50, dtype=np.int64)
+    _core.shuffle(zero_state, 0, 0, 0, 0)            # xoshiro's one stuck state is avoided
+    assert sorted(zero_state.tolist()) == list(range(50))
+    assert not np.array_equal(zero_state, np.arange(50))
+
+
 @pytest.mark.measuring
 def test_a_chains_buffer_cannot_move_or_close_under_it():
     # the chain holds an export of its buffer (issue 26 item 2): a resize or

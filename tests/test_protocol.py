@@ -240,6 +240,12 @@ def test_a_settle_starts_no_pass_its_budget_cannot_hold():
                            max_seconds=300e-9)
     assert lab.passes == 0 and state["settled"] == 0 and state["settle_blocks"] == 0
     assert state["ns_per_iter"] == 50.0
+    # nor, past the cap, one that could find it steady (a set no cache
+    # holds: its first visit compares a pass with the one before)
+    lab = ScriptedPasses([0.02] * 6, pass_iters=8)
+    state = _worker.settle(lab, trial, count=1, cycles_per_tick=1.0, pass_iters=8,
+                           whole_pass=True, warmed_ns_per_iter=50.0, max_seconds=500e-9)
+    assert lab.passes == 0 and state["settled"] == 0
     lab = ScriptedPasses([0.02] * 6, pass_iters=8)
     state = _worker.settle(lab, trial, count=1, cycles_per_tick=1.0, pass_iters=8,
                            whole_pass=True, warmed_ns_per_iter=50.0, max_seconds=1e-6)
@@ -255,6 +261,79 @@ def test_a_warm_up_pass_does_not_cut_a_fresh_streams_ramp():
                            whole_pass=True, fresh=True, warmed_ns_per_iter=warm["ns"] / 8)
     assert state["settled"] == 1
     assert FRESH_64M_READ[lab.passes] >= 24.0
+
+
+class WarmedPasses(ScriptedPasses):
+    """ScriptedPasses whose warm-up is a pass of the script too."""
+
+    def warm(self, trial, count):
+        return self.sample(trial, count, 1.0)["ns"] / count
+
+
+class OneStream(Experiment):
+    name = "one_stream_test"
+    arms = ("read",)
+
+    def __init__(self, span):
+        self.span = span
+
+    def plan(self, params, machine):
+        return [Point("read", {"size_bytes": self.span})]
+
+    def prepare(self, point, params, lab):
+        return Trial("k", metric="bandwidth", difference=False, size=self.span // 8, chunks=8,
+                     warmup=8)
+
+
+def test_a_rejected_block_restarts_the_comparison_not_the_pass():
+    """A steady chase whose short blocks are switched out now and then (the
+    loaded chase beside its loader: 5 % of 1.3 ms blocks) still finishes
+    its pass and settles; restarting the pass at every rejection, a pass of
+    ~64 blocks almost never finished and the re-warm ran to its budget."""
+    class SometimesSwitchedOut(ColdStartLab):
+        calls = 0
+
+        def sample(self, trial, count, cycles_per_tick):
+            rec = super().sample(trial, count, cycles_per_tick)
+            self.calls += 1
+            if self.calls % 10 == 0:
+                rec.update(rejected=True, reason="context_switch")
+            return rec
+
+    lab = SometimesSwitchedOut({"k": 300.0}, amplitude=0.0)
+    trial = Trial("k", metric="time")
+    state = _worker.settle(lab, trial, count=4000, cycles_per_tick=1.0, pass_iters=1 << 18,
+                           whole_pass=True, max_seconds=1.0)
+    assert state["settled"] == 1
+    assert lab.since["k"] < 1.2 * (1 << 18)               # one pass and a few blocks
+    # a block right after a rejection is not compared with one before it
+    lab = SometimesSwitchedOut({"k": 300.0}, amplitude=0.0)
+    lab.calls = 9                                          # the first block is rejected
+    state = _worker.settle(lab, trial, count=4, cycles_per_tick=1.0, pass_iters=1,
+                           whole_pass=True, max_seconds=1.0)
+    assert state["settled"] == 1 and state["settle_blocks"] == 3
+
+
+def test_a_fresh_stream_no_cache_can_hold_settles_like_any_other():
+    """A first visit waits for a pass no faster than the two before it only
+    when some cache could take the set in (below uncacheable_from: DRAM_FROM
+    x the LLC); a steady stream past it is settled by the warm-up pass and
+    one more, not two (a 960 MiB read: ~0.1 s a pass)."""
+    params = {"samples": 3}
+
+    def passes(span, uncacheable_from):
+        lab = WarmedPasses([20.0] * 12, pass_iters=8)
+        lab.count = 1                                   # a sample is one chunk: no pass
+        exp = OneStream(span)
+        _worker.measure_cell(exp, exp.plan(params, {}), params, lab, random.Random(1),
+                             uncacheable_from)
+        return lab.passes
+
+    assert passes(1 << 30, 1 << 30) == 2               # the warm-up + one pass
+    assert passes(1 << 30, None) == 3                  # no LLC known: the fresh rule
+    assert passes((1 << 30) - 8, 1 << 30) == 3         # a set a cache could hold
+    assert _worker.stream_span(Trial("k", size=4096, chunks=8)) == 32768
+    assert _worker.stream_span(Trial("k", size=4096)) == 0
 
 
 def test_a_revisit_within_the_tolerance_of_the_arms_last_speed_is_steady():

@@ -121,6 +121,9 @@ class Lab:
         # for the idle and the loaded chase); release() empties it
         self.cell_cache = {}
         self.last_team = None     # what each member of the last team call did
+        # the last-level cache the OS reports, bytes (the worker sets it from
+        # the machine; None = unknown): what a cell may assume no cache holds
+        self.llc_bytes = None
         self.run_buffers = []     # mappings that live until close(), not release()
 
     @staticmethod
@@ -768,6 +771,16 @@ def fill_check(index, value, aux, count, src_word, expect, max_size, max_offset)
 def link_chain_at(buffer, offset, element, n, order=None):
     """Link a cyclic pointer chain in a plain buffer (see Lab.link_chain)."""
     return _core.link_chain(buffer, offset, element, n, order)
+
+
+def shuffle_in_place(array, seed):
+    """Shuffle a C-contiguous int32/int64 numpy array in place, uniformly,
+    from `seed` (an int or a list of non-negative ints): the core's
+    Fisher-Yates, its generator seeded through numpy's SeedSequence."""
+    import numpy as np
+    words = np.random.SeedSequence(seed).generate_state(4, np.uint64)
+    _core.shuffle(array, *(int(w) for w in words))
+    return array
 
 
 def address_of(buffer):

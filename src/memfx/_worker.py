@@ -72,6 +72,12 @@ SETTLE_FIRST_BLOCK = 0.25      # of a calibrated sample
 # passes; a 256 MiB set stays near 12).  Compared with the previous pass
 # only, and within 3 passes, the settle ended inside that ramp and so did
 # the samples: memfx read 0.54-0.78x likwid-bench at 64 MiB, 1.01x now.
+# Only a stream some cache could take in ramps so: one spanning DRAM_FROM
+# (levels.py: 2x) times the last-level cache or more settles its first visit
+# like any other.  Fresh 960 MiB sets on the same guest read 13.2 13.5 13.3
+# 13.3 13.4 ... GB/s and filled 9.0 9.3 9.2 9.3 ... from their first pass
+# (a 180 MiB one still ramped, 13.6 -> 15.5 over 12 passes), and the fresh
+# rule's extra passes were ~0.6 s of every quick bandwidth replica.
 SETTLE_FRESH_STREAM_PASSES = 16
 SETTLE_FRESH_STREAM_LAG = 2
 SETTLE_MAX_BLOCK = 2           # samples: longer blocks are mostly preempted on a busy machine
@@ -145,27 +151,35 @@ def settle(lab, trial, count, cycles_per_tick, pass_iters=0, tolerance=SETTLE_TO
         per_iter = clean[-1]
         budget_ns = budget_for(per_iter)
     while True:
-        if (per_iter is not None and done >= pass_iters and len(clean) < lag
-                and not steady_ns_per_iter and spent_ns + block * per_iter > budget_ns):
-            # a block that would end past the budget and cannot be found
-            # steady (too few clean blocks before it to compare) is not
-            # started once a pass was made: it could only end the settle
-            # unsettled, later.  A fresh 960 MiB random read's warm-up pass
-            # (0.5 s) alone was the budget, and the settle's one more pass
-            # was 1 s of every bandwidth replica, for samples of 20 ms.
+        ends_ns = spent_ns + block * per_iter if per_iter is not None else 0.0
+        if per_iter is not None and done >= pass_iters and (
+                ends_ns > max_seconds * 1e9
+                or (len(clean) < lag and not steady_ns_per_iter and ends_ns > budget_ns)):
+            # Once a pass is made, no block is started that would end past
+            # the cap (max_seconds: only the first pass may outlast it), nor
+            # one that would end past the budget and cannot be found steady
+            # (too few clean blocks before it to compare): it could only end
+            # the settle unsettled, later.  A 960 MiB random read's warm-up
+            # pass (0.5 s) alone was the cap, and one more pass was 1 s of
+            # every bandwidth replica, for samples of 20 ms.
             return {"settle_blocks": blocks, "settle_ms": round(spent_ns / 1e6, 3),
                     "settled": 0, "ns_per_iter": per_iter}
         rec = lab.sample(trial, block, cycles_per_tick)
         blocks += 1
         spent_ns += rec["ns"]
+        done += block
         if rec["rejected"]:
-            # another task ran here and may have evicted the working set: the
-            # pass starts again (the budget does not: a busy machine must not
-            # hold the settle for SETTLE_MAX_SECONDS at every visit)
-            done, per_iter = 0, None
+            # another task ran here and may have evicted some of the working
+            # set: the comparison starts again (`lag` clean blocks after this
+            # one) while the pass and the budget go on.  A preempting task
+            # rarely evicts more than it touched in its slice (so the re-warm
+            # after a rejected sample is light too: SETTLE_AFTER_PREEMPTION_*).
+            # Restarting the pass, a loaded chase (1.3 ms blocks, 5 % of them
+            # switched out beside the loader) finished its 2^18-load pass in
+            # 3 % of visits: each ran to its budget, 0.24 s, 3 times a replica.
+            per_iter = None
             clean = []
         else:
-            done += block
             per_iter = rec["ns"] / block
             budget_ns = budget_for(per_iter)
         passed = done >= pass_iters
@@ -215,11 +229,18 @@ def visit_order(arms, rng, visits=VISITS_PER_ARM):
     return out
 
 
-def measure_cell(exp, cell, params, lab, rng):
+def stream_span(trial):
+    """Bytes a chunked stream walks through per region (chunks x chunk);
+    0 for a trial that is not one."""
+    return trial.size * trial.chunks if trial.chunks > 1 else 0
+
+
+def measure_cell(exp, cell, params, lab, rng, uncacheable_from=None):
     """Samples of every arm of one cell.  Arms are visited A B B A (shuffled)
     so that drift hits them alike; every visit that follows another arm is
     re-warmed to steady state first (settle), and a visit's samples run back
-    to back."""
+    to back.  uncacheable_from: bytes (DRAM_FROM x the last-level cache) from
+    which a fresh stream cannot ramp (SETTLE_FRESH_STREAM_*); None = any may."""
     trials = []
     warmed = None              # the last trial's warm-up ns per iteration
     one_call = set()           # trials whose single call lasts SHARED_CALIBRATION_SAMPLES
@@ -260,8 +281,10 @@ def measure_cell(exp, cell, params, lab, rng):
         if last != i:
             # the last-prepared trial visiting first: its warm-up just ran
             first = not warm_state and i == len(trials) - 1
+            fresh = i not in warm_state and not (
+                uncacheable_from and stream_span(trial) >= uncacheable_from)
             state = settle(lab, trial, count, cpt_before, trial.warmup or 0,
-                           whole_pass=True, fresh=i not in warm_state,
+                           whole_pass=True, fresh=fresh,
                            warmed_ns_per_iter=warmed if first else None,
                            steady_ns_per_iter=steady_speed.get(i))
             ns_per_iter = state.pop("ns_per_iter", None)
@@ -336,6 +359,8 @@ def measure(job, emit):
 
     from ._lab import Lab
     from .experiments import get_experiment
+    from .experiments.levels import DRAM_FROM
+    from .machine_view import Fingerprint
     from .results import RunData, build_points
 
     exp = get_experiment(job["experiment"])
@@ -356,12 +381,15 @@ def measure(job, emit):
         # every quick replica: copy 1.1, fill 0.8, bandwidth 0.7)
         exp.verify(lab, params)
     rng = random.Random(seed)
+    llc = Fingerprint.of(machine).llc      # none reported: any stream may ramp
+    uncacheable_from = llc.size_bytes * DRAM_FROM if llc else None
+    lab.llc_bytes = llc.size_bytes if llc else None
     cells = group_cells(exp.plan(params, machine))
     emit({"type": "plan", "cells": len(cells)})
     measured = []
     i = 0
     while i < len(cells):
-        recs = measure_cell(exp, cells[i], params, lab, rng)
+        recs = measure_cell(exp, cells[i], params, lab, rng, uncacheable_from)
         for rec in recs:
             rec["replica"] = replica
         measured.extend(recs)

@@ -98,6 +98,10 @@ void mfx_footprint_none(const struct mfx_args *a, struct mfx_footprint *f);
 int mfx_link_chain(char *base, size_t n, size_t element, const void *order, int order_itemsize,
                    int order_signed, char *msg, size_t msglen);
 
+/* Shuffle n int32 (itemsize 4) or int64 (8) items in place, seeded with
+ * four words; -1 for another itemsize.  kernels/chase.c. */
+int mfx_shuffle(void *items, size_t n, int itemsize, const uint64_t seed[4]);
+
 /* 1 when every first word of the n elements at base points at one of them
  * (element-aligned), else 0.  kernels/chase.c. */
 int mfx_chain_intact(const char *base, size_t n, size_t element);

@@ -211,6 +211,31 @@ static PyTypeObject ChainType = {
 /* link_chain(buffer, offset, element_bytes, elements, order=None) -> Chain
  * order: None (address order) or a contiguous array of `elements` int32 or
  * int64 element indices, each used once. */
+static PyObject *py_shuffle(PyObject *self, PyObject *args)
+{
+    PyObject *obj;
+    unsigned long long w[4];
+    if (!PyArg_ParseTuple(args, "OKKKK", &obj, &w[0], &w[1], &w[2], &w[3]))
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    const char *fmt = view.format ? view.format : "B";
+    char code = fmt[strlen(fmt) ? strlen(fmt) - 1 : 0];
+    if ((view.itemsize != 4 && view.itemsize != 8) || !code || !strchr("iIlLqQnN", code)) {
+        PyBuffer_Release(&view);
+        return PyErr_Format(PyExc_ValueError, "shuffle needs a writable array of int32 or int64");
+    }
+    uint64_t seed[4] = {w[0], w[1], w[2], w[3]};
+    size_t n = (size_t)(view.len / view.itemsize);
+    int itemsize = (int)view.itemsize;
+    Py_BEGIN_ALLOW_THREADS
+    mfx_shuffle(view.buf, n, itemsize, seed);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_link_chain(PyObject *self, PyObject *args)
 {
     PyObject *obj, *order_obj = Py_None;
@@ -1189,6 +1214,9 @@ static PyMethodDef methods[] = {
     {"link_chain", py_link_chain, METH_VARARGS,
      "link_chain(buffer, offset, element_bytes, elements, order=None) -> Chain: a cyclic pointer "
      "chain through the elements in `order` (int32/int64 indices; None = address order)"},
+    {"shuffle", py_shuffle, METH_VARARGS,
+     "shuffle(array, s0, s1, s2, s3): Fisher-Yates in place over an int32/int64 array, "
+     "xoshiro256** seeded with the four words"},
     {"footprint", py_footprint, METH_VARARGS,
      "footprint(index, size, count, aux, dst_address=0) -> (dst_bytes, src_bytes, "
      "chain_element_min): the bytes one call may touch"},

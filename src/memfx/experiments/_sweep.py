@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 
+from .._lab import shuffle_in_place
+
 
 def index_itemsize(n):
     """Bytes per index of a shuffled order of n elements: int32 below 2^31."""
@@ -15,12 +17,13 @@ def index_itemsize(n):
 
 
 def shuffled_order(n, seed):
-    """The random arm's visiting order: a permutation of 0..n-1 shuffled in
-    place in the narrowest index type (the same permutation as
-    default_rng(seed).permutation(n), without its int64 array)."""
+    """The random arm's visiting order: a uniformly random permutation of
+    0..n-1 in the narrowest index type, a function of `seed` (an int or a
+    list of them), shuffled by the core (_lab.shuffle_in_place: 0.19 s for
+    the 15.7M lines of a 960 MiB set on a 2-vCPU guest, numpy's shuffle
+    0.75 s)."""
     order = np.arange(n, dtype=np.int32 if index_itemsize(n) == 4 else np.int64)
-    np.random.default_rng(seed).shuffle(order)
-    return order
+    return shuffle_in_place(order, seed)
 
 
 # Orders kept per run by kept_order: the two largest (small ones are cheap

@@ -112,6 +112,13 @@ CHASE_ELEMENT = 64
 # re-warms of four visits at ~0.5 us a load were 2.8 s of every quick
 # replica on a 480 MiB-LLC guest.  settle still waits for steady blocks.
 LOADED_WARM_LOADS = 1 << 18
+# The random read's warm-up and re-warm pass in a set no cache holds (DRAM_FROM
+# x the LLC or more): 2 chunks, 2^18 lines, as the loaded chase's 2^18 loads
+# -- only translations are left to warm.  A fresh 960 MiB set on the 480 MiB-
+# LLC guest read 0.5 GB/s in its first chunk, then 1.6-1.9 in every chunk
+# after; the whole pass (15.7M lines, 0.5 s) was 1.5 s of a quick survey for
+# 20 ms of samples.
+RANDOM_DRAM_WARM_CHUNKS = 2
 # The loaders' kind: sequential reads, the widest vector width.
 LOADER_KIND = "read"
 # A loader reads its buffer in calls of this many bytes, chunk after chunk
@@ -605,6 +612,8 @@ class Bandwidth(BandwidthAnswers, Experiment):
                 extra["huge_page_share"] = round(share, 3)
         if kind in CHUNKED_KINDS:
             chunked(trial, kind, size)
+            if kind == "random" and lab.llc_bytes and size >= DRAM_FROM * lab.llc_bytes:
+                trial.warmup = min(trial.chunks, RANDOM_DRAM_WARM_CHUNKS)
         return trial
 
     @staticmethod

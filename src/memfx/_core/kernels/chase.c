@@ -146,6 +146,77 @@ int mfx_link_chain(char *base, size_t n, size_t element, const void *order, int 
     return 0;
 }
 
+/* A chain's visiting order: n indices shuffled in place (Fisher-Yates),
+ * drawn from xoshiro256** (Blackman and Vigna, "Scrambled linear
+ * pseudorandom number generators", ACM TOMS 2021) seeded with the four
+ * words Python derives from the run's seed, each bound unbiased by
+ * Lemire's multiply-and-reject ("Fast random integer generation in an
+ * interval", ACM TOMACS 2019).  numpy's shuffle of the 15.7M lines of a
+ * 960 MiB set took 0.75 s on a 2-vCPU KVM guest, this 0.19 s: the swaps
+ * miss the cache alike, numpy spends the rest per element. */
+static inline uint64_t rotl64(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+static inline uint64_t xoshiro_next(uint64_t s[4])
+{
+    uint64_t result = rotl64(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl64(s[3], 45);
+    return result;
+}
+
+/* uniform in [0, range), range >= 1 */
+static inline uint64_t bounded_draw(uint64_t s[4], uint64_t range)
+{
+    unsigned __int128 m = (unsigned __int128)xoshiro_next(s) * range;
+    uint64_t low = (uint64_t)m;
+    if (low < range) {
+        uint64_t floor = -range % range;      /* 2^64 mod range */
+        while (low < floor) {
+            m = (unsigned __int128)xoshiro_next(s) * range;
+            low = (uint64_t)m;
+        }
+    }
+    return (uint64_t)(m >> 64);
+}
+
+static inline void swap_u32(uint32_t *x, uint32_t *y)
+{
+    uint32_t t = *x;
+    *x = *y;
+    *y = t;
+}
+
+static inline void swap_u64(uint64_t *x, uint64_t *y)
+{
+    uint64_t t = *x;
+    *x = *y;
+    *y = t;
+}
+
+int mfx_shuffle(void *items, size_t n, int itemsize, const uint64_t seed[4])
+{
+    if (itemsize != 4 && itemsize != 8)
+        return -1;
+    uint64_t s[4] = {seed[0], seed[1], seed[2], seed[3]};
+    if (!(s[0] | s[1] | s[2] | s[3]))
+        s[0] = 1;                    /* the one state xoshiro cannot leave */
+    for (size_t i = n; i > 1; i--) {
+        size_t j = (size_t)bounded_draw(s, i);
+        if (itemsize == 4)
+            swap_u32((uint32_t *)items + (i - 1), (uint32_t *)items + j);
+        else
+            swap_u64((uint64_t *)items + (i - 1), (uint64_t *)items + j);
+    }
+    return 0;
+}
+
 MFX_KERNEL_TABLE(chase) = {
     {
         .name = "chase_ptr",
