@@ -306,11 +306,37 @@ def test_a_host_shared_value_in_a_guest_gets_the_drift_band_until_there_is_histo
     # a real move beyond the drift band is still a regression
     c = dict(_num("x.y", 14, 13.9, 14.1), host_shared=True)
     assert compare_answers(a, c, 0.05, guest=True)["verdict"] == REGRESSED
-    # history, where there is enough, replaces the guest band
+    # history, where there is enough, replaces the guest drift band, but in a
+    # guest never narrows an absolute figure's band below the clock's (9 %)
     row = compare_answers(a, b, 0.05, spread=0.01, n_history=4, guest=True)
-    assert row["band_source"] == "threshold" and row["verdict"] == REGRESSED
+    assert row["band_source"].startswith("guest clock") and row["verdict"] == REGRESSED
+    assert row["band"] == pytest.approx(0.089, abs=0.002)
+    assert compare_answers(a, b, 0.05, spread=0.01, n_history=4)["band_source"] == "threshold"
     doc = compare([a], [b], guest=True)
     assert doc["guest"] and "25%" in doc["band"] and doc["regressed"] == []
+
+
+def test_a_calm_history_does_not_narrow_a_guests_clock_band():
+    """An A/A on a KVM guest: latency.l1d read 1.31-1.35 ns in the three
+    surveys of its history, then 1.32 and 1.42 ns (the host's clock) -- with
+    the history's own band (5 %) that pair read "regressed"."""
+    a = dict(question="latency.l1d", unit="ns", better="lower", verdict="measured", value=1.32,
+             ci_low=1.30, ci_high=1.34, replicas=[{"value": v} for v in (1.31, 1.32, 1.33)])
+    b = dict(a, value=1.42, ci_low=1.40, ci_high=1.44,
+             replicas=[{"value": v} for v in (1.41, 1.42, 1.43)])
+    spread = history_spread([1.35, 1.34, 1.31])
+    assert compare_answers(a, b, 0.05, spread, 3)["verdict"] == REGRESSED        # bare metal
+    row = compare_answers(a, b, 0.05, spread, 3, guest=True)
+    assert row["verdict"] != REGRESSED and row["band_source"].startswith("guest clock")
+    # a history wider than the clock's band keeps its own
+    wide = history_spread([1.2, 1.45, 1.3])
+    assert compare_answers(a, b, 0.05, wide, 3, guest=True)["band_source"].startswith("history")
+    # a ratio of two arms has no clock to drift with
+    r = dict(a, unit="ratio")
+    row = compare_answers(r, dict(b, unit="ratio"), 0.05, spread, 3, guest=True)
+    assert row["band_source"] == "threshold" and row["verdict"] not in (UNCHANGED, INCONCLUSIVE)
+    doc = compare([a], [b], history={"latency.l1d": [1.35, 1.34, 1.31]}, n_history=3, guest=True)
+    assert doc["regressed"] == [] and "9%" in doc["band"]
 
 
 def test_a_share_that_can_be_zero_gets_no_negative_ci():

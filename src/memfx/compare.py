@@ -26,7 +26,8 @@ The band is the threshold (``--threshold``), widened per question by the
 machine's own history where the store holds at least
 ``history_min_surveys`` earlier surveys of it: ``history_sigmas`` x
 sqrt(2) x the standard deviation of that question's log value over them
-(the ratio of two new surveys).  With
+(the ratio of two new surveys) -- in a VM guest never narrower, for an
+absolute figure (ns, GB/s), than the band of ``guest_clock_cv``.  With
 no such history, a question whose value rests on what a VM's host shares
 (``Question.host_shared``: its LLC, its memory) gets the band of a history
 whose spread is ``guest_drift_cv`` when either side ran in a guest: such
@@ -193,6 +194,16 @@ def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float,
         if widened > band:
             band = widened
             row["band_source"] = f"history ({n_history} earlier surveys)"
+        # In a guest a history never narrows an absolute figure's band below
+        # the guest clock's drift: a few surveys minutes apart can all fall in
+        # one stretch of the host's clock (an A/A whose latency.l1d read 1.31-
+        # 1.35 ns in its 3-survey history, then 1.32-1.42: "regressed").
+        clock = guest_drift_cv(str(b.get("unit") or a.get("unit") or ""), False) if guest else 0.0
+        if clock and history_band(clock) > band:
+            band = history_band(clock)
+            row["band_source"] = (f"guest clock (CV {clock:.0%}: an absolute figure moves with "
+                                  f"the host's clock; wider than the history of {n_history} "
+                                  f"earlier surveys)")
     elif guest and drift and history_band(drift) > band:
         band = history_band(drift)
         row["band_source"] = (f"guest drift (CV {drift:.0%}: "
@@ -303,6 +314,8 @@ def compare(a_answers: Iterable[Mapping[str, Any]], b_answers: Iterable[Mapping[
     return {"compare_schema_version": COMPARE_SCHEMA_VERSION, "a": a_label, "b": b_label,
             "threshold": limit, "history_surveys": n_history if history else 0,
             "band": (f"widened by the machine's history ({n_history} earlier surveys)"
+                     + (f", never below {history_band(threshold('guest_clock_cv')):.0%} for "
+                        f"absolute figures (ns, GB/s) in a VM guest" if guest else "")
                      if history else "the threshold (fewer than "
                      f"{threshold('history_min_surveys')} earlier surveys of this machine)"
                      + (f"; in a VM guest {history_band(threshold('guest_drift_cv')):.0%} for "

@@ -128,8 +128,9 @@ class BandwidthAnswers:
         pts = [p for p in data.points if p["params"].get("part") == "loaded"]
         if not pts:
             return ans.not_measured(q, "the loaded-latency part was not measured "
-                                       "(latency_levels=none, or no level's working set lies "
-                                       "between min_size and max_size)")
+                                       "(latency_levels=none, as in the quick preset: --full or "
+                                       "--set latency_levels=dram measures it; or no level's "
+                                       "working set lies between min_size and max_size)")
         by_size = {}
         for p in pts:
             by_size.setdefault(p["params"]["size_bytes"], {})[p["arm"]] = p

@@ -69,14 +69,16 @@ class Atomics(Experiment):
               "on); the measuring CPU (cpu) runs thread 0", "0,1", minimum=0),
     ]
     presets = {
-        # 5 replicas, not 3: a replica costs ~1 s, and the headline cas_ratio
-        # (2.3-3.0x here against its 2x bar) read detected in 2 of 5 A/A
-        # surveys with 3 (t(2) = 4.3) and inconclusive in the others
-        "quick": {"samples": 5, "min_sample_ms": 0.3, "replicas": 5},
-        # 5 replicas in full too: with 3 it read inconclusive in 3 of 5 full
+        # 7 replicas, not 3: a replica costs ~0.2 s, and the headline
+        # cas_ratio (2.3-3.0x here against its 2x bar) read detected in 2 of 5
+        # A/A surveys with 3 (t(2) = 4.3) and inconclusive in the others; with
+        # 5, one replica in ~40 read 1.8x (2.4, 2.8, 1.8, 2.7, 2.9: CI [1.96,
+        # 3.15], inconclusive), in one A/A survey of five
+        "quick": {"samples": 5, "min_sample_ms": 0.3, "replicas": 7},
+        # 7 replicas in full too: with 3 it read inconclusive in 3 of 5 full
         # surveys on a 2-vCPU guest (replicas 2.97, 2.23, 2.80: each detected,
         # the t interval over three 1.81-3.87); a replica is ~1 s
-        "full": {"samples": 9, "min_sample_ms": 2, "replicas": 5},
+        "full": {"samples": 9, "min_sample_ms": 2, "replicas": 7},
     }
     questions = (
         Question("atomics.single_thread", "What does one uncontended atomic increment (lock "

@@ -375,10 +375,15 @@ class Bandwidth(BandwidthAnswers, Experiment):
         "quick": {"samples": 5, "min_sample_ms": 0.5, "per_octave": 1, "dram_factor": 2,
                   "sweep": "levels",
                   "kinds": ",".join(k for k in KINDS if k != "nt_copy"),
-                  # the threaded parts' quick share: no nt_write scaling, DRAM-only
-                  # loaded latency (a team sample needs every CPU at once, which a
-                  # busy machine rarely gives)
-                  "scaling": "read", "latency_levels": "dram"},
+                  # the threaded parts' quick share: read scaling only (a team
+                  # sample needs every CPU at once, which a busy machine rarely
+                  # gives), and no loaded latency: its loader streams a buffer of
+                  # its own, 2x the LLC, and on a 480 MiB-LLC guest that second
+                  # fresh GiB was 1.7 s to fault in every replica (host faults
+                  # at ~0.6 GB/s, the guest's freed memory reported back to
+                  # the host), ~3 s a replica with its chain, for a ratio whose
+                  # CI spanned 0.8-1.4 with one loader; --full measures it
+                  "scaling": "read", "latency_levels": "none"},
         # curves for the widest width on 4 KiB pages, every other width and
         # THP at the level cells, to 2x the LLC at 2 sizes per octave: one
         # replica took 128 s on a 480 MiB-LLC guest, where the 5-width x
