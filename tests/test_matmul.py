@@ -1,5 +1,5 @@
 """The matmul experiment (seed 004): every form computes numpy's product
-exactly, row block by row block from its cursor; the table's ratios come
+exactly, tile by tile from its cursor; the table's ratios come
 out of synthetic points; bad input."""
 import json
 
@@ -9,7 +9,7 @@ import pytest
 from memfx import _core
 from memfx.answers import NOT_MEASURED
 from memfx.experiments import get_experiment
-from memfx.experiments.matmul import DREPPER, FORMS, SM, auto_n, matrices
+from memfx.experiments.matmul import DREPPER, FORMS, SM, TILE, auto_n, matrices, tiles
 from memfx.findings import DETECTED
 from memfx.results import document
 from conftest import run_cli
@@ -28,22 +28,42 @@ def test_every_form_computes_the_exact_product(form, n):
     m = matrices(n, 3)
     dst = np.full(2 * n * n + 1, 7.0)
     dst[-1] = 0                                      # the cursor
-    assert _run(form, m, dst, n, n // SM) == 0       # one whole product: back at row 0
+    assert _run(form, m, dst, n, tiles(n)) == 0      # one whole product: back at tile 0
     assert np.array_equal(dst[:n * n].reshape(n, n), m[0] @ m[1])
+
+
+def _tile_mask(form, n, first, count):
+    """Which results of res tiles first .. first + count - 1 are: 64 in row
+    order for the row-order forms, 8 x 8 blocks by bands for the blocked."""
+    mask = np.zeros((n, n), bool)
+    for t in range(first, first + count):
+        if form in ("naive", "transposed"):
+            mask.flat[t * TILE:(t + 1) * TILE] = True
+        else:
+            i0, j0 = t // (n // SM) * SM, t % (n // SM) * SM
+            mask[i0:i0 + SM, j0:j0 + SM] = True
+    return mask
 
 
 @pytest.mark.measuring
 @pytest.mark.parametrize("form", FORMS)
-def test_row_blocks_go_on_from_the_cursor(form):
-    n = 32
+def test_tiles_go_on_from_the_cursor(form):
+    n = 24                                           # 9 tiles; a row-order tile crosses rows
     m = matrices(n, 5)
+    want = m[0] @ m[1]
     dst = np.zeros(2 * n * n + 1)
     assert _run(form, m, dst, n, 1) == 1
     got = dst[:n * n].reshape(n, n)
-    want = m[0] @ m[1]
-    assert np.array_equal(got[:SM], want[:SM]) and not got[SM:].any()
+    done = _tile_mask(form, n, 0, 1)
+    assert np.array_equal(got[done], want[done]) and not got[~done].any()
     assert _run(form, m, dst, n, 2) == 3
-    assert np.array_equal(dst[:n * n].reshape(n, n)[:3 * SM], want[:3 * SM])
+    done = _tile_mask(form, n, 0, 3)
+    assert np.array_equal(got[done], want[done]) and not got[~done].any()
+    # wrapping past the end starts the product over (the transposed form
+    # transposes again) and overwrites, never adds to, earlier results
+    dst[:n * n] = 99.0
+    assert _run(form, m, dst, n, tiles(n) + 2) == 5
+    assert np.array_equal(got, want)
 
 
 @pytest.mark.measuring
@@ -66,7 +86,7 @@ def test_auto_n_fits_one_matrix_in_the_l2():
 
 
 def _samples(form, n, ns, k=6):
-    return [{"arm": form, "point": {"n": n}, "metric": "ns_per_row_block", "unit": "ns",
+    return [{"arm": form, "point": {"n": n}, "metric": "ns_per_tile", "unit": "ns",
              "value": ns * (1 + 0.001 * i), "length": 10, "ns": ns * 10 * (1 + 0.001 * i),
              "cycles_est": None, "counters": {}, "rejected": False} for i in range(k)]
 
@@ -262,11 +282,12 @@ def test_declared_init_plot_draws_one_bar_per_arm():
 
 
 def test_warm_ups_cover_a_cache_sized_matrix_whole_and_a_dram_one_in_part():
-    """A form re-warms in a few iterations (each reads all of the second
-    matrix); an init arm writes its whole matrix when it may be cached, and
+    """A form re-warms in a band of tiles (the naive loop's 8 rows, the
+    blocked loop's band of 8 x 8 blocks: each reads all of the second
+    matrix), a small part of a product; an init arm writes its whole matrix when it may be cached, and
     64 MiB of a DRAM-sized one (init_n=auto, 2x the LLC: 4 s per pass)."""
-    from memfx.experiments.matmul import (INIT_WARM_BYTES, WARM_ITERATIONS, init_bands,
-                                          init_warm_bands)
+    from memfx.experiments.matmul import (INIT_WARM_BYTES, init_bands, init_warm_bands,
+                                          warm_tiles)
     assert init_warm_bands(1024) == init_bands(1024) == 64          # 4 MiB, whole
     assert init_warm_bands(16384) * 16 * 4 * 16384 == INIT_WARM_BYTES   # 1 GiB, 1/16 of it
     assert init_warm_bands(16384) < init_bands(16384)
@@ -282,4 +303,5 @@ def test_warm_ups_cover_a_cache_sized_matrix_whole_and_a_dram_one_in_part():
     params = exp.resolve("quick", {"seed": "1"})
     from memfx.protocol import Point
     trial = exp.prepare(Point("naive", {"n": 512}), params, Buffers())
-    assert trial.warmup == WARM_ITERATIONS < 512 // SM
+    assert trial.warmup == warm_tiles(512) and trial.warmup * TILE >= 512   # a whole row
+    assert trial.warmup >= 512 // SM and trial.warmup * 16 <= tiles(512)    # a band; 1/16

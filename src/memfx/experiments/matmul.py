@@ -8,12 +8,15 @@ table 6.2 "Matrix Multiplication Timing", N = 1000 doubles on a Core 2):
     blocked, SM = line / 8   17.3 %
     blocked + SSE2           9.47 %
 
-The same four forms (kernels mm_* in layout.c), timed 8 rows of the product
-per iteration (a sample stays short on a busy machine), arms interleaved, every result checked equal to numpy's product of
-the same integer-valued matrices (exact in doubles, whatever the order).
-N: "auto" = the largest multiple of 8 whose one matrix fits the L2 that
-sysfs reports (so the three spill it), and 1000 (Drepper's) in the full
-preset.
+The same four forms (kernels mm_* in layout.c), timed a tile of the product
+per iteration -- 64 results, n multiply-adds each, in the form's own order,
+from a cursor, so that a run of iterations makes a whole product's accesses
+cut into pieces and a sample stays short on a busy machine at any N --,
+arms interleaved, every result checked equal to numpy's product of the
+same integer-valued matrices (exact in doubles, whatever the order).
+N: 1024 in the quick preset; "auto" (the largest multiple of 8 whose one
+matrix fits the L2 that sysfs reports, so the three spill it), 1000
+(Drepper's) and 1024 in the full one; the answers are at the largest.
 
 And Drepper's matrix-initialisation table (6.1, "Bypassing the Cache", table
 6.1, on a Core 2 -- the seed does not give the matrix size):
@@ -49,13 +52,22 @@ from .base import Experiment, Param, Point, Region, Trial, register
 
 FORMS = ("naive", "transposed", "blocked", "blocked_simd")
 SM = 8                     # doubles per 64-byte line: Drepper's tile edge
-# Warm-up and re-warm (the settle's pass) of a form, in iterations of 8 rows:
-# every iteration of every form reads all of mul2 (the column walk or its
-# tiles) and its own rows of mul1 and res, so a few iterations leave the
-# caches as a whole product does.  A whole product per visit (n / 8
-# iterations) was 1.0 s of settling for 0.1 s of samples in a quick replica
-# at N = 512 on a 2-vCPU guest.
-WARM_ITERATIONS = 4
+# Warm-up and re-warm (the settle's pass) of a form: n / 8 tiles, a band of 8
+# rows for the blocked forms and 8 rows for the row-order ones, in each of
+# which every form reads all of mul2 (its column walks or its tiles) and its
+# own rows of mul1 and res: they leave the caches as a whole product does.
+# A whole product per visit was 1.0 s of settling for 0.1 s of samples in a
+# quick replica at N = 512 on a 2-vCPU guest.
+TILE = SM * SM             # results of res per iteration (MM_TILE in layout.c)
+
+
+def warm_tiles(n):
+    return n // SM
+
+
+def tiles(n):
+    """Iterations in one whole product."""
+    return n * n // TILE
 # Drepper's table 6.2, relative to naive.
 DREPPER = {"naive": 1.0, "transposed": 0.234, "blocked": 0.173, "blocked_simd": 0.0947}
 
@@ -160,6 +172,14 @@ def auto_n(machine):
     return max(SM, int(math.isqrt(l2 // 8)) // SM * SM)
 
 
+def product_ms(point):
+    """Milliseconds per whole product from a point's median per iteration:
+    a tile, or 8 rows in documents before tiles (metric ns_per_row_block)."""
+    n = point["params"]["n"]
+    per = n // SM if point.get("metric") == "ns_per_row_block" else tiles(n)
+    return point["median"] * per / 1e6
+
+
 def matrices(n, seed):
     """mul1 and mul2 as one (2, n, n) array of small integers in doubles."""
     rng = np.random.default_rng([seed, n])
@@ -177,25 +197,24 @@ class Matmul(Experiment):
     seeds = ("004",)
     arms = FORMS + INIT_ARMS
     params = [
-        Param("n", "list:str", ["auto", "1000"], "matrix sizes (multiples of 8, or auto = "
-              "one matrix the size of the L2)", "auto,512"),
+        Param("n", "list:str", ["auto", "1000", "1024"], "matrix sizes (multiples of 8, or "
+              "auto = one matrix the size of the L2); the answers are at the largest", "auto,512"),
         Param("init_n", "list:str", ["1024", "auto"], "initialisation: elements per row "
               "of the square int32 matrix (multiples of 64, or auto = twice the largest "
               "cache); none = no initialisation arms", "1024"),
     ]
     presets = {
-        # N stays "auto" in quick: at N = 1024 one iteration (8 rows of the
-        # product) of the naive form takes ~130 ms on a 2-vCPU guest, and every
-        # sample of every form was rejected as preempted (a survey here, issue
-        # 22).  N = 1024 in quick needs kernels that compute fewer rows per
-        # iteration first; `--set n=1024` measures it now.  The share moves
-        # with N more than with the machine: on a 2-vCPU Sapphire
-        # Rapids-class guest (L1d 48 KiB, L2 2 MiB) transposed / naive read
-        # 0.27 at N = 512 (quick's auto), 0.62 at 1000 (full's largest),
-        # 0.57 at 1008 and 0.08 at 1024 in one run: at a power of two the
-        # naive loop's column (N x 8 B apart) falls into a few cache sets;
-        # at 1000 it stays in the L2, and the naive loop is 1.6x slower.
-        "quick": {"samples": 5, "min_sample_ms": 0.5, "n": "auto", "init_n": "1024"},
+        # N = 1024 in quick (issue 22): at the L2's size ("auto", N = 360 on
+        # a 2-vCPU Zen 4 guest with a 1 MiB L2) all three matrices fit in
+        # the L3 and transposed / naive read 0.96, inconclusive; at 1024 it
+        # read 0.25 there (Drepper: 0.234), 0.08 on a Sapphire Rapids-class
+        # guest.  At a power of two the naive loop's column (N x 8 B apart)
+        # falls into a few cache sets; at Drepper's 1000 it stays in the L2
+        # of both guests (0.91 and 0.62), which the full preset shows beside
+        # it.  A tile per iteration keeps the samples short: 8 rows of the
+        # naive loop per iteration were ~130 ms at 1024, and a survey's
+        # samples were all rejected as preempted.
+        "quick": {"samples": 5, "min_sample_ms": 0.5, "n": "1024", "init_n": "1024"},
         "full": {"samples": 5},
     }
     questions = (
@@ -223,8 +242,9 @@ class Matmul(Experiment):
                  host_shared=True),
     )
     plots = (
-        PlotSpec("times", "time per 8 rows of the product, by form", kind="bars", x="arm",
-                 series=("n",), arms=FORMS, log_y=True, xlabel="form", ylabel="ns per 8 rows"),
+        PlotSpec("times", "time per tile of the product (64 results), by form", kind="bars",
+                 x="arm", series=("n",), arms=FORMS, log_y=True, xlabel="form",
+                 ylabel="ns per tile"),
         PlotSpec("init", "matrix init: row / column order, normal / NT stores", kind="bars", x="arm", series=("init_n",),
                  arms=INIT_ARMS, log_y=True, xlabel="order and store",
                  ylabel="ns per band (16 rows or 16 columns)"),
@@ -271,10 +291,10 @@ class Matmul(Experiment):
                for arm in INIT_ARMS]
 
     def estimate_seconds(self, params, machine):
-        # warm-up and settles: a few visits of WARM_ITERATIONS per form, the
-        # naive at ~1.2 ns per multiply-add
-        warm = sum(n * n * min(n, SM * WARM_ITERATIONS) * 6
-                   for n in self.sizes(params, machine)) * 1.2e-9 * 2.5
+        # warm-up and settles: a few visits of warm_tiles per form, the
+        # naive at ~3 ns per multiply-add at N = 1024
+        warm = sum(warm_tiles(n) * TILE * n * 6 for n in self.sizes(params, machine)) \
+            * 3e-9 * 2.5
         # init: a column-order pass at ~5 ns per element, samples of N and 2N passes
         # init: warm-up and settle, one column-order pass at ~15 ns per element
         init = sum(n * n * 15e-9 for n in self.init_sizes(params, machine)) * len(INIT_ARMS) * 2
@@ -297,15 +317,16 @@ class Matmul(Experiment):
         view = np.frombuffer(src.buffer, dtype=np.float64, count=2 * n * n, offset=src.offset)
         view[:] = matrices(n, params["seed"]).ravel()
         del view
-        dst = lab.buffer(2 * n * n * 8 + 8)     # res, mul2 transposed, the row cursor
-        # one iteration = the next 8 rows of the product, so a sample lasts
-        # min_sample_ms at any n; warm-up: WARM_ITERATIONS
-        return Trial(f"mm_{point.arm}", src=src, dst=dst, size=n,
-                     warmup=min(n // SM, WARM_ITERATIONS),
+        dst = lab.buffer(2 * n * n * 8 + 8)     # res, mul2 transposed, the tile cursor
+        # one iteration = the next tile of the product, so a sample lasts
+        # min_sample_ms at any n
+        return Trial(f"mm_{point.arm}", src=src, dst=dst, size=n, warmup=warm_tiles(n),
                      extra={"n": n})
 
     def verify(self, lab, params):
-        """Every form computes numpy's product exactly (integer-valued doubles)."""
+        """Every form computes numpy's product exactly (integer-valued doubles),
+        in one call of a whole product and in pieces that go on from the
+        cursor and wrap past the end."""
         for n in (8, 16, 40):
             m = matrices(n, params["seed"])
             want = m[0] @ m[1]
@@ -314,11 +335,16 @@ class Matmul(Experiment):
                 np.frombuffer(src.buffer, dtype=np.float64, count=2 * n * n,
                               offset=src.offset)[:] = m.ravel()
                 dst = lab.buffer(2 * n * n * 8 + 8)
-                lab.call(Trial(f"mm_{form}", src=src, dst=dst, size=n), n // SM)
                 got = np.frombuffer(dst.buffer, dtype=np.float64, count=n * n,
                                     offset=dst.offset).reshape(n, n)
-                if not np.array_equal(got, want):
-                    raise AssertionError(f"mm_{form} n={n}: the product differs from numpy's")
+                whole = tiles(n)
+                for counts in ((whole,), (min(3, whole), whole - min(3, whole)),
+                               (whole + 1,)):
+                    for c in counts:
+                        lab.call(Trial(f"mm_{form}", src=src, dst=dst, size=n), c)
+                    if not np.array_equal(got, want):
+                        raise AssertionError(f"mm_{form} n={n}: the product in pieces of "
+                                             f"{counts} tiles differs from numpy's")
                 del got
         for kernel in INIT_ARMS:
             bad = check_init(lab, kernel)
@@ -387,7 +413,7 @@ class Matmul(Experiment):
         table = [{"label": f"{form} n={n}", "form": form, "n": n,
                   "value": by[(form, n)]["median"] / by[("naive", n)]["median"],
                   "unit": "ratio", "ci_low": None, "ci_high": None,
-                  "ns_per_8_rows": by[(form, n)]["median"], "drepper": DREPPER[form]}
+                  "ms_per_product": product_ms(by[(form, n)]), "drepper": DREPPER[form]}
                  for n in sizes for form in FORMS if (form, n) in by and ("naive", n) in by]
         for form in FORMS[1:]:
             q = self.declared(form)
@@ -403,7 +429,7 @@ class Matmul(Experiment):
             rest = "; ".join(f"{d['value']:.1%} at N={d['n']}" for d in table
                              if d["form"] == form and d["n"] != n)
             e.because = (f"{form.replace('_', ' + ')} takes {e.value:.1%} of the naive loop's "
-                         f"time at N={n} ({a['median'] / 1e6:.2f} vs {b['median'] / 1e6:.2f} ms per 8 rows;"
+                         f"time at N={n} ({product_ms(a):.0f} vs {product_ms(b):.0f} ms per product;"
                          f" Drepper's Core 2: {DREPPER[form]:.1%})" + (f"; {rest}" if rest else ""))
             out.append(e)
         return out

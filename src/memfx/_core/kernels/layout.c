@@ -218,88 +218,111 @@ static void col_sum_footprint(const struct mfx_args *a, struct mfx_footprint *f)
 /* size = n (a multiple of MM_SM, else the kernels return 0 untouched); src:
  * mul1 then mul2, each n x n row-major doubles; dst: res (n x n), a scratch
  * n x n (mul2 transposed, for mm_transposed) and an 8-byte cursor.  One
- * iteration computes the next MM_SM rows of res = mul1 x mul2 (zeroed
- * first), cycling from the cursor, which is written back: samples stay a
- * few milliseconds long at any n, and n / MM_SM iterations from cursor 0
- * are one whole product.  mm_transposed transposes mul2 whenever it starts
- * over at row 0 (Drepper counts the transposition; it is n^2 of n^3 work).
+ * iteration computes the next tile of res = mul1 x mul2: MM_TILE results,
+ * n multiply-adds each, in the form's own order -- the next MM_TILE
+ * elements in row-major order for the naive and transposed loops, the next
+ * MM_SM x MM_SM block (by row bands, then columns) for the blocked ones --
+ * so a run of iterations makes the same accesses as one whole product cut
+ * into pieces, and a sample lasts min_sample_ms at any n (a band of 8 rows
+ * of the naive loop was 130 ms at n = 1024 on a 2-vCPU guest).  n * n /
+ * MM_TILE iterations from cursor 0 are one whole product; the cursor is
+ * written back.  mm_transposed transposes mul2 whenever it starts over at
+ * tile 0 (Drepper counts the transposition; it is n^2 of n^3 work).
  * Returns the cursor. */
 #define MM_SM 8            /* 64-byte line / sizeof(double) */
+#define MM_TILE (MM_SM * MM_SM)
 
-typedef void (*mm_rows_fn)(size_t n, size_t i0, const udouble *m1, const udouble *m2,
+typedef void (*mm_tile_fn)(size_t n, size_t tile, const udouble *m1, const udouble *m2,
                            const udouble *t, udouble *res);
 
-static void mm_rows_naive(size_t n, size_t i0, const udouble *m1, const udouble *m2,
+/* res elements tile * MM_TILE ... + MM_TILE - 1, row-major (n * n is a
+ * multiple of MM_TILE since n is one of MM_SM; a tile may cross rows). */
+static void mm_tile_naive(size_t n, size_t tile, const udouble *m1, const udouble *m2,
                           const udouble *t, udouble *res)
 {
     (void)t;
-    for (size_t i = i0; i < i0 + MM_SM; i++)
-        for (size_t j = 0; j < n; j++) {
-            double acc = res[i * n + j];
-            for (size_t k = 0; k < n; k++)
-                acc += m1[i * n + k] * m2[k * n + j];       /* m2 walked down a column */
-            res[i * n + j] = acc;
-        }
+    for (size_t e = tile * MM_TILE; e < (tile + 1) * MM_TILE; e++) {
+        size_t i = e / n, j = e % n;
+        double acc = 0;
+        for (size_t k = 0; k < n; k++)
+            acc += m1[i * n + k] * m2[k * n + j];           /* m2 walked down a column */
+        res[e] = acc;
+    }
 }
 
-static void mm_rows_transposed(size_t n, size_t i0, const udouble *m1, const udouble *m2,
+static void mm_tile_transposed(size_t n, size_t tile, const udouble *m1, const udouble *m2,
                                const udouble *t, udouble *res)
 {
     (void)m2;
-    for (size_t i = i0; i < i0 + MM_SM; i++)
-        for (size_t j = 0; j < n; j++) {
-            double acc = res[i * n + j];
-            for (size_t k = 0; k < n; k++)
-                acc += m1[i * n + k] * t[j * n + k];        /* both walked along rows */
-            res[i * n + j] = acc;
-        }
+    for (size_t e = tile * MM_TILE; e < (tile + 1) * MM_TILE; e++) {
+        size_t i = e / n, j = e % n;
+        double acc = 0;
+        for (size_t k = 0; k < n; k++)
+            acc += m1[i * n + k] * t[j * n + k];            /* both walked along rows */
+        res[e] = acc;
+    }
 }
 
-/* Tiles of MM_SM x MM_SM: a tile of mul2 (MM_SM lines) stays in L1d while
- * the MM_SM rows of mul1 and res pass over it. */
-static void mm_rows_blocked(size_t n, size_t i0, const udouble *m1, const udouble *m2,
-                            const udouble *t, udouble *res)
+/* Tile `tile` of the blocked forms: the block of res whose top left is
+ * (*i0, *j0), by row bands then columns; zeroed. */
+static void mm_block_zero(size_t n, size_t tile, udouble *res, size_t *i0, size_t *j0)
 {
-    (void)t;
-    for (size_t j0 = 0; j0 < n; j0 += MM_SM)
-        for (size_t k0 = 0; k0 < n; k0 += MM_SM)
-            for (size_t i = i0; i < i0 + MM_SM; i++) {
-                udouble *r = res + i * n + j0;
-                const udouble *row1 = m1 + i * n + k0;
-                for (size_t k = 0; k < MM_SM; k++) {
-                    const udouble *row2 = m2 + (k0 + k) * n + j0;
+    *i0 = tile / (n / MM_SM) * MM_SM;
+    *j0 = tile % (n / MM_SM) * MM_SM;
+    for (size_t i = *i0; i < *i0 + MM_SM; i++)
+        memset(res + i * n + *j0, 0, MM_SM * sizeof(double));
+}
+
+/* The block of rows i0 .. i0 + MM_SM - 1 and columns j0 .. j0 + MM_SM - 1,
+ * over tiles of mul2 of MM_SM x MM_SM: a tile of mul2 (MM_SM lines) stays
+ * in L1d while the MM_SM rows of mul1 and res pass over it.  With simd (a
+ * constant: each caller gets its own copy), two doubles at a time with SSE2
+ * (baseline x86-64) -- the mul1 element broadcast, a pair of mul2
+ * multiplied and added to a pair of res -- and a non-temporal prefetch of
+ * mul1's next row, as in Drepper's SSE2 form.  Unaligned loads: the rows
+ * need not be 16-byte aligned. */
+static inline __attribute__((always_inline)) void
+mm_block(size_t n, size_t tile, const udouble *m1, const udouble *m2, udouble *res, int simd)
+{
+    size_t i0, j0;
+    mm_block_zero(n, tile, res, &i0, &j0);
+    for (size_t k0 = 0; k0 < n; k0 += MM_SM)
+        for (size_t i = i0; i < i0 + MM_SM; i++) {
+            udouble *r = res + i * n + j0;
+            const udouble *row1 = m1 + i * n + k0;
+            if (simd)
+                _mm_prefetch((const char *)(row1 + n), _MM_HINT_NTA);
+            for (size_t k = 0; k < MM_SM; k++) {
+                const udouble *row2 = m2 + (k0 + k) * n + j0;
+                if (simd) {
+                    __m128d f = _mm_set1_pd(row1[k]);
+                    for (size_t j = 0; j < MM_SM; j += 2)
+                        _mm_storeu_pd(r + j, _mm_add_pd(_mm_loadu_pd(r + j),
+                                                        _mm_mul_pd(f, _mm_loadu_pd(row2 + j))));
+                } else {
                     double f = row1[k];
                     for (size_t j = 0; j < MM_SM; j++)
                         r[j] += f * row2[j];
                 }
             }
+        }
 }
 
-/* The same tiles, two doubles at a time with SSE2 (baseline x86-64): the
- * mul1 element broadcast, a pair of mul2 multiplied and added to a pair of
- * res; a non-temporal prefetch of mul1's next row.  Unaligned loads: the
- * rows need not be 16-byte aligned. */
-static void mm_rows_blocked_simd(size_t n, size_t i0, const udouble *m1, const udouble *m2,
+static void mm_tile_blocked(size_t n, size_t tile, const udouble *m1, const udouble *m2,
+                            const udouble *t, udouble *res)
+{
+    (void)t;
+    mm_block(n, tile, m1, m2, res, 0);
+}
+
+static void mm_tile_blocked_simd(size_t n, size_t tile, const udouble *m1, const udouble *m2,
                                  const udouble *t, udouble *res)
 {
     (void)t;
-    for (size_t j0 = 0; j0 < n; j0 += MM_SM)
-        for (size_t k0 = 0; k0 < n; k0 += MM_SM)
-            for (size_t i = i0; i < i0 + MM_SM; i++) {
-                udouble *r = res + i * n + j0;
-                const udouble *row1 = m1 + i * n + k0;
-                _mm_prefetch((const char *)(row1 + n), _MM_HINT_NTA);
-                for (size_t k = 0; k < MM_SM; k++) {
-                    const udouble *row2 = m2 + (k0 + k) * n + j0;
-                    __m128d f = _mm_set1_pd(row1[k]);
-                    for (size_t j = 0; j < MM_SM; j += 2)
-                        _mm_storeu_pd(r + j, _mm_add_pd(_mm_loadu_pd(r + j),
-                                                        _mm_mul_pd(f, _mm_loadu_pd(row2 + j))));
-                }
-            }
+    mm_block(n, tile, m1, m2, res, 1);
 }
 
-static uint64_t mm_run(const struct mfx_args *a, mm_rows_fn rows, int transpose)
+static uint64_t mm_run(const struct mfx_args *a, mm_tile_fn tile_fn, int transpose)
 {
     size_t n = a->size;
     const udouble *m1 = (const udouble *)a->src, *m2 = m1 + n * n;
@@ -307,27 +330,26 @@ static uint64_t mm_run(const struct mfx_args *a, mm_rows_fn rows, int transpose)
     uu64 *cursor = (uu64 *)(t + n * n);
     if (n == 0 || n % MM_SM)
         return 0;
-    size_t blocks = n / MM_SM, b = (size_t)(*cursor % blocks);
+    size_t tiles = n * n / MM_TILE, b = (size_t)(*cursor % tiles);
     for (uint64_t c = 0; c < a->count; c++) {
         if (b == 0 && transpose)
             for (size_t i = 0; i < n; i++)
                 for (size_t j = 0; j < n; j++)
                     t[i * n + j] = m2[j * n + i];
-        memset(res + b * MM_SM * n, 0, MM_SM * n * sizeof(double));
-        rows(n, b * MM_SM, m1, m2, t, res);
-        if (++b == blocks)
+        tile_fn(n, b, m1, m2, t, res);
+        if (++b == tiles)
             b = 0;
     }
     *cursor = b;
     return b;
 }
 
-static uint64_t mm_naive(const struct mfx_args *a) { return mm_run(a, mm_rows_naive, 0); }
-static uint64_t mm_transposed(const struct mfx_args *a) { return mm_run(a, mm_rows_transposed, 1); }
-static uint64_t mm_blocked(const struct mfx_args *a) { return mm_run(a, mm_rows_blocked, 0); }
+static uint64_t mm_naive(const struct mfx_args *a) { return mm_run(a, mm_tile_naive, 0); }
+static uint64_t mm_transposed(const struct mfx_args *a) { return mm_run(a, mm_tile_transposed, 1); }
+static uint64_t mm_blocked(const struct mfx_args *a) { return mm_run(a, mm_tile_blocked, 0); }
 static uint64_t mm_blocked_simd(const struct mfx_args *a)
 {
-    return mm_run(a, mm_rows_blocked_simd, 0);
+    return mm_run(a, mm_tile_blocked_simd, 0);
 }
 
 /* src: two n x n matrices; dst: two and the cursor.  Nothing where n is
@@ -348,7 +370,7 @@ static void mm_footprint(const struct mfx_args *a, struct mfx_footprint *f)
         .name = #NAME, .group = "layout", .isa = "", .fn = NAME,                  \
         .footprint = mm_footprint,                                                \
         .read_per_byte = 0, .write_per_byte = 0, .read_fixed = 0, .write_fixed = 0, \
-        .ops_per_iter = 1, .op = "row_block", .doc = DOC,                         \
+        .ops_per_iter = 1, .op = "tile", .doc = DOC,                              \
     }
 
 /* ---- page faults: fresh anonymous memory (fill_alloc rows) ----------- */
@@ -628,10 +650,10 @@ MFX_KERNEL_TABLE(layout) = {
         .ops_per_iter = 1, .op = "call",
         .doc = "mmap size with MAP_POPULATE, write one byte per 4 KiB page, munmap",
     },
-    MM_ROW(mm_naive, "8 rows of res = mul1 x mul2 (n = size), i-j-k loops: mul2 read down columns"),
-    MM_ROW(mm_transposed, "8 rows of res = mul1 x transpose(mul2), transposed at row 0"),
-    MM_ROW(mm_blocked, "8 rows of res = mul1 x mul2 in 8 x 8 tiles (one line of doubles)"),
-    MM_ROW(mm_blocked_simd, "8 rows in 8 x 8 tiles, SSE2 pairs, prefetchnta of mul1's next row"),
+    MM_ROW(mm_naive, "the next 64 results of res = mul1 x mul2 (n = size) in row order, i-j-k: mul2 read down columns"),
+    MM_ROW(mm_transposed, "the next 64 results of res = mul1 x transpose(mul2) in row order, transposed at tile 0"),
+    MM_ROW(mm_blocked, "the next 8 x 8 block of res = mul1 x mul2 over 8 x 8 tiles (one line of doubles)"),
+    MM_ROW(mm_blocked_simd, "the next 8 x 8 block of res over 8 x 8 tiles, SSE2 pairs, prefetchnta of mul1's next row"),
     FAULT_ROW(fault_populate_write, 1, "mmap size, madvise(MADV_POPULATE_WRITE), write one byte per 4 KiB page, munmap"),
     FAULT_ROW(fault_thp_populate_write, 1, "mmap size (2 MiB aligned, MADV_HUGEPAGE), MADV_POPULATE_WRITE, write one byte per 4 KiB page, munmap"),
     FAULT_ROW(fault_munmap, 0, "mmap size, write one byte per 4 KiB page, munmap: returns the ticks of the munmap alone"),
