@@ -463,9 +463,29 @@ def test_a_pooled_value_no_replica_supports_gives_way_to_the_replicas_estimate()
     assert out["because"].startswith("The replicas' estimate is 49.8 KiB, not the pooled "
                                      "samples' 54.6 KiB (every replica's samples pooled: "
                                      "the L1d holds")
-    # a pooled value inside the replicas' CI (or on its edge, to rounding) stands
+    # a pooled value inside the replicas' range (or on its edge, to rounding) stands
     inside = combine_replicas(q, dict(pooled, value=51000.0), per)
     assert inside["value"] == 51000.0 and inside["because"] == pooled["because"]
     edge = [{"verdict": MEASURED, "value": 64.0 * (1 - 3e-16), "ci_low": 64.0 * (1 - 3e-16),
              "ci_high": 64.0 * (1 - 3e-16)} for _ in range(3)]
     assert combine_replicas(q, dict(pooled, value=64.0), edge)["value"] == 64.0
+
+
+def test_a_pooled_ratio_beyond_every_replica_gives_way_to_the_replicas_estimate():
+    """prefetch.stream_gain in an A/A on a Zen 4 guest: the ratio of the
+    pooled medians of two arms read 1.145 where the replicas read 1.05,
+    1.047 and 1.121 (each arm's pooled median fell in a different replica's
+    level), inside their wide t interval: the answer takes the replicas'
+    geometric mean, and a ratio inside their range stands."""
+    q = Question("x.gain", "?", "ratio", "004", "none / prefetch", better="higher",
+                 band=(0.95, 1.05))
+    pooled = {"question": "x.gain", "verdict": INCONCLUSIVE, "value": 1.145,
+              "because": "1.15x the loop without prefetch."}
+    per = [{"verdict": INCONCLUSIVE, "value": v, "ci_low": v * 0.95, "ci_high": v * 1.05}
+           for v in (1.05, 1.047, 1.121)]
+    out = combine_replicas(q, pooled, per)
+    assert out["value"] == pytest.approx((1.05 * 1.047 * 1.121) ** (1 / 3), rel=1e-9)
+    assert out["ci_low"] < out["value"] < out["ci_high"] < 1.2
+    assert out["because"].startswith("The replicas' estimate is 1.07")
+    inside = combine_replicas(q, dict(pooled, value=1.06), per)
+    assert inside["value"] == 1.06 and inside["because"].startswith("1.15x")
