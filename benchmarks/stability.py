@@ -27,10 +27,11 @@ A/B: K surveys as they are (A), then K with a real change (B):
                      bandwidth run of one size per level, again and again)
                      and prints the change, then measures one warm-up
                      survey that it does not compare (the host takes a
-                     whole survey to follow the hog), so that an A/B whose compare finds nothing can
-                     tell a missed change from one that did not happen (on a
-                     2-vCPU guest of a large host one vCPU barely loads the
-                     host's memory: -11 % to +4 %)
+                     whole survey to follow the hog), so that an A/B whose
+                     compare finds nothing can tell a missed change from one
+                     that did not happen (on 2-vCPU guests of large hosts
+                     one vCPU loads the host's memory little: the probe read
+                     -24 % on a Zen 4 guest, -11 % to +4 % on a Xeon one)
 
 and `memfx compare A_i B_j` over every pair: which questions it flags, and
 in how many of the pairs.
@@ -41,8 +42,8 @@ run-to-run spread in them (three or more earlier surveys, the threshold
 history_min_surveys), as it does for a user whose store keeps a machine's
 surveys.  Without a history, a question resting on what a VM's host shares
 keeps the guest's drift band (25 %): on a 2-vCPU guest one-thread DRAM reads
-went 10-15 GB/s from one hour to the next with nothing changed, and the
-hog's -25 to -30 % in the quick surveys' read_dram sits on that band's edge.
+went 10-15 GB/s from one hour to the next with nothing changed.
+docs/stability.md keeps what each round measured.
 
 This is a benchmark, not a test: it measures for minutes, and its figures
 depend on the machine and on how busy it is.  Run it with nothing else
@@ -178,7 +179,7 @@ def aa_table(db, ids):
                     q_tries += 1
                     q_hits += lo <= b["value"] <= hi
         hits, tries = hits + q_hits, tries + q_tries
-        evidence = {tuple(a.get("evidence") or []) for a in runs}
+        evidence = {tuple(sorted(a.get("evidence") or [])) for a in runs}   # a set of points
         rows.append({"question": q, "headline": bool(runs[0].get("headline")),
                      "verdicts": verdicts, "agree": len(set(verdicts)) == 1, "cv": cv,
                      "same_evidence": len(evidence) == 1,
