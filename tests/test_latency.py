@@ -604,3 +604,39 @@ def test_quick_measures_huge_pages_at_every_octave_so_each_run_can_classify_its_
     both = exp.resolve("quick", {"pages": "4k,thp"})        # a swept thp curve needs no extra
     assert len([p for p in exp.plan(both, MACHINE) if p.params["pages"] == "thp"]) == \
         len([p for p in exp.plan(both, MACHINE) if p.params["pages"] == "4k"])
+
+
+def test_a_level_rests_on_the_same_planned_working_sets_whatever_a_run_refined():
+    """Issue 22: two runs' evidence keys are equal.  A level's latency is
+    read at the planned sizes of 2-4x the cache below (the L1d at 1/8-1/2
+    of itself), not over whatever its plateau spans once refine() has put
+    fine steps at the knees a run found; where those sizes are not on the
+    level's plateau (an L3 that holds far less than it reports) the answer
+    takes the plateau, and says so."""
+    from memfx.experiments.latency import level_window
+    exp = get_experiment("latency")
+    params = exp.resolve("full")
+    params["pages"] = ["4k"]
+    grid = sorted({p.params["size_bytes"] for p in exp.plan(params, MACHINE)})
+    levels = [(48 << 10, 1.5), (2 << 20, 5.0), (32 << 20, 20.0), (1 << 40, 90.0)]
+    evidence = []
+    for fine in ([40 << 10, 44 << 10, 1900 << 10], [52 << 10, 1700 << 10, 2200 << 10]):
+        a = _analyze(_points(_steps(levels), sorted(set(grid) | set(fine))))
+        evidence.append({n: a[n].evidence for n in ("l1d", "l2", "l3")})
+        caps = {"l1d": (48 << 10, 0), "l2": (2 << 20, 48 << 10), "l3": (32 << 20, 2 << 20)}
+        for name, (cap, below) in caps.items():
+            lo, hi = level_window(cap, below)
+            sizes = [int(k.split("size_bytes=")[1]) for k in a[name].evidence]
+            assert len(sizes) >= 2 and all(lo <= s <= hi and s in grid for s in sizes), name
+            assert a[name].value == pytest.approx(dict(levels)[cap], rel=0.05)
+    assert evidence[0] == evidence[1]
+    assert level_window(2 << 20, 48 << 10) == (96 << 10, 192 << 10)
+    assert level_window(256 << 10, 64 << 10) == (128 << 10, 128 << 10)      # half of its own
+    # an L3 reported at 32 MiB that holds 6 MiB: its window (4-8 MiB) ends
+    # in memory, so the answer is the plateau's, from past 2 MiB to 6 MiB
+    short = [(48 << 10, 1.5), (2 << 20, 5.0), (6 << 20, 20.0), (1 << 40, 90.0)]
+    a = _analyze(_points(_steps(short), grid))
+    sizes = [int(k.split("size_bytes=")[1]) for k in a["l3"].evidence]
+    assert a["l3"].value == pytest.approx(20.0, rel=0.05)
+    assert all(2 << 20 < s <= 6 << 20 for s in sizes) and min(sizes) < 4 << 20
+    assert "stays flat at that from" in a["l3"].because

@@ -14,7 +14,9 @@ Arms
 Analysis (declared questions latency.*): plateaus and knees of the random
 curve (stats.find_levels). A flat plateau (>= 3 consecutive sizes of low
 spread) belongs to the smallest reported cache whose size its last point lies
-within; the first plateau under a cache gives that cache's latency. A knee is
+within; a cache's latency is read at declared working sets on the first
+plateau under it (LEVEL_WINDOW: 2-4x the cache below; the L1d at 1/8-1/2 of
+itself), or over that whole plateau where they are not on it. A knee is
 a cache's capacity only within +-25 % of the size sysfs reports, and TLB reach
 only when the huge-page curve lacks it (the quick preset measures huge pages
 around each knee no cache explains); otherwise the level's end is reported as
@@ -50,6 +52,15 @@ CACHE_MATCH_TOLERANCE = 0.25
 # two fresh mappings faulted, 20M-element shuffles and chains -- for the
 # same memory latency as the three sizes below them.
 MEMORY_FROM, MEMORY_TO = 1.5, 2.0
+# A cache level's latency rests on the planned working sets (the grid, not a
+# run's fine steps at its knees) of LEVEL_WINDOW x the reported cache below
+# -- past it, short of this level's end and of 4 KiB pages' first TLB step
+# (an L1 DTLB of 64-72 entries reaches 256-288 KiB) -- or the L1d's 1/8-1/2
+# of itself, at most half of the level: the same points every run (issue
+# 22).  Where they are not all on the level's first flat plateau (a guest's
+# L3 holding far less than reported), the answer takes that plateau.
+LEVEL_WINDOW = (2, 4)
+L1_WINDOW = (1 / 8, 1 / 2)
 # Nothing is concluded from a point with fewer samples.
 MIN_POINT_SAMPLES = 3
 # A huge-page point is evidence about huge pages only when the kernel backed
@@ -74,10 +85,14 @@ CACHE_LEVELS = (("l1d", "L1 data cache"), ("l2", "L2 cache"), ("l3", "L3 cache")
 
 
 def _latency_question(name, label):
+    window = ("1/8-1/2 of its own size" if name == "l1d" else
+              f"{LEVEL_WINDOW[0]}-{LEVEL_WINDOW[1]}x the size of the cache below (at most half "
+              f"of its own)")
     return _question(name, f"Load-to-use latency of the {label} (random pointer chase)?", "ns",
-                     f"median of the samples on the first flat plateau (>= 3 consecutive sizes "
-                     f"of low spread) whose last size lies within the {label} size the OS "
-                     f"reports", LOWER)
+                     f"median of the samples at the planned working sets of {window}, where "
+                     f"they lie on the first flat plateau (>= 3 consecutive sizes of low "
+                     f"spread) whose last size lies within the {label} size the OS reports; "
+                     f"else over that whole plateau", LOWER)
 
 
 def _capacity_question(name, label):
@@ -355,20 +370,31 @@ class Latency(Experiment):
                  for i in range(len(levels) - 1)]
         owner = [owning_cache(lv, caches) for lv in levels]
         split = bimodal_sizes(data, main_pg)
+        grid = self.planned_sizes(data)
         out = []
         for name, _ in CACHE_LEVELS:
             label = "L1d" if name == "l1d" else name.upper()      # as the Fingerprint names it
             out.extend(self._cache_answers(label, caches, pts, levels, knees, owner, main_pg,
-                                           split))
+                                           split, grid))
         out.append(self._memory_answer(caches, pts, huge, main_pg))
         out.append(self._tlb_answer(knees, main_pg, bool(chase_curve(data, "thp"))))
         out.append(self._huge_page_answer(data, caches, pts, huge, main_pg))
         out.append(self._prefetch_answer(data, caches, pts, main_pg))
         return out
 
-    def _cache_answers(self, label, caches, pts, levels, knees, owner, pg, split=()):
+    def planned_sizes(self, data):
+        """The working sets the run planned (its grid), without the fine
+        steps refine() added; empty when the stored parameters no longer
+        make a plan."""
+        try:
+            return {p.params["size_bytes"] for p in self.plan(data.params, data.machine)}
+        except (KeyError, TypeError, ValueError, ParamError):
+            return set()
+
+    def _cache_answers(self, label, caches, pts, levels, knees, owner, pg, split=(), grid=()):
         """latency.<cache> and latency.<cache>_capacity for one reported cache
-        (`split`: sizes whose points were bimodal, measured but not used)."""
+        (`split`: sizes whose points were bimodal, measured but not used;
+        `grid`: the planned sizes, for the level's window)."""
         q_lat = self.declared(label.lower())
         q_cap = self.declared(label.lower() + "_capacity")
         sizes = dict(caches)
@@ -402,13 +428,22 @@ class Latency(Experiment):
         # reported size are steps of another cause: TLB reach, replacement)
         first = levels[mine[0]]
         on_level = level_points(pts, first)
-        pooled = pooled_values(on_level)
+        lo, hi = level_window(cap, below)
+        window = [p for p in pts if lo <= size_of(p) <= hi and size_of(p) in grid]
+        in_window = (len(window) >= 2 and all(first.first_size <= size_of(p) <= first.last_size
+                                              for p in window))
+        used = window if in_window else on_level
+        pooled = pooled_values(used)
         value = float(np.median(pooled))
-        cycles = median_cycles(on_level)
+        cycles = median_cycles(used)
+        plateau = f"{format_size(first.first_size)} to {format_size(first.last_size)}"
+        where = (f"at {format_size(size_of(window[0]))}-{format_size(size_of(window[-1]))} "
+                 f"({len(window)} sizes, {pg} pages), on its plateau from {plateau}"
+                 if in_window else
+                 f"from {plateau} ({len(on_level)} sizes, {pg} pages)")
         because = (f"A load from the {label} takes {value:.3g} ns"
                    + (f" (~{cycles:.0f} cycles, est.)" if cycles else "")
-                   + f": the random chase stays flat at that from {format_size(first.first_size)} "
-                   f"to {format_size(first.last_size)} ({len(on_level)} sizes, {pg} pages)")
+                   + f": the random chase stays flat at that {where}")
         if len(mine) > 1:
             later = levels[mine[1]]
             because += (f"; a further step to {later.latency_ns:.3g} ns from "
@@ -417,7 +452,7 @@ class Latency(Experiment):
         if cycles:
             details.append({"label": "est. core cycles", "value": cycles, "unit": "cycles",
                             "ci_low": None, "ci_high": None})
-        answer_lat = measured(q_lat, pooled, because, evidence=evidence_keys(on_level),
+        answer_lat = measured(q_lat, pooled, because, evidence=evidence_keys(used),
                               details=details, estimator=ESTIMATOR)
         return [answer_lat, self._capacity_answer(q_cap, label, cap, pts, levels, knees, owner,
                                                   mine[0])]
@@ -649,6 +684,14 @@ def owning_cache(level, caches):
         return None
     return next((label for label, cap in caches
                  if level.last_size <= cap * (1 + CACHE_MATCH_TOLERANCE)), None)
+
+
+def level_window(cap, below):
+    """(low, high) bytes of a cache level's declared working sets
+    (LEVEL_WINDOW, L1_WINDOW)."""
+    if not below:
+        return cap * L1_WINDOW[0], cap * L1_WINDOW[1]
+    return LEVEL_WINDOW[0] * below, min(LEVEL_WINDOW[1] * below, cap / 2)
 
 
 def level_points(pts, level):
