@@ -306,7 +306,7 @@ def cmd_ab(args):
 
 def ab_table(args, db, a_ids, b_ids, effect=None):
     """compare A_i B_j over every pair, and A/A within A."""
-    counts, exits, pairs = {}, [], []
+    counts, beyond, exits, pairs = {}, {}, [], []
     for a, b in itertools.product(a_ids, b_ids):
         status, flagged, doc = compare(db, a, b)
         exits.append(status)
@@ -314,15 +314,25 @@ def ab_table(args, db, a_ids, b_ids, effect=None):
                       "history_surveys": doc.get("history_surveys", 0)})
         for q in flagged:
             counts[q] = counts.get(q, 0) + 1
+        # what compare saw move but could not call: the ratio beyond its
+        # band, the CI reaching back into it (a change too small for the
+        # replicas' spread, or none)
+        for row in doc["rows"]:
+            if row["verdict"] == "inconclusive" and "beyond the band" in str(row.get("reason")):
+                beyond.setdefault(row["question"], []).append(row["ratio"])
     n = len(a_ids) * len(b_ids)
     print(f"\ncompare A_i B_j: {exits.count(1)} of {n} pairs exit 1" + banded_by_history(pairs))
     for q, c in sorted(counts.items(), key=lambda kv: -kv[1]):
         print(f"  {q:44} flagged in {c} of {n} pairs")
+    for q, ratios in sorted(beyond.items(), key=lambda kv: -len(kv[1])):
+        print(f"  {q:44} moved beyond its band but inconclusive in {len(ratios)} of {n} "
+              f"pairs (B/A {min(ratios):.2f}-{max(ratios):.2f})")
     # and the A/A pairs within A, for the false alarms beside it
     aa = [compare(db, a, b)[0] for a, b in itertools.combinations(a_ids, 2)]
     print(f"A/A within A: {aa.count(0)} of {len(aa)} pairs exit 0")
     if args.json:
         Path(args.json).write_text(json.dumps({"a": a_ids, "b": b_ids, "flagged": counts,
+                                               "beyond_band_inconclusive": beyond,
                                                "exits": exits, "pairs": pairs,
                                                "hog_effect": effect}, indent=1))
     return 0
