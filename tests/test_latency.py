@@ -629,6 +629,7 @@ def test_a_level_rests_on_the_same_planned_working_sets_whatever_a_run_refined()
             sizes = [int(k.split("size_bytes=")[1]) for k in a[name].evidence]
             assert len(sizes) >= 2 and all(lo <= s <= hi and s in grid for s in sizes), name
             assert a[name].value == pytest.approx(dict(levels)[cap], rel=0.05)
+            assert "the random chase reads it at" in a[name].because, name
     assert evidence[0] == evidence[1]
     assert level_window(2 << 20, 48 << 10) == (96 << 10, 192 << 10)
     assert level_window(256 << 10, 64 << 10) == (128 << 10, 128 << 10)      # half of its own

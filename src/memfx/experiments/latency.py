@@ -437,13 +437,13 @@ class Latency(Experiment):
         value = float(np.median(pooled))
         cycles = median_cycles(used)
         plateau = f"{format_size(first.first_size)} to {format_size(first.last_size)}"
-        where = (f"at {format_size(size_of(window[0]))}-{format_size(size_of(window[-1]))} "
-                 f"({len(window)} sizes, {pg} pages), on its plateau from {plateau}"
-                 if in_window else
-                 f"from {plateau} ({len(on_level)} sizes, {pg} pages)")
+        where = (f"reads it at {format_size(size_of(window[0]))}-"
+                 f"{format_size(size_of(window[-1]))} ({len(window)} sizes, {pg} pages), on "
+                 f"its plateau from {plateau}" if in_window else
+                 f"stays flat at that from {plateau} ({len(on_level)} sizes, {pg} pages)")
         because = (f"A load from the {label} takes {value:.3g} ns"
                    + (f" (~{cycles:.0f} cycles, est.)" if cycles else "")
-                   + f": the random chase stays flat at that {where}")
+                   + f": the random chase {where}")
         if len(mine) > 1:
             later = levels[mine[1]]
             because += (f"; a further step to {later.latency_ns:.3g} ns from "
