@@ -71,7 +71,7 @@ def test_survey_screen_fits_80_columns_with_every_headline_in_40_lines():
                                                 if a.get("headline")})
     # the advice with its measured gain, one data-quality line, the way to the rest
     text = "\n".join(lines)
-    assert "advise -mmemcpy-strategy=libcall:-1:noalign: measured +3.0 % [+1.0, +5.0]" in text
+    assert "advise -mmemcpy-strategy=libcall:-1:noalign: measured +3.1 % [+1.0, +5.3]" in text
     assert "keep glibc's x86_rep_movsb_threshold 2048; 8192 measured +0.0 %" in text
     assert sum(line.startswith("data quality:") for line in lines) == 1
     rest = len(doc["answers"]) - len(heads)

@@ -36,19 +36,21 @@ import time
 from . import findings as fnd
 from .errors import MemfxError
 from .experiments import copy as copy_analysis
-from .units import MISSING, format_change, format_number, format_size, format_value
+from .units import MISSING, format_number, format_size, format_value
 from .advise_common import (  # noqa: F401 (re-exported: advise's names stay importable here)
-    compare_variants, decide, slower_sizes,
-    _with_losses, _interleave, _child_cpu, _pinned, newest_complete, _print)
+    compare_variants, decide, slower_sizes, size_class, log_gain, gain_text, replica_disagreement,
+    disagreement_text, _with_losses, _interleave, _child_cpu, _pinned, newest_complete, _print)
 from .advise_gcc import (  # noqa: F401 (re-exported: advise's names stay importable here)
     GCC_ALGORITHMS, MAX_RANGES, GCC_INT_MAX, DEST_ALIGN, STRATEGY_ALG, BASELINE_VECTOR, OPS,
     MODE_PREFERENCE, METRIC, _MISSING_PENALTY, StrategyError, NoCopyResults, validate_strategy,
     strategy_string, modes_of, point_curves, _fastest, complete_sizes, shown_ranges, alg_table,
     _cost, _loss, _collapse, merge_ranges, _geo_ratio, gcc_usable, _op_of, gcc_ranges,
     CHECK_SIZES, CHECK_MAX_SIZE, _C_FUNCS, _C_HARNESS, gcc_test_source, gcc_flags, _classify,
-    parse_codegen, GccCheck, check_sizes, gcc_check, _gcc_version)
+    parse_codegen, GccCheck, check_sizes, gcc_check, _gcc_version, alg_at, gcc_stability,
+    roundest, snap_boundaries)
 from .advise_glibc import (  # noqa: F401 (re-exported: advise's names stay importable here)
-    TUNABLES, NT_MINIMUM, glibc_vector, _as_stat, _clear_log_ratio, best_threshold, path_gain,
+    CROSSOVER_QUESTION, crossover_check, threshold_in_use, tunable_stability, TUNABLES,
+    NT_MINIMUM, glibc_vector, _as_stat, _clear_log_ratio, best_threshold, path_gain,
     propose_tunable, _threshold_evidence, tunable_proposals, _CHILD, _core_path, run_libc_child,
     tunables_env, effective_thresholds, libc_check_sizes, glibc_check)
 from .advise_prefetch import (  # noqa: F401 (re-exported: advise's names stay importable here)
@@ -117,9 +119,13 @@ def _related_notes(store, runs, documents=None):
     return notes
 
 
-def build_advice(copy_doc, glibc, machine=None):
+def build_advice(copy_doc, glibc, machine=None, replica_docs=None):
     """The unchecked advice from a copy result document and the glibc
-    diagnostics (memfx.machine.glibc_tunables()).  Pure."""
+    diagnostics (memfx.machine.glibc_tunables()).  Pure.  ``replica_docs``:
+    each replica's points alone (replica_documents); an item the replicas
+    do not give alike (beyond the band) or a tunable whose crossover is
+    located no better than crossover_max_span gets ``not_advised``, the
+    reason (hold)."""
     points = copy_doc.get("points") or []
     flags = _machine_flags(copy_doc.get("machine") or machine)
     out = {"best": {}, "gcc": {}, "glibc": {}, "warnings": []}
@@ -157,7 +163,52 @@ def build_advice(copy_doc, glibc, machine=None):
                     "mode": modes_of(points, "copy")[0] if modes_of(points, "copy") else None,
                     "tunables": props}
     out["flags"] = flags
+    replicas = []
+    for d in replica_docs or []:
+        try:
+            replicas.append(build_advice(d, glibc, machine))
+        except Exception:    # noqa: BLE001 -- a replica's partial data: the others still vote
+            continue
+    hold(out, copy_doc, curves, replicas)
     return out
+
+
+def hold(adv, copy_doc, curves, replicas):
+    """Marks what does not hold (`not_advised`: why): a GCC string or
+    tunable that the replicas, each analysed alone, do not give alike where
+    it costs more than the band (gcc_stability, tunable_stability), and a
+    tunable resting on a crossover located no better than
+    crossover_max_span (crossover_check)."""
+    for fn, g in adv["gcc"].items():
+        g["not_advised"] = None
+        if len(replicas) >= 2 and g.get("string"):
+            g["stability"] = gcc_stability(g, [r["gcc"].get(fn) for r in replicas],
+                                           curves[g["op"]])
+            if g["stability"] and not g["stability"]["stable"]:
+                g["not_advised"] = g["stability"]["reason"]
+    for i, p in enumerate(adv["glibc"]["tunables"]):
+        theirs = [r["glibc"]["tunables"][i] for r in replicas]
+        p["crossover_cis"], p["not_advised"] = crossover_check(p, copy_doc, theirs)
+        if len(replicas) >= 2 and p.get("proposed") is not None:
+            p["stability"] = tunable_stability(p, theirs, curves)
+            if p["stability"] and not p["stability"]["stable"]:
+                p["not_advised"] = p["not_advised"] or p["stability"]["reason"]
+
+
+def replica_documents(run, samples, mode=None):
+    """Each replica's points alone ({"run_id", "replica", "machine",
+    "points"}, what build_advice reads; copy's analysis of them is the same
+    function as of the pooled points), from the samples of one timing mode
+    (the one the advice reads; all when None).  [] for one replica."""
+    from .results import REPLICA_CI, run_data
+    if mode is not None:
+        samples = [s for s in samples if (s.get("point") or {}).get("mode") == mode]
+    ids = sorted({s.get("replica") or 0 for s in samples})
+    if len(ids) < 2:
+        return []
+    return [{"run_id": run.get("id"), "replica": r, "machine": run.get("machine"),
+             "points": run_data(run, [s for s in samples if (s.get("replica") or 0) == r],
+                                ci_method=REPLICA_CI).points} for r in ids]
 
 
 def advise(store, machine=None, check=True, run_missing=False, runner=None, glibc=None,
@@ -172,10 +223,13 @@ def advise(store, machine=None, check=True, run_missing=False, runner=None, glib
     from .results import document
     runs = copy_sources(store, run_missing, runner)
     copy_run = store.run(runs["copy"]["id"])
-    copy_doc = (documents or {}).get(copy_run["id"]) or document(copy_run,
-                                                                 store.samples(copy_run["id"]))
+    samples = store.samples(copy_run["id"])
+    copy_doc = (documents or {}).get(copy_run["id"]) or document(copy_run, samples)
     glibc = glibc_tunables() if glibc is None else glibc
-    adv = build_advice(copy_doc, glibc, machine)
+    # each replica's advice too: what they do not give alike is not advised
+    modes = modes_of(copy_doc.get("points") or [], "copy")
+    replicas = replica_documents(copy_run, samples, modes[0] if modes else None)
+    adv = build_advice(copy_doc, glibc, machine, replicas)
     for item in [*adv["gcc"].values(), *adv["glibc"]["tunables"]]:
         item["run_id"] = copy_run["id"]          # the measurement each one rests on
     say = progress or (lambda msg: None)
@@ -185,12 +239,16 @@ def advise(store, machine=None, check=True, run_missing=False, runner=None, glib
         adv["warnings"].append({"id": "other_machine", "message": (
             "the copy run was measured on another CPU "
             f"({(copy_doc['machine'].get('cpu') or {}).get('model_name')}); checks run on this one")})
-    # GCC
-    strings = {fn: g.get("string") for fn, g in adv["gcc"].items()}
+    # GCC: what does not hold is neither checked nor advised
+    for item in [*adv["gcc"].values(), *adv["glibc"]["tunables"]]:
+        if item.get("not_advised"):
+            item.update(decision="keep", checked=False, check_reason=item["not_advised"])
+    strings = {fn: g.get("string") for fn, g in adv["gcc"].items() if not g.get("not_advised")}
     if check and any(strings.values()):
         if not shutil.which("gcc"):
             for g in adv["gcc"].values():
-                g.update(checked=False, decision="unchecked", check_reason="gcc not installed")
+                if not g.get("not_advised"):
+                    g.update(checked=False, decision="unchecked", check_reason="gcc not installed")
         else:
             say("checking the GCC strategy strings (compile twice, run interleaved)")
             sizes = {fn: check_sizes(g.get("ranges")) for fn, g in adv["gcc"].items()}
@@ -201,11 +259,12 @@ def advise(store, machine=None, check=True, run_missing=False, runner=None, glib
                              check_reason=res[fn]["reason"])
     else:
         for g in adv["gcc"].values():
-            g.update(checked=False, decision="unchecked" if g.get("string") else "keep",
-                     check_reason="--no-check" if g.get("string") else g.get("reason"))
+            if not g.get("not_advised"):
+                g.update(checked=False, decision="unchecked" if g.get("string") else "keep",
+                         check_reason="--no-check" if g.get("string") else g.get("reason"))
     # glibc
     for prop in adv["glibc"]["tunables"]:
-        if prop["proposed"] is None:
+        if prop["proposed"] is None or prop.get("not_advised"):
             prop.update(decision="keep", checked=False)
             continue
         env = tunables_env(os.environ.get("GLIBC_TUNABLES"), prop["tunable"], prop["proposed"])
@@ -318,13 +377,15 @@ def render(doc, console):
             for c in ("size", "default code", "advised code", "default ns", "advised ns", "gain [95% CI]"):
                 t.add_column(c)
             for r in chk["per_size"]:
-                gain = format_change(r['gain'], 1 - r['ci_high'], 1 - r['ci_low'])
+                gain = gain_text(r)
                 style = "" if r.get("differs") else "dim"
                 t.add_row(_size(r["size"]), r.get("default") or "?", r.get("advised") or "?",
                           format_number(r["current_ns"]), format_number(r["advised_ns"]), escape(gain), style=style)
             _print(console, t)
         for m, alt in (g.get("other_modes") or {}).items():
             _print(console, f"[dim]{m}-mode curves would give: {escape(alt)}[/dim]")
+        if (g.get("stability") or {}).get("stable"):
+            _print(console, f"[dim]replicas: {escape(g['stability']['reason'])}[/dim]")
         _verdict_line(console, g.get("decision"), f"-m{fn}-strategy={g['string']}",
                       g.get("check_reason"), "keep GCC's default")
 
@@ -342,7 +403,7 @@ def render(doc, console):
         chk = p.get("check")
         if chk:
             o = chk["overall"]
-            gain = (format_change(o['gain'], 1 - o['ci_high'], 1 - o['ci_low'])
+            gain = (gain_text(o)
                     if o.get("ratio") is not None else MISSING)
         else:
             gain = "-"
@@ -358,6 +419,9 @@ def render(doc, console):
                   escape(rests), escape(gain), escape(_decision_text(p)))
     _print(console, t)
     for p in gl["tunables"]:
+        if p.get("not_advised"):
+            _print(console, f"{p['tunable'].split('.')[-1]}={p['proposed']}: "
+                            f"{escape(p['not_advised'])}", soft_wrap=True)
         chk = p.get("check")
         if not chk:
             continue
@@ -368,7 +432,7 @@ def render(doc, console):
         for r in chk["per_size"]:
             t.add_row(_size(r["size"]), "yes" if r["affected"] else "no (control)",
                       format_number(r["current_ns"]), format_number(r["advised_ns"]),
-                      escape(format_change(r['gain'], 1 - r['ci_high'], 1 - r['ci_low'])),
+                      escape(gain_text(r)),
                       style="" if r["affected"] else "dim")
         _print(console, t)
     if gl.get("advised_env"):
@@ -391,6 +455,8 @@ def render(doc, console):
 
 def _decision_text(item):
     d = item.get("decision") or "keep"
+    if item.get("not_advised"):
+        return "keep (not advised)"
     why = item.get("check_reason") if item.get("checked") else None
     if d == "keep" and why:
         return f"keep ({why.split(':')[0].split(' (')[0]})"

@@ -10,8 +10,9 @@ import shutil
 import subprocess
 import tempfile
 
-from .advise_common import (_child_cpu, _interleave, _pinned, _with_losses, compare_variants,
-                            decide)
+from . import findings as fnd
+from .advise_common import (_child_cpu, _interleave, _pinned, compare_variants, decide,
+                            disagreement_text, replica_disagreement)
 from .errors import MemfxError
 from .experiments import copy as copy_analysis
 
@@ -250,6 +251,101 @@ def merge_ranges(ranges, table, max_ranges=MAX_RANGES):
     return _collapse(ranges)
 
 
+def _tied(table, size, a, b, band):
+    """Both algorithms measured at `size` and within the band of each other."""
+    ca, cb = _cost(table, size, a), _cost(table, size, b)
+    return ca is not None and cb is not None and max(ca, cb) <= min(ca, cb) * (1 + band)
+
+
+def roundest(lo, hi):
+    """The integer in [lo, hi] with the most trailing zero bits (there is
+    one): 128 before 96 before 88."""
+    for k in range(max(hi, 1).bit_length(), -1, -1):
+        m = (hi >> k) << k
+        if m >= lo and m > 0:
+            return m
+    return hi
+
+
+def _pair_loss(table, sizes, a, b, t):
+    """What threshold t costs between a (sizes <= t) and b (above): the
+    summed log cost ratio to the cheaper of the two where t picks the
+    dearer (a missing algorithm costs _MISSING_PENALTY)."""
+    total = 0.0
+    for s in sizes:
+        mine, other = (a, b) if s <= t else (b, a)
+        cm, co = _cost(table, s, mine), _cost(table, s, other)
+        total += _MISSING_PENALTY if cm is None else (0.0 if co is None else
+                                                      max(0.0, math.log(cm / co)))
+    return total
+
+
+def snap_boundaries(ranges, table, band=None):
+    """Each boundary of [{alg, sizes}] placed where its two algorithms
+    cross, then on the roundest size (roundest) of the tie around it.
+
+    The crossing is the threshold of least _pair_loss over the sizes of the
+    two ranges (the nearest to where copy's ranges put it among equals):
+    copy's ranges end where a strategy stops being within CLEAR_WIN of the
+    fastest, an edge that noise moves far on curves that part slowly
+    (56-96 B between replicas of one run), and a merge leaves a boundary
+    where a third strategy's range was.  The tie is the thresholds reached
+    from it by handing over only sizes where the two are within the
+    no-effect band of each other (either is as good there), each range
+    keeping a size; a canonical point inside it does not move with noise,
+    so replicas agree on it (vector_loop:124 and :92 from two quick surveys
+    of one machine).  Returns [{alg, sizes, threshold}] (the last range's
+    threshold is None)."""
+    band = fnd.threshold("effect_band") if band is None else band
+    sizes = sorted(table)
+    out = [dict(r, sizes=sorted(r["sizes"])) for r in ranges]
+    for i in range(len(out) - 1):
+        a, b = out[i]["alg"], out[i + 1]["alg"]
+        first, j = sizes.index(out[i]["sizes"][0]), sizes.index(out[i]["sizes"][-1])
+        end = sizes.index(out[i + 1]["sizes"][-1])
+        both = sizes[first:end + 1]
+        j = min(range(first, end), key=lambda k: (round(_pair_loss(table, both, a, b, sizes[k]), 9),
+                                                 abs(k - j)))
+        lo = j
+        while lo > first and _tied(table, sizes[lo], a, b, band):
+            lo -= 1
+        hi = j
+        while hi + 1 < end and _tied(table, sizes[hi + 1], a, b, band):
+            hi += 1
+        t = roundest(sizes[lo], sizes[hi + 1] - 1)
+        out[i]["sizes"] = [s for s in both if s <= t]
+        out[i + 1]["sizes"] = [s for s in both if s > t]
+        out[i]["threshold"] = t
+    if out:
+        out[-1]["threshold"] = None
+    return out
+
+
+def alg_at(string, size):
+    """The algorithm a GCC strategy string gives a copy of `size` bytes."""
+    for alg, max_size, _ in validate_strategy(string):
+        if max_size == -1 or size <= max_size:
+            return alg
+    return None
+
+
+def gcc_stability(pooled, replicas, curves, vector_strategies=BASELINE_VECTOR):
+    """Does the pooled string hold across the replicas (each analysed alone:
+    replicas' {"string"})?  advise_common.replica_disagreement over the sizes
+    compared, each algorithm costed by its fastest strategy on the pooled
+    curves.  None without a pooled string or replicas."""
+    strings = [r.get("string") for r in replicas if r and r.get("string")]
+    if not pooled.get("string") or len(strings) < 2:
+        return None
+    table = alg_table(curves, vector_strategies)
+    sizes = complete_sizes(table)
+    picks = [(lambda z, s=s: alg_at(s, z) if s else None) for s in strings]
+    d = replica_disagreement(sizes, lambda z: alg_at(pooled["string"], z), picks,
+                             lambda z, alg: None if alg is None else _cost(table, z, alg))
+    return {**d, "replica_strings": strings,
+            "reason": disagreement_text(d, len(strings), "algorithm")}
+
+
 def _geo_ratio(table, sizes, alg_a, alg_b):
     """Geometric mean over sizes of cost(alg_b) / cost(alg_a) where both exist."""
     logs = [math.log(_cost(table, s, alg_b) / _cost(table, s, alg_a)) for s in sizes
@@ -277,8 +373,10 @@ def gcc_ranges(curves, ranges=None, vector_strategies=BASELINE_VECTOR, max_range
     strategies GCC can emit (`ranges`, e.g. the copy answer's
     baseline_ranges; computed by copy's best_ranges when not given), mapped
     to GCC algorithms; only when there are more than GCC's four does the
-    range whose loss is smallest go to its neighbour (merge_ranges).  Each
-    range says which sizes it covers, which measured strategy stands for its
+    range whose loss is smallest go to its neighbour (merge_ranges); each
+    boundary then goes where its two algorithms cross, on the roundest size
+    of their tie (snap_boundaries), so noise does not move it.  Each range
+    says which sizes it covers, which measured strategy stands for its
     algorithm, and how much faster that is than the runner-up algorithm
     (geometric mean ratio)."""
     table = alg_table(curves, vector_strategies)
@@ -298,7 +396,8 @@ def gcc_ranges(curves, ranges=None, vector_strategies=BASELINE_VECTOR, max_range
     for size in table:
         i = max([j for j, r in enumerate(ranges) if r["min_size"] <= size] or [0])
         items[i]["sizes"].append(size)
-    ranges = merge_ranges([it for it in items if it["sizes"]], table, max_ranges)
+    ranges = snap_boundaries(merge_ranges([it for it in items if it["sizes"]], table, max_ranges),
+                             table)
     out = []
     for i, r in enumerate(ranges):
         sizes = r["sizes"]
@@ -312,7 +411,7 @@ def gcc_ranges(curves, ranges=None, vector_strategies=BASELINE_VECTOR, max_range
         st = table[rep].get(r["alg"])
         out.append({
             "alg": r["alg"], "min_size": sizes[0],
-            "max_size": -1 if i == len(ranges) - 1 else sizes[-1],
+            "max_size": -1 if i == len(ranges) - 1 else r["threshold"],
             "last_measured_size": sizes[-1], "n_sizes": len(sizes),
             "strategies": sorted({table[s][r["alg"]][3] for s in sizes if r["alg"] in table[s]}),
             "runner_up": runner_up,
@@ -589,8 +688,7 @@ def gcc_check(strings, sizes, rounds=9, samples=5, min_ms=0.5, seed=0, gcc=None,
                 return {s: v for s, v in vals.items() if s in want}
             data = _interleave(("default", "advised"), rounds, seed, run_one, on_round)
             cmp = compare_variants(data["default"], data["advised"], affected, seed=seed)
-            decision, reason = decide(cmp["overall"])
-            reason = _with_losses(reason, cmp["per_size"])
+            decision, reason = decide(cmp["overall"], cmp["per_size"], cmp["classes"])
             if not affected:
                 reason = "the strings do not change GCC's code at any checked size"
             for row in cmp["per_size"]:

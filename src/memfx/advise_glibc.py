@@ -10,10 +10,12 @@ import subprocess
 import sys
 
 from . import findings as fnd
-from .advise_common import (_child_cpu, _interleave, _pinned, _with_losses, compare_variants,
-                            decide)
+from . import stats
+from .advise_common import (_child_cpu, _interleave, _pinned, compare_variants, decide,
+                            disagreement_text, replica_disagreement)
 from .errors import MemfxError
 from .experiments import copy as copy_analysis
+from .units import format_number, format_size
 
 
 # ---- glibc tunables ------------------------------------------------------------
@@ -225,6 +227,97 @@ def tunable_proposals(curves_copy, curves_set, thresholds, flags, preferred):
     return props
 
 
+# ---- does a proposal hold? ------------------------------------------------------------
+
+# The copy question whose crossover each tunable's threshold rests on.
+CROSSOVER_QUESTION = {"rep_movsb_threshold": "copy.rep_movsb_crossover",
+                      "rep_stosb_threshold": "copy.rep_stosb_crossover",
+                      "non_temporal_threshold": "copy.nt_crossover"}
+
+
+def _curve_named(curves, name):
+    """{size: stat} of a path named as a proposal names it ("copy_rep_movsb")."""
+    op, _, strategy = (name or "").partition("_")
+    return (curves.get(op) or {}).get(strategy) or {}
+
+
+def threshold_in_use(prop):
+    """The threshold a proposal leaves in force: proposed, else the current one."""
+    return prop.get("proposed") if prop.get("proposed") is not None else prop.get("current")
+
+
+def tunable_stability(pooled, replicas, curves):
+    """Does the pooled proposal hold across the replicas (each analysed
+    alone)?  Their thresholds route the sizes between them differently;
+    advise_common.replica_disagreement costs each path there on the pooled
+    curves ({"copy": {strategy: curve}, "set": ...}).  None without a
+    proposal or replicas."""
+    t = threshold_in_use(pooled)
+    values = [threshold_in_use(r) for r in replicas if r]
+    values = [v for v in values if v is not None]
+    if pooled.get("proposed") is None or t is None or len(values) < 2:
+        return None
+    below = _curve_named(curves, pooled.get("below"))
+    above = _curve_named(curves, pooled.get("above"))
+    names = {"below": pooled.get("below") or "below", "above": pooled.get("above") or "above"}
+
+    def pick(th):
+        return lambda z: names["below"] if z <= th else names["above"]
+
+    def cost(z, name):
+        curve = below if name == names["below"] else above
+        return _as_stat(curve[z])[0] if z in curve else None
+    d = replica_disagreement(sorted(set(below) & set(above)), pick(t), [pick(v) for v in values],
+                             cost)
+    return {**d, "replica_values": values, "reason": disagreement_text(d, len(values), "path")}
+
+
+def crossover_check(prop, copy_doc, replica_props=()):
+    """The crossovers a proposal rests on, with the span of each one's CI
+    (ci_high / ci_low): the copy question's answer (its replica-level CI),
+    and the proposal's own crossing nearest its threshold as the replicas,
+    each analysed alone, place it (stats.combine_replicas over their
+    crossings, each with its bracket as its CI).  A crossover located no
+    better than crossover_max_span drives no advice.  Returns (crossovers,
+    reason or None)."""
+    t = prop.get("proposed")
+    if t is None:
+        return [], None
+    found = []
+    qid = CROSSOVER_QUESTION.get(prop.get("name"))
+    for a in (copy_doc or {}).get("answers") or []:
+        lo, hi = a.get("ci_low"), a.get("ci_high")
+        if a.get("question") == qid and a.get("verdict") == fnd.DETECTED \
+                and isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and lo > 0:
+            found.append({"what": qid, "value": a.get("value"), "ci_low": lo, "ci_high": hi})
+
+    def nearest(crossings, size):
+        return min(crossings, key=lambda c: abs(math.log(max(c["size"], 1) / max(size, 1))),
+                   default=None)
+    own = nearest(prop.get("crossovers") or [], t)
+    if own is not None:
+        theirs = [nearest(r.get("crossovers") or [], own["size"]) for r in replica_props if r]
+        theirs = [c for c in theirs if c is not None]
+        if len(theirs) >= 2:
+            c = stats.combine_replicas([c["size"] for c in theirs], [c["low"] for c in theirs],
+                                       [c["high"] for c in theirs],
+                                       confidence=fnd.threshold("ci_level"))
+            found.append({"what": f"{prop.get('below')} vs {prop.get('above')} "
+                                  f"({len(theirs)} replicas)",
+                          "value": own["size"], "ci_low": min(c["ci_low"], own["size"]),
+                          "ci_high": max(c["ci_high"], own["size"])})
+    limit = fnd.threshold("crossover_max_span")
+    for f in found:
+        f["span"] = f["ci_high"] / f["ci_low"]
+    wide = [f for f in found if f["span"] > limit]
+    if not wide:
+        return found, None
+    return found, ("not advised: the crossover it rests on is located no better than "
+                   f"x{limit:g} (crossover_max_span): " + "; ".join(
+                       f"{f['what']} ~{format_size(f['value'])}, CI {format_size(f['ci_low'])}–"
+                       f"{format_size(f['ci_high'])} (x{format_number(f['span'])})" for f in wide))
+
+
 # ---- the glibc check ------------------------------------------------------------------
 
 # Runs in a fresh interpreter (so glibc reads GLIBC_TUNABLES at its start) and
@@ -355,8 +448,7 @@ def glibc_check(prop, measured_sizes, rounds=7, samples=3, min_ms=1.0, seed=0, o
     data = _interleave(("current", "advised"), rounds, seed,
                        lambda v: run_libc_child(kernel, sizes, envs[v], samples, min_ms, cpu), on_round)
     cmp = compare_variants(data["current"], data["advised"], inside, seed=seed)
-    decision, reason = decide(cmp["overall"])
-    reason = _with_losses(reason, cmp["per_size"])
+    decision, reason = decide(cmp["overall"], cmp["per_size"], cmp["classes"])
     return {**cmp, "decision": decision, "reason": reason, "kernel": kernel,
             "env": {"current": base, "advised": advised_env}, "rounds": rounds,
             "samples_per_process": samples, "cpu": cpu}

@@ -62,13 +62,29 @@ def advice_html(advice_items, views) -> str:
 
 
 def _gain_text(check) -> str:
-    """'+8.0% [+5.0%, +11.0%]' from a check's overall ratio advised/current
-    (gain = 1 - ratio), or '–' when nothing was measured."""
+    """'+8.7% [+5.3%, +12.4%]' from a check's overall ratio advised/current
+    and its CI: gain = 1 / ratio - 1, the CI's bounds likewise (a ratio's CI
+    is a log-scale bootstrap, so a gain is never below -100 %; 1 - ratio
+    read -223 % for a ratio CI reaching 3.23), or '–' when nothing was
+    measured."""
     overall = (check or {}).get("overall") or {}
     ratio, lo, hi = overall.get("ratio"), overall.get("ci_low"), overall.get("ci_high")
-    if not all(_finite(x) for x in (ratio, lo, hi)):
+    if not all(_finite(x) and x > 0 for x in (ratio, lo, hi)):
         return "–"
-    return format_change(1 - ratio, 1 - hi, 1 - lo)
+    return format_change(1 / ratio - 1, 1 / hi - 1, 1 / lo - 1)
+
+
+def _slower_at(item):
+    """Sizes a stored check measured slower where the setting changes the
+    code (gain CI wholly below zero): such a setting is never advised, even
+    in a document stored before `decide` said so."""
+    return [r.get("size") for r in ((item.get("check") or {}).get("per_size") or [])
+            if r.get("affected", True) and _finite(r.get("ci_low")) and r["ci_low"] > 1.0]
+
+
+def _decision(item):
+    d = item.get("decision")
+    return "keep" if d == "advise" and _slower_at(item) else d
 
 
 def _decision_html(decision) -> str:
@@ -89,7 +105,7 @@ def advice_summary_html(advice):
     for fn, g in (advice.get("gcc") or {}).items():
         what = (code(f"-m{fn}-strategy={g['string']}") if g.get("string")
                 else f"{code(f'-m{fn}-strategy')} <span class=\"dim\">no string proposed</span>")
-        rows.append(["GCC", what, _decision_html(g.get("decision")),
+        rows.append(["GCC", what, _decision_html(_decision(g)),
                      f'<span class="num">{e(_gain_text(g.get("check")))}</span>',
                      e(g.get("check_reason") or g.get("reason") or "")])
     glibc = advice.get("glibc") or {}
@@ -100,13 +116,15 @@ def advice_summary_html(advice):
             what = (code(f"{t.get('tunable')}={t.get('proposed')}")
                     + f' <span class="dim">(now {e(t.get("current"))})</span>')
         rows.append([f"glibc {e(glibc.get('version') or '')}".strip(), what,
-                     _decision_html(t.get("decision")),
+                     _decision_html(_decision(t)),
                      f'<span class="num">{e(_gain_text(t.get("check")))}</span>',
                      e(t.get("check_reason") or t.get("reason") or "")])
     rows += _prefetch_advice_rows(advice.get("prefetch") or {})
     out = [table(["for", "setting", "decision", "checked gain [95% CI]", "why"], rows, "advice")]
-    if glibc.get("advised_env"):
-        out.append(f"<p>Advised environment: {code('GLIBC_TUNABLES=' + str(glibc['advised_env']))}</p>")
+    env = ":".join(f"{t.get('tunable')}={t.get('proposed')}" for t in glibc.get("tunables") or []
+                   if _decision(t) == "advise") if glibc.get("advised_env") else None
+    if env:
+        out.append(f"<p>Advised environment: {code('GLIBC_TUNABLES=' + env)}</p>")
     if not advice.get("checked", True):
         out.append('<p class="note">These proposals were not checked by measuring them '
                    '(memfx advise ran without checks).</p>')
@@ -145,16 +163,16 @@ def _advice_lines(advice):
     lines = []
     for fn, g in (advice.get("gcc") or {}).items():
         if g.get("string"):
-            lines.append((g.get("decision") in RECOMMENDED,
+            lines.append((_decision(g) in RECOMMENDED,
                           f"GCC {code('-m' + fn + '-strategy=' + str(g['string']))}: "
-                          f"{_decision_html(g.get('decision'))} "
+                          f"{_decision_html(_decision(g))} "
                           f"<span class=\"num\">{e(_gain_text(g.get('check')))}</span>"))
     glibc = advice.get("glibc") or {}
     for t in glibc.get("tunables") or []:
         if t.get("proposed") is not None:
-            lines.append((t.get("decision") in RECOMMENDED,
+            lines.append((_decision(t) in RECOMMENDED,
                           f"glibc {code(str(t.get('tunable')) + '=' + str(t.get('proposed')))}"
-                          f" (now {e(t.get('current'))}): {_decision_html(t.get('decision'))} "
+                          f" (now {e(t.get('current'))}): {_decision_html(_decision(t))} "
                           f"<span class=\"num\">{e(_gain_text(t.get('check')))}</span>"))
     for i in (advice.get("prefetch") or {}).get("items") or []:
         lines.append((i.get("decision") in RECOMMENDED,
