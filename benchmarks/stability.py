@@ -54,6 +54,14 @@ running.  It uses the memfx installed in this Python (`pip install .`).
     python benchmarks/stability.py aa --db aa.db --surveys s-1,s-2,s-3   # analyse again
     python benchmarks/stability.py ab --change glibc --runs 3 --only copy
     python benchmarks/stability.py ab --change hog --runs 3 --only latency,bandwidth --history 3
+    python benchmarks/stability.py busy --runs 3 --neighbours cpu
+    python benchmarks/stability.py busy --runs 3 --neighbours memory
+
+busy: K quiet quick surveys, then K with neighbours on the machine (`cpu`: a
+spinning process on every CPU; `memory`: a streaming copy on one): surveys
+that failed or left a run incomplete, each busy survey's time against the
+quiet median, headline verdicts opposite to a quiet survey's, and what
+`compare quiet busy` flags and whether it marks the busy side.
 """
 from __future__ import annotations
 
@@ -62,6 +70,7 @@ import itertools
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -157,6 +166,16 @@ def compare(db, a, b):
     return r.returncode, flagged, doc
 
 
+def curve_alarms(doc):
+    """'experiment arm (mode) low-high: verdict' of each curve range a
+    compare document names (compare's `curves`), or []."""
+    out = []
+    for r in doc.get("curves") or []:
+        if r.get("verdict") in ("regressed", "improved", "changed"):
+            out.append(str(r.get("label") or r.get("key") or r))
+    return out
+
+
 def aa_table(db, ids):
     """Per-question verdict agreement, between-run CV and CI coverage."""
     per = [answers(db, s) for s in ids]
@@ -202,6 +221,7 @@ def cmd_aa(args):
     for a, b in itertools.combinations(ids, 2):
         status, flagged, doc = compare(db, a, b)
         pairs.append({"a": a, "b": b, "exit": status, "flagged": flagged,
+                      "curves": curve_alarms(doc),
                       "history_surveys": doc.get("history_surveys", 0)})
     print(f"\n{'question':42} {'verdicts (all surveys)':34} {'agree':5} {'CV':>6} {'coverage':>8} "
           f"evidence")
@@ -225,7 +245,10 @@ def cmd_aa(args):
     print(f"compare: {len(pairs) - len(alarms)} of {len(pairs)} pairs exit 0"
           + banded_by_history(pairs))
     for p in alarms:
-        print(f"  {p['a']} vs {p['b']}: exit {p['exit']}, flagged {', '.join(p['flagged'])}")
+        print(f"  {p['a']} vs {p['b']}: exit {p['exit']}, flagged "
+              f"{', '.join(p['flagged'] + p['curves'])}")
+    curve_pairs = sum(1 for p in pairs if p["curves"])
+    print(f"curves: {len(pairs) - curve_pairs} of {len(pairs)} pairs with no curve range flagged")
     if args.json:
         Path(args.json).write_text(json.dumps({"surveys": ids, "questions": rows,
                                                "coverage": coverage, "pairs": pairs}, indent=1))
@@ -274,9 +297,11 @@ def cmd_ab(args):
     if args.change == "hog" and not args.history:
         effect["warm_up_a"] = warm_up(db, args.only, "A")
     a_ids = [survey(db, args.only, label=f"A {i + 1}") for i in range(args.runs)]
-    if args.change == "glibc":
-        hidden = ",".join("-" + f for f in HIDDEN_FEATURES)
-        tun = f"glibc.cpu.hwcaps={hidden}"
+    if args.change in ("glibc", "tunable"):
+        if args.change == "glibc":
+            tun = "glibc.cpu.hwcaps=" + ",".join("-" + f for f in HIDDEN_FEATURES)
+        else:
+            tun = args.tunable
         env["GLIBC_TUNABLES"] = f"{env['GLIBC_TUNABLES']}:{tun}" if env.get("GLIBC_TUNABLES") else tun
     else:
         cpus = sorted(os.sched_getaffinity(0))
@@ -306,7 +331,7 @@ def cmd_ab(args):
 
 def ab_table(args, db, a_ids, b_ids, effect=None):
     """compare A_i B_j over every pair, and A/A within A."""
-    counts, beyond, exits, pairs = {}, {}, [], []
+    counts, beyond, exits, pairs, curves = {}, {}, [], [], {}
     for a, b in itertools.product(a_ids, b_ids):
         status, flagged, doc = compare(db, a, b)
         exits.append(status)
@@ -314,6 +339,8 @@ def ab_table(args, db, a_ids, b_ids, effect=None):
                       "history_surveys": doc.get("history_surveys", 0)})
         for q in flagged:
             counts[q] = counts.get(q, 0) + 1
+        for name in curve_alarms(doc):
+            curves[name] = curves.get(name, 0) + 1
         # what compare saw move but could not call: the ratio beyond its
         # band, the CI reaching back into it (a change too small for the
         # replicas' spread, or none)
@@ -327,6 +354,8 @@ def ab_table(args, db, a_ids, b_ids, effect=None):
     for q, ratios in sorted(beyond.items(), key=lambda kv: -len(kv[1])):
         print(f"  {q:44} moved beyond its band but inconclusive in {len(ratios)} of {n} "
               f"pairs (B/A {min(ratios):.2f}-{max(ratios):.2f})")
+    for name, c in sorted(curves.items(), key=lambda kv: -kv[1]):
+        print(f"  curve {name:38} changed in {c} of {n} pairs")
     # and the A/A pairs within A, for the false alarms beside it
     aa = [compare(db, a, b)[0] for a, b in itertools.combinations(a_ids, 2)]
     print(f"A/A within A: {aa.count(0)} of {len(aa)} pairs exit 0")
@@ -338,11 +367,110 @@ def ab_table(args, db, a_ids, b_ids, effect=None):
     return 0
 
 
+# A CPU-bound neighbour: no memory traffic to speak of (issue 40's busy box).
+SPIN = "while True: pass"
+
+
+def neighbours(kind):
+    """Start the busy mode's neighbours: `cpu` one spinning process per CPU
+    memfx may use, `memory` the streaming copy (HOG) on one CPU."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if kind == "cpu":
+        return [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in cpus]
+    hog = subprocess.Popen([sys.executable, "-c", HOG, str(cpus[-1])],
+                           stdout=subprocess.PIPE, text=True)
+    if hog.stdout.readline().strip() != "streaming":
+        sys.exit("stability: the memory neighbour did not start")
+    return [hog]
+
+
+def busy_survey(db, only, label):
+    """One quick survey that may fail: (survey id or None, seconds, exit
+    status, failed run ids, the busy share memfx measured)."""
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        args = ["survey", "--quick", "-q", "--no-advise", "--json", "--db", db,
+                "-o", str(Path(tmp) / "report.html")]
+        if only:
+            args += ["--only", only]
+        r = memfx(*args, check=False)
+    took = time.monotonic() - t0
+    try:
+        doc = json.loads(r.stdout)
+    except json.JSONDecodeError:
+        print(f"  survey {label}: exit {r.returncode} after {took:.0f} s, no document: "
+              f"{(r.stderr.strip().splitlines() or ['?'])[-1]}", file=sys.stderr)
+        return None, took, r.returncode, ["(no survey document)"]
+    failed = [x["run_id"] for x in doc.get("runs", []) if x.get("status") != "complete"]
+    print(f"  survey {doc['survey_id']} {label} {took:.0f} s, exit {r.returncode}"
+          + (f", {len(failed)} runs not complete" if failed else ""), file=sys.stderr)
+    return doc["survey_id"], took, r.returncode, failed
+
+
+OPPOSITE = {("detected", "not_detected"), ("not_detected", "detected")}
+
+
+def cmd_busy(args):
+    """K quiet quick surveys, then K beside neighbours (--neighbours cpu or
+    memory): failed runs, the survey time ratio, headline verdicts that
+    flipped (detected <-> not detected), and what `compare quiet busy`
+    flags and whether it marks the busy side."""
+    db = args.db or str(Path(tempfile.mkdtemp(prefix="memfx-busy-")) / "busy.db")
+    print(f"busy ({args.neighbours}): {args.runs} quiet + {args.runs} busy quick surveys "
+          f"into {db}", file=sys.stderr)
+    quiet = [busy_survey(db, args.only, f"quiet {i + 1}") for i in range(args.runs)]
+    procs = neighbours(args.neighbours)
+    try:
+        busy = [busy_survey(db, args.only, f"busy {i + 1}") for i in range(args.runs)]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    q_ids = [x[0] for x in quiet if x[0]]
+    b_ids = [x[0] for x in busy if x[0]]
+    q_s = statistics.median(x[1] for x in quiet)
+    b_s = [x[1] for x in busy]
+    flips, flagged, marked, exits = {}, {}, 0, []
+    q_heads = [{k: a for k, a in answers(db, s).items() if a.get("headline")} for s in q_ids]
+    for s in b_ids:
+        for q, a in answers(db, s).items():
+            if not a.get("headline"):
+                continue
+            for qa in q_heads:
+                if q in qa and (qa[q]["verdict"], a["verdict"]) in OPPOSITE:
+                    flips.setdefault(q, set()).add(s)
+    for a, b in itertools.product(q_ids, b_ids):
+        status, names, doc = compare(db, a, b)
+        exits.append(status)
+        for q in names:
+            flagged[q] = flagged.get(q, 0) + 1
+        marked += bool(doc.get("busy_sides") or any(r.get("busy") for r in doc["rows"]))
+    n = len(q_ids) * len(b_ids)
+    fails = [(x[0], x[2], x[3]) for x in quiet + busy if x[2] not in (0,) or x[3]]
+    print(f"\nquiet surveys: median {q_s:.0f} s; busy: "
+          + ", ".join(f"{t:.0f} s ({t / q_s:.1f}x)" for t in b_s))
+    print(f"surveys that failed or left a run incomplete: {len(fails)} of {len(quiet) + len(busy)}")
+    for sid, code, failed in fails:
+        print(f"  {sid}: exit {code}, runs {', '.join(failed) or '-'}")
+    print(f"headline verdicts opposite to a quiet survey's: {len(flips)}"
+          + "".join(f"\n  {q}: in {len(v)} busy surveys" for q, v in sorted(flips.items())))
+    print(f"compare quiet vs busy: {exits.count(1)} of {n} pairs exit 1; the busy side marked "
+          f"in {marked} of {n}")
+    for q, c in sorted(flagged.items(), key=lambda kv: -kv[1]):
+        print(f"  {q:44} flagged in {c} of {n} pairs")
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "quiet": quiet, "busy": busy, "quiet_median_s": q_s, "flips": {
+                q: sorted(v) for q, v in flips.items()}, "flagged": flagged,
+            "exits": exits, "marked": marked}, indent=1, default=list))
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="mode", required=True)
-    for name in ("aa", "ab"):
+    for name in ("aa", "ab", "busy"):
         p = sub.add_parser(name)
         p.add_argument("--runs", type=int, default=5 if name == "aa" else 3,
                        help="surveys per side (default: %(default)s)")
@@ -357,8 +485,18 @@ def main(argv=None):
             p.add_argument("--surveys", default=None,
                            help="analyse these surveys of --db (comma-separated ids) instead of "
                                 "measuring new ones")
+        if name == "busy":
+            p.add_argument("--neighbours", choices=("cpu", "memory"), default="cpu",
+                           help="cpu: one spinning process per CPU; memory: a streaming copy "
+                                "on one CPU (default: %(default)s)")
         if name == "ab":
-            p.add_argument("--change", choices=("glibc", "hog"), required=True)
+            p.add_argument("--change", choices=("glibc", "tunable", "hog"), required=True,
+                           help="glibc: hide glibc's vector and string features; tunable: B runs "
+                                "with --tunable in GLIBC_TUNABLES; hog: a memory hog beside B "
+                                "(a manual scenario for dedicated hosts)")
+            p.add_argument("--tunable", default=None,
+                           help="with --change tunable: NAME=VALUE, e.g. "
+                                "glibc.cpu.x86_rep_movsb_threshold=24576")
             p.add_argument("--surveys", default=None,
                            help="analyse these surveys of --db instead of measuring new ones: "
                                 "A ids, a slash, B ids (a1,a2,a3/b1,b2,b3)")
@@ -367,7 +505,9 @@ def main(argv=None):
         ap.error("--runs must be at least 2")
     if args.history < 0:
         ap.error("--history must be 0 or more")
-    return cmd_aa(args) if args.mode == "aa" else cmd_ab(args)
+    if args.mode == "ab" and (args.change == "tunable") != bool(args.tunable):
+        ap.error("--tunable NAME=VALUE goes with --change tunable, and only with it")
+    return {"aa": cmd_aa, "ab": cmd_ab, "busy": cmd_busy}[args.mode](args)
 
 
 if __name__ == "__main__":

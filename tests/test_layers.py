@@ -61,6 +61,7 @@ PLACES = {
     # lab
     "memfx._lab": "lab",
     "memfx._perf": "lab",
+    "memfx.busy": "lab",
     "memfx._core": "lab",
     "memfx.machine": "lab",
     "memfx.sysfs": "lab",

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from . import _core
 from ._perf import (HARDWARE_EVENTS, PERF_TYPE_HARDWARE, PERF_TYPE_RAW,  # noqa: F401
                     PERF_TYPE_SOFTWARE, SOFTWARE_EVENTS, PerfCounters)
+from .busy import Plausibility
 from .errors import MemfxError, ParamError
 from .protocol import Region, Trial
 from .units import format_size
@@ -106,6 +107,8 @@ class Lab:
         self.buffers = []
         self._holes = []          # (address, length) mapped by invalid_addresses()
         self.calibrations = []
+        self.plausibility = Plausibility(MAX_BYTES_PER_CYCLE, MIN_CYCLES_PER_DEPENDENT_LOAD,
+                                         lambda: self.cycles_per_tick()[0])
         self._schedstat = _open_schedstat()
         # A lab dropped without close() (a test, an exception) still closes
         # its file: left to the garbage collector, the file's ResourceWarning
@@ -377,13 +380,12 @@ class Lab:
             reason = "context_switch"
         elif trial.reject_page_faults and counters.get("page_faults"):
             reason = "page_fault"
-        if (rd + wr) / cycles > MAX_BYTES_PER_CYCLE:
-            raise MemfxError(
-                f"implausible result: {trial.kernel} moved {(rd + wr) / cycles:.0f} bytes/cycle "
-                f"(limit {MAX_BYTES_PER_CYCLE:.0f}); the work was optimised away")
-        if row.op == "load" and row.group == "chase" and cycles / (row.ops_per_iter * count) < MIN_CYCLES_PER_DEPENDENT_LOAD:
-            raise MemfxError(f"implausible result: {trial.kernel} took "
-                             f"{cycles / count:.2f} cycles per dependent load")
+        measured_cycles = counters.get("cycles") is not None
+        implausible = self.plausibility.check(row, trial.kernel, count, rd + wr, ticks, cycles, 1,
+                                        clean=reason is None, fixed=measured_cycles)
+        if implausible and reason is None:
+            reason = "implausible"
+            counters["implausible"] = implausible
         return {
             "metric": metric, "unit": unit, "value": value, "length": count, "ns": ns,
             "ticks": ticks, "cycles_est": cycles, "counters": counters,
@@ -472,15 +474,11 @@ class Lab:
             reason = "not_concurrent"
         elif report["team_switches"] and not _preemption_negligible(ns, waited):
             reason = "context_switch"
-        if cycles and (rd + wr) / cycles > MAX_BYTES_PER_CYCLE * len(timed):
-            raise MemfxError(
-                f"implausible result: {trial.kernel} moved {(rd + wr) / cycles:.0f} bytes/cycle "
-                f"on {len(timed)} threads (limit {MAX_BYTES_PER_CYCLE:.0f} each); the work was "
-                f"optimised away")
-        if row.op == "load" and row.group == "chase" and cycles and \
-                cycles / (row.ops_per_iter * count) < MIN_CYCLES_PER_DEPENDENT_LOAD:
-            raise MemfxError(f"implausible result: {trial.kernel} took "
-                             f"{cycles / count:.2f} cycles per dependent load")
+        implausible = self.plausibility.check(row, trial.kernel, count, rd + wr, ticks, cycles, len(timed),
+                                        clean=reason is None) if cycles else None
+        if implausible and reason is None:
+            reason = "implausible"
+            counters["implausible"] = implausible
         return {
             "metric": metric, "unit": unit, "value": value, "length": count, "ns": ns,
             "ticks": ticks, "cycles_est": cycles, "counters": counters,

@@ -241,6 +241,8 @@ def measure_cell(exp, cell, params, lab, rng, uncacheable_from=None):
     re-warmed to steady state first (settle), and a visit's samples run back
     to back.  uncacheable_from: bytes (DRAM_FROM x the last-level cache) from
     which a fresh stream cannot ramp (SETTLE_FRESH_STREAM_*); None = any may."""
+    from .busy import busy_between, cpu_snapshot
+    busy_before = cpu_snapshot()
     trials = []
     warmed = None              # the last trial's warm-up ns per iteration
     one_call = set()           # trials whose single call lasts SHARED_CALIBRATION_SAMPLES
@@ -346,6 +348,10 @@ def measure_cell(exp, cell, params, lab, rng, uncacheable_from=None):
     for rec in records:
         rec["counters"].update(cycles_per_tick=cpt_before, calibration_drift=drift,
                                calibration_spread=max(spread_before, spread_after))
+    if records:
+        # the cell's share of how busy the machine was: on its first record
+        # only (results.busy_summary adds them up over a run)
+        records[0]["counters"].update(busy_between(busy_before, cpu_snapshot()))
     lab.release()
     return records
 

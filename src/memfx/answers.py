@@ -392,6 +392,15 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
                 value = out["value"] = c["value"]
             lo, hi = min(c["ci_low"], value), max(c["ci_high"], value)
         out["ci_scope"] = f"{len(valued)} replicas"
+        states = host_states(q, valued)
+        if states:
+            out["states"] = states
+            if lo is not None:
+                # a CI over the replicas holds every state they saw
+                lo = min([lo] + [st["ci_low"] if st["ci_low"] is not None else st["value"]
+                                 for st in states])
+                hi = max([hi] + [st["ci_high"] if st["ci_high"] is not None else st["value"]
+                                 for st in states])
         drift = guest_drift_cv(q.unit, q.host_shared) if guest else 0.0
         if lo is not None and drift > 0 and q.scale == "log" and lo > 0 and value > 0:
             lo, hi = widen_for_drift(value, lo, hi, drift)
@@ -417,6 +426,16 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
             notes.append(f"replicas disagree: {verdict.replace('_', ' ')} in {agree} of "
                          f"{len(others)}")
             verdict = INCONCLUSIVE
+    states = out.get("states")
+    if states:
+        verdicts = {st["verdict"] for st in states}
+        said = states_text(states, len(valued), q.unit)
+        if {DETECTED, NOT_DETECTED} <= verdicts and verdict != INCONCLUSIVE:
+            # each state is real: a verdict from one of them is half the truth
+            verdict = INCONCLUSIVE
+            notes.insert(0, f"the host was in two states that disagree: {said}")
+        else:
+            notes.append(f"the host was in two states: {said}")
     out["verdict"] = verdict
     if overruled:
         notes.insert(0, overruled)
@@ -433,6 +452,54 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
         else:
             out["because"] = (said + "; " + "; ".join(notes)).lstrip("; ")
     return out
+
+
+def host_states(q: Question, valued: Sequence[Mapping[str, Any]]):
+    """The host states the replicas of an answer fell into (stats.replica_states),
+    each with its value, share, replicas, CI (the hull of its replicas' own)
+    and verdict (against the question's band, else its
+    replicas' majority); None when they form one state."""
+    if q.discrete or len(valued) < 2:
+        return None
+    split = stats.replica_states([a["value"] for a in valued],
+                                 [a.get("ci_low") for a in valued],
+                                 [a.get("ci_high") for a in valued],
+                                 min_separation=threshold("state_separation"),
+                                 gap_spreads=threshold("state_gap_spreads"),
+                                 gap_sigmas=threshold("state_gap_sigmas"),
+                                 confidence=threshold("ci_level"))
+    if not split:
+        return None
+    band = q.no_effect_band()
+    out = []
+    for st in split:
+        mine = [valued[i] for i in st["replicas"]]
+        # a state's CI: the hull of its replicas' own CIs (two replicas'
+        # t interval, t(1) = 12.7, would call no state anything)
+        lows = [a.get("ci_low") for a in mine]
+        highs = [a.get("ci_high") for a in mine]
+        lo = None if any(x is None for x in lows) else min(lows)
+        hi = None if any(x is None for x in highs) else max(highs)
+        if band is not None:
+            verdict = band_verdict(band, lo, hi)
+        else:
+            votes = [a.get("verdict") for a in mine]
+            verdict = max(set(votes), key=votes.count)
+        out.append({"value": st["value"], "share": round(st["share"], 4),
+                     "replicas": [valued[i].get("replica", i) for i in st["replicas"]],
+                     "ci_low": lo, "ci_high": hi, "verdict": verdict})
+    return out
+
+
+def states_text(states, replicas: int, unit: str) -> str:
+    """'1.31x in 1 of 3 replicas (not detected), 2.53x in 2 (detected)'."""
+    parts = []
+    for i, st in enumerate(states):
+        n = len(st["replicas"])
+        count = f"{n} of {replicas} replicas" if i == 0 else f"{n}"
+        parts.append(f"{format_value(st['value'], unit)} in {count} "
+                     f"({str(st['verdict']).replace('_', ' ')})")
+    return ", ".join(parts)
 
 
 # --------------------------------------------------------------------------

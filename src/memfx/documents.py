@@ -133,9 +133,25 @@ def noisy_runs(docs):
     return out
 
 
+def busy_runs(docs):
+    """Run ids that measured on a busy machine (results.busy_summary)."""
+    return {d.get("run_id") for d in docs
+            if isinstance(d.get("busy"), dict) and d["busy"].get("busy")}
+
+
 def _tag_noisy(answers, docs):
-    noisy = noisy_runs(docs)
-    return [dict(a, noisy=True) if a.get("run_id") in noisy else a for a in answers]
+    """The answers, those of noisy runs tagged noisy=True and those of runs
+    measured on a busy machine busy=True (compare marks their side)."""
+    noisy, busy = noisy_runs(docs), busy_runs(docs)
+    out = []
+    for a in answers:
+        tags = {}
+        if a.get("run_id") in noisy:
+            tags["noisy"] = True
+        if a.get("run_id") in busy:
+            tags["busy"] = True
+        out.append(dict(a, **tags) if tags else a)
+    return out
 
 
 _SURVEY_ANSWERS = {}      # (database, survey id) -> answers of a complete survey

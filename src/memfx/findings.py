@@ -76,6 +76,10 @@ THRESHOLDS: Dict[str, Threshold] = _thresholds(
               "half-width of the no-effect band of an effect question (a ratio within 1 +- this "
               "is no effect) unless the question declares its own band: detected when the "
               "replica-level CI lies wholly outside the band, not detected when wholly inside"),
+    Threshold("crossover_max_span", 2.0, "x",
+              "widest CI (ci_high / ci_low) of a crossover that `memfx advise` sets a threshold "
+              "from: a crossover located no better than this drives no advice (a tunable resting "
+              "on copy.rep_movsb_crossover's 896 B-6.7 MB CI had been advised)"),
     Threshold("history_min_surveys", 3, "surveys",
               "earlier surveys of the same machine id from which `compare` widens a question's "
               "band by its run-to-run spread"),
@@ -103,6 +107,20 @@ THRESHOLDS: Dict[str, Threshold] = _thresholds(
     Threshold("noisy_run", 0.20, "ratio",
               "share of a run's samples rejected (preempted, migrated) above which the run is "
               "noisy for `compare`"),
+    Threshold("state_separation", 0.25, "ratio",
+              "replicas of a run fall into two host states when the widest gap between their "
+              "sorted values is at least this (relative) ..."),
+    Threshold("state_gap_spreads", 3.0, "x spread",
+              "... at least this many times the wider group's own range (log scale) ..."),
+    Threshold("state_gap_sigmas", 3.0, "sigmas",
+              "... and at least this many standard errors of the replicas beside it "
+              "(stats.replica_states); each state is then reported with its share"),
+    Threshold("busy_cpus", 0.5, "CPUs",
+              "CPU-equivalents other processes kept busy, on average over a run, at or above "
+              "which the run is marked busy (its data-quality line and `compare` say so)"),
+    Threshold("busy_steal", 0.05, "ratio",
+              "share of the CPUs' time a guest's vCPUs waited for the host (steal) at or above "
+              "which the run is marked busy"),
     Threshold("ci_level", 0.95, "probability",
               "confidence level of every confidence interval"),
     Threshold("min_samples", 5, "samples",

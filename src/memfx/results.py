@@ -66,6 +66,9 @@ def _key(sample):
 # the two lengths' samples): an intercept within two of them of zero -- or
 # below zero, which no call costs -- is noise, not a fixed cost.
 ESTIMATOR = "per-sample median"
+# counters that say how busy the machine was over a cell (_lab.busy_between):
+# on one record per cell, added up over a run, never a point's median
+BUSY_PREFIX = "busy_"
 # Which quantile is the "best sustained" figure: the fast tail, i.e. the low
 # quantile of a time and the high quantile of a bandwidth.
 BEST_LOW, BEST_HIGH = 0.10, 0.90
@@ -218,7 +221,7 @@ def _median_counters(samples):
     columns = {}
     for s in samples:
         for k, v in (s.get("counters") or {}).items():
-            if isinstance(v, (int, float)):
+            if isinstance(v, (int, float)) and not k.startswith(BUSY_PREFIX):
                 columns.setdefault(k, []).append(v)
     return {n: float(statistics.median(columns[n])) for n in sorted(columns)}
 
@@ -314,6 +317,58 @@ def point_cautions(points):
     return out
 
 
+def busy_summary(samples):
+    """How busy the machine was while a run measured, from its cells'
+    busy_* counters and its samples: {wall_s, others_cpus (CPU-equivalents
+    other processes used, on average), steal_share, load_1m (the highest
+    seen), rejected_share (of every sample taken), busy (bool)}; None when
+    no cell recorded it (older runs)."""
+    sums = {"busy_wall_s": 0.0, "busy_others_s": 0.0, "busy_steal_s": 0.0, "busy_all_s": 0.0}
+    load, cells = None, 0
+    for s in samples:
+        c = s.get("counters") or {}
+        if "busy_wall_s" not in c:
+            continue
+        cells += 1
+        for k in sums:
+            v = c.get(k)
+            if isinstance(v, (int, float)) and math.isfinite(v):
+                sums[k] += v
+        v = c.get("busy_load_1m")
+        if isinstance(v, (int, float)):
+            load = v if load is None else max(load, v)
+    if not cells or sums["busy_wall_s"] <= 0:
+        return None
+    taken = len(samples)
+    rejected = sum(1 for s in samples if s.get("rejected"))
+    others = sums["busy_others_s"] / sums["busy_wall_s"]
+    steal = sums["busy_steal_s"] / sums["busy_all_s"] if sums["busy_all_s"] > 0 else 0.0
+    return {"wall_s": round(sums["busy_wall_s"], 3), "others_cpus": round(others, 3),
+            "steal_share": round(steal, 4), "load_1m": load,
+            "rejected_share": round(rejected / taken, 4) if taken else 0.0,
+            "busy": bool(others >= fnd.threshold("busy_cpus")
+                         or steal >= fnd.threshold("busy_steal"))}
+
+
+def busy_caution(busy):
+    """The caution of a run that measured on a busy machine, or None."""
+    if not busy or not busy.get("busy"):
+        return None
+    said = [f"other processes kept {busy['others_cpus']:.1f} CPUs busy on average"]
+    if busy.get("steal_share"):
+        said.append(f"the host took {busy['steal_share']:.0%} of the vCPUs' time (steal)")
+    if busy.get("load_1m") is not None:
+        said.append(f"load average up to {busy['load_1m']:.1f}")
+    said.append(f"{busy['rejected_share']:.0%} of samples rejected")
+    return fnd.Caution(
+        id="busy_machine",
+        message="the machine was busy while this run measured: " + ", ".join(said),
+        value=busy["others_cpus"], threshold=fnd.threshold("busy_cpus"),
+        advice="its figures are what a shared machine gives; compare it with a run on a quiet "
+               "machine before calling a change",
+    ).as_dict()
+
+
 def calibration_caution(points):
     """Flag blocks whose cycle-estimate calibration moved between the
     dependent-add chains run before and after them (frequency changed)."""
@@ -387,6 +442,10 @@ def document(run, samples, experiment=None, include_values=False):
     except Exception:
         capabilities = None     # the reader shows the fingerprint as stored
     warnings.extend(cautions)
+    busy = busy_summary(samples)
+    said_busy = busy_caution(busy)
+    if said_busy:
+        warnings.append(said_busy)
     warnings.extend({"id": "analysis", "message": e} for e in errors)
     if run.get("status") != "complete":
         warnings.append({"id": "run_" + str(run.get("status")),
@@ -409,6 +468,7 @@ def document(run, samples, experiment=None, include_values=False):
                    for p in data.points],
         "labels": run.get("labels") or {},
         "answers": answers,
+        "busy": busy,
         "warnings": warnings,
         "capabilities": capabilities,
         "plots": plot_dicts(exp),

@@ -143,13 +143,13 @@ def _pct(x) -> str:
 
 
 def _gain_text(overall: Optional[Mapping[str, Any]]) -> str:
-    """'gain +3.1 % [+1.2, +5.0]' from a check's overall ratio (advised / current)."""
-    if not overall or overall.get("ratio") is None:
+    """'gain +3.1 % [+1.2, +5.0]' from a check's overall ratio (advised /
+    current): gain = 1 / ratio - 1, never below -100 %."""
+    if not overall or not overall.get("ratio"):
         return "not measured"
-    g = overall.get("gain")
+    g = 1 / overall["ratio"] - 1
     lo, hi = overall.get("ci_low"), overall.get("ci_high")
-    ci = (f" [{(1 - hi) * 100:+.1f}, {(1 - lo) * 100:+.1f}]" if lo is not None and hi is not None
-          else "")
+    ci = (f" [{(1 / hi - 1) * 100:+.1f}, {(1 / lo - 1) * 100:+.1f}]" if lo and hi else "")
     return f"measured {_pct(g)}{ci}"
 
 
@@ -219,13 +219,27 @@ def quality_line(documents: Sequence[Mapping[str, Any]], target: str, width: int
     noisy, total = noisy_points(documents)
     warnings = sum(len(d.get("warnings") or []) for d in documents)
     limit = threshold("noisy_run")
+    busy = busy_text(documents)
     long = (f"data quality: {noisy} of {total} points had > {limit:.0%} of their samples "
-            f"rejected" + (": noisy" if noisy else "")
+            f"rejected" + (": noisy" if noisy else "") + (f"; {busy}" if busy else "")
             + (f"; {warnings} warnings: memfx show {target} --warnings" if warnings else ""))
     if cell_len(long) <= width:
         return long
     return fit(f"data quality: {noisy} of {total} points noisy (>{limit:.0%} rejected)"
+               + (f", {busy}" if busy else "")
                + (f", {warnings} warnings (--warnings)" if warnings else ""), width)
+
+
+def busy_text(documents: Sequence[Mapping[str, Any]]) -> str:
+    """'busy: other work kept 1.6 CPUs busy in 5 of 12 runs', or '' when
+    no run measured on a busy machine (results.busy_summary)."""
+    busy = [d["busy"] for d in documents if isinstance(d.get("busy"), Mapping)]
+    marked = [b for b in busy if b.get("busy")]
+    if not marked:
+        return ""
+    most = max(b.get("others_cpus") or 0.0 for b in marked)
+    where = f" in {len(marked)} of {len(busy)} runs" if len(busy) > 1 else ""
+    return f"busy: other work kept up to {most:.1f} CPUs busy{where}"
 
 
 def warning_lines(documents: Sequence[Mapping[str, Any]], width: int) -> List[str]:

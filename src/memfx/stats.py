@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -35,6 +35,7 @@ __all__ = [
     "ratio_of_medians",
     "reject_outliers_mad",
     "bimodal_split",
+    "replica_states",
     "cv_of",
     "mad_of",
     "find_levels",
@@ -619,3 +620,57 @@ def bimodal_split(values, min_separation: float = 0.10, gap_sigmas: float = 4.0,
         if gap >= gap_sigmas and (best is None or gap > best["gap_sigmas"]):
             best = {"low": m_lo, "high": m_hi, "low_share": k / n, "gap_sigmas": gap}
     return best
+
+
+def replica_states(values, ci_lows=None, ci_highs=None, min_separation: float = 0.25,
+                   gap_spreads: float = 2.0, gap_sigmas: float = 3.0,
+                   confidence: float = 0.95) -> Optional[List[Dict[str, Any]]]:
+    """Two host states among a run's replicas, or None.
+
+    A host that moves a guest's vCPUs between cores (or lets a neighbour
+    take the shared cache) puts whole replicas in one state or another:
+    their values then fall into two groups, and a mean or a t interval over
+    them is a figure no replica had.  On the log scale when every value is
+    positive, the sorted replica values are split at their widest gap; the
+    split is two states when the gap is at least ``min_separation`` of the
+    lower group's top (relative), at least ``gap_spreads`` times the wider
+    group's own range, and at least ``gap_sigmas`` standard errors of the
+    replicas next to it (from their own CIs), so replicas that merely
+    scatter are not states.  A group may hold one replica.
+
+    Returns the states lowest first, each ``{"value" (geometric mean of its
+    replicas), "share" (of the replicas), "replicas" (their indices),
+    "low", "high" (its replicas' range)}``, or None."""
+    v = np.asarray([np.nan if x is None else x for x in values], float)
+    n = v.size
+    lo = np.asarray([np.nan if x is None else x
+                     for x in ([None] * n if ci_lows is None else ci_lows)], float)
+    hi = np.asarray([np.nan if x is None else x
+                     for x in ([None] * n if ci_highs is None else ci_highs)], float)
+    idx = np.flatnonzero(np.isfinite(v))
+    if idx.size < 2:
+        return None
+    positive = bool((v[idx] > 0).all())
+    if not positive:
+        return None                   # a state split is a relative one
+    logv = np.log(v[idx])
+    z = _z_of(confidence)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        se = (np.log(hi[idx]) - np.log(lo[idx])) / (2 * z)
+    se = np.where(np.isfinite(se) & (se > 0), se, 0.0)
+    order = np.argsort(logv)
+    sv, sse, sidx = logv[order], se[order], idx[order]
+    gaps = np.diff(sv)
+    k = int(np.argmax(gaps)) + 1     # the split: sv[:k] | sv[k:]
+    gap = float(gaps[k - 1])
+    spread = max(float(sv[k - 1] - sv[0]), float(sv[-1] - sv[k]))
+    if gap < math.log1p(min_separation) or gap < gap_spreads * spread:
+        return None
+    if gap < gap_sigmas * math.hypot(float(sse[k - 1]), float(sse[k])):
+        return None
+    out = []
+    for part, ids in ((sv[:k], sidx[:k]), (sv[k:], sidx[k:])):
+        out.append({"value": float(np.exp(np.mean(part))), "share": len(part) / idx.size,
+                    "replicas": [int(i) for i in sorted(ids)],
+                    "low": float(np.exp(part[0])), "high": float(np.exp(part[-1]))})
+    return out

@@ -220,14 +220,30 @@ class KernelReport(Mapping):
         return len(self._snapshot)
 
 
-def calibrated_count(lab, kernel, region, threads, aux, floor=4096, tries=6, sample_ms=None):
+# calibrated_count's time budget: on a machine whose CPUs are all busy no try
+# is concurrent, and doubling the count until one is ran a quick survey's
+# atomics for minutes (2^34 iterations).  Past this many seconds the count
+# comes from the shortest window seen, clean or not (a preempted window is
+# only longer, so the count errs short, and the samples' own concurrency
+# check rejects what ran apart).
+CALIBRATE_MAX_SECONDS = 1.0
+
+
+def calibrated_count(lab, kernel, region, threads, aux, floor=4096, tries=6, sample_ms=None,
+                     max_seconds=CALIBRATE_MAX_SECONDS, clock=None):
     """Iterations so that the threads' own window (barrier to last finisher)
     lasts min_sample_ms: thread start-up is not part of what is calibrated.
     Only a concurrent try counts (no thread switched out, the threads'
     runs overlapping); a vCPU the host stalls inflates a window without
     any switch the guest sees, so the shortest of a few clean windows is
-    used (a count with no clean try is doubled, never accepted), and the floor keeps each thread's run far longer than the skew
-    of their starts."""
+    used, and the floor keeps each thread's run far longer than the skew of
+    their starts.  A count with no clean try grows only as far as the
+    shortest window it had says (never accepted on it, never doubled: a
+    longer run is only more likely to be switched out) until max_seconds
+    have passed; then the shortest window of any try decides."""
+    import time
+    clock = clock or time.monotonic
+    started = clock()
     target = (sample_ms or lab.min_sample_ms) * 1e-3 * lab.tsc_hz
     count = floor
     for _ in range(40):
@@ -238,17 +254,23 @@ def calibrated_count(lab, kernel, region, threads, aux, floor=4096, tries=6, sam
             report = check_call(kernel, header, slots)
             concurrent = not report["thread_switches"] and report["overlap"] >= OVERLAP_MIN
             (clean if concurrent else dirty).append(report["window_ticks"])
-            if len(clean) >= 3:
+            if len(clean) >= 3 or clock() - started > max_seconds:
                 break
         if count >= 1 << 34:
             return count
-        if not clean:           # nothing to go by: a longer run, and try again
-            count *= 2
-            continue
-        window = min(clean)
-        if window >= target:
+        out_of_time = clock() - started > max_seconds
+        window = min(clean) if clean else min(dirty)
+        if clean and window >= target:
             return count
-        count = max(count * 2, int(count * min(target / max(window, 1) * 1.2, 64)))
+        grown = max(count * 2, int(count * min(target / max(window, 1) * 1.2, 64)))
+        if not clean:
+            # a dirty window is the work plus the time switched out: its
+            # count is an upper bound on what fits, so aim there (not twice
+            # it) and let a later clean try confirm it
+            grown = max(count, int(count * min(target / max(window, 1), 64)))
+        if out_of_time:
+            return max(count if window >= target else grown, floor)
+        count = grown
     return count
 
 

@@ -1,0 +1,177 @@
+"""memfx on a busy machine and a moving host (issue 40): an implausible
+sample is rejected, not fatal; a calibration that never gets a clean try
+ends within its budget; replicas in two host states are reported as such;
+how busy the machine was is measured and said."""
+import numpy as np
+import pytest
+
+from memfx import stats
+from memfx.answers import Question, combine_replicas
+from memfx.errors import MemfxError
+from memfx.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
+from memfx.protocol import Region, Trial
+from memfx.results import busy_caution, busy_summary
+from memfx.screen import quality_line
+
+
+def _chase_lab():
+    from memfx._lab import Lab
+    from test_core import _chain
+    lab = Lab(cpu=-1, min_sample_ms=0.05)
+    chain, base, _ = _chain(64)
+    trial = Trial("chase_ptr", src=Region(chain, 0, len(chain.buffer), base), metric="time")
+    return lab, trial, chain
+
+
+@pytest.mark.measuring
+def test_an_implausible_sample_among_good_ones_is_rejected_not_fatal():
+    """A cycle estimate from a calibration the host stalled (here: 0.001
+    cycles per tick) makes a chase read < 2 cycles per load: the sample is
+    rejected with its reason, the next good one is kept, and the run goes on."""
+    from memfx import busy as _lab
+    lab, trial, _chain_keep = _chase_lab()
+    try:
+        good = lab.sample(trial, 1000, lab.cycles_per_tick()[0])
+        bad = lab.sample(trial, 1000, 0.001)
+        assert bad["rejected"] and bad["reason"] == "implausible", bad
+        assert ("cycles per dependent load" in bad["counters"]["implausible"]
+                or "bytes/cycle" in bad["counters"]["implausible"])
+        again = lab.sample(trial, 1000, lab.cycles_per_tick()[0])
+        assert good["reason"] != "implausible" and again["reason"] != "implausible"
+        # a streak short of the limit never raises, and a fresh calibration
+        # that makes the figure plausible ends the streak
+        for _ in range(_lab.IMPLAUSIBLE_PERSIST_SAMPLES + 3):
+            rec = lab.sample(trial, 1000, 0.001)
+            assert rec["rejected"]
+    finally:
+        lab.close()
+
+
+@pytest.mark.measuring
+def test_implausibility_that_persists_under_fresh_calibration_fails_the_run(monkeypatch):
+    from memfx import busy as _lab
+    lab, trial, _chain_keep = _chase_lab()
+    try:
+        monkeypatch.setattr(lab, "cycles_per_tick", lambda *a, **k: (0.001, 0.0))
+        with pytest.raises(MemfxError, match="in a row and under a fresh cycle calibration"):
+            for _ in range(_lab.IMPLAUSIBLE_PERSIST_SAMPLES + 1):
+                rec = lab.sample(trial, 1000, 0.001)
+                # samples switched out by the busy machine do not count
+                # toward the streak; only clean ones do
+                assert rec["reason"] in ("implausible", "context_switch", "migrated",
+                                         "page_fault")
+    finally:
+        lab.close()
+
+
+class _NeverCleanLab:
+    """A lab whose every team call is preempted: no try is ever clean."""
+    tsc_hz = 1e9
+    min_sample_ms = 1.0
+
+    def __init__(self):
+        self.calls = []
+
+    def call(self, trial, count):
+        self.calls.append(count)
+
+
+def test_a_calibration_that_never_gets_a_clean_try_ends_within_its_budget(monkeypatch):
+    from memfx.experiments import _kit
+    lab = _NeverCleanLab()
+    now = [0.0]
+
+    def clock():
+        now[0] += 0.05          # every try takes 50 ms of wall time
+        return now[0]
+
+    def dirty_window(region, threads):
+        # the window of the last call: its count's ticks plus a preemption
+        return {}, [lab.calls[-1]]
+
+    monkeypatch.setattr(_kit, "read_area", dirty_window)
+    monkeypatch.setattr(_kit, "check_call", lambda kernel, header, slots: {
+        "thread_switches": 3, "overlap": 0.5, "window_ticks": slots[0] * 1000})
+    count = _kit.calibrated_count(lab, "at_xadd", Region(None, 0), 2, 0, floor=16,
+                                  max_seconds=1.0, clock=clock)
+    assert now[0] <= 1.0 + 0.2          # ended at its budget, not at 2^34 iterations
+    assert len(lab.calls) <= 25
+    # the count came from the windows seen: ~1 ms at 1000 ticks a count
+    assert 16 <= count <= 4 * 1000 and max(lab.calls) < 1 << 20
+
+
+def test_synthetic_bimodal_replicas_give_two_states_and_an_inconclusive_verdict():
+    q = Question("x.cas_ratio", "how much slower is CAS?", "x", "004", "ratio of medians",
+                 band=(0.9, 1.1))
+    reps = [{"verdict": DETECTED, "value": 2.33, "ci_low": 2.2, "ci_high": 2.45},
+            {"verdict": DETECTED, "value": 2.75, "ci_low": 2.6, "ci_high": 2.9},
+            {"verdict": NOT_DETECTED, "value": 1.02, "ci_low": 0.98, "ci_high": 1.06}]
+    pooled = {"question": q.id, "verdict": DETECTED, "value": 2.0, "ci_low": 1.9,
+              "ci_high": 2.1, "unit": "x", "because": "CAS is 2.0x slower"}
+    out = combine_replicas(q, pooled, reps)
+    assert out["verdict"] == INCONCLUSIVE
+    states = out["states"]
+    assert [len(s["replicas"]) for s in states] == [1, 2]
+    assert states[0]["verdict"] == NOT_DETECTED and states[1]["verdict"] == DETECTED
+    assert "two states" in out["because"] and "1.02" in out["because"]
+    # the CI holds both states
+    assert out["ci_low"] <= 1.02 and out["ci_high"] >= 2.6
+
+
+def test_states_that_agree_keep_their_verdict_and_replicas_that_scatter_are_no_states():
+    q = Question("x.ratio", "ratio?", "x", "004", "ratio of medians", band=(0.9, 1.1))
+    reps = [{"verdict": DETECTED, "value": v, "ci_low": v * 0.97, "ci_high": v * 1.03}
+            for v in (2.3, 2.35, 3.4)]
+    pooled = {"question": q.id, "verdict": DETECTED, "value": 2.6, "unit": "x",
+              "because": "2.6x"}
+    out = combine_replicas(q, pooled, reps)
+    assert out["verdict"] == DETECTED and len(out["states"]) == 2
+    assert stats.replica_states([1.44, 2.0, 2.63]) is None        # a scatter, not states
+    assert stats.replica_states([1.0, 1.01, 0.99, 1.02]) is None
+
+
+def test_replica_states_seldom_split_replicas_of_one_state():
+    rng = np.random.default_rng(7)
+    false = 0
+    for _ in range(500):
+        x = np.exp(rng.normal(0, 0.05, 5))
+        false += stats.replica_states(x, x * 0.97, x * 1.03) is not None
+    assert false <= 5
+
+
+def _cell(wall, others, steal=0.0, total=None, load=None):
+    c = {"busy_wall_s": wall, "busy_others_s": others, "busy_steal_s": steal,
+         "busy_all_s": total if total is not None else 2 * wall}
+    if load is not None:
+        c["busy_load_1m"] = load
+    return {"counters": c, "rejected": False}
+
+
+def test_busy_is_measured_and_said():
+    quiet = [_cell(1.0, 0.05), _cell(1.0, 0.02)] + [{"counters": {}, "rejected": False}] * 8
+    b = busy_summary(quiet)
+    assert b["others_cpus"] == pytest.approx(0.035) and not b["busy"]
+    assert busy_caution(b) is None
+    busy = [_cell(1.0, 1.6, load=3.1), _cell(1.0, 1.8, steal=0.2)] + \
+        [{"counters": {}, "rejected": True}] * 2 + [{"counters": {}, "rejected": False}] * 2
+    b = busy_summary(busy)
+    assert b["busy"] and b["others_cpus"] == pytest.approx(1.7)
+    assert b["rejected_share"] == pytest.approx(2 / 6, abs=1e-3) and b["load_1m"] == 3.1
+    assert b["steal_share"] == pytest.approx(0.2 / 4)
+    caution = busy_caution(b)
+    assert caution["id"] == "busy_machine" and "1.7 CPUs" in caution["message"]
+    line = quality_line([{"points": [], "busy": b}, {"points": [], "busy": None}], "s-1", 200)
+    assert "busy: other work kept up to 1.7 CPUs busy" in line
+    assert busy_summary([{"counters": {}}]) is None        # older runs: not measured
+
+
+@pytest.mark.measuring
+def test_a_measured_cell_records_how_busy_the_machine_was():
+    from memfx.busy import busy_between, cpu_snapshot
+    a = cpu_snapshot()
+    x = 0
+    for i in range(200_000):
+        x += i
+    b = cpu_snapshot()
+    c = busy_between(a, b)
+    assert c["busy_wall_s"] > 0 and c["busy_all_s"] >= 0 and c["busy_others_s"] >= 0
