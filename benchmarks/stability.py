@@ -166,6 +166,25 @@ def compare(db, a, b):
     return r.returncode, flagged, doc
 
 
+def advice_of(db):
+    """What `memfx advise --no-check` derives from the newest copy run: each
+    GCC string and each glibc tunable's proposal, or why none is advised."""
+    r = memfx("advise", "--json", "--no-check", "--db", db, check=False)
+    if r.returncode != 0:
+        return {"error": (r.stderr.strip().splitlines() or ["?"])[-1]}
+    doc = json.loads(r.stdout)
+    adv = doc.get("advice") or doc
+    out = {}
+    for fn, g in (adv.get("gcc") or {}).items():
+        out[f"-m{fn}-strategy"] = ("not advised" if g.get("not_advised") or not g.get("string")
+                                   else g["string"])
+    for t in (adv.get("glibc") or {}).get("tunables") or []:
+        out[t.get("tunable") or t.get("name")] = ("not advised" if t.get("not_advised")
+                                                 or t.get("proposed") is None
+                                                 else t["proposed"])
+    return out
+
+
 def curve_alarms(doc):
     """'experiment arm (mode) low-high: verdict' of each curve range a
     compare document names (compare's `curves`), or []."""
@@ -209,13 +228,17 @@ def aa_table(db, ids):
 def cmd_aa(args):
     db = args.db or str(Path(tempfile.mkdtemp(prefix="memfx-aa-")) / "aa.db")
     if args.surveys:      # analyse surveys already measured (stored samples are re-analysed)
-        ids = args.surveys.split(",")
+        ids, advice = args.surveys.split(","), []
     else:
         print(f"A/A: {args.runs} quick surveys into {db}"
               + (f", after {args.history} for the history" if args.history else ""),
               file=sys.stderr)
         history(db, args)
-        ids = [survey(db, args.only, label=f"({i + 1}/{args.runs})") for i in range(args.runs)]
+        ids, advice = [], []
+        for i in range(args.runs):
+            ids.append(survey(db, args.only, label=f"({i + 1}/{args.runs})"))
+            if not args.only or "copy" in args.only.split(","):
+                advice.append(advice_of(db))       # from this survey's copy run
     rows, coverage, tries = aa_table(db, ids)
     pairs = []
     for a, b in itertools.combinations(ids, 2):
@@ -247,11 +270,19 @@ def cmd_aa(args):
     for p in alarms:
         print(f"  {p['a']} vs {p['b']}: exit {p['exit']}, flagged "
               f"{', '.join(p['flagged'] + p['curves'])}")
+    if advice:
+        keys = sorted({k for a in advice for k in a})
+        same = [k for k in keys if len({json.dumps(a.get(k)) for a in advice}) == 1]
+        print(f"advice: {len(same)} of {len(keys)} items the same in all {len(advice)} surveys")
+        for k in keys:
+            if k not in same:
+                print(f"  {k}: " + " | ".join(str(a.get(k)) for a in advice))
     curve_pairs = sum(1 for p in pairs if p["curves"])
     print(f"curves: {len(pairs) - curve_pairs} of {len(pairs)} pairs with no curve range flagged")
     if args.json:
         Path(args.json).write_text(json.dumps({"surveys": ids, "questions": rows,
-                                               "coverage": coverage, "pairs": pairs}, indent=1))
+                                               "coverage": coverage, "pairs": pairs,
+                                               "advice": advice}, indent=1))
     return 0
 
 
