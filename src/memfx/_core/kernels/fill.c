@@ -135,8 +135,13 @@ ALWAYS_INLINE void fill8_pass(char *d, size_t n, uint64_t v)
         small_fill(d, n, v);
         return;
     }
-    st64(d, v);
-    st64(d + n - 8, v);
+    /* ordinary stores only for an unaligned head or tail: one ordinary
+     * store per pass into a line the stream writes pulls that line into the
+     * cache, and at 16 KiB those two stores, not the stream, set the pace */
+    if ((uintptr_t)d & 7)
+        st64(d, v);
+    if ((uintptr_t)(d + n) & 7)
+        st64(d + n - 8, v);
     char *p = align_up(d, 8);
     size_t m = (size_t)(align_down(d + n, 8) - p);
     __asm__ __volatile__(
@@ -162,8 +167,10 @@ ALWAYS_INLINE void fill16_pass(char *d, size_t n, uint64_t v)
         return;
     }
     __m128i x = _mm_set1_epi64x((long long)v);
-    _mm_storeu_si128((__m128i *)d, x);
-    _mm_storeu_si128((__m128i *)(d + n - 16), x);
+    if ((uintptr_t)d & 15)              /* as fill_nt8_pass: edges only when unaligned */
+        _mm_storeu_si128((__m128i *)d, x);
+    if ((uintptr_t)(d + n) & 15)
+        _mm_storeu_si128((__m128i *)(d + n - 16), x);
     char *p = align_up(d, 16);
     size_t m = (size_t)(align_down(d + n, 16) - p);
     __asm__ __volatile__(
@@ -258,8 +265,13 @@ ALWAYS_INLINE void fill_nt8_pass(char *d, size_t n, uint64_t v)
         small_fill(d, n, v);
         return;
     }
-    st64(d, v);
-    st64(d + n - 8, v);
+    /* ordinary stores only for an unaligned head or tail: one ordinary
+     * store per pass into a line the stream writes pulls that line into the
+     * cache, and at 16 KiB those two stores, not the stream, set the pace */
+    if ((uintptr_t)d & 7)
+        st64(d, v);
+    if ((uintptr_t)(d + n) & 7)
+        st64(d + n - 8, v);
     char *p = align_up(d, 8);
     size_t m = (size_t)(align_down(d + n, 8) - p);
     __asm__ __volatile__(
@@ -284,8 +296,10 @@ ALWAYS_INLINE void fill_nt16_pass(char *d, size_t n, uint64_t v)
         return;
     }
     __m128i x = _mm_set1_epi64x((long long)v);
-    _mm_storeu_si128((__m128i *)d, x);
-    _mm_storeu_si128((__m128i *)(d + n - 16), x);
+    if ((uintptr_t)d & 15)              /* as fill_nt8_pass: edges only when unaligned */
+        _mm_storeu_si128((__m128i *)d, x);
+    if ((uintptr_t)(d + n) & 15)
+        _mm_storeu_si128((__m128i *)(d + n - 16), x);
     char *p = align_up(d, 16);
     size_t m = (size_t)(align_down(d + n, 16) - p);
     __asm__ __volatile__(
