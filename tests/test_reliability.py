@@ -227,7 +227,10 @@ def test_stdout_on_a_full_device_is_one_line(tmp_path, args):
                            if args[0] not in ("list", "machine") else
                            [sys.executable, "-m", "memfx.cli", *args],
                            stdout=full, stderr=subprocess.PIPE, text=True)
-    one_line_exit_2(p, "standard output")
+    # exit 3, not 2: output that cannot be written is not bad input (issue 41)
+    assert p.returncode == 3, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "standard output" in lines[0] and "Traceback" not in p.stderr
 
 
 @pytest.mark.measuring

@@ -2,10 +2,37 @@
 from __future__ import annotations
 
 
-def _store(db=None):
+def _store(db=None, for_reading=True):
+    """The store `db` names, through the command line's own checks
+    (store.store_target: no SQLite -wal/-shm/-journal name, no URL
+    look-alike); readers open a read-only file read-only."""
     from .version import __version__
     from .store import open_store
-    return open_store(db, memfx_version=__version__)
+    return open_store(db, memfx_version=__version__, what="db", for_reading=for_reading)
+
+
+def _text_arg(value, fn, name, optional=False):
+    """An id, experiment or preset argument: a string (None when optional),
+    else TypeError in one line (store.run(None) raised AttributeError)."""
+    if isinstance(value, str) or (optional and value is None):
+        return value
+    raise TypeError(f"memfx.{fn}: {name} must be a string, not {type(value).__name__}")
+
+
+def _document_arg(doc, fn, key):
+    """A result or survey document handed in: a dict whose `key` is a list
+    of objects; else TypeError (not a dict) or MemfxError (not a document),
+    one line either way, not the KeyError or AttributeError of a reader."""
+    from .errors import MemfxError
+    if not isinstance(doc, dict):
+        raise TypeError(f"memfx.{fn}: expected a document (a dict), not {type(doc).__name__}")
+    items = doc.get(key)
+    if items is None and key == "answers":
+        items = []
+    if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
+        raise MemfxError(f"memfx.{fn}: not a memfx document: its {key!r} is not a list of "
+                         f"objects")
+    return items
 
 
 def fingerprint():
@@ -24,7 +51,9 @@ def run(experiment, preset="quick", db=None, **params):
     """Run an experiment, store it, and return its result document."""
     from .results import document
     from .runner import run_experiment
-    store = _store(db)
+    _text_arg(experiment, "run", "experiment")
+    _text_arg(preset, "run", "preset")
+    store = _store(db, for_reading=False)
     run_id = run_experiment(experiment, store, fingerprint(), preset, params)
     return document(store.run(run_id), store.samples(run_id))
 
@@ -34,11 +63,13 @@ def load(id="latest", db=None):
     unique prefix, ``latest`` or ``latest:EXP``), or of a survey (``s-...``,
     ``latest-survey``: ``kind`` is ``"survey"``, with every run's answers)."""
     from .documents import document_of
+    _text_arg(id, "load", "id")
     return document_of(_store(db), id)
 
 
 def runs(db=None, experiment=None):
     """Stored runs, newest first; ``machine_id`` is the ``m-...`` id."""
+    _text_arg(experiment, "runs", "experiment", optional=True)
     return _store(db).runs(experiment=experiment)
 
 
@@ -58,6 +89,16 @@ def answers(id="latest", db=None):
     unit, ci_low, ci_high, run_id, survey_id, machine_id, because,
     experiment, seed, headline, asks.  Needs ``pip install 'memfx[pandas]'``."""
     from .documents import ANSWER_COLUMNS, answer_records
+    if isinstance(id, dict):
+        _document_arg(id, "answers", "answers")
+        if id.get("kind") == "survey":
+            docs = _document_arg(id, "answers", "documents")
+            if not all(isinstance(d.get("run_id"), str) for d in docs):
+                from .errors import MemfxError
+                raise MemfxError("memfx.answers: not a survey document: a run in its "
+                                 "'documents' has no run_id")
+    else:
+        _text_arg(id, "answers", "id (or a document)")
     pandas = _pandas()
     doc = id if isinstance(id, dict) else load(id, db=db)
     return pandas.DataFrame(answer_records(doc), columns=list(ANSWER_COLUMNS))
@@ -71,6 +112,9 @@ def compare(a, b, threshold="5%", questions=None, db=None):
     from .compare import parse_threshold
     from .documents import comparison
     from .errors import MemfxError
+    _text_arg(a, "compare", "a")
+    _text_arg(b, "compare", "b")
+    _text_arg(questions, "compare", "questions", optional=True)
     try:
         limit = parse_threshold(threshold)
     except ValueError as e:
@@ -80,6 +124,7 @@ def compare(a, b, threshold="5%", questions=None, db=None):
 
 def samples(run_id="latest", db=None):
     """Every stored sample of a run, one flat record each (DataFrame-ready)."""
+    _text_arg(run_id, "samples", "run_id")
     store = _store(db)
     r = store.run(run_id)
     out = []
@@ -93,6 +138,14 @@ def samples(run_id="latest", db=None):
 
 def points(doc):
     """A result document's points as flat records (DataFrame-ready)."""
+    from .errors import MemfxError
+    for p in _document_arg(doc, "points", "points"):
+        if not isinstance(p.get("params"), dict) or any(
+                not isinstance(p.get(k) or kind(), kind)
+                for k, kind in (("flags", list), ("replicas", list), ("modes", dict),
+                                ("counters", dict))):
+            raise MemfxError("memfx.points: not a result document: a point's params, flags, "
+                             "replicas, modes or counters are of the wrong type")
     out = []
     for p in doc["points"]:
         rec = {k: v for k, v in p.items()
@@ -102,6 +155,6 @@ def points(doc):
         rec.update({f"mode_{k}": v for k, v in (p.get("modes") or {}).items()})
         rec.update(p["params"])
         rec.update({f"counter_{k}": v for k, v in (p.get("counters") or {}).items()})
-        rec["run_id"] = doc["run_id"]
+        rec["run_id"] = doc.get("run_id")
         out.append(rec)
     return out

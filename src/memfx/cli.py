@@ -1,5 +1,6 @@
 """memfx command line: subcommands -> cmd_* functions.  Every error a user can
-cause is one line on stderr and exit status 2."""
+cause is one line on stderr and exit status 2, with the database unchanged
+(main() lists the other exit statuses)."""
 from __future__ import annotations
 
 import argparse
@@ -13,15 +14,61 @@ from .cli_show import (cmd_compare, cmd_export, cmd_machines, cmd_prune, cmd_rm,
                        cmd_runs, cmd_show, emit_document, emit_tune_document)
 from .errors import MemfxError
 
-EXIT_USAGE = 2
+# Exit statuses (README "Bad input ..." paragraph, `memfx --help`): 1 is a
+# command's own verdict (compare: regressed; survey: an experiment failed;
+# tune: the program failed; push: a run refused), never an error of memfx.
+EXIT_USAGE = 2          # bad input or an unusable store: nothing was changed
+EXIT_OUTPUT = 3         # standard output could not be written: what was done stays done
+EXIT_FAILED = 4         # a measurement failed (a worker killed by a signal, an internal error)
 EXIT_INTERRUPTED = 130
+EXIT_STATUS_HELP = ("exit status: 0 done; 1 the command's own verdict (compare: a regression; "
+                    "survey: an experiment failed; tune: the program failed; push: a run "
+                    "refused); 2 bad input, nothing changed; 3 standard output could not be "
+                    "written (what the command did is kept); 4 a measurement failed: its worker "
+                    "was killed by a signal or failed (the run is kept, marked failed), or memfx "
+                    "itself failed; 130 interrupted (Ctrl-C)")
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):       # one line, exit 2 (argparse prints usage too)
-        sys.stderr.write(f"memfx: error: {message} (see memfx {self.prog.split()[-1]} --help)\n"
-                         if " " in self.prog else f"memfx: error: {message}\n")
+        from .render import one_line
+        sys.stderr.write(f"memfx: error: {one_line(message)} (see memfx {self.prog.split()[-1]} "
+                         f"--help)\n" if " " in self.prog else f"memfx: error: {one_line(message)}\n")
         sys.exit(EXIT_USAGE)
+
+    def _print_message(self, message, file=None):
+        # argparse drops a write that fails; one to standard output (--help
+        # > /dev/full) must fail the command instead (main: exit 3)
+        file = file or sys.stderr
+        if not message:
+            return
+        try:
+            file.write(message)
+        except (AttributeError, OSError):
+            if file is sys.stdout:
+                raise
+
+
+def _int_arg(text):
+    """argparse type: an integer in ASCII digits (units.parse_int; int()
+    takes "٣" too)."""
+    from .units import parse_int
+    try:
+        return parse_int(text)
+    except MemfxError:
+        raise ValueError(text) from None      # argparse: "invalid int value: '٣'"
+
+
+def _number_arg(text):
+    """argparse type: a finite number in ASCII digits (units.parse_number)."""
+    from .units import parse_number
+    try:
+        return parse_number(text)
+    except MemfxError:
+        raise ValueError(text) from None
+
+
+_int_arg.__name__, _number_arg.__name__ = "int", "float"    # the names argparse shows
 
 
 from .cli_args import (  # noqa: E402,F401 (cli_show and the tests use them from here too)
@@ -294,7 +341,8 @@ def cmd_push(args):
         raise MemfxError("push copies from a local SQLite file: --db takes a path here")
     source_path = _sqlite_path(args.db) if args.db else str(default_db_path())
     if not os.path.isfile(source_path):
-        raise MemfxError(f"no results database at {source_path}")
+        from .store import shown
+        raise MemfxError(f"no results database at {shown(source_path)}")
     source = Store(source_path, memfx_version=__version__)
     run_ids = push_selection(source, args.ids, args.all)      # bad ids fail before connecting
     from .store import open_store
@@ -347,6 +395,7 @@ def cmd_advise(args):
 def cmd_tune(args):
     from .advise import NoCopyResults
     from .pgstore import is_url
+    from .render import text
     from .runner import run_experiment
     from .tune import EXIT_PROGRAM_FAILED, ProgramFailed, check_command, interposer_path, tune
     argv = list(args.cmd or [])
@@ -373,13 +422,14 @@ def cmd_tune(args):
     def run_missing(name):                # --run-missing is the user's consent to measure
         err.print(f"[dim]no complete {name} run in the DB: running {name} --quick[/dim]")
         return run_experiment(name, store, fp, "quick", {})
+
+    def progress(msg):                    # the command in it is data, never markup
+        err.print(text(msg, "dim"), soft_wrap=True)
     try:
         doc = tune(argv, store, fp, rounds=args.runs, timeout_s=args.timeout, cpu=cpu,
                    show_output=args.show_output, run_missing=args.run_missing,
-                   runner_fn=run_missing,
-                   progress=None if args.json else (lambda msg: err.print(f"[dim]{msg}[/dim]",
-                                                                     soft_wrap=True)))
-    except ProgramFailed as e:
+                   runner_fn=run_missing, progress=None if args.json else progress)
+    except ProgramFailed as e:            # the program's failure (or its profile's), not bad input
         sys.stderr.write(f"memfx: error: {e}\n")
         return EXIT_PROGRAM_FAILED
     return emit_tune_document(doc, args)
@@ -400,7 +450,8 @@ def _params_help():
 def build_parser():
     from .version import __version__
     p = _Parser(prog="memfx", description="A laboratory for memory-system effects: measures how "
-                "this machine's memory hierarchy behaves and says what it means.")
+                "this machine's memory hierarchy behaves and says what it means.",
+                epilog=EXIT_STATUS_HELP + ".")
     p.add_argument("--version", action="version", version=f"memfx {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
@@ -559,24 +610,25 @@ def build_parser():
              formatter_class=argparse.RawDescriptionHelpFormatter,
              epilog="example: memfx tune --runs 9 -- ./ring_copy 48M 8 4\n\n"
                     "exit status: 0 done (with or without a recommendation); 1 the program "
-                    "failed, was killed or timed out (one line says which run); 2 bad input "
-                    "(no command, a static or set-uid executable, no copy run without "
-                    "--run-missing); 130 Ctrl-C (the program's process group is killed).\n"
+                    "failed, was killed, timed out, could not be started or left no readable "
+                    "profile (one line says which run); 2 bad input (no command, a static or "
+                    "set-uid executable, no copy run without --run-missing); 130 Ctrl-C. "
+                    "When a run ends, every process it left is killed.\n"
                     "The program's environment is kept; only GLIBC_TUNABLES (a candidate "
                     "appended with ':') and, for the profiling run, LD_PRELOAD change. "
                     "stdin is /dev/null.")
     sp.add_argument("--json", action="store_true",
                     help="print the tune document (schema_version 1) as JSON")
-    sp.add_argument("--runs", type=int, default=7, metavar="N",
+    sp.add_argument("--runs", type=_int_arg, default=7, metavar="N",
                     help="rounds of the check: each runs the baseline and every candidate once, "
                          "in a shuffled order (default 7; e.g. --runs 15)")
-    sp.add_argument("--timeout", type=float, default=300.0, metavar="S",
-                    help="seconds each run of the program may take before its process group is "
-                         "killed (default 300; e.g. --timeout 60)")
+    sp.add_argument("--timeout", type=_number_arg, default=300.0, metavar="S",
+                    help="seconds each run of the program may take before it and every "
+                         "process it started are killed (default 300; e.g. --timeout 60)")
     sp.add_argument("--show-output", action="store_true",
                     help="let the program write to this terminal (default: its stdout and "
                          "stderr go to /dev/null)")
-    sp.add_argument("--cpu", type=int, metavar="N",
+    sp.add_argument("--cpu", type=_int_arg, metavar="N",
                     help="pin every run to this CPU (default: the last CPU this process may "
                          "use; e.g. --cpu 1)")
     sp.add_argument("--run-missing", action="store_true",
@@ -643,11 +695,18 @@ def _abandon_stdout():
 
 
 def main(argv=None):
-    """Exit status: 0 ok; 1 a regression (compare) or a failed experiment
-    (survey); 2 bad input, an unusable store, or standard output that cannot
-    be written (a full device: one line on stderr); 130 interrupted."""
+    """Exit status: 0 ok; 1 a command's own verdict (compare: a regression;
+    survey: a failed experiment; tune: the program failed); 2 bad input or
+    an unusable store, nothing changed; 3 standard output could not be
+    written (closed, a full device), whatever the command did is kept; 4 a
+    measurement failed (its worker killed by a signal, an internal error;
+    the run is kept, marked failed), or memfx itself failed; 130
+    interrupted.  Every error is one line on stderr."""
+    from .errors import MeasurementFailed
     try:
         _tolerant_streams()
+        if sys.stdout is None:        # started with standard output closed (>&-)
+            return _stdout_lost(OSError(errno.EBADF, "it is closed"))
         _check_utf8(argv)
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -659,8 +718,9 @@ def main(argv=None):
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         return status
     except MemfxError as e:
-        sys.stderr.write(f"memfx: error: {e}\n")
-        return EXIT_USAGE
+        from .render import one_line
+        sys.stderr.write(f"memfx: error: {one_line(e)}\n")
+        return EXIT_FAILED if isinstance(e, MeasurementFailed) else EXIT_USAGE
     except KeyboardInterrupt:
         sys.stderr.write("memfx: interrupted\n")
         return EXIT_INTERRUPTED
@@ -673,14 +733,27 @@ def main(argv=None):
     except OSError as e:
         # errors a full or failing device gives; the probe writes a newline
         if e.errno not in _DEVICE_FULL or not _stdout_failed(probe=True):
+            if argv is None:
+                return _internal_error()
             raise
         return _stdout_lost(e)
+    except Exception:
+        if argv is None:              # the program: exit 4, not Python's 1 (a verdict here)
+            return _internal_error()
+        raise                         # in-process callers (tests) get the exception itself
+
+
+def _internal_error() -> int:
+    import traceback
+    traceback.print_exc()
+    sys.stderr.write("memfx: internal error (the traceback above): please report it\n")
+    return EXIT_FAILED
 
 
 def _stdout_lost(e: OSError) -> int:
     _abandon_stdout()
     sys.stderr.write(f"memfx: error: cannot write standard output: {e.strerror or e}\n")
-    return EXIT_USAGE
+    return EXIT_OUTPUT
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -5,66 +5,46 @@ other's internals."""
 from __future__ import annotations
 
 import os
-import stat
 
 from .errors import MemfxError
+from .store_sqlite import SQLITE_SIBLING_SUFFIXES  # noqa: F401 (cli.py takes it from here)
 
 
 def _db_path(args) -> str:
     """The --db path or postgresql:// URL, else $MEMFX_DB, else the default
-    path; refuses an empty path, a directory and anything that is not a
-    regular file (a FIFO would hang the open)."""
-    from .pgstore import classify_target
-    from .store import default_db_path
+    path; checked by the store's own store_target (the API's path too)."""
+    from .store import store_target
     given = getattr(args, "db", None)
     if given is None:
         given = os.environ.get("MEMFX_DB") or None
-    if given is None:
-        return str(default_db_path())
-    if not given.strip():
-        raise MemfxError("--db: empty path")
-    if classify_target(given, "--db" if getattr(args, "db", None) else "MEMFX_DB") == "url":
-        return given
-    return _sqlite_path(given)
-
-
-# The files SQLite keeps beside a database: a store opened at one of these
-# names would be taken by SQLite as the journal of the database beside it,
-# and deleted (with the runs in it) the next time that database is opened.
-SQLITE_SIBLING_SUFFIXES = ("-wal", "-shm", "-journal")
+    return str(store_target(given, "--db" if getattr(args, "db", None) is not None
+                            else "MEMFX_DB"))
 
 
 def _sqlite_path(given: str) -> str:
-    """`given` as the path of an SQLite results database, or MemfxError."""
-    from .pgstore import mask_secrets
-    if given.endswith(SQLITE_SIBLING_SUFFIXES):
-        raise MemfxError(f"--db {mask_secrets(given)}: a name ending in "
-                         f"{'/'.join(SQLITE_SIBLING_SUFFIXES)} is SQLite's own file beside a "
-                         "database, not a results database")
-    path = os.path.expanduser(given)
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return path
-    except OSError as e:
-        raise MemfxError(f"--db {given}: {e.strerror or e}") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise MemfxError(f"--db {given} is a directory, not a results database")
-    if not stat.S_ISREG(st.st_mode):
-        raise MemfxError(f"--db {given} is not a regular file")
-    return path
+    """`given` as the path of an SQLite results database (store.sqlite_path),
+    or StoreError."""
+    from .store import sqlite_path
+    return str(sqlite_path(given, "--db"))
+
+
+# The commands that only read the store: on read-only media they open an
+# existing SQLite file read-only (reading needs no write).
+READING_COMMANDS = frozenset({"show", "runs", "export", "compare", "report", "plot", "machines"})
 
 
 def _open_store(args, must_exist=False):
     """The store (must_exist: refuse to create one).  A "running" run whose
     process is gone reads as interrupted (Store._as_displayed)."""
     from .pgstore import is_url
-    from .store import open_store
+    from .store import open_store, shown
     path = _db_path(args)
     if must_exist and not is_url(path) and not os.path.exists(path):
-        raise MemfxError(f"no results database at {path} (run `memfx run latency` first, or pass --db)")
+        raise MemfxError(f"no results database at {shown(path)} (run `memfx run latency` "
+                         "first, or pass --db)")
     from .version import __version__
-    return open_store(path, memfx_version=__version__)
+    return open_store(path, memfx_version=__version__,
+                      for_reading=getattr(args, "command", None) in READING_COMMANDS)
 
 
 def _pairs(pairs, option, shape):

@@ -10,6 +10,7 @@ import re
 import sys
 
 from .errors import MemfxError
+from .units import UNSIGNED_DECIMAL, parse_number
 
 
 def _cli():
@@ -191,11 +192,14 @@ def cmd_compare(args):
     else:
         from .screen import compare_lines
         _out(compare_lines(doc, _width(), show_all=getattr(args, "all", False)))
-    if doc["noisy"]:
+    noisy = doc["noisy"] + doc.get("noisy_curves", [])
+    if noisy:
         sys.stderr.write(f"memfx: within the noise of a noisy run (not counted as regressed): "
-                         f"{', '.join(doc['noisy'])}\n")
-    if doc["regressed"]:
-        sys.stderr.write(f"memfx: regressed beyond {limit:.0%}: {', '.join(doc['regressed'])}\n")
+                         f"{', '.join(noisy)}\n")
+    # a curve range that regressed fails as a regressed answer does
+    regressed = doc["regressed"] + doc.get("regressed_curves", [])
+    if regressed:
+        sys.stderr.write(f"memfx: regressed beyond {limit:.0%}: {', '.join(regressed)}\n")
         return 1
     return 0
 
@@ -303,7 +307,7 @@ def cmd_rm(args):
     return 0
 
 
-_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([dh])\s*$")
+_AGE = re.compile(rf"^\s*({UNSIGNED_DECIMAL})\s*([dh])\s*$", re.ASCII)   # ASCII digits only
 
 
 def parse_age(text):
@@ -312,7 +316,7 @@ def parse_age(text):
     if not m:
         raise MemfxError(f"--older-than: expected an age like 30d or 12h, got {text!r}")
     import time
-    age = float(m.group(1)) * (86400 if m.group(2) == "d" else 3600)
+    age = parse_number(m.group(1), "--older-than") * (86400 if m.group(2) == "d" else 3600)
     if not age <= time.time():          # also inf and nan
         raise MemfxError(f"--older-than {text.strip()} reaches back before 1970: "
                          "no run can be that old")

@@ -16,3 +16,8 @@ class ParamError(MemfxError):
 
 class StoreUnavailable(StoreError):
     """The connection to a shared (PostgreSQL) store was lost mid-way."""
+
+
+class MeasurementFailed(MemfxError):
+    """A run's worker failed or was killed (a signal, an internal error): the
+    run is kept, marked failed, so this is not bad input (exit 4, not 2)."""

@@ -35,8 +35,8 @@ def level_name(level):
 def _positive_int(value):
     """A positive whole number, given as an int, a whole float or digits
     (older documents), else None."""
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        value = int(value)         # ASCII digits only: isdigit() took "²", which int() refuses
     elif isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):

@@ -121,7 +121,9 @@ def _remove_stale_temporaries(directory, prefix, suffix):
         if not (entry.startswith(prefix) and entry.endswith(suffix)):
             continue
         pid = entry[len(prefix):].split(".", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid():
+        # ASCII digits of a pid_t only: isdigit() took "²", which int() refuses,
+        # and os.kill() overflows past 2**31
+        if not (pid.isascii() and pid.isdigit() and len(pid) <= 9) or int(pid) == os.getpid():
             continue
         try:
             os.kill(int(pid), 0)

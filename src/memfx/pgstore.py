@@ -27,8 +27,9 @@ import sys
 import urllib.parse
 
 from .errors import StoreError, StoreUnavailable
-from .store_sql import (_SCHEMA_V1, BUSY_TIMEOUT_MS, SCHEMA_VERSION, _survey_dict,
-                        default_db_path, utcnow_iso)
+from .store_sql import (_SCHEMA_V1, BUSY_TIMEOUT_MS, SAME_TABLES_SINCE,  # noqa: F401
+                        SCHEMA_VERSION, _survey_dict, default_db_path, mask_secrets, secrets_in,
+                        shown, utcnow_iso)
 from .store_sqlite import Store
 
 URL_SCHEMES = ("postgresql://", "postgres://")
@@ -61,22 +62,8 @@ def looks_like_url(target: str) -> bool:
         ("@" in target and ":" in target)
 
 
-def mask_secrets(text: str) -> str:
-    """`text` with anything that may be a password replaced by ***: the part
-    after the first ':' of the user information (before the last '@' of the
-    authority) and password=... parameters.  Works on text that is not a
-    valid URL, which is when it is needed most (a message about a typo)."""
-    text = re.sub(r"(?i)(password\s*=\s*)('[^']*'|[^&\s]*)", r"\1***", text)
-    at = text.rfind("@")
-    if at < 0:
-        return text
-    start = text.find("://")
-    start = start + 3 if start >= 0 else (m.end() if (m := _SCHEME_LIKE.match(text)) else 0)
-    userinfo = text[start:at]
-    colon = userinfo.find(":")
-    if colon < 0:
-        return text
-    return text[:start] + userinfo[:colon + 1] + "***" + text[at:]
+# mask_secrets (store_sql): the one rule for passwords in messages and in
+# stored command lines.
 
 
 def classify_target(target: str, what: str) -> str:
@@ -87,14 +74,14 @@ def classify_target(target: str, what: str) -> str:
             parts = urllib.parse.urlsplit(target)
             parts.port                      # noqa: B018 (raises on a bad port)
         except ValueError as e:
-            raise StoreError(f"{what}: not a valid PostgreSQL URL ({e}): "
-                             f"{mask_secrets(target)}") from None
+            raise StoreError(f"{what}: not a valid PostgreSQL URL ({shown(e)}): "
+                             f"{shown(target)}") from None
         return "url"
     if looks_like_url(target):
-        raise StoreError(f"{what}: {mask_secrets(target)} looks like a URL but is not a "
+        raise StoreError(f"{what}: {shown(target)} looks like a URL but is not a "
                          f"postgresql:// or postgres:// one")
     if _CONNINFO.match(target):
-        raise StoreError(f"{what}: {mask_secrets(target)} looks like a libpq connection string; "
+        raise StoreError(f"{what}: {shown(target)} looks like a libpq connection string; "
                          f"give a postgresql:// URL (or a file path without '=')")
     return "path"
 
@@ -106,19 +93,9 @@ _CONNINFO = re.compile(r"^\s*(host|hostaddr|port|dbname|user|password|passfile|s
 
 
 def redact(url: str) -> str:
-    """The URL without its password (what messages and reports show)."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        parts.port                          # noqa: B018 (raises on a bad port)
-    except ValueError:
-        return mask_secrets(url)
-    query = urllib.parse.urlencode(
-        [(k, "***" if k == "password" else v)
-         for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)], safe="/:")
-    if parts.password is not None:
-        netloc = (parts.username or "") + ":***@" + parts.netloc.rsplit("@", 1)[-1]
-        parts = parts._replace(netloc=netloc)
-    return urllib.parse.urlunsplit(parts._replace(query=query))
+    """The URL as messages and reports show it: without its secrets (the one
+    rule, mask_secrets), on one line."""
+    return mask_secrets(shown(url), whole=True)
 
 
 def _translate_schema(sqlite_schema: str) -> str:
@@ -136,16 +113,13 @@ def _translate_schema(sqlite_schema: str) -> str:
 
 
 def _without_secret(text: str, url: str) -> str:
-    """`text` (a driver's message) with the URL's password, as written in
-    the URL or decoded, replaced by ***: libpq quotes the token it could not
-    parse ("invalid percent-encoded token: ...")."""
-    try:
-        raw = urllib.parse.urlsplit(url).netloc.rpartition("@")[0].partition(":")[2]
-    except ValueError:
-        raw = ""
-    for secret in {raw, urllib.parse.unquote(raw)} - {""}:
-        text = text.replace(secret, "***")
-    return mask_secrets(text)
+    """`text` (a driver's message) with the URL's secrets (mask_secrets'
+    rule), as written in the URL or decoded, replaced by ***: libpq quotes
+    the token it could not parse ("invalid percent-encoded token: ...")."""
+    for raw in sorted(secrets_in(url), key=len, reverse=True):
+        for secret in sorted({raw, urllib.parse.unquote(raw)} - {""}, key=len, reverse=True):
+            text = text.replace(secret, "***")
+    return shown(text)
 
 
 def _first_line(error: Exception) -> str:
@@ -214,6 +188,10 @@ class _Connection:
         self.raw.close()
 
 
+class _MayNotWrite(StoreError):
+    """A write refused to this role (a read-only role)."""
+
+
 class PostgresStore(Store):
     """The results store in a PostgreSQL database (see the module docstring)."""
 
@@ -254,7 +232,12 @@ class PostgresStore(Store):
             with self._read() as conn:
                 version = self._schema_version_of(conn)
             if version != SCHEMA_VERSION:      # a read-only role can use an up-to-date store
-                self._initialise_or_migrate()
+                try:
+                    self._initialise_or_migrate()
+                except _MayNotWrite:
+                    # ... and one with the same tables (SAME_TABLES_SINCE)
+                    if version < SAME_TABLES_SINCE:
+                        raise
         except BaseException:
             self.close()
             raise
@@ -262,7 +245,8 @@ class PostgresStore(Store):
     # ---- backend hooks -------------------------------------------------
 
     def _begin(self, conn, begin: str) -> None:
-        if begin == "BEGIN IMMEDIATE":       # a write: queue behind every other writer
+        self._writing = begin == "BEGIN IMMEDIATE"     # how _store_error words a refusal
+        if self._writing:                    # a write: queue behind every other writer
             conn.execute("BEGIN")
             conn.execute("SELECT pg_advisory_xact_lock(?)", (WRITE_LOCK_KEY,))
         else:
@@ -278,26 +262,39 @@ class PostgresStore(Store):
     def _store_error(self, error: Exception) -> StoreError:
         errors = self._psycopg.errors
         if isinstance(error, errors.InsufficientPrivilege):
+            if not getattr(self, "_writing", True):
+                return self._cannot_read(error)
             user = self._conn.raw.info.user if self._conn else "?"
-            return StoreError(f"{self.path}: role {user} may not write here "
-                              f"({_first_line(error)}); a read-only role can only read")
+            return _MayNotWrite(f"{self.path}: role {shown(user)} may not write here "
+                                f"({shown(_first_line(error))}); a read-only role can only read")
         if isinstance(error, self._psycopg.OperationalError) and (
                 self._conn is None or self._conn.raw.closed or self._conn.raw.broken):
             return StoreUnavailable(f"lost the connection to {self.path}: {_first_line(error)}")
         return StoreError(f"{self.path}: {_first_line(error)}")
 
+    def _cannot_read(self, error) -> StoreError:
+        # A role without SELECT is told so, not that the database is foreign.
+        user = self._conn.raw.info.user if self._conn else "?"
+        schema = getattr(self, "_schema", None) or "public"
+        return StoreError(f"{self.path}: the role {shown(user)} lacks SELECT on memfx's tables "
+                          f"(GRANT SELECT ON ALL TABLES IN SCHEMA {shown(schema)} TO "
+                          f"{shown(user)}): {shown(_first_line(error))}")
+
     def _schema_version_of(self, conn) -> int:
         """Schema version of our database, 0 for one without tables;
         StoreError for a foreign or newer one."""
-        n_tables = conn.execute(
-            "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        n_tables, self._schema = conn.execute(
+            "SELECT count(*), current_schema() FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
             " WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'v', 'm', 'f')"
-        ).fetchone()[0]
+        ).fetchone()
         if n_tables == 0:
             return 0
         try:
             meta = dict(tuple(row) for row in conn.execute(
                 "SELECT key, value FROM meta WHERE key IN ('application', 'schema_version')"))
+        except self._psycopg.errors.InsufficientPrivilege as e:
+            raise self._cannot_read(e) from None
         except self._psycopg.Error:
             meta = {}
         if meta.get("application") != APPLICATION:

@@ -5,12 +5,11 @@ this module; the lab imports no experiment (data flow one way: experiment
 spec -> runner/_worker -> _lab/_core)."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from .errors import ParamError
-from .units import format_size, parse_size
+from .units import format_size, parse_int, parse_number, parse_size
 
 
 # ---- parameters ----------------------------------------------------------
@@ -26,28 +25,9 @@ def _parse_bool(text, name):
     raise ParamError(f"{name}: expected true or false, got {text!r}")
 
 
-def _parse_int(text, name):
-    if isinstance(text, bool):
-        raise ParamError(f"{name}: expected an integer, got {text!r}")
-    try:
-        return int(text)
-    except (TypeError, ValueError):
-        raise ParamError(f"{name}: expected an integer, got {text!r}") from None
-
-
-def _parse_float(text, name):
-    try:
-        v = float(text)
-    except (TypeError, ValueError):
-        raise ParamError(f"{name}: expected a number, got {text!r}") from None
-    if math.isnan(v):
-        raise ParamError(f"{name}: expected a number, got {text!r}")
-    return v
-
-
 PARSERS: dict[str, Callable[[Any, str], Any]] = {
-    "int": _parse_int,
-    "float": _parse_float,
+    "int": parse_int,              # ASCII digits only (units.py)
+    "float": parse_number,
     "size": parse_size,
     "bool": _parse_bool,
     "str": lambda t, n: str(t),

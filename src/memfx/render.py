@@ -23,6 +23,18 @@ def clean(value) -> str:
     return _CONTROL.sub(" ", "" if value is None else str(value))
 
 
+_BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def one_line(message) -> str:
+    """A message as one line with nothing lost: control characters and line
+    separators escaped (a newline in an -o path prints as \\n), so an error
+    stays the one line it is meant to be."""
+    return _BREAKS.sub(lambda m: _NAMED.get(m.group(), m.group().encode("unicode_escape")
+                                            .decode("ascii")), str(message))
+
+
 def text(value, style: str = "") -> Text:
     """Data for a table cell or a console line: never parsed as rich markup,
     so `[/]` or `[link=...]` in a CPU name or run id print as typed."""

@@ -12,7 +12,7 @@ import sys
 import tempfile
 import time
 
-from .errors import MemfxError, ParamError
+from .errors import MeasurementFailed, MemfxError, ParamError
 from .experiments import get_experiment
 from .store import Store
 
@@ -148,7 +148,7 @@ class Measurement:
         """Measure one replica in its own worker process, streaming its
         samples into the store.  Ctrl-C marks the run interrupted (keeping
         every sample) and raises RunInterrupted; a failed worker marks it
-        failed and raises MemfxError."""
+        failed and raises MeasurementFailed."""
         store, run_id = self.store, self.run_id
         job = {"experiment": self.name, "params": self.params, "machine": self.machine,
                "replica": replica}
@@ -177,7 +177,7 @@ class Measurement:
         if state["error"]:
             reason = state["error"]
         elif code and code < 0:
-            reason = f"the measuring worker died with {signal.Signals(-code).name}"
+            reason = f"the worker was killed by {_signal_name(-code)} (signal {-code})"
         else:
             reason = f"the measuring worker exited with status {code}"
         if tail and not state["error"]:
@@ -185,11 +185,20 @@ class Measurement:
         if self.replicas > 1:
             reason = f"replica {replica + 1} of {self.replicas}: {reason}"
         self.finish("failed", error=reason)
-        raise MemfxError(f"run {run_id} failed: {reason} (samples measured so far are kept)")
+        # the run is stored (failed): not bad input, whatever the worker said
+        raise MeasurementFailed(f"run {run_id} failed: {reason} (samples measured so far are "
+                                f"kept)")
 
     def finish(self, status="complete", error=None):
         self.store.finish_run(self.run_id, status, error=error)
         self.finished = True
+
+
+def _signal_name(number):
+    try:
+        return signal.Signals(number).name
+    except ValueError:                  # a real-time signal has no name of its own
+        return f"SIGRTMIN+{number - signal.SIGRTMIN}"
 
 
 def run_experiment(name, store: Store, machine: dict, preset="quick", overrides=None,

@@ -50,7 +50,7 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 # writes contains them, and they would reach terminals and reports.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _LINE_BREAK = re.compile(r"[\t\n\r]")
-_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", re.ASCII)   # not "٢٠٢٦-..."
 
 
 class SchemaError(MemfxError):
@@ -132,6 +132,7 @@ class Text(Node):
     choices: tuple = ()
     multiline: bool = True
     forbidden: tuple = ()
+    controls: bool = False      # control characters allowed (readers quote the text)
 
     def check(self, value, path):
         if not isinstance(value, str):
@@ -142,7 +143,8 @@ class Text(Node):
             return
         if len(value) > self.max_len:
             _fail(path, f"longer than {self.max_len} characters")
-        if _CONTROL.search(value) or (not self.multiline and _LINE_BREAK.search(value)):
+        if not self.controls and (_CONTROL.search(value) or
+                                  (not self.multiline and _LINE_BREAK.search(value))):
             _fail(path, f"contains control characters: {_show(value)}")
         if self.pattern is not None and not self.pattern.fullmatch(value):
             _fail(path, f"{_show(value)} is not a valid value (want {self.pattern.pattern})")
@@ -430,12 +432,23 @@ MACHINE = Object({
     "python": Field(Nullable(Object({"version": Field(SHORT)}, others=AnyJSON()))),
 }, others=AnyJSON())
 
-# Experiment parameters as resolved for the run: scalars or flat lists.
-PARAMS = Object(others=OneOf((Null(), Boolean(), Number(), Text(MAX_NAME),
+# Experiment parameters as resolved for the run: scalars or flat lists.  A
+# string may be long: a tune run's command line (an export dropped one of
+# over 256 characters, then the import refused it).
+PARAMS = Object(others=OneOf((Null(), Boolean(), Number(), Text(MAX_TEXT),
                               ListOf(Scalar(MAX_NAME), 100_000))))
 
+# Point keys readers take as numbers (sizes on a log axis, counts, offsets,
+# CPUs): a size_bytes stored as a string passed the checks and failed plot.
+NUMERIC_POINT_KEYS = (
+    "size_bytes", "stride_bytes", "total_bytes", "loader_bytes", "region_bytes",
+    "distance_bytes", "entry_bytes", "store_bytes", "load_bytes", "load_offset",
+    "second_store_offset", "offset", "threads", "lines", "n", "ld", "width", "distance",
+    "nodes", "page_count", "init_n", "npad", "cpu_a", "cpu_b")
+
 # A point (the swept parameter values of one sample): flat scalars.
-POINT = Object(others=OneOf((Null(), Boolean(), Number(), Text(MAX_NAME))))
+POINT = Object({key: Field(Nullable(Number())) for key in NUMERIC_POINT_KEYS},
+               others=OneOf((Null(), Boolean(), Number(), Text(MAX_NAME))))
 
 SAMPLE = Object({
     "seq": Field(Integer(0, MAX_INT), required=True),
@@ -493,9 +506,59 @@ SURVEY = Object({
     "labels": Field(Nullable(LABELS)),
 }, others=AnyJSON())
 
-# Artifacts are per-run JSON documents; the two memfx writes are objects.
+# A `memfx tune` record's document (its "tune" artifact): the fields that
+# `memfx show`, `memfx compare` and the JSON readers take at face value
+# (tune.render, documents.tune_answers); a run imported without `sources`
+# passed the checks and `memfx show` raised KeyError.  The rest is free.
+_TUNE_RESULT = Object({
+    "speedup": Field(Nullable(Number())), "ci_low": Field(Nullable(Number())),
+    "ci_high": Field(Nullable(Number())), "n": Field(Nullable(Integer(0, MAX_INT))),
+    "verdict": Field(Nullable(Text(MAX_NAME, multiline=False))),
+}, others=AnyJSON())
+_SIZE_T = Integer(0, 2 ** 64 - 1)         # the last power-of-two bucket ends at 2**64 - 1
+_TUNE_RANGE = {"min": Field(_SIZE_T, required=True), "max": Field(Nullable(_SIZE_T), required=True),
+               "calls": Field(Integer(0, MAX_INT), required=True)}
+TUNE = Object({
+    "run_id": Field(Text(MAX_ID, multiline=False), required=True),
+    # the program's arguments as given: tune.render quotes them ($'\e'), so
+    # control characters are data here (memfx exports them; import takes them)
+    "command": Field(Nullable(OneOf((ListOf(Text(controls=True), 1_000_000),
+                                     Text(controls=True))))),
+    "sources": Field(Object(others=AnyJSON()), required=True),
+    "glibc": Field(Object({"version": Field(SHORT)}, others=AnyJSON()), required=True),
+    "noise_band": Field(Nullable(Number(0, 100))),
+    "profile": Field(Nullable(Object({
+        "processes": Field(Integer(0, MAX_INT), required=True),
+        "functions": Field(Object(others=Object({
+            "calls": Field(Integer(0, MAX_INT), required=True),
+            "bytes": Field(Number(0), required=True),
+            "buckets": Field(ListOf(Object(_TUNE_RANGE, others=AnyJSON())), required=True)},
+            others=AnyJSON())), required=True),
+        "regions": Field(ListOf(Object(dict(_TUNE_RANGE, group=Field(Text(MAX_NAME), required=True)),
+                                       others=AnyJSON())), required=True),
+    }, others=AnyJSON()))),
+    "dropped": Field(Nullable(ListOf(Object({
+        "id": Field(Text(MAX_NAME), required=True), "why": Field(Text(), required=True)},
+        others=AnyJSON())))),
+    "candidates": Field(Nullable(ListOf(Object({
+        "id": Field(Text(MAX_NAME), required=True),
+        "tunable": Field(Text(MAX_NAME), required=True),
+        "reason": Field(Text(), required=True),
+        "affected_calls": Field(Nullable(Integer(0, MAX_INT))),
+        "result": Field(Nullable(_TUNE_RESULT))}, others=AnyJSON())))),
+    "left_running": Field(Nullable(ListOf(Object(others=AnyJSON())))),
+    "recommendation": Field(Nullable(Object({
+        "line": Field(Text(), required=True), "speedup": Field(Number(), required=True),
+        "ci_low": Field(Number(), required=True), "ci_high": Field(Number(), required=True),
+        "n": Field(Integer(0, MAX_INT), required=True)}, others=AnyJSON()))),
+    "status": Field(Nullable(Text(MAX_NAME, multiline=False))),
+    "error": Field(Nullable(Text())),
+}, others=AnyJSON())
+
+# Artifacts are per-run JSON documents; the ones memfx writes are objects.
 ARTIFACTS = Object({"advice": Field(Object(others=AnyJSON())),
-                    "worker": Field(Object(others=AnyJSON()))},
+                    "worker": Field(Object(others=AnyJSON())),
+                    "tune": Field(TUNE)},
                    others=AnyJSON(), key=Text(MAX_NAME, pattern=NAME_PATTERN))
 
 EXPORT_SCHEMA = Object({
@@ -649,9 +712,28 @@ def readable_params(experiment, params):
     return kept
 
 
+def _check_tune(tune: dict, path: str = "artifacts.tune") -> None:
+    """What the tune readers take together: a measured speedup has its CI,
+    round count and verdict; candidates have the noise band they are judged by."""
+    candidates = tune.get("candidates") or []
+    if candidates and not _is_number(tune.get("noise_band")):
+        _fail(f"{path}.noise_band", "candidates are judged against it: must be a number")
+    for i, c in enumerate(candidates):
+        result = c.get("result") or {}
+        if result.get("speedup") is None:
+            continue
+        for key, ok in (("ci_low", _is_number), ("ci_high", _is_number), ("n", _is_int),
+                        ("verdict", lambda v: isinstance(v, str))):
+            if not ok(result.get(key)):
+                _fail(f"{path}.candidates[{i}].result.{key}",
+                      f"a measured speedup needs it, not {_show(result.get(key))}")
+
+
 def _check_relations(doc: dict) -> None:
     run, survey = doc["run"], doc.get("survey")
     check_params(run["experiment"], run.get("params") or {})
+    if isinstance((doc.get("artifacts") or {}).get("tune"), dict):
+        _check_tune(doc["artifacts"]["tune"])
     if survey is not None and run.get("survey_id") != survey["id"]:
         _fail("survey.id", f"{_show(survey['id'])} is not the run's survey_id "
                            f"{_show(run.get('survey_id'))}")
@@ -664,8 +746,10 @@ def _check_relations(doc: dict) -> None:
         seen[seq] = i
         if not sample.get("rejected"):
             # Analysis takes accepted samples at face value (N/2N divides
-            # by ns and value): they must carry a real measurement.
-            for key in ("value", "length", "ns"):
+            # by ns and value): they must carry a real measurement.  A tune
+            # sample times one whole run of a program: it has no length.
+            measured = ("value", "ns") if run["experiment"] == "tune" else ("value", "length", "ns")
+            for key in measured:
                 if not sample.get(key):
                     _fail(f"samples[{i}].{key}", "an accepted sample needs a value > 0 here")
         # Readers group samples by arm and read a point key the same way

@@ -18,7 +18,11 @@ from .errors import StoreError
 from .schema import MACHINE, POINT, SchemaError, readable, readable_params, validate_export
 from .status import INTERRUPTED, RUNNING, STATUSES
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
+# The oldest schema whose tables and columns are today's: schema 6 only
+# rewrote stored data (redacted command lines, which reading redacts too), so
+# a role that may not migrate a schema-5 PostgreSQL store still reads it.
+SAME_TABLES_SINCE = 5
 APPLICATION_ID = 0x4D454D46  # "MEMF": marks the file as a memfx results DB
 
 BUSY_TIMEOUT_MS = 30_000
@@ -129,8 +133,133 @@ def _merge_legacy_machine_row(conn: sqlite3.Connection, row: int, fingerprint: s
     conn.execute("DELETE FROM machines WHERE id = ?", (row,))
 
 
+def _redact_command_lines(conn: sqlite3.Connection) -> None:
+    # Schema 6: command lines are stored without secrets (redact_argv): a
+    # survey's argv, a run's params.command and an artifact's "command" (a
+    # `--db postgresql://writer:PW@...` was stored, then printed in every
+    # report and raw export).  Rows written before are redacted here.
+    for survey_id, text in conn.execute("SELECT id, argv FROM surveys").fetchall():
+        argv = _loads(text, [])
+        if redact_argv(argv) != argv:
+            conn.execute("UPDATE surveys SET argv = ? WHERE id = ?",
+                         (_dumps(redact_argv(argv), "argv"), survey_id))
+    for run_id, text in conn.execute("SELECT id, params FROM runs WHERE params LIKE ?",
+                                     ('%"command"%',)).fetchall():
+        params = _loads(text, {})
+        if redact_commands(params) != params:
+            conn.execute("UPDATE runs SET params = ? WHERE id = ?",
+                         (_dumps(redact_commands(params), "params"), run_id))
+    for run_id, name, text in conn.execute("SELECT run_id, name, data FROM artifacts"
+                                           " WHERE data LIKE ?", ('%"command"%',)).fetchall():
+        data = _loads(text, {})
+        if redact_commands(data) != data:
+            conn.execute("UPDATE artifacts SET data = ? WHERE run_id = ? AND name = ?",
+                         (_dumps(redact_commands(data), "artifact"), run_id, name))
+
+
 MIGRATIONS: dict[int, Migration] = {1: _add_labels, 2: _add_machine_state, 3: _add_replica,
-                                    4: _name_machine_columns}
+                                    4: _name_machine_columns, 5: _redact_command_lines}
+
+
+# ---- secrets: the one rule for every message and every stored command line ----
+#
+# libpq takes a password in the user information of a URL (user:PW@host), as
+# the query parameter password or sslpassword (keys are percent-decoded and
+# any case is seen here), and as a keyword of a connection string
+# ("password = 'PW with spaces'").  A message about a mistyped target, a
+# driver's message and a stored command line are all masked by this rule,
+# which needs no valid URL: the typo is when it is needed most.
+
+def _spelled(word: str) -> str:
+    # each letter as itself or percent-encoded (libpq decodes query keys)
+    return "".join(f"(?:{c}|%{ord(c):02x})" for c in word)
+
+
+# a key ending in "password" (sslpassword, PGPASSWORD), after any separator
+# (? & ; # or a space), then its value: quoted (to the closing quote, or to
+# the end when there is none) or up to a space, an & or a quote
+_SECRET_PARAM = re.compile(r"(?i)(?<![A-Za-z0-9_%])[A-Za-z0-9_%]*" + _spelled("password")
+                           + r"\s*=\s*('(?:\\.|[^'\\])*(?:'|$)|(?:\\.|[^\s&'\"\\])+)")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/+")
+
+
+def _secret_spans(text: str, whole: bool = False) -> list:
+    """Where `text` holds a secret: (start, end) pairs.  `whole`: the text is
+    one value (an argument), so a URL in it may hold spaces."""
+    spans = [m.span(1) for m in _SECRET_PARAM.finditer(text)]
+    tokens = [(0, len(text))] if whole and _SCHEME.search(text) else \
+        [m.span() for m in re.finditer(r"\S+", text)]
+    for first, end in tokens:
+        token = text[first:end]
+        at = token.rfind("@")          # the host follows the last '@': "u:p@ss@h"
+        if at < 0:
+            continue
+        scheme = token.find("://", 0, at)
+        start = scheme + 3 if scheme >= 0 else (m.end() if (m := _SCHEME.match(token)) else 0)
+        colon = token.find(":", start, at)
+        if 0 <= colon < at - 1:
+            spans.append((first + colon + 1, first + at))
+    return spans
+
+
+def _masked(text: str, spans) -> str:
+    out, last = [], 0
+    for start, end in sorted(spans):
+        if end <= last:
+            continue
+        out += [text[last:max(start, last)], "***"]
+        last = end
+    return "".join(out) + text[last:]
+
+
+def mask_secrets(text: str, whole: bool = False) -> str:
+    """`text` with every password libpq would take from it replaced by ***
+    (see above); `whole`: `text` is one value, spaces included."""
+    return _masked(text, _secret_spans(text, whole))
+
+
+def secrets_in(text: str) -> set:
+    """The secrets mask_secrets hides in `text`, as written (a driver's
+    message may quote one: it is hidden there too)."""
+    return {text[a:b].strip("'") for a, b in _secret_spans(text, whole=True)} - {""}
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def shown(value) -> str:
+    """A --db value, path or URL as a message shows it: on one line (control
+    characters escaped, as \\n, so the name stays recognisable; the
+    presentation's render.clean is above this layer) and secrets masked."""
+    text = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"),
+                        os.fspath(value) if isinstance(value, os.PathLike) else str(value))
+    return mask_secrets(text)
+
+
+def redact_argv(argv):
+    """A command line (list of arguments) as it is stored: each argument
+    masked whole (a --db value, a --db=URL, MEMFX_DB=URL)."""
+    if not isinstance(argv, list):
+        return argv
+    return [mask_secrets(a, whole=True) if isinstance(a, str) else a for a in argv]
+
+
+def redact_commands(obj):
+    """A dict (run params, an artifact) with its "command" redacted: an
+    argument list, or one shell line (tune's params.command)."""
+    if not isinstance(obj, dict) or "command" not in obj:
+        return obj
+    command = obj["command"]
+    if isinstance(command, str):
+        import shlex
+        try:
+            words = shlex.split(command)
+        except ValueError:          # unbalanced quotes: masked as words
+            command = mask_secrets(command)
+        else:
+            if redact_argv(words) != words:
+                command = shlex.join(redact_argv(words))
+    return {**obj, "command": redact_argv(command)}
 
 # Label keys and values: short, printable, no "=" in keys.
 _LABEL_KEY = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
@@ -324,7 +453,8 @@ def _run_dict(row: sqlite3.Row) -> dict:
         run["duration_s"] = None
     if not isinstance(run["pid"], int):
         run["pid"] = None
-    run["params"] = readable_params(run["experiment"], _loads(row["params"], {}))
+    # redacted on reading too: a store a read-only role could not migrate
+    run["params"] = redact_commands(readable_params(run["experiment"], _loads(row["params"], {})))
     run["n_samples"] = row["n_samples"]
     run["machine_id"] = row["machine_id"]
     run["labels"] = _labels_of(row["labels"] if "labels" in row.keys() else None)
@@ -359,7 +489,7 @@ def _labels_of(text) -> dict:
 
 def _survey_dict(row: sqlite3.Row) -> dict:
     survey = {c: row[c] for c in _SURVEY_COLUMNS}
-    survey["argv"] = _loads(row["argv"], [])
+    survey["argv"] = redact_argv(_loads(row["argv"], []))   # as _run_dict's params
     if not isinstance(survey["pid"], int):
         survey["pid"] = None
     survey["labels"] = _labels_of(row["labels"] if "labels" in row.keys() else None)
@@ -370,7 +500,7 @@ def _insert_survey(conn: sqlite3.Connection, survey: dict) -> None:
     if not isinstance(survey.get("id"), str) or not isinstance(survey.get("started"), str):
         raise StoreError("imported survey lacks id or started")
     values = [survey.get(c) for c in _SURVEY_COLUMNS]
-    values[_SURVEY_COLUMNS.index("argv")] = _dumps(survey.get("argv") or [], "argv")
+    values[_SURVEY_COLUMNS.index("argv")] = _dumps(redact_argv(survey.get("argv") or []), "argv")
     values.append(_dumps(check_labels(survey.get("labels")), "labels"))
     conn.execute(f"INSERT INTO surveys({', '.join(_SURVEY_COLUMNS)}, labels)"
                  f" VALUES ({', '.join('?' * (len(_SURVEY_COLUMNS) + 1))})", values)

@@ -15,8 +15,6 @@ import secrets
 import socket
 import sqlite3
 import time
-import urllib.parse
-from pathlib import Path
 from typing import Iterator
 
 from . import store_sql as _sql
@@ -28,49 +26,69 @@ from .store_sql import (
     _RUN_COLUMNS, _SCHEMA_V1, _SELECT_RUNS, _UNREADABLE, _check_export_doc, check_labels,
     _check_status, _csv_cell, default_db_path, _dumps, _exists, _imported_as_settled,
     _insert_survey, _is_busy, _iso_to_unix, _labels_of, _loads, _pid_alive, _run_dict,
-    _sample_dict, _sample_row, _slug, _stamp, _survey_dict, utcnow_iso)
+    _sample_dict, _sample_row, _slug, _stamp, _survey_dict, redact_argv, redact_commands, shown,
+    utcnow_iso)
+from .store_files import (SQLITE_SIBLING_SUFFIXES, NotWritable, check_writable,  # noqa: F401
+                          file_uri, lacks_write, open_error, read_only_connection, sqlite_path)
 
 
 class Store:
-    """The results database; also a context manager that closes it."""
+    """The results database; also a context manager that closes it.
+    `for_reading`: the caller only reads, so an existing file that cannot be
+    written (read-only media, no write permission) is opened read-only."""
 
-    def __init__(self, path: str | os.PathLike | None = None, memfx_version: str = "0"):
-        self.path = Path(path).expanduser() if path is not None else default_db_path()
+    _read_only: str | None = None       # why writes are refused, when they are
+
+    def __init__(self, path: str | os.PathLike | None = None, memfx_version: str = "0",
+                 for_reading: bool = False):
+        self.path = sqlite_path(path) if path is not None else default_db_path()
         self.memfx_version = memfx_version
         self._host = socket.gethostname()
         self._conn: sqlite3.Connection | None = None
-        self._check_path()
-        if self.path.exists():
-            self._probe_read_only()
-        self._conn = self._open_read_write()
+        try:
+            check_writable(self.path)
+            if self.path.exists():
+                self._probe_read_only()
+            self._conn = self._open_read_write()
+        except NotWritable as e:
+            # Reading needs no write: the same file, opened read-only.
+            if not (for_reading and self.path.is_file()):
+                raise
+            self._conn = self._open_read_only(str(e))
 
     # ---- opening -------------------------------------------------------
 
-    def _check_path(self) -> None:
-        if self.path.is_dir():
-            raise StoreError(f"{self.path} is a directory, not a results database")
-        if self.path.exists() and not self.path.is_file():   # a FIFO would block the open
-            raise StoreError(f"{self.path} is not a regular file")
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise StoreError(f"cannot create directory for {self.path}: "
-                             f"{e.strerror or e}") from None
-        if not os.access(self.path.parent, os.W_OK | os.X_OK):
-            raise StoreError(f"{self.path.parent} is not writable (needed for {self.path.name})")
-        if self.path.exists() and not os.access(self.path, os.R_OK | os.W_OK):
-            raise StoreError(f"{self.path} is not readable and writable")
-
     def _probe_read_only(self) -> None:
-        uri = "file:" + urllib.parse.quote(str(self.path.resolve())) + "?mode=ro"
         try:
-            conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+            conn = sqlite3.connect(file_uri(self.path, "mode=ro"), uri=True,
+                                   timeout=BUSY_TIMEOUT_MS / 1000)
         except sqlite3.Error as e:
-            raise StoreError(f"cannot open {self.path}: {e}") from None
+            raise open_error(f"cannot open {shown(self.path)}", e) from None
         try:
             self._schema_version_of(conn)
+        except sqlite3.Error as e:
+            raise open_error(f"cannot open {shown(self.path)}", e) from None
         finally:
             conn.close()
+
+    def _open_read_only(self, why: str) -> sqlite3.Connection:
+        """The file read-only (store_files); an older schema is migrated in
+        a copy in memory, the file left untouched.  Writes are refused."""
+        conn = read_only_connection(self.path, why)
+        try:
+            if self._schema_version_of(conn) != _sql.SCHEMA_VERSION:
+                memory = sqlite3.connect(":memory:", isolation_level=None)
+                conn.backup(memory)
+                conn.close()
+                conn = self._conn = memory
+                conn.row_factory = sqlite3.Row
+                self._initialise_or_migrate()
+        except BaseException:
+            conn.close()
+            self._conn = None
+            raise
+        self._read_only = why
+        return conn
 
     def _schema_version_of(self, conn: sqlite3.Connection) -> int:
         """Schema version of an existing memfx DB, 0 for an empty file;
@@ -83,16 +101,20 @@ class Store:
                 " (SELECT user_version FROM pragma_user_version),"
                 " (SELECT count(*) FROM sqlite_master)").fetchone()
         except sqlite3.DatabaseError as e:
-            raise StoreError(f"{self.path} is not a memfx results database ({e})") from None
+            if lacks_write(e):
+                raise         # cannot open it (its -shm on read-only media): not a verdict
+            raise StoreError(f"{shown(self.path)} is not a memfx results database "
+                             f"({shown(e)})") from None
         if app_id == APPLICATION_ID:
             if version > _sql.SCHEMA_VERSION:
-                raise StoreError(f"{self.path} was written by a newer memfx "
+                raise StoreError(f"{shown(self.path)} was written by a newer memfx "
                                  f"(schema {version} > {_sql.SCHEMA_VERSION})")
             if version < 1:
-                raise StoreError(f"{self.path} is a damaged memfx database (schema {version})")
+                raise StoreError(f"{shown(self.path)} is a damaged memfx database "
+                                 f"(schema {version})")
             return version
         if app_id != 0 or n_tables:
-            raise StoreError(f"{self.path} is an SQLite database of another program "
+            raise StoreError(f"{shown(self.path)} is an SQLite database of another program "
                              f"(application_id {app_id:#x}, {n_tables} schema objects)")
         return 0
 
@@ -101,7 +123,7 @@ class Store:
             conn = sqlite3.connect(self.path, isolation_level=None,
                                    timeout=BUSY_TIMEOUT_MS / 1000)
         except sqlite3.Error as e:
-            raise StoreError(f"cannot open {self.path}: {e}") from None
+            raise open_error(f"cannot open {shown(self.path)}", e) from None
         try:
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -113,7 +135,7 @@ class Store:
             conn.close()
             self._conn = None
             if isinstance(e, sqlite3.Error):
-                raise StoreError(f"cannot use {self.path}: {e}") from None
+                raise open_error(f"cannot use {shown(self.path)}", e) from None
             raise
         return conn
 
@@ -131,7 +153,7 @@ class Store:
                     raise
                 time.sleep(0.005)
         if mode.lower() != "wal":
-            raise StoreError(f"{self.path}: cannot switch to WAL journal mode (got {mode})")
+            raise StoreError(f"{shown(self.path)}: cannot switch to WAL journal mode (got {mode})")
 
     def _initialise_or_migrate(self) -> None:
         # Re-checked under the write lock: another process may have created
@@ -159,12 +181,12 @@ class Store:
         while version < _sql.SCHEMA_VERSION:
             step = MIGRATIONS.get(version)
             if step is None:
-                raise StoreError(f"{self.path}: no migration from schema {version}")
+                raise StoreError(f"{shown(self.path)}: no migration from schema {version}")
             try:
                 step(conn)
-            except self.DATABASE_ERRORS as e:
-                raise StoreError(f"{self.path}: migration from schema {version} "
-                                 f"failed: {e}") from None
+            except self.DATABASE_ERRORS as e:       # of the kind _store_error says (no access...)
+                raise type(self._store_error(e))(f"{shown(self.path)}: migration from schema "
+                                                 f"{version} failed: {shown(e)}") from None
             version += 1
             self._set_version(conn, version)
 
@@ -179,6 +201,9 @@ class Store:
     def _write(self) -> Iterator[sqlite3.Connection]:
         # IMMEDIATE takes the write lock up front, so concurrent writers queue
         # on busy_timeout instead of failing when a read turns into a write.
+        if self._read_only:
+            raise StoreError(f"{shown(self.path)} is open read-only ({self._read_only}): "
+                             "this command would write to it")
         yield from self._transaction("BEGIN IMMEDIATE")
 
     @contextlib.contextmanager
@@ -215,11 +240,11 @@ class Store:
             conn.execute("ROLLBACK")
 
     def _store_error(self, error: Exception) -> StoreError:
-        return StoreError(f"{self.path}: {error}")
+        return open_error(shown(self.path), error)
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
-            raise StoreError(f"store {self.path} is closed")
+            raise StoreError(f"store {shown(self.path)} is closed")
         return self._conn
 
     def close(self) -> None:
@@ -244,7 +269,9 @@ class Store:
             conn.execute(
                 "INSERT INTO surveys(id, started, status, preset, argv, note, pid, host, labels)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (survey_id, utcnow_iso(now), RUNNING, preset, _dumps(list(argv), "argv"),
+                # stored without secrets (a --db URL's password): reports print it
+                (survey_id, utcnow_iso(now), RUNNING, preset,
+                 _dumps(redact_argv(list(argv)), "argv"),
                  note, os.getpid(), self._host, labels_json))
         return survey_id
 
@@ -254,7 +281,7 @@ class Store:
             cur = conn.execute("UPDATE surveys SET status = ?, finished = ? WHERE id = ?",
                                (status, utcnow_iso(), survey_id))
             if cur.rowcount == 0:
-                raise StoreError(f"no survey {survey_id!r} in {self.path}")
+                raise StoreError(f"no survey {survey_id!r} in {shown(self.path)}")
 
     def surveys(self) -> list[dict]:
         with self._read() as conn:
@@ -276,13 +303,13 @@ class Store:
         """A new running run. A run of a survey carries the survey's labels
         under its own."""
         now = time.time()
-        params_json = _dumps(params, "params")
+        params_json = _dumps(redact_commands(params), "params")     # tune's command line
         labels = check_labels(labels)
         with self._write() as conn:
             if survey_id is not None:
                 row = conn.execute("SELECT labels FROM surveys WHERE id = ?", (survey_id,)).fetchone()
                 if row is None:
-                    raise StoreError(f"no survey {survey_id!r} in {self.path}")
+                    raise StoreError(f"no survey {survey_id!r} in {shown(self.path)}")
                 labels = {**_labels_of(row["labels"]), **labels}
             machine_row = self._machine_row(conn, machine)
             run_id = self._unused_id(conn, "runs", f"{_stamp(now)}-{_slug(experiment)}-{{}}")
@@ -375,7 +402,7 @@ class Store:
                     run_ids += [row[0] for row in conn.execute(
                         "SELECT id FROM runs WHERE survey_id = ?", (item,))]
                 else:
-                    raise StoreError(f"no run or survey {item!r} in {self.path} "
+                    raise StoreError(f"no run or survey {item!r} in {shown(self.path)} "
                                      "(rm takes full ids: see memfx runs)")
             return self._remove(conn, list(dict.fromkeys(run_ids)), survey_ids)
 
@@ -459,7 +486,7 @@ class Store:
     # ---- artifacts -----------------------------------------------------
 
     def set_artifact(self, run_id: str, name: str, data) -> None:
-        data_json = _dumps(data, f"artifact {name!r}")
+        data_json = _dumps(redact_commands(data), f"artifact {name!r}")
         with self._write() as conn:
             self._require_run(conn, run_id)
             conn.execute("INSERT INTO artifacts(run_id, name, data) VALUES (?, ?, ?)"
@@ -475,7 +502,7 @@ class Store:
         for row in rows:
             data = _loads(row["data"], _UNREADABLE)
             if data is not _UNREADABLE:     # an artifact that does not parse is left out
-                out[row["name"]] = data
+                out[row["name"]] = redact_commands(data)
         return out
 
     # ---- export / import -----------------------------------------------
@@ -506,7 +533,7 @@ class Store:
         prepared = self._prepare_import(doc, run)
         with self._write() as conn:
             if _exists(conn, "runs", run["id"]):
-                raise StoreError(f"run {run['id']} already in {self.path}")
+                raise StoreError(f"run {run['id']} already in {shown(self.path)}")
             self._check_joins_own_survey(conn, doc)
             self._insert_run(conn, doc, prepared)
         return run["id"]
@@ -522,19 +549,22 @@ class Store:
             # a run naming a survey without carrying it joins no survey here
             if named and _exists(conn, "surveys", named):
                 raise StoreError(f"run {doc['run']['id']} names survey {named}, which is in "
-                                 f"{self.path} but not in the document: import the survey's "
-                                 f"own export")
+                                 f"{shown(self.path)} but not in the document: import the "
+                                 f"survey's own export")
             return
         row = conn.execute("SELECT * FROM surveys WHERE id = ?", (survey["id"],)).fetchone()
         if row is None:
             return
         stored = _survey_dict(row)
+        if "argv" in survey:                      # stored redacted
+            survey = dict(survey, argv=redact_argv(survey["argv"]))
         keys = [k for k in ("started", "preset", "argv", "labels") if k in survey]
         if any(stored.get(k) != survey.get(k) for k in keys) or conn.execute(
                 "SELECT 1 FROM runs WHERE survey_id = ? AND experiment = ?",
                 (survey["id"], doc["run"]["experiment"])).fetchone():
             raise StoreError(f"run {doc['run']['id']} names survey {survey['id']}, which is "
-                             f"already in {self.path} and is not the survey it was exported with")
+                             f"already in {shown(self.path)} and is not the survey it was "
+                             "exported with")
 
     def push_run(self, doc: dict) -> str:
         """Store a raw-export document (export_run) under its own run id,
@@ -581,7 +611,7 @@ class Store:
             "run": run,
             "samples": [(run_id, s["seq"], *_sample_row({k: v for k, v in s.items() if k != "seq"}))
                         for s in doc.get("samples") or []],
-            "artifacts": [(run_id, name, _dumps(data, f"artifact {name!r}"))
+            "artifacts": [(run_id, name, _dumps(redact_commands(data), f"artifact {name!r}"))
                           for name, data in (doc.get("artifacts") or {}).items()],
         }
 
@@ -591,7 +621,7 @@ class Store:
         if survey and not _exists(conn, "surveys", survey["id"]):
             _insert_survey(conn, survey)
         values = {c: run.get(c) for c in _RUN_COLUMNS}
-        values["params"] = _dumps(run.get("params") or {}, "params")
+        values["params"] = _dumps(redact_commands(run.get("params") or {}), "params")
         values["labels"] = _dumps(check_labels(run.get("labels")), "labels")
         values["machine_row"] = self._machine_row(conn, doc.get("machine"))
         values["machine_state"] = None if doc.get("machine") is None else \
@@ -695,11 +725,11 @@ class Store:
             candidate = template.format(secrets.token_hex(2))
             if not _exists(conn, table, candidate):
                 return candidate
-        raise StoreError(f"{self.path}: could not find a free {table} id")
+        raise StoreError(f"{shown(self.path)}: could not find a free {table} id")
 
     def _require_run(self, conn: sqlite3.Connection, run_id: str) -> None:
         if not _exists(conn, "runs", run_id):
-            raise StoreError(f"no run {run_id!r} in {self.path}")
+            raise StoreError(f"no run {run_id!r} in {shown(self.path)}")
 
     def _resolve(self, conn: sqlite3.Connection, table: str, kind: str, key: str) -> str:
         """Full id, unique prefix, "latest" or (runs) "latest:EXPERIMENT" or
@@ -715,7 +745,7 @@ class Store:
                 (COMPLETE, experiment) if experiment else (COMPLETE,)).fetchone()
             if row is None:
                 what = f"complete {experiment} run" if experiment else "complete run"
-                raise StoreError(f"no {what} in {self.path}")
+                raise StoreError(f"no {what} in {shown(self.path)}")
             return row[0]
         if key == LATEST_SURVEY:
             if table != "surveys":
@@ -723,13 +753,13 @@ class Store:
             row = conn.execute("SELECT id FROM surveys WHERE status = ? ORDER BY started DESC,"
                                " rowid DESC LIMIT 1", (COMPLETE,)).fetchone()
             if row is None:
-                raise StoreError(f"no complete survey in {self.path}")
+                raise StoreError(f"no complete survey in {shown(self.path)}")
             return row[0]
         if key == "latest":
             row = conn.execute(f"SELECT id FROM {table} ORDER BY started DESC, rowid DESC"
                                " LIMIT 1").fetchone()
             if row is None:
-                raise StoreError(f"no {kind}s in {self.path}")
+                raise StoreError(f"no {kind}s in {shown(self.path)}")
             return row[0]
         if key and _exists(conn, table, key):
             return key
@@ -737,10 +767,10 @@ class Store:
             f"SELECT id FROM {table} WHERE substr(id, 1, length(CAST(? AS TEXT))) = ?",
             (key, key))]
         if not matches:
-            raise StoreError(f"no {kind} {key!r} in {self.path}")
+            raise StoreError(f"no {kind} {key!r} in {shown(self.path)}")
         if len(matches) > 1:
             raise StoreError(f"{kind} prefix {key!r} is ambiguous: it matches "
-                             f"{len(matches)} {kind}s in {self.path}")
+                             f"{len(matches)} {kind}s in {shown(self.path)}")
         return matches[0]
 
 

@@ -27,19 +27,23 @@ worth on the user's own program (issue 25; seed 002).
 
 CMD's environment is passed on unchanged apart from GLIBC_TUNABLES (a
 candidate's setting appended to the user's own) and, while profiling,
-LD_PRELOAD and the two MEMFX_TUNE_* variables.  CMD runs in its own session;
-a timeout or Ctrl-C kills its whole process group.
+LD_PRELOAD and the two MEMFX_TUNE_* variables.  CMD runs in its own session
+and dies with memfx; when a run ends every process it left is killed
+(Runner, end_program).
 """
 from __future__ import annotations
 
+import ctypes
 import glob
 import os
 import random
+import select
 import shlex
 import shutil
 import signal
 import stat
 import subprocess
+import tempfile
 import time
 
 import numpy as np
@@ -71,11 +75,34 @@ SET_FUNCTIONS = ("memset", "__memset_chk")
 GOVERNS = {"rep_movsb_threshold": COPY_FUNCTIONS, "non_temporal_threshold": COPY_FUNCTIONS,
            "rep_stosb_threshold": SET_FUNCTIONS}
 
-EXIT_PROGRAM_FAILED = 1
+EXIT_PROGRAM_FAILED = 1      # the program failed, timed out, or left no readable profile
+MAX_PROFILE_BYTES = 64 << 20  # one block is < 64 KiB (interpose.c); more is not a profile
 
 
 class ProgramFailed(MemfxError):
-    """CMD exited with a non-zero status, was killed, or timed out."""
+    """CMD failed, was killed, timed out or could not be started: the
+    program's failure, never bad input (cli: EXIT_PROGRAM_FAILED)."""
+
+
+class ProfileUnreadable(ProgramFailed):
+    """The profiling run left text that is not the interposer's."""
+
+
+def quoted(word):
+    """One word as a shell reads it back, on one line: shlex.quote, or bash's
+    $'...' for control characters (a newline must not break a message)."""
+    from .render import _CONTROL
+    word = str(word)
+    if not _CONTROL.search(word):
+        return shlex.quote(word)
+    named = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+    return "$'" + _CONTROL.sub(lambda m: named.get(m[0]) or f"\\u{ord(m[0]):04x}",
+                               word.replace("\\", "\\\\").replace("'", "\\'")) + "'"
+
+
+def shown(argv):
+    """A command for a one-line message (see quoted)."""
+    return " ".join(quoted(a) for a in argv)
 
 
 # ---- the command -----------------------------------------------------------------
@@ -88,7 +115,8 @@ def interposer_path():
         raise MemfxError("the tune interposer (memfx/_interpose*.so) is not installed: "
                          "reinstall memfx with a C compiler")
     if any(c in found[0] for c in ": "):
-        raise MemfxError(f"cannot put {found[0]} in LD_PRELOAD (its path holds ':' or a space)")
+        raise MemfxError(f"cannot put {quoted(found[0])} in LD_PRELOAD (its path holds ':' or "
+                         "a space)")
     return found[0]
 
 
@@ -123,19 +151,19 @@ def check_command(argv):
     name = argv[0]
     path = name if "/" in name else shutil.which(name)
     if not path or not os.path.exists(path):
-        raise MemfxError(f"{name}: command not found")
+        raise MemfxError(f"{quoted(name)}: command not found")
     if os.path.isdir(path) or not os.access(path, os.X_OK):
-        raise MemfxError(f"{name}: not an executable file")
+        raise MemfxError(f"{quoted(name)}: not an executable file")
     for what, exe in (("", path), (" (the interpreter of its #! line)", _shebang(path))):
         if exe is None or not os.path.isfile(exe):
             continue
         st = os.stat(exe)
         if st.st_mode & (stat.S_ISUID | stat.S_ISGID):
-            raise MemfxError(f"{exe}{what} is set-user/group-ID: the loader ignores LD_PRELOAD "
-                             "and GLIBC_TUNABLES for it, so there is nothing to tune")
+            raise MemfxError(f"{quoted(exe)}{what} is set-user/group-ID: the loader ignores "
+                             "LD_PRELOAD and GLIBC_TUNABLES for it, so there is nothing to tune")
         if _is_elf(exe) and _elf_interp(exe) is None:
-            raise MemfxError(f"{exe}{what} is statically linked (no ELF interpreter): glibc's "
-                             "tunables and the profiler need the dynamic loader")
+            raise MemfxError(f"{quoted(exe)}{what} is statically linked (no ELF interpreter): "
+                             "glibc's tunables and the profiler need the dynamic loader")
     return path
 
 
@@ -144,62 +172,155 @@ def with_item(base, sep, item):
     return f"{base}{sep}{item}" if base else item
 
 
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 1, 36, 37   # prctl(2)
+KILL_GRACE_S = 3.0                # how long killed processes get to disappear
+
+
+def _proc_table():
+    """{pid: (ppid, pgrp, session, state, name)} of every process /proc shows."""
+    table = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                head, _, rest = f.read().rpartition(b")")
+            state, ppid, pgrp, sid = rest.split()[:4]
+        except (OSError, ValueError):
+            continue                      # ended meanwhile
+        table[int(entry)] = (int(ppid), int(pgrp), int(sid), state.decode("ascii", "replace"),
+                             head.partition(b"(")[2].decode("utf-8", "replace"))
+    return table
+
+
+def end_program(leader, before, grace_s=KILL_GRACE_S):
+    """SIGKILL the program led by `leader` (unreaped: its ids cannot have
+    been reused) and all it left: its group and session, memfx's children
+    not in `before` (the program's orphans, re-parented to memfx as
+    subreaper), and all their descendants.  /proc is scanned again after
+    each round of kills (a killed parent's children move to memfx) until
+    none is alive.  Returns (pids killed, [(pid, name)] alive after grace_s)."""
+    me, killed, deadline = os.getpid(), set(), time.monotonic() + grace_s
+    while True:
+        table, children, todo, found = _proc_table(), {}, [leader], set()
+        for pid, (ppid, pgrp, sid, _, _) in table.items():
+            children.setdefault(ppid, []).append(pid)
+            if leader in (pgrp, sid) or (ppid == me and pid not in before):
+                todo.append(pid)
+        while todo:
+            pid = todo.pop()
+            if pid not in found and pid != me:
+                found.add(pid)
+                todo.extend(children.get(pid, ()))
+        alive = {p for p in found if p in table and table[p][3] not in "ZX"}
+        for kill, target in [(os.killpg, leader)] + [(os.kill, p) for p in alive]:
+            try:
+                kill(target, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        killed |= alive
+        for pid in found - {leader} - before:    # reap the orphans (the leader is Popen's)
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+        if not alive or time.monotonic() > deadline:
+            return killed, [(pid, table[pid][4]) for pid in sorted(alive)]
+        time.sleep(0.01)
+
+
+def _wait_exit(proc, timeout_s):
+    """True once the program exits (unreaped, for end_program), False at the
+    timeout.  A pidfd wakes us at once (Popen.wait sleeps up to 50 ms)."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):     # no pidfd (Linux < 5.3): Popen's polling
+        try:
+            return proc.wait(timeout=timeout_s) is not None
+        except subprocess.TimeoutExpired:
+            return False
+    try:
+        poller, deadline = select.poll(), time.monotonic() + timeout_s
+        poller.register(fd, select.POLLIN)
+        while time.monotonic() < deadline:
+            if poller.poll(min(deadline - time.monotonic(), 3600.0) * 1000):
+                return True
+        return False
+    finally:
+        os.close(fd)
+
+
 class Runner:
     """Runs CMD: in its own session, pinned to `cpu`, output to /dev/null
     (unless show_output), stdin from /dev/null, each run within
-    `timeout_s`; returns the wall time in seconds."""
+    `timeout_s`; returns the wall time in seconds.  CMD dies with memfx;
+    when a run ends all it left is killed (end_program), and what SIGKILL
+    could not end is named and kept in `left_running`."""
 
     def __init__(self, argv, cpu=None, timeout_s=DEFAULT_TIMEOUT_S, show_output=False):
         self.argv, self.cpu, self.timeout_s, self.show_output = list(argv), cpu, timeout_s, show_output
+        self.left_running = []            # [(pid, name)]
+        try:
+            self._prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            self._prctl = None
 
     def _preexec(self):
         signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)   # the program gets Ctrl-C again
+        # a kill -9 of memfx must not leave the program running (exec keeps
+        # this but for set-user-ID programs, refused); memfx gone already: exit
+        if self._prctl is not None:
+            self._prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != self._parent:
+            os._exit(127)
         if self.cpu is not None:
             os.sched_setaffinity(0, {self.cpu})
 
-    def run(self, env, what, pass_fds=()):
-        out = None if self.show_output else subprocess.DEVNULL
-        t0 = time.perf_counter()
+    def run(self, env, what):
+        self._parent, proc, was = os.getpid(), None, ctypes.c_int(-1)
+        before = {pid for pid, row in _proc_table().items() if row[0] == self._parent}
         # Ctrl-C is held back while the program starts: one that arrived
         # inside Popen (the program already running, its process group not
         # yet ours to kill) left the program and its children behind
         self._mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            proc = subprocess.Popen(self.argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=out, start_new_session=True,
-                                    preexec_fn=self._preexec, pass_fds=tuple(pass_fds))
-        except OSError as e:
-            signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
-            raise MemfxError(f"cannot run {self.argv[0]}: {e.strerror or e}") from None
-        except BaseException:
-            signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
-            raise
-        try:
+            # while the program runs its orphans re-parent to memfx, not
+            # init: end_program still finds them
+            if self._prctl and self._prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(was), 0, 0, 0) == 0:
+                self._prctl(PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1), 0, 0, 0)
+            out = None if self.show_output else subprocess.DEVNULL
+            t0 = time.perf_counter()
+            try:
+                proc = subprocess.Popen(self.argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                        stderr=out, start_new_session=True,
+                                        preexec_fn=self._preexec)
+            except (OSError, subprocess.SubprocessError) as e:
+                # check_command passed it: it changed since, the program's failure
+                raise ProgramFailed(f"cannot run {quoted(self.argv[0])}: "
+                                    f"{getattr(e, 'strerror', None) or e} ({what})") from None
             signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)   # a held Ctrl-C lands here
-            status = proc.wait(timeout=self.timeout_s)
+            exited = _wait_exit(proc, self.timeout_s)
             elapsed = time.perf_counter() - t0
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
+        finally:             # exit, timeout or Ctrl-C: end all it left
+            signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
+            if proc is not None:
+                killed, left = end_program(proc.pid, before)
+                self.left_running.extend(left)
+                try:
+                    proc.wait(timeout=KILL_GRACE_S)
+                except subprocess.TimeoutExpired:
+                    pass
+            if was.value >= 0:
+                self._prctl(PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(was.value), 0, 0, 0)
+        left = ("; still running, SIGKILL could not end: " + ", ".join(
+            f"{pid} ({quoted(name)})" for pid, name in left)) if left else ""
+        if not exited:
+            ended = f"its {len(killed)} process(es) were killed" if killed else "it had ended"
             raise ProgramFailed(f"the program did not finish within {self.timeout_s:g} s "
-                                f"({what}); its process group was killed (raise --timeout)") from None
-        except BaseException:            # Ctrl-C: end CMD's whole process group first
-            _kill_group(proc)
-            raise
+                                f"({what}); {ended}{left} (raise --timeout)")
+        status = proc.returncode
         if status != 0:
             how = (f"was killed by signal {-status}" if status < 0 else f"exited with status {status}")
-            raise ProgramFailed(f"the program failed: `{shlex.join(self.argv)}` {how} ({what})")
+            raise ProgramFailed(f"the program failed: `{shown(self.argv)}` {how} ({what}){left}")
         return elapsed
-
-
-def _kill_group(proc):
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 # ---- the profile -----------------------------------------------------------------
@@ -249,17 +370,16 @@ def pow2_range(bucket):
 
 def calls_between(raw, functions, lo, hi=None):
     """(calls, bytes) of `functions` at sizes lo <= s < hi (hi None: no end);
-    lo and hi must be edges of the profile."""
+    lo and hi must be edges of the profile, or lo 0: from the smallest."""
     edges = raw["edges"]
-    first = edges.index(lo) + 1
-    last = len(edges) if hi is None else edges.index(hi)
-    calls = nbytes = 0
-    for fn in functions:
-        for j, (c, b) in raw["edge"].get(fn, {}).items():
-            if first <= j <= last:
-                calls += c
-                nbytes += b
-    return calls, nbytes
+    if lo == 0 and hi is None:        # every call (there may be no edges)
+        cells = [cell for fn in functions for cell in (raw["pow2"].get(fn) or {}).values()]
+    else:
+        first = edges.index(lo) + 1 if lo else 0
+        last = len(edges) if hi is None else edges.index(hi)
+        cells = [cell for fn in functions for j, cell in raw["edge"].get(fn, {}).items()
+                 if first <= j <= last]
+    return sum(c for c, _ in cells), sum(b for _, b in cells)
 
 
 def summarize_profile(raw, thresholds):
@@ -281,10 +401,7 @@ def summarize_profile(raw, thresholds):
         bounds = [0] + cuts
         for i, lo in enumerate(bounds):
             hi = bounds[i + 1] if i + 1 < len(bounds) else None
-            if lo == 0:
-                calls, nbytes = _below(raw, fns, hi)
-            else:
-                calls, nbytes = calls_between(raw, fns, lo, hi)
+            calls, nbytes = calls_between(raw, fns, lo, hi)
             label = [n for n in names if thresholds.get(n) == lo]
             regions.append({"group": group, "min": lo, "max": None if hi is None else hi - 1,
                             "from_threshold": label[0] if label else None,
@@ -294,44 +411,40 @@ def summarize_profile(raw, thresholds):
             "regions": regions}
 
 
-def _below(raw, functions, hi):
-    if hi is None:
-        return (sum(c for fn in functions for c, _ in (raw["pow2"].get(fn) or {}).values()),
-                sum(b for fn in functions for _, b in (raw["pow2"].get(fn) or {}).values()))
-    last = raw["edges"].index(hi)
-    calls = nbytes = 0
-    for fn in functions:
-        for j, (c, b) in raw["edge"].get(fn, {}).items():
-            if j <= last:
-                calls += c
-                nbytes += b
-    return calls, nbytes
-
-
 def profile(runner, edges, env=None):
     """Run CMD once under the interposer; the parsed profile (parse_profile).
-    The table travels through an anonymous memory file inherited by CMD, so
-    nothing is written to the file system."""
+    Each process appends its block to a file it opens by path, in a 0700
+    directory (mkdtemp) removed afterwards: a descriptor number handed down
+    would be the program's own file in some process (`exec 6>>log`)."""
     env = dict(os.environ if env is None else env)
     env["LD_PRELOAD"] = with_item(env.get("LD_PRELOAD"), ":", interposer_path())
     env[EDGES_ENV] = ",".join(str(e) for e in edges)
-    fd = os.memfd_create("memfx-tune-profile", 0)
+    where = tempfile.mkdtemp(prefix="memfx-tune-")
+    path = env[PROFILE_ENV] = os.path.join(where, "profile")
     try:
-        os.set_inheritable(fd, True)
-        env[PROFILE_ENV] = f"/proc/self/fd/{fd}"
-        runner.run(env, "profiling run", pass_fds=(fd,))
-        size = os.fstat(fd).st_size
-        text = os.pread(fd, size, 0).decode("ascii", "replace") if size else ""
+        runner.run(env, "profiling run")
+        raw = _read_profile(path)
     finally:
-        os.close(fd)
-    try:
-        raw = parse_profile(text)
-    except ValueError as e:
-        raise MemfxError(f"the profile of the program cannot be read: {e}") from None
+        shutil.rmtree(where, ignore_errors=True)
     if raw["processes"] and raw["edges"] != list(edges):
-        raise MemfxError("the program changed MEMFX_TUNE_EDGES: its profile cannot be read")
+        raise ProfileUnreadable(f"the program changed {EDGES_ENV}: its profile cannot be read")
     raw["edges"] = list(edges)
     return raw
+
+
+def _read_profile(path):
+    try:       # no symlink, FIFO or device the program put in its place
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_PROFILE_BYTES:
+                raise OSError("not the interposer's file")
+            return parse_profile(f.read().decode("ascii", "replace"))
+    except FileNotFoundError:          # no process wrote (each exec'd or ended by _exit)
+        return parse_profile("")
+    except (OSError, ValueError) as e:
+        raise ProfileUnreadable(f"the profile of the program cannot be read: "
+                                f"{getattr(e, 'strerror', None) or e} (profiling run; did the "
+                                f"program write to ${PROFILE_ENV}?)") from None
 
 
 # ---- candidates ------------------------------------------------------------------
@@ -562,7 +675,7 @@ def tune(argv, store, machine, rounds=DEFAULT_ROUNDS, timeout_s=DEFAULT_TIMEOUT_
                         "counters": {} if rnd is None else {"round": rnd},
                         "rejected": rejected is not None, "reason": rejected})
     try:
-        say(f"profiling `{shlex.join(argv)}` (one run under the interposer)")
+        say(f"profiling `{shown(argv)}` (one run under the interposer)")
         t0 = time.perf_counter()
         raw = profile(runner, edges_for(proposed, thresholds), env)
         keep("profile", time.perf_counter() - t0,
@@ -595,18 +708,19 @@ def tune(argv, store, machine, rounds=DEFAULT_ROUNDS, timeout_s=DEFAULT_TIMEOUT_
                                    times_s=times[c["id"]])
             doc["recommendation"] = recommendation(doc["candidates"])
     except ProgramFailed as e:
-        _finish(store, run_id, samples, doc, FAILED, str(e))
+        _finish(store, run_id, samples, doc, FAILED, str(e), runner)
         raise
     except BaseException as e:
         status = INTERRUPTED if isinstance(e, KeyboardInterrupt) else FAILED
         _finish(store, run_id, samples, doc, status, "interrupted" if status == INTERRUPTED
-                else f"{type(e).__name__}: {e}")
+                else f"{type(e).__name__}: {e}", runner)
         raise
-    return _finish(store, run_id, samples, doc, COMPLETE, None)
+    return _finish(store, run_id, samples, doc, COMPLETE, None, runner)
 
 
-def _finish(store, run_id, samples, doc, status, error):
-    doc = fnd.jsonable(dict(doc, status=status, error=error))
+def _finish(store, run_id, samples, doc, status, error, runner):
+    left = [{"pid": pid, "name": name} for pid, name in runner.left_running]
+    doc = fnd.jsonable(dict(doc, status=status, error=error, left_running=left))
     if samples:
         store.add_samples(run_id, samples)
     store.set_artifact(run_id, ARTIFACT, doc)
@@ -627,14 +741,16 @@ def _interval(lo, hi):
 
 
 def render(doc, console):
-    """The tune document for people (rich)."""
-    from rich.markup import escape
+    """The tune document for people (rich).  Every line is a Text, never
+    markup: a command, its arguments or an error print as typed (`[/dim]`)."""
+    from rich.text import Text
 
-    from .render import add_row, safe_table
+    from .render import add_row, safe_table, text
     from .units import format_size
-    console.print(f"[bold]memfx tune[/bold] `{escape(shlex.join(doc.get('command') or []))}` "
-                  f"(copy run {doc['sources'].get('copy')}, glibc "
-                  f"{escape(str(doc['glibc'].get('version') or '?'))})")
+    cmd = doc.get("command")
+    console.print(Text.assemble(text("memfx tune", "bold"), text(
+        f" `{shown(cmd if isinstance(cmd, list) else [cmd or ''])}` (copy run "
+        f"{doc['sources'].get('copy')}, glibc {doc['glibc'].get('version') or '?'})")))
     prof = doc.get("profile")
     if prof:
         t = safe_table("function", "calls", "bytes", "sizes (power-of-two buckets: calls)",
@@ -645,14 +761,14 @@ def render(doc, console):
                               for b in f["buckets"]))
         console.print(t)
         if not prof["functions"]:
-            console.print("the program made no memcpy/memmove/memset call through the PLT")
+            console.print(text("the program made no memcpy/memmove/memset call through the PLT"))
         rows = [r for r in prof["regions"] if r["calls"]]
         if rows:
-            console.print("at glibc's current thresholds: " + "; ".join(
+            console.print(text("at glibc's current thresholds: " + "; ".join(
                 f"{r['group']} {_interval(r['min'], r['max'])}: {r['calls']} calls"
-                for r in rows))
+                for r in rows)))
     for c in doc.get("dropped") or []:
-        console.print(f"[dim]not checked: {escape(c['id'])}: {escape(c['why'])}[/dim]")
+        console.print(text(f"not checked: {c['id']}: {c['why']}", "dim"))
     if doc.get("candidates"):
         t = safe_table("candidate", "calls it changes", "speedup [CI]", "verdict", "reason",
                        title=f"Candidates (noise band {doc['noise_band']:.0%})")
@@ -663,16 +779,22 @@ def render(doc, console):
             add_row(t, c["id"], str(c.get("affected_calls", 0)), ci,
                     (r.get("verdict") or "-").replace("_", " "), c["reason"])
         console.print(t)
+    left = ", ".join(f"{p.get('pid')} ({quoted(p.get('name'))})"
+                     for p in doc.get("left_running") or [])
+    if left:
+        console.print(Text.assemble(text("still running", "yellow"),
+                                    text(f": SIGKILL could not end: {left}")))
     rec = doc.get("recommendation")
     if doc.get("status") not in (None, "complete"):
-        console.print(f"[yellow]{doc.get('status')}[/yellow]: {escape(str(doc.get('error') or ''))}")
+        console.print(Text.assemble(text(doc.get("status"), "yellow"),
+                                    text(f": {doc.get('error') or ''}")))
     elif rec:
-        console.print(f"[bold]{escape(rec['line'])}[/bold]  gain "
-                      f"{format_change(rec['speedup'] - 1, rec['ci_low'] - 1, rec['ci_high'] - 1)} "
-                      f"over {rec['n']} rounds")
+        console.print(Text.assemble(text(rec["line"], "bold"), text(
+            f"  gain {format_change(rec['speedup'] - 1, rec['ci_low'] - 1, rec['ci_high'] - 1)} "
+            f"over {rec['n']} rounds")))
     else:
         results = "; ".join(f"{c['id']}: {_result_text(c.get('result'))}"
                             for c in doc.get("candidates") or [])
-        console.print("no change recommended" + (f" ({results})" if results else
-                                                 " (no candidate changes glibc's choice at the "
-                                                 "sizes the program uses)"))
+        console.print(text("no change recommended" + (f" ({results})" if results else
+                                                      " (no candidate changes glibc's choice at "
+                                                      "the sizes the program uses)")))

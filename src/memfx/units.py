@@ -1,7 +1,8 @@
 """Sizes, numbers and units: parsing sizes people type, and the one way
 memfx prints sizes, numbers and values with their unit and CI.
 
-Parsing ("48K", "2MiB", "1.5G" -> bytes) is `parse_size`.  Printing is the
+Parsing ("48K", "2MiB", "1.5G" -> bytes) is `parse_size`; counts and
+other numbers are `parse_int` and `parse_number` (ASCII digits only).  Printing is the
 same on the terminal, in the HTML report, in compare, advice and fleet views
 and in the sentences of the answers, so "48 KiB" never reads "48KB" on
 another page:
@@ -33,8 +34,19 @@ import re
 
 from .errors import ParamError
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)\s*$", re.IGNORECASE)
+# Numbers people type are read from ASCII digits only, by the parsers
+# below: Python's int(), float() and re's \d also take other scripts' digits
+# ("٤٢" read as 42), and int()/float() take "1_000", "inf" and "nan".  Every
+# number the command line and the API take (sizes, counts, durations,
+# thresholds) goes through parse_int, parse_number or these patterns.
+UNSIGNED_DECIMAL = r"[0-9]+(?:\.[0-9]+)?"
+_INT = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+_SIZE = re.compile(rf"^\s*({UNSIGNED_DECIMAL})\s*([KMGT]?)(i?B?)\s*$", re.IGNORECASE | re.ASCII)
 _FACTOR = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+# The largest size memfx takes: x86-64's user address space (128 TiB); no
+# buffer can be larger, and the limit keeps float overflow out of parse_size.
+MAX_SIZE = 1 << 47
 
 # What a missing value prints as; a value that is not finite prints NOT_FINITE.
 MISSING = "–"
@@ -46,17 +58,68 @@ _ATTACHED_UNITS = ("x", "%")
 
 
 def parse_size(text, name="size"):
-    """Bytes from an int or a string with a binary suffix (K = KiB = 1024)."""
+    """Bytes from an int or a string with a binary suffix (K = KiB = 1024),
+    ASCII digits only, at most MAX_SIZE."""
     if isinstance(text, bool):
         raise ParamError(f"{name}: expected a size like 32K or 4MiB, got {text!r}")
     if isinstance(text, (int, float)):
+        if text != text:
+            raise ParamError(f"{name}: expected a size like 32K or 4MiB, got {text!r}")
         if text < 0:
             raise ParamError(f"{name}: size must not be negative, got {text}")
-        return int(text)
-    m = _SIZE.match(str(text))
-    if not m or (m.group(3) and m.group(3).lower() == "i"):
-        raise ParamError(f"{name}: expected a size like 32K, 4MiB or 1G, got {text!r}")
-    return int(float(m.group(1)) * _FACTOR[m.group(2).upper()])
+        value = text
+    else:
+        m = _SIZE.match(str(text))
+        if not m or (m.group(3) and m.group(3).lower() == "i"):
+            raise ParamError(f"{name}: expected a size like 32K, 4MiB or 1G, got {_shown(text)}")
+        value = float(m.group(1)) * _FACTOR[m.group(2).upper()]     # inf past float's range
+    if value > MAX_SIZE:
+        raise ParamError(f"{name}: {_shown(text)} does not fit: larger than the address "
+                         f"space ({format_size(MAX_SIZE)})")
+    return int(value)
+
+
+def _shown(text) -> str:
+    """A value in a one-line message, shortened (400 nines stay readable)."""
+    shown = repr(text)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
+def parse_int(text, name="value") -> int:
+    """An integer from an int (a float only when whole) or from a string of
+    ASCII digits with an optional sign; ParamError otherwise."""
+    if isinstance(text, bool):
+        raise ParamError(f"{name}: expected an integer, got {text!r}")
+    if isinstance(text, int):
+        return text
+    if isinstance(text, float):
+        if math.isfinite(text) and text.is_integer():
+            return int(text)
+        raise ParamError(f"{name}: expected an integer, got {text!r}")
+    t = text.strip() if isinstance(text, str) else None
+    if t is None or not _INT.fullmatch(t) or len(t) > 40:
+        raise ParamError(f"{name}: expected an integer, got {_shown(text)}")
+    return int(t)
+
+
+def parse_number(text, name="value") -> float:
+    """A finite number from an int, a float or a string of ASCII digits
+    ("2", "-0.5", "1e-3"); ParamError otherwise (also for inf and nan)."""
+    if isinstance(text, bool):
+        raise ParamError(f"{name}: expected a number, got {text!r}")
+    if isinstance(text, (int, float)):
+        value = text
+    elif isinstance(text, str) and _NUMBER.fullmatch(text.strip()):
+        value = float(text.strip())
+    else:
+        raise ParamError(f"{name}: expected a number, got {_shown(text)}")
+    try:
+        value = float(value)
+    except OverflowError:
+        value = math.inf
+    if not math.isfinite(value):
+        raise ParamError(f"{name}: expected a finite number, got {_shown(text)}")
+    return value
 
 
 def _is_number(v) -> bool:

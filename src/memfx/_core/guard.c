@@ -34,9 +34,20 @@ static const int guarded_signals[2] = {SIGSEGV, SIGBUS};
 
 static void on_fault(int sig, siginfo_t *info, void *context)
 {
-    (void)info;
     (void)context;
     sigjmp_buf *target = guard_target;
+    /* Only a fault of the walk itself (si_code > 0: SEGV_MAPERR, BUS_ADRERR
+     * ...) means it left its chain.  A SIGSEGV another process sent (kill:
+     * SI_USER, tgkill: SI_TKILL, <= 0) is not the chain's doing: the
+     * previous disposition is put back and the signal raised again, so the
+     * process ends by it as it would without the guard. */
+    if (info && info->si_code <= 0) {
+        for (int i = 0; i < 2; i++)
+            if (guarded_signals[i] == sig)
+                sigaction(sig, &previous[i], NULL);
+        raise(sig);
+        return;
+    }
     if (target) {
         guard_target = NULL;
         siglongjmp(*target, 1);

@@ -763,7 +763,7 @@ static PyObject *py_team_run(PyObject *self, PyObject *args)
     }
     struct mfx_team_member *m = PyMem_Calloc((size_t)n, sizeof *m);
     struct region *regions = PyMem_Calloc((size_t)n * 2, sizeof *regions);
-    PyObject *out = NULL;
+    PyObject *out = NULL, *copies = NULL;   /* copies: members given as lists */
     Py_ssize_t held = 0;
     int any_guarded = 0;
     if (!m || !regions) {
@@ -774,7 +774,25 @@ static PyObject *py_team_run(PyObject *self, PyObject *args)
         Py_ssize_t index, dst_off, src_off, size;
         PyObject *dst_obj, *src_obj;
         unsigned long long cpu, value, count, aux, delay, chunks = 1;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "KnOnOnnKKKK|K;a team member is "
+        /* PyArg_ParseTuple takes a tuple only (a list gave SystemError):
+         * any other sequence is copied into one, kept until the call ends */
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_Check(item)) {
+            if (!PySequence_Check(item) || PyUnicode_Check(item) || PyBytes_Check(item)) {
+                PyErr_Format(PyExc_TypeError, "member %zd: a team member is a tuple, not %.50s",
+                             i, Py_TYPE(item)->tp_name);
+                goto done;
+            }
+            if (!copies && !(copies = PyList_New(0)))
+                goto done;
+            PyObject *copy = PySequence_Tuple(item);
+            int kept = copy ? PyList_Append(copies, copy) : -1;
+            Py_XDECREF(copy);
+            if (kept < 0)
+                goto done;
+            item = copy;          /* alive: `copies` holds it */
+        }
+        if (!PyArg_ParseTuple(item, "KnOnOnnKKKK|K;a team member is "
                               "(cpu, index, dst, dst_off, src, src_off, size, value, count, aux, "
                               "delay_ticks[, chunks])", &cpu, &index, &dst_obj, &dst_off, &src_obj,
                               &src_off, &size, &value, &count, &aux, &delay, &chunks))
@@ -883,6 +901,7 @@ done:
         release_region(&regions[i]);
     PyMem_Free(regions);
     PyMem_Free(m);
+    Py_XDECREF(copies);
     Py_DECREF(seq);
     return out;
 }

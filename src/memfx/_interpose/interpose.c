@@ -16,7 +16,10 @@
  * copies); later threads share one more table with relaxed atomic adds.
  * At exit (a destructor) each process appends one block of text to
  * the file named by MEMFX_TUNE_PROFILE with a single write(2) on an O_APPEND
- * descriptor, so the processes of a command each leave their own block:
+ * descriptor, so the processes of a command each leave their own block.
+ * The name is a path in memfx's private (0700) directory, opened here: a
+ * descriptor number passed down would by then be the program's own file in
+ * some process, so nothing is written to a descriptor this code did not open.
  *
  *     memfx-tune-profile 1
  *     pid 1234
@@ -35,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -321,9 +325,18 @@ __attribute__((destructor)) static void memfx_tune_finish(void)
     for (int f = 0; f < N_FUNCS && n_edges; f++)
         put_cells("edge", f, n_edges + 1, 1);
     put("end\n");
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    /* no symlink followed, and only a regular file written: a FIFO or a
+     * device put in its place must neither block this exit nor get the text
+     * (O_NONBLOCK: open of a FIFO without a reader fails at once) */
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+                  0600);
     if (fd < 0)
         return;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return;
+    }
     size_t done = 0;
     while (done < out.len) {
         ssize_t w = write(fd, out.buf + done, out.len - done);
