@@ -175,3 +175,45 @@ def test_a_measured_cell_records_how_busy_the_machine_was():
     b = cpu_snapshot()
     c = busy_between(a, b)
     assert c["busy_wall_s"] > 0 and c["busy_all_s"] >= 0 and c["busy_others_s"] >= 0
+
+
+def _answer(q, value, lo, hi, **kw):
+    return dict({"question": q, "verdict": DETECTED, "value": value, "ci_low": lo,
+                 "ci_high": hi, "unit": "x", "better": "lower"}, **kw)
+
+
+def test_compare_reads_a_move_between_known_states_as_host_state_changed():
+    from memfx.compare import HOST_STATE, REGRESSED, compare
+    # A saw both states in its replicas; B's replicas all sat in the slow one
+    states = [{"value": 1.3, "share": 1 / 3, "replicas": [2], "ci_low": 1.25, "ci_high": 1.36,
+               "verdict": DETECTED},
+              {"value": 2.4, "share": 2 / 3, "replicas": [0, 1], "ci_low": 2.3, "ci_high": 2.55,
+               "verdict": DETECTED}]
+    a = _answer("atomics.cas_ratio", 1.35, 1.25, 1.45, states=states)
+    b = _answer("atomics.cas_ratio", 2.45, 2.35, 2.55)
+    doc = compare([a], [b])
+    assert doc["rows"][0]["verdict"] == HOST_STATE and not doc["regressed"]
+    assert "two host states" in doc["rows"][0]["reason"]
+    # the same move with no state seen anywhere is a regression
+    plain = compare([dict(a, states=None)], [b])
+    assert plain["rows"][0]["verdict"] == REGRESSED
+    # states seen in the machine's history, neither side's replicas split
+    hist = compare([dict(a, states=None)], [b], history={"atomics.cas_ratio":
+                                                         [1.32, 2.38, 1.30, 2.42]}, n_history=4)
+    assert hist["rows"][0]["verdict"] == HOST_STATE
+    # a history that only ever saw the fast state does not excuse the move
+    once = compare([dict(a, states=None)], [b], history={"atomics.cas_ratio":
+                                                         [1.32, 1.34, 1.30, 1.33]}, n_history=4)
+    assert once["rows"][0]["verdict"] == REGRESSED
+
+
+def test_compare_marks_a_side_that_ran_busy():
+    from memfx.compare import compare, summary
+    from memfx.screen import compare_lines
+    a = _answer("latency.memory", 100.0, 97.0, 103.0, unit="ns")
+    b = _answer("latency.memory", 140.0, 135.0, 146.0, unit="ns", busy=True)
+    doc = compare([a], [b], a_label="survey s-a", b_label="survey s-b")
+    assert doc["busy_sides"] == ["survey s-b"] and doc["rows"][0]["busy"] == "B"
+    assert "survey s-b ran on a busy machine" in summary(doc)
+    lines = compare_lines(doc, 120)
+    assert any("latency.memory" in x and "(B busy)" in x for x in lines)

@@ -71,6 +71,7 @@ PLACES = {
     "memfx.store": "store",
     "memfx.store_sql": "store",
     "memfx.store_sqlite": "store",
+    "memfx.store_files": "store",
     "memfx.pgstore": "store",
     "memfx.schema": "store",
     # kit
@@ -96,6 +97,7 @@ PLACES = {
     "memfx.documents": "analysis",
     "memfx.answer_cache": "analysis",
     "memfx.compare": "analysis",
+    "memfx.compare_curves": "analysis",
     "memfx.fleet": "analysis",
     # running
     "memfx.runner": "running",

@@ -6,7 +6,9 @@ survey's analysis is a few seconds, so every `compare` with a history spent
 20-40 s re-deriving answers that cannot have changed: a finished run's
 samples are never rewritten, and its answers change only with memfx's own
 analysis code.  This cache keeps them outside the store (the store holds
-what was measured, never what was derived), keyed by
+what was measured, never what was derived), with the median of each of
+the survey's points (compare's curves are banded by the same history:
+{compare_curves.curve_key: median}), keyed by
 
 - the store and the survey, and the id, status and end of each of its runs
   (a run removed, added or finished since reads as a miss), and
@@ -24,9 +26,9 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
-CACHE_FORMAT = 1            # the layout of one cache file
+CACHE_FORMAT = 2            # the layout of one cache file (2: with the point medians)
 _ANALYSIS_KEY = None        # memoised analysis_key()
 
 
@@ -73,6 +75,14 @@ def _path(store_path, survey_id) -> Optional[Path]:
 def load(store_path, survey_id, runs) -> Optional[List[dict]]:
     """The cached answers of survey ``survey_id`` of the store at
     ``store_path`` whose runs are ``runs``, or None."""
+    kept = load_survey(store_path, survey_id, runs)
+    return None if kept is None else kept["answers"]
+
+
+def load_survey(store_path, survey_id, runs) -> Optional[Dict[str, Any]]:
+    """{"answers": [...], "points": {curve key: median}} of survey
+    ``survey_id`` (as load()), or None -- also for a file written without
+    the point medians."""
     path = _path(store_path, survey_id)
     if path is None:
         return None
@@ -81,18 +91,20 @@ def load(store_path, survey_id, runs) -> Optional[List[dict]]:
     except (OSError, ValueError):
         return None
     if (not isinstance(doc, dict) or doc.get("survey_id") != survey_id
-            or doc.get("runs") != runs_signature(runs) or not isinstance(doc.get("answers"), list)):
+            or doc.get("runs") != runs_signature(runs) or not isinstance(doc.get("answers"), list)
+            or not isinstance(doc.get("points"), dict)):
         return None
-    return doc["answers"]
+    return {"answers": doc["answers"], "points": doc["points"]}
 
 
-def save(store_path, survey_id, runs, answers) -> None:
-    """Keep ``answers`` for load(); a cache that cannot be written is skipped."""
+def save(store_path, survey_id, runs, answers, points=None) -> None:
+    """Keep ``answers`` (and the survey's ``points``: {curve key: median})
+    for load(); a cache that cannot be written is skipped."""
     path = _path(store_path, survey_id)
     if path is None:
         return
     doc = {"format": CACHE_FORMAT, "survey_id": survey_id, "runs": runs_signature(runs),
-           "answers": answers}
+           "answers": answers, "points": dict(points or {})}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".answers-")

@@ -40,6 +40,13 @@ sides' replica values on the log scale (stats.replica_log_ratio_half);
 where a side keeps no replica values (older documents) it combines the two
 answers' CIs (each read as a normal interval of the log value:
 se = ln(hi/lo) / (2 z)).
+
+An answer can average a change away (a geometric mean over 84 sizes):
+compare_curves compares every point of both sides with the same ratio CI
+and band (band_of), names the ranges of neighbouring points that moved,
+and compares the answers' detail lists by content (compare_all: the whole
+document of `memfx compare`).  The text helpers here (summary, markdown,
+curve_changes) show them after the answers.
 Pure functions of result documents: nothing is measured or stored here.
 """
 from __future__ import annotations
@@ -57,7 +64,15 @@ from .units import format_ratio, format_value
 REGRESSED, IMPROVED, CHANGED = "regressed", "improved", "changed"
 CHANGED_ANSWER, UNCHANGED, NOT_COMPARABLE = "changed-answer", "unchanged", "not comparable"
 NOT_JUDGED, NOISY, INCONCLUSIVE = "not judged", "noisy", "inconclusive"
-COMPARE_SCHEMA_VERSION = 2
+# a move between two states the host is known to take (issue 40): each is
+# real, neither is a regression
+HOST_STATE = "host state changed"
+# 2: bands and replica CIs per row.  3: the curves (every point of both
+# sides; ``curve_points``, ``curves``: ranges of neighbouring points that
+# moved, ``regressed_curves``, ``noisy_curves``, ``curve_rule``) and the
+# answers' details compared by content (``detail_changes``, and
+# ``details_changed`` on a row).  Readers take 2 as 3 without curves.
+COMPARE_SCHEMA_VERSION = 3
 
 
 # z of a two-sided normal interval at the ci_level threshold (0.95 -> 1.96).
@@ -85,12 +100,14 @@ def _replica_columns(a: Mapping[str, Any]):
             [x.get("ci_high") for x in reps])
 
 
-def ratio_ci(a: Mapping[str, Any], b: Mapping[str, Any]):
+def ratio_ci(a: Mapping[str, Any], b: Mapping[str, Any], confidence: Optional[float] = None):
     """(ratio B/A, ci_low, ci_high); the CI is None where a side has none.
 
     Where both sides carry two or more replica values, the CI is the pooled
     two-sample t interval over them (stats.replica_log_ratio_half); else the
-    two answers' CIs combined on the log scale."""
+    two answers' CIs combined on the log scale.  ``confidence``: the CI's
+    level (default: the ci_level threshold; the sides' own CIs are read at
+    ci_level whatever it is)."""
     va, vb = a.get("value"), b.get("value")
     if not _positive(va, vb):
         return None, None, None
@@ -98,10 +115,12 @@ def ratio_ci(a: Mapping[str, Any], b: Mapping[str, Any]):
     sa, sb = _log_se(a), _log_se(b)
     if sa is None or sb is None:
         return r, None, None
+    level = threshold("ci_level") if confidence is None else confidence
     half = stats.replica_log_ratio_half(*_replica_columns(a), *_replica_columns(b),
-                                        confidence=threshold("ci_level"))
+                                        confidence=level)
     if half is None:
-        half = _z() * math.hypot(sa, sb)
+        z = _z() if confidence is None else stats.z_of(level)
+        half = z * math.hypot(sa, sb)
     return r, r * math.exp(-half), r * math.exp(half)
 
 
@@ -122,6 +141,41 @@ def history_band(spread: float) -> float:
     surveys keeps to, from the log-scale spread of earlier ones:
     exp(history_sigmas x sqrt(2) x spread) - 1."""
     return math.exp(threshold("history_sigmas") * math.sqrt(2) * spread) - 1
+
+
+def band_of(limit: float, unit: str, host_shared: bool, spread: Optional[float] = None,
+            n_history: int = 0, guest: bool = False):
+    """(band, where it comes from) of one compared value: the threshold
+    ``limit``, widened by the value's run-to-run ``spread`` (log SD) over
+    ``n_history`` earlier surveys, or -- with no history, in a VM guest --
+    by the drift a value of this ``unit`` (``host_shared``: resting on the
+    host's cache, memory or cores) is assumed to have between sessions.
+    Answers and curve points (compare_curves) are banded by this one rule."""
+    band, source = limit, "threshold"
+    drift = guest_drift_cv(unit, host_shared)
+    if spread is not None:
+        widened = history_band(spread)
+        if widened > band:
+            band, source = widened, f"history ({n_history} earlier surveys)"
+        # In a guest a history never narrows an absolute figure's band below
+        # the guest clock's drift: a few surveys minutes apart can all fall in
+        # one stretch of the host's clock (an A/A whose latency.l1d read 1.31-
+        # 1.35 ns in its 3-survey history, then 1.32-1.42: "regressed").
+        clock = guest_drift_cv(unit, False) if guest else 0.0
+        if clock and history_band(clock) > band:
+            band = history_band(clock)
+            source = (f"guest clock (CV {clock:.0%}: an absolute figure moves with "
+                      f"the host's clock; wider than the history of {n_history} "
+                      f"earlier surveys)")
+    elif guest and drift and history_band(drift) > band:
+        band = history_band(drift)
+        source = (f"guest drift (CV {drift:.0%}: "
+                  + ("the value rests on what the host shares or decides: "
+                     "its cache, memory, cores"
+                     if drift >= threshold("guest_drift_cv") else
+                     "an absolute figure moves with the host's clock")
+                  + "; no history of this machine)")
+    return band, source
 
 
 def _signature(a: Mapping[str, Any]):
@@ -171,9 +225,50 @@ def choice_ties(a: Mapping[str, Any]):
     return {float(d["choice"]) for d in rows if d["tied"]} if rows else None
 
 
+def known_states(a: Mapping[str, Any], b: Mapping[str, Any],
+                 history: Optional[List[float]] = None, band: float = 0.05) -> Optional[str]:
+    """Why a move from A's value to B's is one between host states already
+    seen, or None.  A state is seen in a side's own replicas (its answer's
+    ``states``) or in the machine's history: the history's values with A's
+    and B's split into two states (stats.replica_states) that put A and B
+    in different ones, each holding an earlier survey."""
+    va, vb = a.get("value"), b.get("value")
+    if not _positive(va, vb):
+        return None
+
+    def within(v, st):
+        lo = st.get("ci_low") if st.get("ci_low") is not None else st.get("value")
+        hi = st.get("ci_high") if st.get("ci_high") is not None else st.get("value")
+        return _positive(lo, hi) and lo / (1 + band) <= v <= hi * (1 + band)
+
+    for side, other, name in ((a, vb, "A"), (b, va, "B")):
+        states = side.get("states") or []
+        if len(states) >= 2 and any(within(other, st) for st in states):
+            vals = ", ".join(format_value(st["value"], side.get("unit") or "") for st in states)
+            return (f"{name}'s replicas saw two host states ({vals}); the other side's value "
+                    f"lies in one of them")
+    past = [v for v in (history or []) if isinstance(v, (int, float)) and v > 0]
+    if len(past) >= 2:
+        split = stats.replica_states(
+            past + [va, vb], min_separation=threshold("state_separation"),
+            gap_spreads=threshold("state_gap_spreads"), gap_sigmas=0.0)
+        if split:
+            n = len(past)
+            where = [next(i for i, st in enumerate(split) if k in st["replicas"])
+                     for k in (n, n + 1)]
+            seen = [any(k < n for k in st["replicas"]) for st in split]
+            if where[0] != where[1] and all(seen):
+                vals = " and ".join(format_value(st["value"], a.get("unit") or "")
+                                    for st in split)
+                return (f"the machine's history has two host states ({vals}); A is in one, "
+                        f"B in the other")
+    return None
+
+
 def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float,
                     spread: Optional[float] = None, n_history: int = 0,
-                    guest: bool = False) -> Dict[str, Any]:
+                    guest: bool = False, history: Optional[List[float]] = None
+                    ) -> Dict[str, Any]:
     """One row of the comparison for two answers to the same question;
     ``spread``: the question's run-to-run spread (log SD) over the
     ``n_history`` surveys of the machine's history; ``guest``: a side ran in
@@ -185,33 +280,9 @@ def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float,
            "a_verdict": a.get("verdict"), "b_verdict": b.get("verdict"),
            "a": a.get("value"), "a_ci": [a.get("ci_low"), a.get("ci_high")],
            "b": b.get("value"), "b_ci": [b.get("ci_low"), b.get("ci_high")]}
-    band = limit
-    row["band_source"] = "threshold"
-    drift = guest_drift_cv(str(b.get("unit") or a.get("unit") or ""),
-                           bool(a.get("host_shared") or b.get("host_shared")))
-    if spread is not None:
-        widened = history_band(spread)
-        if widened > band:
-            band = widened
-            row["band_source"] = f"history ({n_history} earlier surveys)"
-        # In a guest a history never narrows an absolute figure's band below
-        # the guest clock's drift: a few surveys minutes apart can all fall in
-        # one stretch of the host's clock (an A/A whose latency.l1d read 1.31-
-        # 1.35 ns in its 3-survey history, then 1.32-1.42: "regressed").
-        clock = guest_drift_cv(str(b.get("unit") or a.get("unit") or ""), False) if guest else 0.0
-        if clock and history_band(clock) > band:
-            band = history_band(clock)
-            row["band_source"] = (f"guest clock (CV {clock:.0%}: an absolute figure moves with "
-                                  f"the host's clock; wider than the history of {n_history} "
-                                  f"earlier surveys)")
-    elif guest and drift and history_band(drift) > band:
-        band = history_band(drift)
-        row["band_source"] = (f"guest drift (CV {drift:.0%}: "
-                              + ("the value rests on what the host shares or decides: "
-                                 "its cache, memory, cores"
-                                 if drift >= threshold("guest_drift_cv") else
-                                 "an absolute figure moves with the host's clock")
-                              + "; no history of this machine)")
+    band, row["band_source"] = band_of(
+        limit, str(b.get("unit") or a.get("unit") or ""),
+        bool(a.get("host_shared") or b.get("host_shared")), spread, n_history, guest)
     row["band"] = band
     r, lo, hi = ratio_ci(a, b)
     row.update(ratio=r, ratio_ci_low=lo, ratio_ci_high=hi)
@@ -219,6 +290,9 @@ def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float,
     noisy = bool(a.get("noisy") or b.get("noisy"))
     if noisy:
         row["noisy"] = True
+    busy = [name for name, side in (("A", a), ("B", b)) if side.get("busy")]
+    if busy:
+        row["busy"] = " and ".join(busy)
     if verdicts == {DETECTED, NOT_DETECTED}:
         row["verdict"] = CHANGED_ANSWER
         return row
@@ -284,6 +358,14 @@ def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float,
             row["verdict"] = REGRESSED
     else:
         row["verdict"] = IMPROVED
+    moved = row["verdict"] in (REGRESSED, IMPROVED, CHANGED, NOISY, INCONCLUSIVE, CHANGED_ANSWER)
+    # a history in two states widens the band until it holds both: the move
+    # is still said, as a change of state, where it passed the threshold
+    moved = moved or (row["verdict"] == UNCHANGED and not 1 / (1 + limit) <= r <= 1 + limit)
+    if moved:
+        why = known_states(a, b, history, band)
+        if why:
+            row["verdict"], row["reason"] = HOST_STATE, why
     return row
 
 
@@ -293,14 +375,17 @@ def compare(a_answers: Iterable[Mapping[str, Any]], b_answers: Iterable[Mapping[
             n_history: int = 0, guest: bool = False) -> Dict[str, Any]:
     """The comparison document of two answer lists (question ids matched).
     ``history``: {question: [value of each earlier survey of the machine]};
-    ``guest``: either side ran in a VM guest."""
+    ``guest``: either side ran in a VM guest.  The curves and the answers'
+    details are compared by compare_curves.compare_all, which adds them to
+    this document (here ``curve_points`` is None: not compared)."""
     a_by = {x["question"]: x for x in a_answers}
     b_by = {x["question"]: x for x in b_answers}
     rows: List[Dict[str, Any]] = []
     for qid in list(a_by) + [q for q in b_by if q not in a_by]:
         if qid in a_by and qid in b_by:
             spread = history_spread((history or {}).get(qid, [])) if history else None
-            rows.append(compare_answers(a_by[qid], b_by[qid], limit, spread, n_history, guest))
+            rows.append(compare_answers(a_by[qid], b_by[qid], limit, spread, n_history, guest,
+                                        history=(history or {}).get(qid)))
         else:
             side = a_by.get(qid) or b_by.get(qid)
             rows.append({"question": qid, "asks": side.get("asks"), "unit": side.get("unit"),
@@ -324,16 +409,22 @@ def compare(a_answers: Iterable[Mapping[str, Any]], b_answers: Iterable[Mapping[
                         f"figures (ns, GB/s)" if guest and not history else "")),
             "guest": guest,
             "rows": rows, "counts": counts,
+            "busy_sides": [name for name, side in ((a_label, a_by), (b_label, b_by))
+                           if any(x.get("busy") for x in side.values())],
             "regressed": [r["question"] for r in rows if r["verdict"] == REGRESSED],
-            "noisy": [r["question"] for r in rows if r["verdict"] == NOISY]}
+            "noisy": [r["question"] for r in rows if r["verdict"] == NOISY],
+            "curve_points": None, "curves": [], "curve_rule": None, "regressed_curves": [],
+            "noisy_curves": [], "detail_changes": []}
 
 
 def parse_threshold(text: str) -> float:
     """'5%' or '0.05' -> 0.05; ValueError on anything else or outside (0, 10)."""
+    from .errors import ParamError
+    from .units import parse_number          # ASCII digits only, finite
     t = str(text).strip()
     try:
-        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
-    except ValueError:
+        v = parse_number(t[:-1]) / 100 if t.endswith("%") else parse_number(t)
+    except ParamError:
         raise ValueError(f"--threshold: expected a percentage like 5% or a ratio like 0.05, "
                          f"got {text!r}") from None
     if not (0 < v < 10) or v != v:
@@ -346,16 +437,55 @@ MARKDOWN_LINES = 40
 # Rows hidden by default (terminal and Markdown): nothing changed, or
 # nothing to judge.  Any other verdict is listed, most urgent first.
 QUIET = (UNCHANGED, NOT_JUDGED, NOT_COMPARABLE)
-_URGENCY = (REGRESSED, NOISY, CHANGED_ANSWER, CHANGED, IMPROVED, INCONCLUSIVE)
+_URGENCY = (REGRESSED, NOISY, CHANGED_ANSWER, CHANGED, IMPROVED, HOST_STATE, INCONCLUSIVE)
 
 
 def summary(doc: Mapping[str, Any]) -> str:
-    """One line: how many rows got each verdict, regressions first, and
-    the threshold."""
+    """One line: how many rows got each verdict, regressions first, the
+    threshold, and how many curve ranges changed (when any did)."""
     c = dict(doc.get("counts") or {})
     order = [v for v in _URGENCY if v in c] + sorted(v for v in c if v not in _URGENCY)
     counts = ", ".join(f"{c[v]} {v}" for v in order) or "no question on either side"
-    return f"{counts} (B/A, threshold {doc['threshold']:.0%})"
+    ranges = curve_changes(doc)
+    moved = ""
+    if ranges:
+        by = {}
+        for r in ranges:
+            by[r["verdict"]] = by.get(r["verdict"], 0) + 1
+        moved = "; curves: " + ", ".join(f"{n} {v}" for v, n in by.items()) + (
+            " range" if len(ranges) == 1 else " ranges")
+    busy = doc.get("busy_sides") or []
+    ran_busy = f"; {' and '.join(busy)} ran on a busy machine" if busy else ""
+    return f"{counts} (B/A, threshold {doc['threshold']:.0%}){moved}{ran_busy}"
+
+
+def curve_changes(doc: Mapping[str, Any], show_all: bool = False) -> List[Mapping[str, Any]]:
+    """The curve ranges a reader is shown: those that changed (every range
+    with ``show_all``), most urgent first; none in a document older than
+    version 3 or compared without its points."""
+    ranges = list(doc.get("curves") or [])
+    return ranges if show_all else [r for r in ranges if r.get("verdict") not in QUIET + (
+        INCONCLUSIVE,)]
+
+
+def curve_heading(doc: Mapping[str, Any]) -> Optional[str]:
+    """The line over the curve ranges: how many points were compared and by
+    which rule; None when the curves were not compared."""
+    n = doc.get("curve_points")
+    if n is None:
+        return None
+    ranges = list(doc.get("curves") or [])
+    shown = curve_changes(doc)
+    rest = len(ranges) - len(shown)
+    tail = f"; {rest} inconclusive (--all lists them)" if rest else ""
+    if not shown:
+        return f"curves: no range changed over {n} points{tail}"
+    return f"curves ({n} points; {doc.get('curve_rule') or 'ranges that moved'}){tail}:"
+
+
+def detail_text(c: Mapping[str, Any]) -> str:
+    """A changed detail: "libc slower (throughput): 224 B–2 KiB -> 2 KiB–24 KiB"."""
+    return f"{c.get('detail')}: {c.get('a')} -> {c.get('b')}"
 
 
 def sides(doc: Mapping[str, Any]) -> str:
@@ -378,27 +508,52 @@ def ratio_text(r) -> str:
 def _md_row(r) -> str:
     unit = r.get("unit") or ""
     return (f"| `{r['question']}` | {format_value(r.get('a'), unit)} | {format_value(r.get('b'), unit)} "
-            f"| {ratio_text(r)} | {r['verdict']} |")
+            f"| {ratio_text(r)} | {r['verdict']}{' (' + r['busy'] + ' busy)' if r.get('busy') else ''} |")
+
+
+# At most this many lines of Markdown for the curve ranges, and as many
+# for the changed details (the rest: "... N more").
+MARKDOWN_SECTION = 8
+
+
+def _md_section(title: str, items: List[str]) -> List[str]:
+    if not items:
+        return []
+    keep = items if len(items) <= MARKDOWN_SECTION - 3 else items[:MARKDOWN_SECTION - 4] + [
+        f"- ... {len(items) - (MARKDOWN_SECTION - 4)} more (`--json` lists them)"]
+    return ["", title, ""] + keep
 
 
 def markdown(doc: Mapping[str, Any], max_lines: int = MARKDOWN_LINES) -> str:
     """The comparison for a pull request, in at most ``max_lines`` lines:
-    the summary, a table of the changed rows (as many as fit), and every
-    other row folded into one <details> block, one line per verdict."""
+    the summary, a table of the changed rows (as many as fit), the curve
+    ranges and the details that changed, and every other row folded into
+    one <details> block, one line per verdict."""
     head = [f"**memfx compare: {summary(doc)}**", "",
             f"{sides(doc)}; band: {doc.get('band', 'the threshold')}.", ""]
     table = ["| question | A | B | B/A [95% CI] | verdict |", "|---|---|---|---|---|"]
     rows = list(doc["rows"])
     shown = changed(rows)
+    ranges = curve_changes(doc)
+    curves = _md_section(f"**Curves** ({doc.get('curve_points')} points; "
+                         f"{doc.get('curve_rule')}):",
+                         [f"- {r['verdict']}: `{r['label']}` {r.get('change', '')}"
+                          for r in ranges])
+    if doc.get("curve_points") is not None and not ranges:
+        curves = ["", f"Curves: no range changed over {doc['curve_points']} points."]
+    details = _md_section("**Details changed:**",
+                          [f"- `{c['question']}` {detail_text(c)}"
+                           for c in doc.get("detail_changes") or []])
     # lines left for the table: the fold takes a blank line, <details>, its
     # summary, a blank line, one line per verdict and </details>
     folded_verdicts = {r["verdict"] for r in rows}
     fold_lines = 4 + len(folded_verdicts) + 1
-    room = max(0, max_lines - len(head) - len(table) - fold_lines)
+    room = max(0, max_lines - len(head) - len(table) - fold_lines - len(curves) - len(details))
     listed = shown[:room]
     rest = [r for r in rows if r not in listed]
     lines = head + ((table + [_md_row(r) for r in listed]) if listed
                     else ["No question changed beyond the threshold."])
+    lines += curves + details
     if rest:
         lines += ["", f"<details><summary>{len(rest)} more rows (ratio B/A)</summary>", ""]
         for verdict in dict.fromkeys(r["verdict"] for r in rest):

@@ -6,6 +6,7 @@ stored runs into documents; presentation reads these documents, never the
 store's rows."""
 from __future__ import annotations
 
+import json
 import statistics
 from dataclasses import dataclass
 
@@ -154,7 +155,23 @@ def _tag_noisy(answers, docs):
     return out
 
 
-_SURVEY_ANSWERS = {}      # (database, survey id) -> answers of a complete survey
+_SURVEY_ANSWERS = {}      # (database, survey id) -> (answers, point medians) of a complete survey
+
+
+def _history_surveys(store, machine, exclude=(), before=None, most=5):
+    """The newest ``most`` complete surveys of machine id ``machine`` other
+    than ``exclude`` and started before ``before``, each as (answers, point
+    medians) (history_survey, memoised for this process)."""
+    surveys = [s for s in _machine_surveys(store, machine)
+               if s["status"] == "complete" and s["id"] not in exclude
+               and (before is None or (s.get("started") or "") < before)][:most]
+    out = []
+    for s in surveys:
+        key = (str(store.path), s["id"])
+        if key not in _SURVEY_ANSWERS:
+            _SURVEY_ANSWERS[key] = history_survey(store, s["id"])
+        out.append(_SURVEY_ANSWERS[key])
+    return out
 
 
 def machine_history(store, machine, exclude=(), before=None, most=5):
@@ -163,18 +180,27 @@ def machine_history(store, machine, exclude=(), before=None, most=5):
     started before ``before``; (None, n) with fewer than the threshold
     history_min_surveys of them."""
     from .findings import threshold
-    surveys = [s for s in _machine_surveys(store, machine)
-               if s["status"] == "complete" and s["id"] not in exclude
-               and (before is None or (s.get("started") or "") < before)][:most]
+    surveys = _history_surveys(store, machine, exclude, before, most)
     if len(surveys) < threshold("history_min_surveys"):
         return None, len(surveys)
     values = {}
-    for s in surveys:
-        key = (str(store.path), s["id"])
-        if key not in _SURVEY_ANSWERS:
-            _SURVEY_ANSWERS[key] = history_answers(store, s["id"])
-        for a in _SURVEY_ANSWERS[key]:
+    for answers, _ in surveys:
+        for a in answers:
             values.setdefault(a["question"], []).append(a.get("value"))
+    return values, len(surveys)
+
+
+def machine_point_history(store, machine, exclude=(), before=None, most=5):
+    """({curve key: [median of each survey]}, n): machine_history() for the
+    points `compare` compares (compare_curves.curve_key)."""
+    from .findings import threshold
+    surveys = _history_surveys(store, machine, exclude, before, most)
+    if len(surveys) < threshold("history_min_surveys"):
+        return None, len(surveys)
+    values = {}
+    for _, medians in surveys:
+        for k, v in medians.items():
+            values.setdefault(k, []).append(v)
     return values, len(surveys)
 
 
@@ -185,18 +211,28 @@ def analysed_survey(store, survey_id):
     return survey_document(store, survey_id, documents=survey_run_documents(store, survey_id))
 
 
-def history_answers(store, survey_id):
-    """The answers of one complete survey of a machine's history: from the
-    answer cache (answer_cache) when its runs and memfx's analysis are
-    unchanged, else analysed from the samples (its runs in forked processes,
-    as a survey does) and kept there."""
+def history_survey(store, survey_id):
+    """(answers, point medians) of one complete survey of a machine's
+    history: from the answer cache (answer_cache) when its runs and memfx's
+    analysis are unchanged, else analysed from the samples (its runs in
+    forked processes, as a survey does) and kept there.  The point medians
+    ({curve key: median}) band `compare`'s curves as the answers band its
+    rows."""
     from . import answer_cache
+    from .compare_curves import point_medians
     runs = store.survey(survey_id)["runs"]
-    answers = answer_cache.load(store.path, survey_id, runs)
-    if answers is None:
-        answers = analysed_survey(store, survey_id)["answers"]
-        answer_cache.save(store.path, survey_id, runs, answers)
-    return answers
+    kept = answer_cache.load_survey(store.path, survey_id, runs)
+    if kept is None:
+        doc = analysed_survey(store, survey_id)
+        kept = {"answers": doc["answers"], "points": point_medians(doc["documents"])}
+        answer_cache.save(store.path, survey_id, runs, kept["answers"], kept["points"])
+    return kept["answers"], kept["points"]
+
+
+def history_answers(store, survey_id):
+    """The answers of one complete survey of a machine's history
+    (history_survey)."""
+    return history_survey(store, survey_id)[0]
 
 
 def side(store, key):
@@ -345,19 +381,26 @@ def survey_advice(store, doc):
     return None
 
 
-def compare_history(store, a_doc, b_doc):
+def compare_history(store, a_doc, b_doc, points=False):
     """The machine's history for `compare`: complete surveys of the one
     machine both sides were measured on (None when they differ) started
     before the EARLIER side: the surveys between the two may already be
     after the change `compare` is asked about (an upgrade, a glibc setting),
     and a history that holds both states widened the band until a real
-    change read as noise."""
+    change read as noise.  ``points``: the history of the points
+    (machine_point_history) rather than of the answers."""
     mids = {a_doc.get("machine_id"), b_doc.get("machine_id")}
     if len(mids) != 1 or None in mids:
         return None, 0
     exclude = {d.get("survey_id") for d in (a_doc, b_doc)}
     before = min(str(d.get("started") or "") for d in (a_doc, b_doc)) or None
-    return machine_history(store, mids.pop(), exclude=exclude, before=before)
+    history = machine_point_history if points else machine_history
+    return history(store, mids.pop(), exclude=exclude, before=before)
+
+
+def run_documents(doc):
+    """The run documents of a compare side: a survey's, or the run's own."""
+    return list(doc.get("documents") or []) if doc.get("kind") == "survey" else [doc]
 
 
 def ran_in_guest(doc):
@@ -375,25 +418,35 @@ def comparison(store, a, b, limit=0.05, pattern=None, group_by=None):
     glob ``pattern``; a pattern that matches nothing is a MemfxError."""
     import fnmatch
 
-    from .compare import compare
-    history, n_history, guest = None, 0, False
+    from .compare_curves import compare_all
+    history, n_history, guest, point_history = None, 0, False, None
     if group_by == "cpu-model":
-        a_label, a_answers = group_answers(store, a)
-        b_label, b_answers = group_answers(store, b)
+        fleet = fleet_with_runs(store)       # every machine's runs analysed once
+        a_label, a_answers, a_runs = group_side(store, a, fleet)
+        b_label, b_answers, b_runs = group_side(store, b, fleet)
     else:
         a_label, a_answers, a_doc = side(store, a)
         b_label, b_answers, b_doc = side(store, b)
+        a_runs, b_runs = run_documents(a_doc), run_documents(b_doc)
         history, n_history = compare_history(store, a_doc, b_doc)
+        if history:        # the same surveys: memoised, or in the answer cache
+            point_history, _ = compare_history(store, a_doc, b_doc, points=True)
         guest = ran_in_guest(a_doc) or ran_in_guest(b_doc)
     if pattern:
         def keep(answers):
             return [x for x in answers if fnmatch.fnmatchcase(str(x.get("question")), pattern)]
+
+        def keep_runs(docs):    # the curves of the experiments whose questions match
+            return [d for d in docs if any(fnmatch.fnmatchcase(str(x.get("question")), pattern)
+                                           for x in d.get("answers") or [])]
         a_answers, b_answers = keep(a_answers), keep(b_answers)
+        a_runs, b_runs = keep_runs(a_runs), keep_runs(b_runs)
         if not a_answers and not b_answers:
             raise MemfxError(f"no question matches {pattern!r} (question ids look like "
                              f"latency.l1d)")
-    return compare(a_answers, b_answers, limit, a_label, b_label, history=history,
-                   n_history=n_history, guest=guest)
+    return compare_all(a_answers, b_answers, limit, a_label, b_label, history=history,
+                       n_history=n_history, guest=guest, a_runs=a_runs, b_runs=b_runs,
+                       point_history=point_history, noisy=noisy_runs(a_runs + b_runs))
 
 
 # ---- fleet views: every machine of a shared store ----------------------------
@@ -419,17 +472,20 @@ def machines_document(store):
             "store": str(store.path), "machines": out}
 
 
-def _machine_answers(store, machine, runs):
+def _machine_answers(store, machine, runs, docs=None):
     """(sources, answers) of `machine`: the answers of its newest complete
     run of each experiment (else its newest run of it), so a later survey
     of a few experiments (--only) hides none of the others; `sources` are
-    the surveys (or, outside surveys, the runs) they come from."""
+    the surveys (or, outside surveys, the runs) they come from.  ``docs``:
+    a list the runs' documents are appended to."""
     mine = [r for r in runs if r.get("machine_id") == machine["machine_id"]]   # newest first
     chosen = sorted(latest_per_experiment(mine), key=lambda r: (r["started"], r["id"]))
     answers = []
     for r in chosen:
-        answers += [dict(a, run_id=r["id"], experiment=r["experiment"])
-                    for a in run_document(store, r["id"])["answers"]]
+        doc = run_document(store, r["id"])
+        if docs is not None:
+            docs.append(doc)
+        answers += [dict(a, run_id=r["id"], experiment=r["experiment"]) for a in doc["answers"]]
     sources = list(dict.fromkeys(r.get("survey_id") or r["id"] for r in chosen))
     return sources, answers
 
@@ -439,6 +495,12 @@ def fleet_document(store, group_by="machine"):
     newest complete run of each experiment) or
     per CPU model ("cpu-model": the median of its hosts' values, with the
     spread min..max across hosts and the verdicts counted)."""
+    return _fleet(store, group_by)[0]
+
+
+def _fleet(store, group_by, docs=None):
+    """(fleet_document, machines); ``docs``: a dict that gets each machine's
+    run documents by machine id."""
     if group_by not in GROUPS:
         raise MemfxError(f"--group-by: expected one of {', '.join(GROUPS)}, got {group_by!r}")
     machines = machines_document(store)["machines"]
@@ -447,7 +509,8 @@ def fleet_document(store, group_by="machine"):
     per_machine, sources = {}, {}
     runs = store.runs()
     for m in machines:
-        sources[m["machine_id"]], answers = _machine_answers(store, m, runs)
+        mine = None if docs is None else docs.setdefault(m["machine_id"], [])
+        sources[m["machine_id"]], answers = _machine_answers(store, m, runs, mine)
         per_machine[m["machine_id"]] = {a["question"]: a for a in answers}
     if group_by == "machine":
         columns = [{"key": m["machine_id"], "label": m["label"], "hosts": m["hosts"],
@@ -473,8 +536,9 @@ def fleet_document(store, group_by="machine"):
             found = [per_machine[mid][qid] for mid in col["machines"] if qid in per_machine[mid]]
             cells[col["key"]] = _cell(found, group_by)
         rows.append(dict(questions[qid], cells=cells))
-    return {"fleet_schema_version": FLEET_SCHEMA_VERSION, "kind": "fleet", "group_by": group_by,
-            "store": str(store.path), "columns": columns, "questions": rows}
+    doc = {"fleet_schema_version": FLEET_SCHEMA_VERSION, "kind": "fleet", "group_by": group_by,
+           "store": str(store.path), "columns": columns, "questions": rows}
+    return doc, machines
 
 
 def _cell(answers, group_by):
@@ -501,6 +565,15 @@ def group_answers(store, model_key):
     (case-insensitive; one model must match): per question the median of
     the hosts' values, and as its interval the spread min..max across hosts
     (memfx compare reads it as the CI: a conservative stand-in)."""
+    label, answers, _ = group_side(store, model_key)
+    return label, answers
+
+
+def group_side(store, model_key, fleet=None):
+    """group_answers() and, for `compare`'s curves, one document per
+    experiment whose points are the hosts' (group_points).  ``fleet``: the
+    (fleet document, {machine id: run documents}) of fleet_with_runs(), made
+    once for both sides of a compare."""
     if not model_key.strip():
         raise MemfxError("--group-by cpu-model: an empty CPU model names no machines")
     machines = machines_document(store)["machines"]
@@ -515,7 +588,7 @@ def group_answers(store, model_key):
     if len(matching) > 1:
         raise MemfxError(f"CPU model {model_key!r} is ambiguous: {'; '.join(matching)}")
     model = matching[0]
-    doc = fleet_document(store, "cpu-model")
+    doc, per_machine = fleet or fleet_with_runs(store)
     answers = []
     for row in doc["questions"]:
         cell = row["cells"].get(model) or {}
@@ -524,8 +597,53 @@ def group_answers(store, model_key):
         answers.append({k: row.get(k) for k in ("question", "asks", "unit", "better", "seed")} | {
             "verdict": cell["verdict"], "value": cell["value"],
             "ci_low": cell.get("spread_low"), "ci_high": cell.get("spread_high")})
-    n = len([m for m in machines if m["cpu_model"] == model])
-    return f"{model} ({n} machine{'s' if n != 1 else ''})", answers
+    column = next(c for c in doc["columns"] if c["key"] == model)
+    n = len(column["machines"])
+    return (f"{model} ({n} machine{'s' if n != 1 else ''})", answers,
+            group_points([per_machine.get(mid) or [] for mid in column["machines"]]))
+
+
+def fleet_with_runs(store):
+    """(the cpu-model fleet document, {machine id: its run documents})."""
+    per_machine = {}
+    doc, _ = _fleet(store, "cpu-model", per_machine)
+    return doc, per_machine
+
+
+def group_points(machine_docs):
+    """One document per experiment for the hosts of one CPU model
+    (``machine_docs``: each host's run documents): per point the median of
+    the hosts' medians, with each host's median as a replica (the host-to-
+    host spread is what `compare` pools) and min..max of their CIs as its
+    CI; one host's point as it is."""
+    by_exp = {}
+    for docs in machine_docs:
+        for d in docs:
+            e = by_exp.setdefault(d.get("experiment"), {"points": {}, "doc": d})
+            for p in d.get("points") or []:
+                key = (p.get("metric"), json.dumps([p.get("arm"), p.get("params")],
+                                                   sort_keys=True, default=str))
+                e["points"].setdefault(key, []).append(p)
+    out = []
+    for exp, e in by_exp.items():
+        points = []
+        for hosts in e["points"].values():
+            valued = [p for p in hosts if isinstance(p.get("median"), (int, float))]
+            if len(valued) < 2:
+                points.append(hosts[0])
+                continue
+            lows = [p.get("ci_low") for p in valued]
+            highs = [p.get("ci_high") for p in valued]
+            points.append(dict(valued[0], median=statistics.median(p["median"] for p in valued),
+                               replicas=[p["median"] for p in valued],
+                               ci_low=None if None in lows else min(lows),
+                               ci_high=None if None in highs else max(highs),
+                               n=sum(p.get("n") or 0 for p in valued),
+                               rejected=sum(p.get("rejected") or 0 for p in valued)))
+        first = e["doc"]
+        out.append({"experiment": exp, "run_id": None, "machine": first.get("machine"),
+                    "answers": first.get("answers") or [], "points": points})
+    return out
 
 
 # ---- a `memfx tune` record -------------------------------------------------------

@@ -104,6 +104,18 @@ THRESHOLDS: Dict[str, Threshold] = _thresholds(
     Threshold("noisy_margin", 2.0, "x band",
               "a regression between runs whose cautions say they were noisy is called one only "
               "when its CI clears this multiple of the band; else it reads `noisy`"),
+    # issue 39: a glibc setting moved libc memcpy 1.6-1.8x at 4-24 KiB while
+    # the one answer over 84 sizes read "unchanged"; points are compared one
+    # by one, and these keep an A/A of thousands of points quiet
+    Threshold("curve_min_points", 3, "points",
+              "`compare` calls a range of neighbouring points of one curve (the same experiment, "
+              "arm and parameters but the swept one) that moved beyond the band the same way a "
+              "change when at least this many of its points in a row have a ratio CI wholly "
+              "beyond the band: at a 95 % CI one point in 40 clears it by chance in an A/A "
+              "(one side), three neighbours in a row at one place in 64,000"),
+    Threshold("curve_far_band", 2.0, "x band",
+              "... or when one of its points clears this multiple of the band with a CI widened "
+              "for the number of points compared (Bonferroni: level 1 - (1 - ci_level) / points)"),
     Threshold("noisy_run", 0.20, "ratio",
               "share of a run's samples rejected (preempted, migrated) above which the run is "
               "noisy for `compare`"),

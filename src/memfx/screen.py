@@ -36,9 +36,14 @@ VERDICT_WORDS = {"detected": "detected", "not_detected": "not detected",
 
 def term_width(stream=None) -> int:
     """COLUMNS, else the terminal's width, else PIPE_WIDTH; at least MIN_WIDTH."""
-    given = os.environ.get("COLUMNS", "").strip()
-    if given.isdigit() and int(given) > 0:
-        return max(MIN_WIDTH, int(given))
+    from .errors import ParamError
+    from .units import parse_int
+    try:                    # ASCII digits only: str.isdigit() took "²", which int() refuses
+        given = parse_int(os.environ.get("COLUMNS", ""), "COLUMNS")
+    except ParamError:
+        given = 0
+    if 0 < given < 1 << 16:
+        return max(MIN_WIDTH, given)
     stream = stream or sys.stdout
     try:
         return max(MIN_WIDTH, os.get_terminal_size(stream.fileno()).columns)
@@ -316,7 +321,8 @@ def compare_lines(doc: Mapping[str, Any], width: int, show_all=False) -> List[st
         for r in shown:
             unit = r.get("unit") or ""
             line = (f"  {_pad(clean(r['question']), id_w)}  {_pad(str(r['verdict']), verdict_w)}  "
-                    f"{ratio_text(r)}  {format_value(r.get('a'), unit)} -> {format_value(r.get('b'), unit)}")
+                    f"{ratio_text(r)}  {format_value(r.get('a'), unit)} -> {format_value(r.get('b'), unit)}"
+                    + (f"  ({r['busy']} busy)" if r.get("busy") else ""))
             out.append(fit(line, width))
             if r.get("reason") and r["verdict"] != "unchanged":
                 out.append(fit(f"    {r['reason']}", width))
@@ -324,4 +330,28 @@ def compare_lines(doc: Mapping[str, Any], width: int, show_all=False) -> List[st
     if hidden:
         out.append(fit(f"{hidden} rows unchanged, not judged or not comparable: --all lists "
                        f"every row", width))
+    return out + curve_lines(doc, width, show_all)
+
+
+def curve_lines(doc: Mapping[str, Any], width: int, show_all=False) -> List[str]:
+    """After the answers: the curve ranges that changed (every range with
+    ``show_all``), one line each, then the details that changed; nothing
+    for a document that did not compare curves (version 2)."""
+    from .compare import curve_changes, curve_heading, detail_text
+    out = []
+    heading = curve_heading(doc)
+    if heading:
+        out.append(fit(heading, width))
+        ranges = curve_changes(doc, show_all)
+        verdict_w = max((cell_len(str(r.get("verdict"))) for r in ranges), default=0)
+        for r in ranges:
+            out.append(fit(f"  {_pad(str(r.get('verdict')), verdict_w)}  "
+                           f"{clean(str(r.get('text')))}", width))
+            if show_all and r.get("reason"):
+                out.append(fit(f"    {r['reason']}", width))
+    changes = list(doc.get("detail_changes") or [])
+    if changes:
+        out.append(fit("details changed:", width))
+        for c in changes:
+            out.append(fit(f"  {clean(str(c.get('question')))}  {clean(detail_text(c))}", width))
     return out

@@ -378,10 +378,23 @@ def replica_log_ratio_half(a_values, a_lows, a_highs, b_values, b_lows, b_highs,
     return max(spread, own)
 
 
+# (confidence, df) -> t: compare_curves asks for the same few once per
+# point of two surveys (a few thousand), and each bisection costs ~1 ms
+_T_OF: Dict[Tuple[float, int], float] = {}
+
+
 def _t_of(confidence: float, df: int) -> float:
     """Two-sided Student-t quantile at ``confidence`` with ``df`` degrees of
     freedom (df 1 at 0.95 -> 12.71), by bisection on the t CDF (the
-    regularized incomplete beta function, by its continued fraction)."""
+    regularized incomplete beta function, by its continued fraction);
+    memoised."""
+    key = (confidence, df)
+    if key not in _T_OF:
+        _T_OF[key] = _t_bisect(confidence, df)
+    return _T_OF[key]
+
+
+def _t_bisect(confidence: float, df: int) -> float:
     target = 0.5 + confidence / 2
     lo, hi = 0.0, 1e3
     for _ in range(100):
@@ -427,9 +440,18 @@ def _betainc(a: float, b: float, x: float) -> float:
     return front * f
 
 
+_Z_OF: Dict[float, float] = {}
+
+
 def _z_of(confidence: float) -> float:
     """z of a two-sided normal interval at ``confidence`` (0.95 -> 1.96):
-    erf(z / sqrt 2) = confidence, by bisection."""
+    erf(z / sqrt 2) = confidence, by bisection; memoised."""
+    if confidence not in _Z_OF:
+        _Z_OF[confidence] = _z_bisect(confidence)
+    return _Z_OF[confidence]
+
+
+def _z_bisect(confidence: float) -> float:
     lo, hi = 0.0, 10.0
     for _ in range(60):
         mid = (lo + hi) / 2
@@ -438,6 +460,9 @@ def _z_of(confidence: float) -> float:
         else:
             hi = mid
     return (lo + hi) / 2
+
+
+z_of = _z_of       # the same, for other modules
 
 
 def median_ratio_over_groups(pairs, confidence: float = 0.95, n_boot: int = 2000,
