@@ -107,6 +107,10 @@ THRESHOLDS: Dict[str, Threshold] = _thresholds(
     # issue 39: a glibc setting moved libc memcpy 1.6-1.8x at 4-24 KiB while
     # the one answer over 84 sizes read "unchanged"; points are compared one
     # by one, and these keep an A/A of thousands of points quiet
+    Threshold("curve_reference_arms", 3, "arms",
+              "other arms measured at a point's parameters against whose median move `compare` "
+              "judges the point (a host drift moves them all alike); a curve with fewer is "
+              "reported as moved, never as regressed"),
     Threshold("curve_min_points", 3, "points",
               "`compare` calls a range of neighbouring points of one curve (the same experiment, "
               "arm and parameters but the swept one) that moved beyond the band the same way a "
