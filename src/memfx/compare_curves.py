@@ -162,11 +162,10 @@ def compare_points(a_pts: Mapping[str, Mapping[str, Any]], b_pts: Mapping[str, M
     for k in keys:
         a, b = a_pts[k], b_pts[k]
         spread = history_spread((history or {}).get(k, [])) if history else None
-        # in a guest every point of a curve is banded as host-shared: on a
-        # 2-vCPU KVM guest whole stretches of copy curves moved by 1.5x
-        # between quick surveys minutes apart, some arms more than others
-        # (non-temporal against cached stores at the L2's edge), where the
-        # answers' summaries held; docs/stability.md
+        # in a guest every point of a curve is banded as host-shared: whole
+        # stretches of a curve move with the host between surveys minutes
+        # apart, some arms more than others, where the answers' summaries
+        # hold (docs/stability.md has the figures)
         band, source = band_of(limit, str(b.get("unit") or a.get("unit") or ""),
                                bool(a.get("host_shared") or b.get("host_shared") or guest),
                                spread, n_history, guest)
@@ -206,7 +205,7 @@ def _against_other_arms(rows: List[Dict[str, Any]]) -> None:
     parameters (curve_reference_arms of them at least): a host that slows
     the vCPU, or lends it half a core, moves every strategy at a size alike
     (1.6x at 1-16 KiB for every copy strategy between two quick surveys
-    minutes apart on a KVM guest), while a changed libc or kernel moves its
+    minutes apart: docs/stability.md), while a changed libc or kernel moves its
     own arm.  The point's move and clearance are then those of its ratio
     over the median ratio of the others (``common``); a point with too few
     others keeps ``reference`` False, and its ranges are reported as moved,
