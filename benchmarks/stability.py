@@ -101,14 +101,19 @@ def memfx(*args, env=None, check=True):
     return r
 
 
-def survey(db, only, env=None, label=""):
-    """One quick survey; returns its id."""
+def quick_survey(db, only, env=None, check=True):
+    """`memfx survey --quick` into db (its report thrown away): the process result."""
     with tempfile.TemporaryDirectory() as tmp:
         args = ["survey", "--quick", "-q", "--no-advise", "--json", "--db", db,
                 "-o", str(Path(tmp) / "report.html")]
         if only:
             args += ["--only", only]
-        r = memfx(*args, env=env)
+        return memfx(*args, env=env, check=check)
+
+
+def survey(db, only, env=None, label=""):
+    """One quick survey; returns its id."""
+    r = quick_survey(db, only, env=env)
     doc = json.loads(r.stdout)
     print(f"  survey {doc['survey_id']} {label} {doc['timing']['total_s']:.0f} s", file=sys.stderr)
     return doc["survey_id"]
@@ -419,12 +424,7 @@ def busy_survey(db, only, label):
     """One quick survey that may fail: (survey id or None, seconds, exit
     status, failed run ids, the busy share memfx measured)."""
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory() as tmp:
-        args = ["survey", "--quick", "-q", "--no-advise", "--json", "--db", db,
-                "-o", str(Path(tmp) / "report.html")]
-        if only:
-            args += ["--only", only]
-        r = memfx(*args, check=False)
+    r = quick_survey(db, only, check=False)
     took = time.monotonic() - t0
     try:
         doc = json.loads(r.stdout)
