@@ -8,19 +8,19 @@ from setuptools import Extension, setup
 CFLAGS = ["-O2", "-std=gnu11", "-fno-strict-aliasing", "-Wall", "-Wno-unused-function"]
 
 core = Extension(
-    "memfx._core",
-    sources=sorted(glob.glob("src/memfx/_core/*.c") + glob.glob("src/memfx/_core/kernels/*.c")),
-    depends=sorted(glob.glob("src/memfx/_core/*.h")),
+    "memfx.lab._core",
+    sources=sorted(glob.glob("src/memfx/lab/_core/*.c") + glob.glob("src/memfx/lab/_core/kernels/*.c")),
+    depends=sorted(glob.glob("src/memfx/lab/_core/*.h")),
     extra_compile_args=CFLAGS,
     define_macros=[("MFX_CFLAGS", '"%s"' % " ".join(CFLAGS))],
 )
 
 # Not a Python module: a shared library that `memfx tune` puts in LD_PRELOAD
-# (memfx/_interpose*.so).  Only its memcpy/memmove/memset (and __*_chk)
+# (memfx/advice/_interpose*.so).  Only its memcpy/memmove/memset (and __*_chk)
 # symbols are exported; its own fallback loops must never become calls.
 interpose = Extension(
-    "memfx._interpose",
-    sources=["src/memfx/_interpose/interpose.c"],
+    "memfx.advice._interpose",
+    sources=["src/memfx/advice/_interpose/interpose.c"],
     extra_compile_args=CFLAGS + ["-fvisibility=hidden", "-fno-builtin",
                                  "-fno-tree-loop-distribute-patterns"],
     libraries=["dl", "pthread"],

@@ -22,7 +22,7 @@ CFLAGS="$san -g" LDFLAGS="$san" python setup.py -q build_ext \
 mkdir -p "$work/pkg"
 cp -r src/memfx "$work/pkg/memfx"
 find "$work/pkg/memfx" -name '_core*.so' -delete
-cp "$work"/lib/memfx/_core*.so "$work/pkg/memfx/"
+cp "$work"/lib/memfx/lab/_core*.so "$work/pkg/memfx/lab/"
 
 preload=$(gcc -print-file-name=libasan.so)
 [ -f "$preload" ] || { echo "sanitize: libasan.so not found (gcc -print-file-name)"; exit 1; }
@@ -39,7 +39,7 @@ export PYTHONPATH="$work/pkg"
 export MEMFX_SANITIZED=1
 
 python - <<'PY'
-import memfx._core as c, os, sys
+import memfx.lab._core as c, os, sys
 assert c.__file__.startswith(os.environ["PYTHONPATH"]), c.__file__
 print("sanitize: testing", c.__file__)
 PY

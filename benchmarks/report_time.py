@@ -63,9 +63,9 @@ def main(argv=None):
     ap.add_argument("--only", choices=("survey", "report"), help="time one way only")
     args = ap.parse_args(argv)
 
-    from memfx.documents import survey_run_documents
-    from memfx.report import write_report
-    from memfx.store import Store
+    from memfx.analysis.documents import survey_run_documents
+    from memfx.report.report import write_report
+    from memfx.store.store import Store
     with Store(args.db) as store, tempfile.TemporaryDirectory() as tmp:
         surveys = store.surveys()
         if not surveys and not args.survey:

@@ -9,11 +9,11 @@ import math
 import numpy as np
 import pytest
 
-from memfx import advise as A
-from memfx import findings as fnd
+from memfx.advice import advise as A
+from memfx.model import findings as fnd
 from memfx.experiments.copy import BASELINE, strategy_ranges as copy_ranges
-from memfx.store import Store
-from memfx.units import format_size
+from memfx.store.store import Store
+from memfx.model.units import format_size
 
 BAND = fnd.threshold("effect_band")
 
@@ -262,7 +262,7 @@ def test_advise_never_comes_with_a_slower_size():
 
 
 def test_a_stored_advise_with_a_slower_size_reads_keep_in_the_report():
-    from memfx import report_advice as R
+    from memfx.report import advice as R
     row = {"size": 393216, "affected": True, "ratio": 1.9, "ci_low": 1.6, "ci_high": 2.2,
            "gain": -0.477}
     advice = {"kind": "memfx-advice", "gcc": {}, "glibc": {"version": "2.36", "tunables": [
@@ -301,8 +301,8 @@ def test_gain_ci_is_a_log_scale_bootstrap_never_below_minus_100_percent():
 
 
 def test_reported_gains_read_the_ratio_on_the_log_scale():
-    from memfx import report_advice as R
-    from memfx import screen
+    from memfx.report import advice as R
+    from memfx.report import screen
     overall = {"ratio": 1.0, "ci_low": 0.966, "ci_high": 3.23, "gain": 0.0}
     text = R._gain_text({"overall": overall})
     assert text == "+0.0% [-69.0%, +3.5%]"              # 1 - ratio read [-223.0%, +3.4%]

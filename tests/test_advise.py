@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memfx import advise as A
-from memfx import findings as fnd
-from memfx.store import Store
+from memfx.advice import advise as A
+from memfx.model import findings as fnd
+from memfx.store.store import Store
 
 from conftest import run_cli
 
@@ -606,7 +606,7 @@ def test_cli_json_no_check(db_path):
 # ---- real data captured here ---------------------------------------------------------
 
 def _captured_glibc():
-    from memfx.machine import parse_ld_diagnostics
+    from memfx.lab.machine import parse_ld_diagnostics
     with open(os.path.join(DATA, "ld_diagnostics_glibc236.txt")) as f:
         return {"available": True, **parse_ld_diagnostics(f.read())}
 
@@ -665,7 +665,7 @@ def test_run_missing_uses_the_runner_with_consent(db_path):
 # ---- the libc check in child processes ---------------------------------------------------
 
 def _has_kernel(name):
-    from memfx import _core
+    from memfx.lab import _core
     return any(k["name"] == name and k["supported"] for k in _core.kernels())
 
 
@@ -685,7 +685,7 @@ def test_libc_child_and_check_structure():
 
 
 def test_libc_check_controls_can_be_capped_without_touching_the_changed_range():
-    from memfx.advise import libc_check_sizes
+    from memfx.advice.advise import libc_check_sizes
     prop = {"current": 240 << 20, "proposed": 10 << 20}
     measured = [8 << 20, 12 << 20, 16 << 20, 32 << 20]
     inside, controls = libc_check_sizes(prop, measured)

@@ -4,12 +4,12 @@ penalty-band analysis on synthetic data."""
 import numpy as np
 import pytest
 
-from memfx._lab import Lab, kernel_table
-from memfx.errors import ParamError
+from memfx.lab.lab import Lab, kernel_table
+from memfx.model.errors import ParamError
 from memfx.experiments import get_experiment
 from memfx.experiments.aliasing import (CONTROL_BASE, control_arm, control_of, find_bands,
                                         kernel_for, offsets, signed, strategy_of)
-from memfx.results import RunData
+from memfx.analysis.results import RunData
 
 EXP = get_experiment("aliasing")
 ROWS = kernel_table()
@@ -194,7 +194,7 @@ def test_misaligned_destination_from_the_controls():
 
 
 def test_plot_draws(tmp_path):
-    from memfx.plots import plot_document
+    from memfx.report.plots import plot_document
     data = synthetic(set(range(1, 64)))
     qmap = {q.id: q for q in EXP.questions}
     doc = {"experiment": "aliasing", "run_id": "t", "machine": {}, "params": {},
@@ -202,7 +202,7 @@ def test_plot_draws(tmp_path):
                                               for a in EXP.analyze(data)]}
     plot_document(doc, str(tmp_path / "a.png"))
     assert (tmp_path / "a.png").read_bytes().startswith(b"\x89PNG")
-    from memfx.plots import figure_for
+    from memfx.report.plots import figure_for
     from plot_checks import figure_summary
     (ax,) = figure_summary(figure_for(doc))
     arms = sorted({p["arm"] for p in data.points})

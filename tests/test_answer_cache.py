@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from memfx import answer_cache, documents
-from memfx.store import open_store
+from memfx.analysis import answer_cache, documents
+from memfx.store.store import open_store
 
 EXPORT = json.loads((Path(__file__).parent / "data" / "export_latency_small.json").read_text())
 

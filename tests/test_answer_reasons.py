@@ -5,7 +5,7 @@ reason from results.py; these runs are synthetic, nothing is measured."""
 import math
 
 from memfx.experiments import get_experiment
-from memfx.results import analyze
+from memfx.analysis.results import analyze
 
 MACHINE = {"caches": [{"level": 1, "type": "Data", "size_bytes": 32 << 10},
                       {"level": 2, "type": "Unified", "size_bytes": 1 << 20},
@@ -51,7 +51,7 @@ def test_a_capacity_lost_to_tlb_steps_says_why_without_the_no_ci_reason():
     # latency.l3_capacity when every step after the L3 plateau is a TLB step:
     # its own sentence is the reason (a KVM guest whose 8 MiB STLB reach
     # lies where the host leaves it ~8 MiB of L3)
-    from memfx.answers import explain_inconclusive
+    from memfx.model.answers import explain_inconclusive
     because = ("every step after the L3 plateau is one that huge pages lack (TLB reach): with "
                "no step left for a cache, this curve cannot tell the L3's capacity")
     out = explain_inconclusive({"verdict": "inconclusive", "because": because,

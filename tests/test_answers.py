@@ -3,12 +3,12 @@ and a toy experiment registered from outside the package's module list."""
 import numpy as np
 import pytest
 
-from memfx import answers as ans
-from memfx.answers import Answer, Question, complete_answers
+from memfx.model import answers as ans
+from memfx.model.answers import Answer, Question, complete_answers
 from memfx.experiments import REGISTRY, get_experiment
 from memfx.experiments.base import Experiment, Param, Point, Trial, register
-from memfx.findings import DETECTED, MEASURED, NOT_DETECTED
-from memfx.results import document
+from memfx.model.findings import DETECTED, MEASURED, NOT_DETECTED
+from memfx.analysis.results import document
 
 Q1 = Question("toy.speed", "How fast is the toy?", "ns", "004", "median of samples",
               better=ans.LOWER)
@@ -128,7 +128,7 @@ def test_toy_experiment_failing_analysis_gives_not_measured(toy, monkeypatch):
 
 
 def test_machine_id_ignores_volatile_state():
-    from memfx.machine import machine_id
+    from memfx.lab.machine import machine_id
     fp = {"cpu": {"vendor": "X", "family": 6, "model": 1, "microcode": "0x1"},
           "memory": {"total_bytes": 8 << 30, "available_bytes": 5 << 30},
           "tsc": {"hz": 2.0e9}, "power": {"governor": "powersave"}, "caches": []}

@@ -5,12 +5,12 @@ import json
 import numpy as np
 import pytest
 
-from memfx import _core
-from memfx.answers import NOT_MEASURED
+from memfx.lab import _core
+from memfx.model.answers import NOT_MEASURED
 from memfx.experiments import get_experiment
 from memfx.experiments.assoc import capacity, ways_and_sets
-from memfx.findings import DETECTED, MEASURED
-from memfx.results import document
+from memfx.model.findings import DETECTED, MEASURED
+from memfx.analysis.results import document
 from conftest import run_cli
 
 KERNELS = {r["name"]: i for i, r in enumerate(_core.kernels())}
@@ -22,7 +22,7 @@ MACHINE = {"line_bytes": 64,
 
 
 def _lab():
-    from memfx._lab import Lab
+    from memfx.lab.lab import Lab
     return Lab(cpu=-1, hardware_counters=False)
 
 
@@ -145,7 +145,7 @@ def test_small_run_finds_the_l1_ways(tmp_path):
 
 def test_declared_plots_draw_the_stride_curves_and_the_matrix_bars(tmp_path):
     import matplotlib
-    from memfx.plots import figure_for
+    from memfx.report.plots import figure_for
     s = synthetic([4096, 8192], [1, 8, 9, 16])
     s += [{"arm": arm, "point": {"part": "matrix", "n": 1024, "ld": ld}, "metric": "ns_per_column",
            "unit": "ns", "value": ns, "length": 10, "ns": ns * 10, "cycles_est": None,

@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from memfx import cli
-from memfx.errors import MemfxError, ParamError
-from memfx.schema import SchemaError, validate_export
-from memfx.store import Store
-from memfx.units import MAX_SIZE, parse_int, parse_number, parse_size
+from memfx.cli import main as cli
+from memfx.model.errors import MemfxError, ParamError
+from memfx.store.schema import SchemaError, validate_export
+from memfx.store.store import Store
+from memfx.model.units import MAX_SIZE, parse_int, parse_number, parse_size
 
 DATA = Path(__file__).parent / "data"
 EXPORT = DATA / "export_latency_small.json"
@@ -90,7 +90,7 @@ def test_four_hundred_nines_is_one_line_exit_2(tmp_path, no_machine_probe):
 
 
 def test_the_api_refuses_an_infinite_size_before_measuring():
-    from memfx.runner import prepare
+    from memfx.running.runner import prepare
     with pytest.raises(ParamError, match="max_size"):
         prepare("latency", "quick", {"max_size": float("inf")}, valid_doc()["machine"])
 
@@ -102,9 +102,9 @@ ARABIC_42, FULLWIDTH_42 = "\u0664\u0662", "\uff14\uff12"
 
 @pytest.mark.parametrize("digits", [ARABIC_42, FULLWIDTH_42])
 def test_unicode_digits_are_not_numbers(digits):
-    from memfx.cli_show import parse_age
-    from memfx.compare import parse_threshold
-    from memfx.protocol import Param
+    from memfx.cli.show import parse_age
+    from memfx.analysis.compare import parse_threshold
+    from memfx.model.protocol import Param
     for parse, text in ((parse_size, digits + "K"), (parse_int, digits), (parse_number, digits),
                         (parse_number, digits + ".5")):
         with pytest.raises(ParamError):
@@ -155,14 +155,14 @@ def test_tune_options_take_ascii_digits_only(option):
 
 
 def test_columns_in_other_digits_is_ignored(monkeypatch):
-    from memfx.screen import PIPE_WIDTH, term_width
+    from memfx.report.screen import PIPE_WIDTH, term_width
     for value in ("\u00b2", ARABIC_42):          # "²".isdigit() is True, int("²") fails
         monkeypatch.setenv("COLUMNS", value)
         assert term_width(io.StringIO()) == PIPE_WIDTH
 
 
 def test_a_temporary_named_with_other_digits_is_left_alone(tmp_path):
-    from memfx.outputs import _remove_stale_temporaries
+    from memfx.model.outputs import _remove_stale_temporaries
     for name in (".memfx-x.\u00b2.tmp.png", ".memfx-x.99999999999999999999.tmp.png"):
         (tmp_path / name).write_text("")
     _remove_stale_temporaries(str(tmp_path), ".memfx-x.", ".png")
@@ -238,7 +238,7 @@ class _KilledHost:
 
 def test_a_worker_killed_by_a_signal_is_exit_4_and_says_so(tmp_path, monkeypatch,
                                                            no_machine_probe):
-    from memfx import runner
+    from memfx.running import runner
     monkeypatch.setattr(runner, "worker_host", lambda: _KilledHost())
     db = str(tmp_path / "r.db")
     status, _, err = _main("run", "latency", "--set", "max_size=64K", "--set", "replicas=1",
@@ -281,8 +281,8 @@ def test_a_sigsegv_sent_to_a_chase_is_not_the_chain_left():
 @pytest.mark.measuring
 def test_a_walk_that_really_leaves_its_chain_is_still_a_value_error():
     import numpy as np
-    from memfx import _core
-    from memfx._lab import kernel_table
+    from memfx.lab import _core
+    from memfx.lab.lab import kernel_table
     buf = bytearray(64 * 64)
     chain = _core.link_chain(buf, 0, 64, 64, np.arange(64))
     buf[0:8] = (8).to_bytes(8, "little")            # element 0 now points at address 8
@@ -426,7 +426,7 @@ def test_the_api_refuses_wrong_arguments_in_one_line(call, error):
 
 @pytest.mark.measuring
 def test_team_run_takes_a_list_member_and_refuses_a_number():
-    from memfx import _core
+    from memfx.lab import _core
     cpu = sorted(os.sched_getaffinity(0))[0]
     read = {r["name"]: r for r in _core.kernels()}["bw_read_sse2"]["index"]
     buf = bytearray(4096)

@@ -15,9 +15,9 @@ import pytest
 
 import memfx
 from conftest import run_cli
-from memfx.errors import StoreError
-from memfx.store import SCHEMA_VERSION, Store, open_store
-from memfx.store_sql import mask_secrets, redact_argv, redact_commands
+from memfx.model.errors import StoreError
+from memfx.store.store import SCHEMA_VERSION, Store, open_store
+from memfx.store.sql import mask_secrets, redact_argv, redact_commands
 from test_postgres import _sql, _url, pg_server, pg_url  # noqa: F401 (fixtures)
 
 DATA = Path(__file__).parent / "data" / "export_latency_small.json"
@@ -135,7 +135,7 @@ def _survey_with_a_run(st, argv=ARGV):
 
 
 def test_a_survey_command_line_is_stored_printed_and_exported_without_its_password(tmp_path):
-    from memfx.report import write_report
+    from memfx.report.report import write_report
     db = tmp_path / "r.db"
     with Store(db) as st:
         sid, run_id = _survey_with_a_run(st)
@@ -210,7 +210,7 @@ def test_a_schema_5_postgresql_store_is_redacted_and_a_reader_reads_it_first(pg_
         sid, run_id = _survey_with_a_run(st, ["survey", "--quick"])
     import psycopg
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        from memfx.pgstore import _Connection
+        from memfx.store.postgres import _Connection
         _write_unredacted_rows(_Connection(conn), sid, run_id)
         conn.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
     # a read-only role cannot migrate; it reads the store, redacted on reading
@@ -339,8 +339,8 @@ def test_an_older_schema_on_read_only_media_is_read_untouched(tmp_path):
 def test_a_refused_write_makes_a_reader_fall_back_to_read_only(tmp_path, monkeypatch):
     """The fallback follows SQLite's own refusal (here a real one: a write
     through a read-only connection), not a permission check root passes."""
-    from memfx import store_sqlite
-    from memfx.store_files import file_uri, open_error
+    from memfx.store import sqlite as store_sqlite
+    from memfx.store.files import file_uri, open_error
     db = tmp_path / "r.db"
     with Store(db) as st:
         run_id = st.import_run(raw_doc())
@@ -424,7 +424,7 @@ def test_a_tune_record_exports_and_imports(tmp_path):
 
 @pytest.mark.measuring
 def test_a_tune_record_is_pushed(pg_url, tmp_path):
-    from memfx.fleet import push
+    from memfx.analysis.fleet import push
     with Store(tmp_path / "a.db") as src:
         run_id = _tune_record(src)
         with open_store(pg_url) as target:

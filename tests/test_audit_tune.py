@@ -14,8 +14,8 @@ import time
 import pytest
 from test_tune import fake_machine, run_main, store_copy_run  # noqa: F401 (fixture)
 
-from memfx import tune as T
-from memfx.store import Store
+from memfx.advice import tune as T
+from memfx.store.store import Store
 
 
 def unique_sleep(base):

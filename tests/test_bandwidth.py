@@ -9,15 +9,15 @@ import os
 import numpy as np
 import pytest
 
-from memfx import _core
-from memfx.answers import NOT_MEASURED
+from memfx.lab import _core
+from memfx.model.answers import NOT_MEASURED
 from memfx.experiments import get_experiment
 from memfx.experiments.bandwidth import (level_windows, KERNELS, LEVEL_KINDS, LEVELS, check_random_kernel,
                                          check_read_kernel, check_rmw_kernel,
                                          check_write_read_kernel, level_sizes, rmw_reference,
                                          sizes_for)
-from memfx.findings import DETECTED, NOT_DETECTED
-from memfx.results import document
+from memfx.model.findings import DETECTED, NOT_DETECTED
+from memfx.analysis.results import document
 from conftest import run_cli
 
 ROWS = {r["name"]: r for r in _core.kernels()}
@@ -553,7 +553,7 @@ def test_plan_has_scaling_and_loaded_points_on_two_cpus(unpinned):
 
 def test_declared_plots_draw_one_panel_per_kind_with_cache_bands():
     from plot_checks import figure_summary
-    from memfx.plots import figure_for
+    from memfx.report.plots import figure_for
     s = _curve("read", "bw_read_avx2") + _curve("write", "fill_avx2", 0.5) + \
         _curve("random", "bw_random_avx2", 0.3) + _curve("nt_write", "fill_nt_sse", 0.2)
     run = {"id": "r", "experiment": "bandwidth", "status": "complete", "params": {},
@@ -573,7 +573,7 @@ def test_declared_plots_draw_one_panel_per_kind_with_cache_bands():
 
 def test_scaling_plot_draws_one_line_per_kind_and_level_over_threads():
     from plot_checks import figure_summary
-    from memfx.plots import figure_for
+    from memfx.report.plots import figure_for
     s = (_scaling("read", "l2", 384 << 10, 80, 156) + _scaling("read", "dram", 64 << 20, 20, 30)
          + _scaling("copy", "dram", 64 << 20, 16, 16) + _loaded("dram", 64 << 20, 100.0, 180.0)
          + _curve("read", "bw_read_avx2"))
@@ -626,7 +626,7 @@ def test_small_real_run_answers_every_question(tmp_path):
 
 
 def test_loaded_latency_bars_name_their_sizes():
-    from memfx.plots import figure_for
+    from memfx.report.plots import figure_for
     s = _loaded("dram", 64 << 20, 100.0, 180.0) + _curve("read", "bw_read_avx2")
     run = {"id": "r", "experiment": "bandwidth", "status": "complete",
            "params": {"cpus": [1, 0]}, "machine": MACHINE}
@@ -665,7 +665,7 @@ def test_level_answers_rest_on_the_same_cells_whatever_the_noise():
 
 @pytest.mark.measuring
 def test_a_copys_halves_never_share_a_4k_offset_and_fit_the_pooled_mapping():
-    from memfx._lab import Lab
+    from memfx.lab.lab import Lab
     from memfx.experiments.bandwidth import COPY_DST_SKEW, copy_halves, pooled_set
     lab = Lab(min_sample_ms=0.1, hardware_counters=False)
     size = 1 << 20
@@ -683,7 +683,7 @@ def test_a_random_read_no_cache_holds_warms_two_chunks_not_a_pass():
     is RANDOM_DRAM_WARM_CHUNKS chunks (2^18 lines: translations are all
     that is left to warm); a set a cache could hold, or a machine with no
     LLC reported, keeps the whole pass."""
-    from memfx._lab import Lab
+    from memfx.lab.lab import Lab
     from memfx.experiments.bandwidth import CHUNKED_FROM, RANDOM_DRAM_WARM_CHUNKS
     from memfx.experiments.base import Point
     exp = get_experiment("bandwidth")

@@ -5,17 +5,17 @@ how busy the machine was is measured and said."""
 import numpy as np
 import pytest
 
-from memfx import stats
-from memfx.answers import Question, combine_replicas
-from memfx.errors import MemfxError
-from memfx.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
-from memfx.protocol import Region, Trial
-from memfx.results import busy_caution, busy_summary
-from memfx.screen import quality_line
+from memfx.model import stats
+from memfx.model.answers import Question, combine_replicas
+from memfx.model.errors import MemfxError
+from memfx.model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
+from memfx.model.protocol import Region, Trial
+from memfx.analysis.results import busy_caution, busy_summary
+from memfx.report.screen import quality_line
 
 
 def _chase_lab():
-    from memfx._lab import Lab
+    from memfx.lab.lab import Lab
     from test_core import _chain
     lab = Lab(cpu=-1, min_sample_ms=0.05)
     chain, base, _ = _chain(64)
@@ -28,7 +28,7 @@ def test_an_implausible_sample_among_good_ones_is_rejected_not_fatal():
     """A cycle estimate from a calibration the host stalled (here: 0.001
     cycles per tick) makes a chase read < 2 cycles per load: the sample is
     rejected with its reason, the next good one is kept, and the run goes on."""
-    from memfx import busy as _lab
+    from memfx.lab import busy as _lab
     lab, trial, _chain_keep = _chase_lab()
     try:
         good = lab.sample(trial, 1000, lab.cycles_per_tick()[0])
@@ -49,7 +49,7 @@ def test_an_implausible_sample_among_good_ones_is_rejected_not_fatal():
 
 @pytest.mark.measuring
 def test_implausibility_that_persists_under_fresh_calibration_fails_the_run(monkeypatch):
-    from memfx import busy as _lab
+    from memfx.lab import busy as _lab
     lab, trial, _chain_keep = _chase_lab()
     try:
         monkeypatch.setattr(lab, "cycles_per_tick", lambda *a, **k: (0.001, 0.0))
@@ -167,7 +167,7 @@ def test_busy_is_measured_and_said():
 
 @pytest.mark.measuring
 def test_a_measured_cell_records_how_busy_the_machine_was():
-    from memfx.busy import busy_between, cpu_snapshot
+    from memfx.lab.busy import busy_between, cpu_snapshot
     a = cpu_snapshot()
     x = 0
     for i in range(200_000):
@@ -183,7 +183,7 @@ def _answer(q, value, lo, hi, **kw):
 
 
 def test_compare_reads_a_move_between_known_states_as_host_state_changed():
-    from memfx.compare import HOST_STATE, REGRESSED, compare
+    from memfx.analysis.compare import HOST_STATE, REGRESSED, compare
     # A saw both states in its replicas; B's replicas all sat in the slow one
     states = [{"value": 1.3, "share": 1 / 3, "replicas": [2], "ci_low": 1.25, "ci_high": 1.36,
                "verdict": DETECTED},
@@ -208,8 +208,8 @@ def test_compare_reads_a_move_between_known_states_as_host_state_changed():
 
 
 def test_compare_marks_a_side_that_ran_busy():
-    from memfx.compare import compare, summary
-    from memfx.screen import compare_lines
+    from memfx.analysis.compare import compare, summary
+    from memfx.report.screen import compare_lines
     a = _answer("latency.memory", 100.0, 97.0, 103.0, unit="ns")
     b = _answer("latency.memory", 140.0, 135.0, 146.0, unit="ns", busy=True)
     doc = compare([a], [b], a_label="survey s-a", b_label="survey s-b")

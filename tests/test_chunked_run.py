@@ -5,11 +5,11 @@ footprint check of the last chunk, and the lab's cursor are checked here."""
 import numpy as np
 import pytest
 
-from memfx import _core
-from memfx._lab import Lab, call_kernel
+from memfx.lab import _core
+from memfx.lab.lab import Lab, call_kernel
 from memfx.experiments import bandwidth as bw
 from memfx.experiments import get_experiment
-from memfx.protocol import Point, Region, Trial
+from memfx.model.protocol import Point, Region, Trial
 
 pytestmark = pytest.mark.measuring
 

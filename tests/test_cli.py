@@ -14,10 +14,10 @@ import time
 import pytest
 
 from conftest import run_cli
-from memfx.errors import MemfxError
-from memfx.machine import fingerprint
-from memfx.runner import run_experiment
-from memfx.store import Store
+from memfx.model.errors import MemfxError
+from memfx.lab.machine import fingerprint
+from memfx.running.runner import run_experiment
+from memfx.store.store import Store
 
 # every test here starts a worker or a process, or times kernels
 pytestmark = pytest.mark.measuring

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from memfx import compare as cmp
+from memfx.analysis import compare as cmp
 
 
 def _ans(qid, value, lo=None, hi=None, verdict="measured", better="lower", unit="ns"):

@@ -7,14 +7,14 @@ import random
 import numpy as np
 import pytest
 
-from memfx import _core
-from memfx._lab import Lab, kernel_table
-from memfx.errors import ParamError
+from memfx.lab import _core
+from memfx.lab.lab import Lab, kernel_table
+from memfx.model.errors import ParamError
 from memfx.experiments import get_experiment
 from memfx.experiments.copy import (MODES, SIMPLICITY, STRATEGIES, best_ranges, check_no_overlap,
                                     comparable_sizes, fill_sizes, find_crossovers, find_step,
                                     geometric_sizes, small_sizes, ties_by_size)
-from memfx.results import RunData
+from memfx.analysis.results import RunData
 
 ROWS = kernel_table()
 COPY_SET = sorted(n for n, r in ROWS.items() if r.group in ("copy", "set") and r.supported)
@@ -508,14 +508,14 @@ def test_refine_leaves_range_boundaries_past_sparse_from_alone():
 
 
 def test_plot_draws(tmp_path):
-    from memfx.plots import plot_document
+    from memfx.report.plots import plot_document
     data = synthetic_run()
     doc = {"experiment": "copy", "run_id": "t", "machine": MACHINE, "params": {},
            "points": data.points,
            "answers": [x.as_dict() for x in EXP.analyze(data)], "findings": []}
     out = plot_document(doc, str(tmp_path / "c.png"))
     assert out == str(tmp_path / "c.png") and (tmp_path / "c.png").read_bytes().startswith(b"\x89PNG")
-    from memfx.plots import figure_for
+    from memfx.report.plots import figure_for
     from plot_checks import figure_summary
     full, zoom = figure_summary(figure_for(doc))
     arms = {p["arm"] for p in data.points}
@@ -536,7 +536,7 @@ def test_plot_draws(tmp_path):
     assert zoom["xscale"] == "linear" and zoom["scatter_points"] < full["scatter_points"]
     # the marks the declared plot draws from the answers: the rep movsb step
     # (red, in both views) and the envelope crossing (purple, full view only)
-    from memfx.plots import spec_marks
+    from memfx.report.plots import spec_marks
     calls, zoomed = EXP.plots
     facet = {"op": "copy", "mode": "throughput"}
     steps = [(x, label) for m in calls.marks if m.colour == "red" for x, label in m.items(doc, facet)]

@@ -6,8 +6,8 @@ import os
 import numpy as np
 import pytest
 
-from memfx import _core
-from memfx._lab import HUGE_PAGE, SOFTWARE_EVENTS, Lab, PerfCounters, kernel_table
+from memfx.lab import _core
+from memfx.lab.lab import HUGE_PAGE, SOFTWARE_EVENTS, Lab, PerfCounters, kernel_table
 from memfx.experiments.base import Region, Trial
 from memfx.experiments.latency import chain_links
 
@@ -458,7 +458,7 @@ def test_link_chain_refuses_what_does_not_fit():
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_shuffle_permutes_in_place_as_a_function_of_its_seed(dtype):
-    from memfx._lab import shuffle_in_place
+    from memfx.lab.lab import shuffle_in_place
     for n in (0, 1, 2, 3, 1000, 100_003):
         a = shuffle_in_place(np.arange(n, dtype=dtype), [7, n])
         assert a.dtype == dtype and sorted(a.tolist()) == list(range(n))
@@ -475,7 +475,7 @@ def test_shuffle_draws_every_permutation_alike():
     freedom) would be a biased draw -- e.g. a swap with j in [0, n), not
     [0, i], makes some orders up to twice as likely as others."""
     from itertools import permutations
-    from memfx._lab import shuffle_in_place
+    from memfx.lab.lab import shuffle_in_place
     index = {p: i for i, p in enumerate(permutations(range(4)))}
     counts = np.zeros(24)
     for seed in range(5760):
@@ -545,7 +545,7 @@ def test_checkers_refuse_sizes_whose_buffers_would_overflow():
 def test_cycle_calibration_ignores_a_preempted_chain(monkeypatch):
     # A chain that was preempted takes longer; it must not lower the
     # estimate (a low estimate made a cell's chase "implausibly" fast).
-    from memfx import _lab
+    from memfx.lab import lab as _lab
     ticks = iter([1000, 1000, 9000, 8000, 1000])
     monkeypatch.setattr(_lab._core, "add_chain", lambda adds: next(ticks))
     lab = Lab(cpu=-1)

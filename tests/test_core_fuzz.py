@@ -56,8 +56,8 @@ def _child():  # noqa: C901 - one self-contained driver
     from hypothesis import HealthCheck, example, given, seed, settings
     from hypothesis import strategies as st
 
-    from memfx import _core
-    from memfx._lab import kernel_table
+    from memfx.lab import _core
+    from memfx.lab.lab import kernel_table
     from memfx.experiments import store_forward as sf
 
     page = mmap.PAGESIZE
@@ -276,7 +276,7 @@ def chain_sequences(rows, refused):
     from hypothesis import HealthCheck, given, seed, settings
     from hypothesis import strategies as st
 
-    from memfx import _core
+    from memfx.lab import _core
 
     walkers = [r for r in rows if _core.footprint(r.index, 64, 1, 0)[2] > 0]
     dst = bytearray(4096)                       # pf_lat_*: targets and their cursor

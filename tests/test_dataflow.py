@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 import memfx
-from memfx import _lab, protocol
-from memfx.errors import ParamError
+from memfx.lab import lab as _lab
+from memfx.model import protocol
+from memfx.model.errors import ParamError
 from memfx.experiments import base
 
 EXPERIMENTS_DIR = Path(base.__file__).parent
@@ -126,7 +127,7 @@ def test_base_reexports_the_protocol_types():
 
 
 def test_declared_maps_a_hyphenated_name_to_the_question_id():
-    from memfx.answers import Question
+    from memfx.model.answers import Question
 
     class Toy(base.Experiment):
         name = "store-forward"
@@ -185,8 +186,9 @@ def test_memfx_run_opens_the_store_once_and_only_the_runner_writes_it(tmp_path, 
     """The data path of `memfx run` (issue 24): cli -> runner, which has the
     one store the command opened -> worker (which never touches a store: it
     emits samples, the runner stores them) -> analysis -> presentation."""
-    from memfx import cli, runner
-    from memfx import store as store_module
+    from memfx.cli import main as cli
+    from memfx.running import runner
+    from memfx.store import store as store_module
     opened, stored = [], []
     real_open = store_module.open_store
     monkeypatch.setattr(store_module, "open_store",

@@ -8,16 +8,16 @@ import mmap
 import numpy as np
 import pytest
 
-from memfx import _core
-from memfx._lab import Lab, kernel_table
-from memfx.errors import MemfxError, ParamError
+from memfx.lab import _core
+from memfx.lab.lab import Lab, kernel_table
+from memfx.model.errors import MemfxError, ParamError
 from memfx.experiments import get_experiment
 from memfx.experiments import fill as F
 from memfx.experiments import fill_alloc as FA
 from memfx.experiments.base import Point, Trial
-from memfx.machine_view import Fingerprint
-from memfx.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
-from memfx.results import RunData, build_points
+from memfx.model.machine_view import Fingerprint
+from memfx.model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
+from memfx.analysis.results import RunData, build_points
 
 from conftest import run_cli
 
@@ -418,7 +418,7 @@ def _samples(effect_beyond_l2, n=7, kernels=("avx2", "memset"), seed=1):
 
 
 def _answers(data, exp="fill"):
-    from memfx.answers import complete_answers
+    from memfx.model.answers import complete_answers
     e = get_experiment(exp)
     got = complete_answers(e.questions, e.analyze(data))
     for a in got:
@@ -480,7 +480,7 @@ def test_analyze_reads_l2_counters_when_present():
 
 
 def test_declared_plots_draw_every_family_panel(tmp_path):
-    from memfx.plots import figure_for
+    from memfx.report.plots import figure_for
     data = _family_samples({"scalar8": 1.0, "avx2": 1.1, "memset": 1.0, "nt_sse": 2.0})
     doc = {"experiment": "fill", "run_id": "x", "machine": MACHINE, "params": data.params,
            "points": data.points}

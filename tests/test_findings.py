@@ -4,11 +4,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memfx import findings
-from memfx.errors import ParamError
-from memfx.findings import (DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, THRESHOLDS,
+from memfx.model import findings
+from memfx.model.errors import ParamError
+from memfx.model.findings import (DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, THRESHOLDS,
                             Caution, Threshold, effect_verdict, noise_cautions, threshold)
-from memfx.stats import ratio_of_medians
+from memfx.model.stats import ratio_of_medians
 
 
 # ---------------------------------------------------------------- thresholds

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from memfx.forking import fork_map
+from memfx.model.forking import fork_map
 
 pytestmark = pytest.mark.measuring       # it forks processes
 

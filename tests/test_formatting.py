@@ -4,7 +4,7 @@ import html
 
 import pytest
 
-from memfx.units import (MISSING, NOT_FINITE, format_change, format_ci, format_estimate,
+from memfx.model.units import (MISSING, NOT_FINITE, format_change, format_ci, format_estimate,
                          format_number, format_ratio, format_size, format_value, parse_size)
 
 
@@ -87,8 +87,8 @@ ANSWERS = [
 
 def _terminal_text(answers):
     from rich.console import Console
-    from memfx.render import details_tables
-    from memfx.screen import answer_lines
+    from memfx.report.render import details_tables
+    from memfx.report.screen import answer_lines
     console = Console(width=200, record=True, file=open("/dev/null", "w"))
     for t in details_tables(answers, width=200):
         console.print(t)
@@ -96,7 +96,7 @@ def _terminal_text(answers):
 
 
 def _html_text(answers):
-    from memfx import report
+    from memfx.report import report
     view = report.RunView({"id": "r1", "experiment": "latency"},
                           {"points": [{}], "answers": answers}, None, None, "run-1-r1")
     return html.unescape(report.answers_html([view]))
@@ -117,9 +117,9 @@ def test_terminal_and_html_show_an_answer_with_the_same_strings():
 
 def test_a_findings_row_and_the_report_agree_on_value_and_ci():
     from rich.console import Console
-    from memfx import report
-    from memfx.render import findings_table
-    from memfx.report_sections import verdicts_html
+    from memfx.report import report
+    from memfx.report.render import findings_table
+    from memfx.report.sections import verdicts_html
     f = {"id": "buffer", "verdict": "detected", "claim": "buffer", "value": 49152,
          "unit": "bytes", "ci_low": 45056, "ci_high": 53248}
     console = Console(width=200, record=True, file=open("/dev/null", "w"))

@@ -43,7 +43,8 @@ def test_the_guide_marks_one_kernel_file_and_one_experiment_module():
 
 
 def test_architecture_shows_the_current_versions_and_every_module():
-    from memfx import results, schema, store
+    from memfx.analysis import results
+    from memfx.store import schema, store
     text = (ROOT / "docs" / "architecture.md").read_text()
     assert re.findall(r'"schema_version": (\d+)', text) == [str(results.RESULT_SCHEMA_VERSION)]
     assert re.findall(r'"format_version": (\d+)', text) == [str(schema.EXPORT_FORMAT_VERSION)]

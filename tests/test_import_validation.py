@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from memfx import cli
-from memfx.errors import StoreError
-from memfx.schema import SchemaError, load_export, parse_json, validate_export
-from memfx.store import Store
+from memfx.cli import main as cli
+from memfx.model.errors import StoreError
+from memfx.store.schema import SchemaError, load_export, parse_json, validate_export
+from memfx.store.store import Store
 
 DATA = Path(__file__).parent / "data"
 # A real raw export of a small latency run on a 2-vCPU Zen 4 KVM guest

@@ -3,10 +3,10 @@ parsing, and the analysis on a synthetic curve."""
 import numpy as np
 import pytest
 
-from memfx.errors import ParamError
+from memfx.model.errors import ParamError
 from memfx.experiments import get_experiment
 from memfx.experiments.latency import chain_links, cycle_length, size_grid
-from memfx.results import RunData
+from memfx.analysis.results import RunData
 
 MACHINE = {"caches": [
     {"level": 1, "type": "Data", "size_bytes": 48 << 10},
@@ -133,7 +133,7 @@ def _points(curve, sizes, pages="4k", seq_scale=0.3, **kw):
 
 
 def _analyze(points, machine=MACHINE, pages=("4k",)):
-    from memfx.answers import complete_answers
+    from memfx.model.answers import complete_answers
     exp = get_experiment("latency")
     params = exp.resolve("full")
     params["pages"] = list(pages)
@@ -384,7 +384,7 @@ def test_bimodal_points_are_not_read_as_a_plateau():
     between 'resident' and 'evicted by a neighbour'.  Five of nine samples at
     the L3 latency make a median that looks like an L3 plateau; flagged
     bimodal (as build_points flags them), those points are no level."""
-    from memfx.results import build_points
+    from memfx.analysis.results import build_points
     levels = [(48 << 10, 1.5), (2 << 20, 5.0), (32 << 20, 20.0), (1 << 40, 90.0)]
     sizes = size_grid(1024, 128 << 20, 4)
     pts = [p for p in _points(_steps(levels), sizes)
@@ -463,7 +463,7 @@ def test_plot_shows_every_sample_the_cache_bands_and_the_knees():
     dashed lines at the TLB knees of latency.tlb_reach (no finding ids)."""
     from plot_checks import band_span, figure_summary
 
-    from memfx.plots import figure_for, spec_marks
+    from memfx.report.plots import figure_for, spec_marks
     exp = get_experiment("latency")
     levels = [(48 << 10, 1.5), (2 << 20, 5.0), (32 << 20, 20.0), (1 << 40, 90.0)]
     pts = _points(_steps(levels), size_grid(1024, 256 << 20, 4))
@@ -491,7 +491,7 @@ def test_plot_shows_every_sample_the_cache_bands_and_the_knees():
 def test_plot_marks_tlb_knees_and_draws_each_page_size():
     from plot_checks import figure_summary
 
-    from memfx.plots import figure_for, spec_marks
+    from memfx.report.plots import figure_for, spec_marks
     exp = get_experiment("latency")
     a = _analyze(_tlb_knee_points(with_huge=True), machine=AMD_MACHINE, pages=("4k", "thp"))
     answers = [a[q.id.split(".", 1)[1]].as_dict(q) for q in exp.questions]
@@ -518,7 +518,7 @@ def test_points_use_one_estimator_and_report_the_call_overhead():
     """Every point: the median of the per-sample values of the longest run
     length (one estimator, named in `method`); the N/2N fit only reports the
     fixed cost per call."""
-    from memfx.results import ESTIMATOR, build_points
+    from memfx.analysis.results import ESTIMATOR, build_points
     n = 1000
     # fixed overhead of 500 ns per sample, 3 ns per load
     samples = [_sample(n, 500 + 3 * n + j) for j in range(7)] + \
@@ -539,7 +539,7 @@ def test_points_use_one_estimator_and_report_the_call_overhead():
 def test_a_negative_call_overhead_comes_with_the_noise_that_explains_it():
     """No fixed cost, noisy samples: the N/2N intercept can come out below
     zero (seen: -24 us at 1 MiB); its standard error says it is noise."""
-    from memfx.results import build_points
+    from memfx.analysis.results import build_points
     rng = np.random.default_rng(5)
     n = 10_000
     samples = [_sample(length, 20.0 * length * (1 + 0.02 * rng.standard_normal()))
@@ -554,7 +554,7 @@ def test_a_negative_call_overhead_comes_with_the_noise_that_explains_it():
 def test_points_keep_their_estimator_when_the_difference_is_noise():
     """The estimator does not change per point: a noisy N/2N fit (here the
     longer run is faster) leaves the median alone."""
-    from memfx.results import ESTIMATOR, build_points
+    from memfx.analysis.results import ESTIMATOR, build_points
     n = 1000
     samples = [_sample(n, 100_000.0 + j) for j in range(7)] + \
               [_sample(2 * n, 90_000.0 + j) for j in range(7)]

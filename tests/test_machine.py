@@ -14,8 +14,8 @@ import sys
 import pytest
 
 import memfx
-from memfx import machine
-from memfx.errors import ParamError
+from memfx.lab import machine
+from memfx.model.errors import ParamError
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 FAKE = os.path.join(DATA, "machine_fake")
@@ -659,7 +659,7 @@ def test_cpu_identity_decodes_cpuid_and_is_the_only_one():
     """One CPU identity (machine.cpu_identity) keys every per-model table."""
     import inspect
 
-    from memfx import machine
+    from memfx.lab import machine
     from memfx.experiments import fill, store_forward
     regs = {0: (0x16, 0x756E6547, 0x6C65746E, 0x49656E69),     # "GenuineIntel"
             1: (0x000506E3, 0, 0, 0)}                          # Skylake-S: family 6, model 0x5E

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from memfx import machine
-from memfx.machine_view import DRAM, FALLBACK_LLC_BYTES, CacheLevel, Fingerprint
+from memfx.lab import machine
+from memfx.model.machine_view import DRAM, FALLBACK_LLC_BYTES, CacheLevel, Fingerprint
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "memfx"
 

@@ -6,12 +6,12 @@ import json
 import numpy as np
 import pytest
 
-from memfx import _core
-from memfx.answers import NOT_MEASURED
+from memfx.lab import _core
+from memfx.model.answers import NOT_MEASURED
 from memfx.experiments import get_experiment
 from memfx.experiments.matmul import DREPPER, FORMS, SM, TILE, auto_n, matrices, tiles
-from memfx.findings import DETECTED
-from memfx.results import document
+from memfx.model.findings import DETECTED
+from memfx.analysis.results import document
 from conftest import run_cli
 
 KERNELS = {r["name"]: i for i, r in enumerate(_core.kernels())}
@@ -130,7 +130,7 @@ def test_small_run_answers_every_question(tmp_path):
 
 def test_declared_plot_draws_one_bar_per_form(tmp_path):
     import matplotlib
-    from memfx.plots import figure_for
+    from memfx.report.plots import figure_for
     s = sum((_samples(f, 360, 1e5 * DREPPER[f]) for f in FORMS), [])
     run = {"id": "r", "experiment": "matmul", "status": "complete", "params": {}, "machine": {}}
     fig = figure_for(document(run, s, include_values=True))
@@ -141,7 +141,7 @@ def test_declared_plot_draws_one_bar_per_form(tmp_path):
 
 # ---- Drepper's matrix initialisation (table 6.1) ----------------------------
 
-from memfx._lab import Lab
+from memfx.lab.lab import Lab
 from memfx.experiments.matmul import (CURSOR, DREPPER_INIT_S, INIT_ARMS, INIT_BAND, INIT_VALUE,
                                       check_init, init_auto_n, init_bands, init_reference)
 
@@ -269,7 +269,7 @@ def test_init_table_beside_drepper_from_synthetic_points():
 
 def test_declared_init_plot_draws_one_bar_per_arm():
     import matplotlib
-    from memfx.plots import figure_for
+    from memfx.report.plots import figure_for
     s = sum((_init_samples(a, 512, 1e4 * DREPPER_INIT_S[a]) for a in INIT_ARMS), [])
     s += sum((_samples(f, 360, 1e5 * DREPPER[f]) for f in FORMS), [])
     run = {"id": "r", "experiment": "matmul", "status": "complete", "params": {}, "machine": {}}
@@ -296,12 +296,12 @@ def test_warm_ups_cover_a_cache_sized_matrix_whole_and_a_dram_one_in_part():
     class Buffers:
         def buffer(self, n, **k):
             import mmap
-            from memfx.protocol import Region
+            from memfx.model.protocol import Region
             m = mmap.mmap(-1, max(n, 1))
             return Region(m, 0, n, 0)
 
     params = exp.resolve("quick", {"seed": "1"})
-    from memfx.protocol import Point
+    from memfx.model.protocol import Point
     trial = exp.prepare(Point("naive", {"n": 512}), params, Buffers())
     assert trial.warmup == warm_tiles(512) and trial.warmup * TILE >= 512   # a whole row
     assert trial.warmup >= 512 // SM and trial.warmup * 16 <= tiles(512)    # a band; 1/16

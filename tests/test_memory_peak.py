@@ -57,7 +57,7 @@ def test_plan_refuses_what_its_peak_would_not_fit():
     machine = {"memory": {"available_bytes": 23 << 30}}
     # 9 GiB chains at npad=0: 18 GiB for both arms plus 4.5 GiB of int32 order
     assert peak_bytes(9 << 30, 0) == 2 * (9 << 30) + (9 << 30) // 2
-    from memfx.errors import ParamError
+    from memfx.model.errors import ParamError
     with pytest.raises(ParamError, match="does not fit"):
         exp.plan(params, machine)
     params["max_size"] = 6 << 30

@@ -4,9 +4,9 @@ import inspect
 
 import pytest
 
-from memfx import plots
+from memfx.report import plots
 from memfx.experiments import all_experiments
-from memfx.plotspec import Mark, PlotSpec
+from memfx.model.plotspec import Mark, PlotSpec
 
 
 @pytest.mark.parametrize("exp", all_experiments(), ids=lambda e: e.name)
@@ -109,13 +109,13 @@ def test_a_part_left_out_of_a_run_gets_no_empty_panel(monkeypatch):
 def test_every_declared_plot_survives_the_document_as_plain_json(exp):
     import json
 
-    from memfx.plotspec import specs_from_dicts
+    from memfx.model.plotspec import specs_from_dicts
     data = json.loads(json.dumps([spec.to_dict() for spec in exp.plots]))
     assert specs_from_dicts(data) == tuple(exp.plots)
 
 
 def test_a_plot_entry_of_a_newer_memfx_is_read_or_left_out():
-    from memfx.plotspec import specs_from_dicts
+    from memfx.model.plotspec import specs_from_dicts
     spec = PlotSpec("c", "curve", select={"kernel": ("a", "b")}, xlim=(1.0, 2.0),
                     marks=(Mark("q.*_knee", where={"verdict": "detected"}),))
     newer = dict(spec.to_dict(), glow=True)               # a field this memfx does not know
@@ -137,7 +137,7 @@ def test_plots_draw_what_the_document_declares_not_what_the_registry_holds():
 
 
 def test_a_document_before_version_4_gets_its_experiments_plots_from_the_analysis():
-    from memfx.documents import plots_of
+    from memfx.analysis.documents import plots_of
     from memfx.experiments import get_experiment
     latency = get_experiment("latency")
     assert plots_of({"experiment": "latency"}) == [s.to_dict() for s in latency.plots]

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 import memfx
-from memfx.documents import run_document, survey_document
-from memfx.errors import StoreError, StoreUnavailable
-from memfx.store import SCHEMA_VERSION, Store, open_store
+from memfx.analysis.documents import run_document, survey_document
+from memfx.model.errors import StoreError, StoreUnavailable
+from memfx.store.store import SCHEMA_VERSION, Store, open_store
 
 # the memfx under test (installed, in place or sanitized), for child processes
 SRC = str(Path(memfx.__file__).resolve().parent.parent)
@@ -170,7 +170,7 @@ def test_bad_input_changes_nothing(pg_url):
 
 @pytest.mark.measuring
 def test_sqlite_postgres_round_trip_gives_identical_documents(pg_url, tmp_path):
-    from memfx.fleet import push, push_selection
+    from memfx.analysis.fleet import push, push_selection
     sqlite_path = tmp_path / "local.db"
     doc, run_id = _sqlite_with_export(sqlite_path)
     with Store(sqlite_path) as local, open_store(pg_url) as shared:
@@ -189,7 +189,7 @@ def test_sqlite_postgres_round_trip_gives_identical_documents(pg_url, tmp_path):
 def test_survey_written_directly_and_pushed_give_the_same_answers(pg_url, tmp_path):
     """The same survey stored straight into PostgreSQL and pushed from
     SQLite: identical survey documents and fleet answers."""
-    from memfx.fleet import fleet_document, push, push_selection
+    from memfx.analysis.fleet import fleet_document, push, push_selection
     doc = json.loads(EXPORT.read_text())
     with Store(tmp_path / "local.db") as local:
         sid = local.begin_survey("quick", ["survey"])
@@ -446,7 +446,7 @@ def _fleet(url):
 
 @pytest.mark.measuring
 def test_fleet_views_read_an_sqlite_store_too(tmp_path):
-    from memfx.fleet import fleet_document, machines_document
+    from memfx.analysis.fleet import fleet_document, machines_document
     path = str(tmp_path / "fleet.db")
     _fleet(path)
     with Store(path) as st:
@@ -466,7 +466,7 @@ def test_machines_and_fleet_report(pg_url, tmp_path):
     machines = json.loads(r.stdout)["machines"]
     assert sorted(m["hosts"][0] for m in machines) == ["host0", "host1", "host2"]
     assert sorted(m["cpu_model"] for m in machines) == ["Model A", "Model A", "Model B"]
-    from memfx.fleet import fleet_document
+    from memfx.analysis.fleet import fleet_document
     with open_store(pg_url) as st:
         by_machine = fleet_document(st)
         by_model = fleet_document(st, "cpu-model")
@@ -503,8 +503,8 @@ def _terminate_others(url):
 
 @pytest.mark.measuring
 def test_dropped_connection_finishes_the_run_locally_then_push(pg_url, tmp_path):
-    from memfx.fleet import push, push_selection
-    from memfx.pgstore import PostgresStore
+    from memfx.analysis.fleet import push, push_selection
+    from memfx.store.postgres import PostgresStore
     told = []
     local_path = tmp_path / "fallback.db"
     st = PostgresStore(pg_url, fallback_path=local_path, notify=told.append)
@@ -625,7 +625,7 @@ def test_runs_whose_parts_have_their_own_point_keys_can_be_pushed(tmp_path):
 
 @pytest.mark.measuring
 def test_passwords_never_reach_messages(tmp_path):
-    from memfx.pgstore import redact
+    from memfx.store.postgres import redact
     assert redact("postgresql://u:s3cret@db:5432/memfx?sslmode=require") == \
         "postgresql://u:***@db:5432/memfx?sslmode=require"
     assert "s3cret" not in redact("postgresql://u@db/memfx?password=s3cret&host=/x")

@@ -7,14 +7,14 @@ import mmap
 import numpy as np
 import pytest
 
-from memfx import _core
-from memfx.answers import NOT_MEASURED
+from memfx.lab import _core
+from memfx.model.answers import NOT_MEASURED
 from memfx.experiments import get_experiment
 from memfx.experiments.base import Region, Trial
 from memfx.experiments.prefetch import (INVALID_TARGETS, _order_cursor, expected_pages_check,
                                         expected_stride_check, page_order)
-from memfx.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
-from memfx.results import document
+from memfx.model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
+from memfx.analysis.results import document
 from conftest import run_cli
 
 ROWS = {k["name"]: k for k in _core.kernels()}
@@ -27,7 +27,7 @@ def _run(name, dst=None, src=None, size=0, value=0, count=1, aux=0):
 
 
 def _lab():
-    from memfx._lab import Lab
+    from memfx.lab.lab import Lab
     return Lab(cpu=-1, hardware_counters=False)
 
 
@@ -368,7 +368,7 @@ def test_quick_run_answers_every_question(tmp_path):
 
 def test_declared_plots_draw_every_panel(tmp_path):
     import matplotlib
-    from memfx.plots import figure_for
+    from memfx.report.plots import figure_for
     s = _cost("l1", "t0", 0.4) + _cost("null", "t0", 0.45) + _cost("null", "none", 0.4) \
         + _tlb("4k", 1, 100, 80) + _tlb("4k", 4, 100, 60)
     run = {"id": "r", "experiment": "prefetch", "status": "complete", "params": {},

@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from memfx import advise as A
-from memfx.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
-from memfx.store import Store
+from memfx.advice import advise as A
+from memfx.model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
+from memfx.store.store import Store
 
 
 def _samples(arm, params, ns, n=7, rel=0.002):
@@ -36,7 +36,7 @@ def _run_samples(unguarded, guarded, stream=None):
 
 
 def _doc(samples, params=None):
-    from memfx.results import document
+    from memfx.analysis.results import document
     run = {"id": "r1", "experiment": "prefetch", "status": "complete",
            "params": params or {"seed": 1, "region": 1 << 27}, "machine": {}}
     return document(run, samples)
@@ -171,7 +171,7 @@ def test_prefetch_advice_from_the_store_checked_and_unchecked(db_path):
 
 
 def test_the_report_shows_the_prefetch_advice():
-    from memfx.report import advice_summary_html
+    from memfx.report.report import advice_summary_html
     items = A.prefetch_proposals(_doc(_run_samples(1.0, 1.0, {8: (1.0, 1.0)})))
     measure, _ = _fresh(unguarded=1.0, guarded=1.0, none=1.0, prefetch=1.0)
     A.prefetch_check(items, {"seed": 1}, {}, measure=measure)

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memfx import _worker
-from memfx.errors import ParamError
+from memfx.running import worker as _worker
+from memfx.model.errors import ParamError
 from memfx.experiments import get_experiment
 from memfx.experiments.base import Experiment, Point, Trial
-from memfx.results import ESTIMATOR, build_points, point_cautions
+from memfx.analysis.results import ESTIMATOR, build_points, point_cautions
 
 MACHINE = {"caches": [{"level": 1, "type": "Data", "size_bytes": 32 << 10},
                       {"level": 2, "type": "Unified", "size_bytes": 1 << 20},
@@ -515,7 +515,7 @@ def test_arms_default_to_every_arm_and_are_validated():
 
 
 def test_refine_honours_the_arms_too():
-    from memfx.results import RunData
+    from memfx.analysis.results import RunData
     exp = get_experiment("latency")
     params = exp.resolve("quick", {"arms": "random", "min_size": "4K", "max_size": "4M"})
     sizes = [p.params["size_bytes"] for p in exp.plan(params, MACHINE)]
@@ -547,7 +547,7 @@ def test_arms_keep_the_controls_derived_from_them():
 
 
 def test_a_preemption_is_tolerated_only_in_long_samples_that_barely_waited():
-    from memfx._lab import PREEMPT_MAX_SHARE, PREEMPT_MIN_SAMPLE_NS, _preemption_negligible
+    from memfx.lab.lab import PREEMPT_MAX_SHARE, PREEMPT_MIN_SAMPLE_NS, _preemption_negligible
     long_ns = 3 * PREEMPT_MIN_SAMPLE_NS
     assert _preemption_negligible(long_ns, 0.5 * PREEMPT_MAX_SHARE * long_ns)
     assert not _preemption_negligible(long_ns, 2 * PREEMPT_MAX_SHARE * long_ns)
@@ -557,7 +557,7 @@ def test_a_preemption_is_tolerated_only_in_long_samples_that_barely_waited():
 
 @pytest.mark.measuring
 def test_lab_reads_its_run_queue_wait():
-    from memfx._lab import Lab
+    from memfx.lab.lab import Lab
     lab = Lab(hardware_counters=False)
     try:
         w = lab._run_queue_wait()

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from memfx.errors import MemfxError, StoreError
-from memfx.pgstore import classify_target, mask_secrets
-from memfx.protocol import Param
-from memfx.store import Store
+from memfx.model.errors import MemfxError, StoreError
+from memfx.store.postgres import classify_target, mask_secrets
+from memfx.model.protocol import Param
+from memfx.store.store import Store
 
 DATA = Path(__file__).parent / "data" / "export_latency_small.json"
 SECRET = "S3cretPW"
@@ -121,7 +121,7 @@ def test_a_run_naming_a_survey_it_does_not_carry_joins_no_survey(tmp_path):
 # ---- 5. one classifier, no secret in any message ----------------------------------
 
 def test_a_driver_message_quoting_the_password_is_masked():
-    from memfx.pgstore import _without_secret
+    from memfx.store.postgres import _without_secret
     url = f"postgresql://memfx:{SECRET}%zz@127.0.0.1:1/memfx"
     msg = f'invalid percent-encoded token: "{SECRET}%zz"'
     assert SECRET not in _without_secret(msg, url) and "***" in _without_secret(msg, url)
@@ -258,7 +258,7 @@ def test_compare_group_by_an_empty_cpu_model_is_one_line(tmp_path):
 @pytest.mark.measuring
 def test_a_survey_in_which_every_experiment_failed_is_failed_and_markup_prints_as_typed(
         tmp_path, monkeypatch, capsys):
-    from memfx import cli
+    from memfx.cli import main as cli
 
     def fail(self, *a, **k):
         raise MemfxError(f"{self.name}: [/] disk full [bold")
@@ -278,7 +278,7 @@ def test_a_survey_in_which_every_experiment_failed_is_failed_and_markup_prints_a
 
 @pytest.mark.measuring
 def test_a_killed_writer_leaves_no_temporary_behind(tmp_path):
-    from memfx.outputs import atomic_output
+    from memfx.model.outputs import atomic_output
     out = tmp_path / "r.html"
     code = ("import os, sys, memfx.outputs as o\n"
             "with o.atomic_output(sys.argv[1]) as tmp:\n"

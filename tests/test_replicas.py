@@ -6,13 +6,13 @@ import math
 import numpy as np
 import pytest
 
-from memfx import stats
-from memfx.answers import (EFFECT_BAND, Answer, Question, band_verdict, combine_replicas,
+from memfx.model import stats
+from memfx.model.answers import (EFFECT_BAND, Answer, Question, band_verdict, combine_replicas,
                            effect)
-from memfx.compare import (CHANGED, CHANGED_ANSWER, NOISY, NOT_JUDGED, REGRESSED, UNCHANGED,
+from memfx.analysis.compare import (CHANGED, CHANGED_ANSWER, NOISY, NOT_JUDGED, REGRESSED, UNCHANGED,
                            compare, compare_answers, history_spread)
-from memfx.findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, threshold
-from memfx.results import build_points, document
+from memfx.model.findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, threshold
+from memfx.analysis.results import build_points, document
 
 
 # ---- the CI holds the spread between replicas --------------------------------
@@ -398,7 +398,7 @@ def test_every_point_of_a_one_replica_run_gets_a_bootstrap_ci():
 
 def test_compare_takes_its_history_from_before_the_earlier_side(monkeypatch):
     # surveys between A and B may already be after the change asked about
-    from memfx import documents
+    from memfx.analysis import documents
     seen = {}
 
     def fake_history(store, machine, exclude=(), before=None, most=5):

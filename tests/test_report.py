@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memfx import report
-from memfx.cli import main
-from memfx.errors import MemfxError, StoreError
-from memfx.results import document
-from memfx.store import Store
+from memfx.report import report
+from memfx.cli.main import main
+from memfx.model.errors import MemfxError, StoreError
+from memfx.analysis.results import document
+from memfx.store.store import Store
 
 DATA = Path(__file__).parent / "data"
 EVIL_CPU = "Evil CPU <script>alert(1)</script> & co"
@@ -456,7 +456,7 @@ def test_advice_of_unknown_shape_is_shown_as_stored():
 
 
 def test_group_findings_folds_numbered_series():
-    from memfx.report import group_findings
+    from memfx.report.report import group_findings
     fs = [{"id": "level1_latency", "verdict": "measured"},
           {"id": "crossover_copy_a_vs_b", "verdict": "detected"},
           {"id": "crossover_copy_a_vs_b_2", "verdict": "detected"},
@@ -470,7 +470,7 @@ def test_group_findings_folds_numbered_series():
 
 
 def test_a_card_leads_with_the_value_and_its_ci_in_brackets_and_the_verdict_in_words():
-    from memfx.report_sections import _card, summary_html
+    from memfx.report.sections import _card, summary_html
     view = report.RunView({"id": "r1", "experiment": "latency"}, {"points": [{}]}, None, None,
                           "run-1-r1")
     a = {"question": "latency.memory", "asks": "Load-to-use latency of memory?", "seed": "004",
@@ -499,8 +499,8 @@ def test_the_report_shows_what_the_document_says_of_experiment_and_machine():
     """The run section's title and parameters' meaning and the machine's
     capabilities and cautions come from the document (version 4), not from
     the registry or the machine module."""
-    from memfx.documents import experiment_about
-    from memfx.report_sections import machine_html, params_html, run_html, warnings_html
+    from memfx.analysis.documents import experiment_about
+    from memfx.report.sections import machine_html, params_html, run_html, warnings_html
     fp = {"cpu": {"model_name": "Doc CPU"}, "flags": {}}
     caution = {"id": "from_doc", "message": "a caution the document holds", "advice": "none",
                "source": "machine"}
@@ -522,7 +522,7 @@ def test_the_report_shows_what_the_document_says_of_experiment_and_machine():
 
 
 def test_a_document_before_version_4_is_described_by_the_analysis_layer():
-    from memfx.documents import experiment_about, machine_facts
+    from memfx.analysis.documents import experiment_about, machine_facts
     about = experiment_about({"points": []}, "latency")
     assert about.title and "min_size" in {p.name for p in about.all_params()}
     assert experiment_about(None, "from_the_future") is None

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from memfx import report
-from memfx.store import Store
+from memfx.report import report
+from memfx.store.store import Store
 
 # every test here drives a Chromium process
 pytestmark = pytest.mark.measuring

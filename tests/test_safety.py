@@ -13,14 +13,14 @@ import sys
 import pytest
 
 from conftest import run_cli
-from memfx import cli
-from memfx.advise import run_libc_child
-from memfx.machine import fingerprint
-from memfx.outputs import atomic_output, check_output_path, safe_name_part
-from memfx.render import clean, findings_table, machine_table, points_table
-from memfx.runner import import_path, run_experiment, worker_command
-from memfx.store import Store
-from memfx.errors import MemfxError
+from memfx.cli import main as cli
+from memfx.advice.advise import run_libc_child
+from memfx.lab.machine import fingerprint
+from memfx.model.outputs import atomic_output, check_output_path, safe_name_part
+from memfx.report.render import clean, findings_table, machine_table, points_table
+from memfx.running.runner import import_path, run_experiment, worker_command
+from memfx.store.store import Store
+from memfx.model.errors import MemfxError
 
 TINY = ["--set", "max_size=64K", "--set", "samples=3", "--set", "min_sample_ms=0.05",
         "--set", "per_octave=1", "--set", "refine=false"]
@@ -205,7 +205,7 @@ def test_the_libc_check_child_does_not_import_from_the_current_directory(tmp_pat
     marker = tmp_path / "ran"
     plant_shadows(tmp_path, marker)
     monkeypatch.chdir(tmp_path)
-    from memfx import _core
+    from memfx.lab import _core
     if not {k["name"]: k for k in _core.kernels()}.get("copy_libc", {}).get("supported"):
         pytest.skip("no copy_libc kernel row on this build")
     out = run_libc_child("copy_libc", [64], None, samples=1, min_ms=0.05)

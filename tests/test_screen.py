@@ -5,8 +5,8 @@ import itertools
 
 from rich.cells import cell_len
 
-from memfx import compare as cmp
-from memfx import screen
+from memfx.analysis import compare as cmp
+from memfx.report import screen
 from memfx.experiments import all_experiments
 
 LONG = ("a sentence far longer than any terminal is wide, which the screen must shorten to "

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from conftest import run_cli
-from memfx.store import Store
+from memfx.store.store import Store
 
 pytestmark = pytest.mark.measuring      # a tiny latency run behind every test
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memfx import stats
-from memfx.stats import (Level, Summary, bootstrap_ci, cv_of, find_levels, mad_of,
+from memfx.model import stats
+from memfx.model.stats import (Level, Summary, bootstrap_ci, cv_of, find_levels, mad_of,
                          per_op_difference, ratio_of_medians, reject_outliers_mad,
                          summarize)
 
@@ -364,7 +364,7 @@ def test_find_levels_on_a_measured_shared_cache_curve():
 
 
 def test_the_rank_ci_of_a_median_uses_the_binomial_order_statistics():
-    from memfx.stats import median_ci_ranks
+    from memfx.model.stats import median_ci_ranks
     assert median_ci_ranks(list(range(1, 6))) == (1.0, 5.0)          # n=5: its range
     assert median_ci_ranks(list(range(1, 11))) == (2.0, 9.0)         # n=10: 2nd and 9th
     assert median_ci_ranks([3.0]) == (3.0, 3.0)
@@ -378,7 +378,7 @@ def test_the_rank_ci_of_a_median_uses_the_binomial_order_statistics():
 
 
 def test_summarize_gives_the_same_figures_by_every_ci_method():
-    from memfx.stats import summarize
+    from memfx.model.stats import summarize
     v = [5.0, 1.0, 4.0, 2.0, 3.0, 9.0]
     a, b, c = (summarize(v, ci=m) for m in ("bootstrap", "ranks", None))
     for s in (a, b, c):

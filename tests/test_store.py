@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 import memfx
-from memfx import store_sql as store_mod  # the schema and its migrations
-from memfx.errors import StoreError
-from memfx.store import (APPLICATION_ID, SCHEMA_VERSION, Store, default_db_path,
+from memfx.store import sql as store_mod  # the schema and its migrations
+from memfx.model.errors import StoreError
+from memfx.store.store import (APPLICATION_ID, SCHEMA_VERSION, Store, default_db_path,
                          utcnow_iso)
 
 # the memfx under test (installed, in place or sanitized), for child processes
@@ -632,7 +632,7 @@ def fill_schema_4(execute):
     """Rows as memfx wrote them up to schema 4, through execute(sql, params)
     ("?" placeholders): machines 1, 2 and 4 keyed by a whole-fingerprint
     hash, machine 3 by its m- id; the runs before schema 3 have no state."""
-    from memfx.machine import machine_id
+    from memfx.lab.machine import machine_id
     a, a_later, b, b_before = legacy_machines()
 
     def whole(fp):
@@ -654,7 +654,7 @@ def fill_schema_4(execute):
 
 def check_schema_4_read(st):
     """What a store migrated from fill_schema_4 must read."""
-    from memfx.machine import machine_id
+    from memfx.lab.machine import machine_id
     a, a_later, b, b_before = legacy_machines()
     runs = {r["id"]: r for r in st.runs()}
     assert sorted(runs) == ["r1", "r2", "r3", "r4", "r5"]
@@ -703,7 +703,7 @@ def test_a_schema_4_database_is_migrated_to_named_machine_columns(tmp_path):
 
 
 def test_runs_name_their_machine_by_its_stable_id_and_their_row(db):
-    from memfx.machine import machine_id
+    from memfx.lab.machine import machine_id
     run_id = db.begin_run("latency", {}, "quick", MACHINE)
     run = db.run(run_id)
     assert run["machine_id"] == machine_id(MACHINE) and isinstance(run["machine_row"], int)
@@ -785,7 +785,7 @@ def test_a_fifo_is_refused_without_blocking(tmp_path):
 
 
 def test_one_machine_row_for_runs_on_an_unchanged_machine_each_run_keeps_its_state(tmp_path):
-    from memfx.machine import machine_id
+    from memfx.lab.machine import machine_id
     fp = {"cpu": {"vendor": "X", "family": 6, "model": 1, "model_name": "Test CPU",
                   "microcode": "0x1"},
           "memory": {"total_bytes": 8 << 30, "available_bytes": 5 << 30}, "tsc": {"hz": 2.0e9},

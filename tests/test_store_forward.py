@@ -8,12 +8,12 @@ import struct
 import numpy as np
 import pytest
 
-from memfx._lab import kernel_table
-from memfx.errors import ParamError
+from memfx.lab.lab import kernel_table
+from memfx.model.errors import ParamError
 from memfx.experiments import get_experiment
 from memfx.experiments import store_forward as sf
-from memfx.results import RunData
-from memfx.findings import DETECTED, NOT_DETECTED
+from memfx.analysis.results import RunData
+from memfx.model.findings import DETECTED, NOT_DETECTED
 
 KERNELS = kernel_table()
 SIZES = sf.MATRIX_SIZES
@@ -482,10 +482,10 @@ def test_as_ranges():
 
 @pytest.mark.measuring
 def test_small_run_end_to_end(tmp_path):
-    from memfx import results
-    from memfx.machine import fingerprint
-    from memfx.runner import run_experiment
-    from memfx.store import Store
+    from memfx.analysis import results
+    from memfx.lab.machine import fingerprint
+    from memfx.running.runner import run_experiment
+    from memfx.store.store import Store
     store = Store(str(tmp_path / "r.db"))
     machine = fingerprint()
     run_id = run_experiment("store-forward", store, machine, "quick",
@@ -500,10 +500,10 @@ def test_small_run_end_to_end(tmp_path):
     # the sweep did not reach the matrix: said so, nothing concluded
     assert answers["store_forward.matrix"]["verdict"] == "not_measured"
     assert all(p["median"] and p["median"] > 0 for p in doc["points"])
-    from memfx.plots import plot_document
+    from memfx.report.plots import plot_document
     plot_document(doc, str(tmp_path / "x.png"))
     assert (tmp_path / "x.png").read_bytes().startswith(b"\x89PNG")
-    from memfx.plots import figure_for
+    from memfx.report.plots import figure_for
     from plot_checks import figure_summary
     entry, pair = figure_summary(figure_for(doc))[:2]
     assert entry["curve_labels"] == ["copy"] and entry["xlabel"] == "entry size S (bytes)"
@@ -514,7 +514,7 @@ def test_small_run_end_to_end(tmp_path):
 @pytest.mark.parametrize("parts", [("entry", "matrix", "two_stores"), ("matrix",),
                                    ("two_stores",)])
 def test_plot_draws_any_subset_of_parts(tmp_path, parts):
-    from memfx.plots import plot_document
+    from memfx.report.plots import plot_document
     pts = [p for p in entry_points(3.0, range(18, 31)) if "entry" in parts]
     if "matrix" in parts:
         pts += [point("matrix", {"part": "matrix", "store_bytes": s, "load_bytes": l,
@@ -531,7 +531,7 @@ def test_plot_draws_any_subset_of_parts(tmp_path, parts):
     out = tmp_path / "p.png"
     plot_document(doc, str(out))
     assert out.read_bytes().startswith(b"\x89PNG")
-    from memfx.plots import figure_for
+    from memfx.report.plots import figure_for
     from plot_checks import figure_summary
     axes = figure_summary(figure_for(doc))
 

@@ -32,8 +32,8 @@ KEYS = ("verdict", "value", "ci_low", "ci_high", "evidence", "ci_scope", "unit")
 
 
 def _answers(tmp_dir):
-    from memfx.documents import run_document
-    from memfx.store import Store
+    from memfx.analysis.documents import run_document
+    from memfx.store.store import Store
     exports = [(name, json.loads((DATA / name).read_text())) for name in RUNS]
     with gzip.open(DATA / SURVEY, "rt") as f:
         exports += [(f"{SURVEY}:{run['run']['experiment']}", run) for run in json.load(f)["runs"]]
@@ -94,8 +94,8 @@ def test_answer_sentences_print_sizes_once(tmp_path):
     """One formatter: a size is "960 MiB", never with a unit appended twice
     ("960 MiBB" came from code that added its own "B" after format_size)."""
     import re
-    from memfx.documents import run_document
-    from memfx.store import Store
+    from memfx.analysis.documents import run_document
+    from memfx.store.store import Store
     with gzip.open(DATA / SURVEY, "rt") as f:
         runs = json.load(f)["runs"]
     with Store(tmp_path / "s.db") as st:

@@ -10,9 +10,9 @@ import time
 import pytest
 
 from conftest import run_cli
-from memfx.errors import MemfxError
-from memfx.store import Store
-from memfx.survey import select
+from memfx.model.errors import MemfxError
+from memfx.store.store import Store
+from memfx.cli.survey import select
 
 
 def test_select_orders_and_filters():
@@ -79,8 +79,8 @@ def test_survey_ctrl_c_keeps_runs_and_reports_incomplete(tmp_path):
 
 
 def test_budget_caution_names_the_threshold_and_the_slowest_steps():
-    from memfx.findings import THRESHOLDS
-    from memfx.survey import budget_caution, timing, timing_line
+    from memfx.model.findings import THRESHOLDS
+    from memfx.cli.survey import budget_caution, timing, timing_line
     budget = THRESHOLDS["survey_budget_quick"].value
     steps = {"latency": 30.0, "fill": 20.0, "copy": 10.0, "report": 5.0}
     assert budget_caution("quick", budget, steps) is None            # at the budget: fine
@@ -114,8 +114,8 @@ def test_survey_json_carries_timing_and_analyses_each_run_once(tmp_path, monkeyp
     assert all(w["id"] == "survey_over_budget" for w in doc["warnings"])
     # the shared documents: the report of a survey made from them is the
     # report made by analysing again
-    from memfx import documents as docs_mod
-    from memfx.report import build_report
+    from memfx.analysis import documents as docs_mod
+    from memfx.report.report import build_report
     calls = []
     real = docs_mod.document
     monkeypatch.setattr(docs_mod, "document",
@@ -140,7 +140,7 @@ def test_estimate_ignores_survey_runs_and_counts_replicas():
     """A survey's run spans the rounds between its replicas (minutes of other
     experiments), so only runs measured alone, with as many replicas, say
     how long one takes; else the experiment's guess for one replica x R."""
-    from memfx.survey import estimate
+    from memfx.cli.survey import estimate
 
     class Exp:
         @staticmethod
@@ -171,7 +171,7 @@ def test_a_survey_estimate_comes_from_earlier_surveys_like_it():
     """The survey's opening line: the median wall time of earlier complete
     surveys with the same preset, as many runs and advice the same way;
     none of those -> None (the per-run guess is printed as a rough guess)."""
-    from memfx.survey import past_survey_seconds
+    from memfx.cli.survey import past_survey_seconds
 
     def survey(preset, n_runs, seconds, status="complete", argv=("survey", "--quick")):
         return {"status": status, "preset": preset, "n_runs": n_runs, "argv": list(argv),

@@ -10,11 +10,11 @@ import os
 import numpy as np
 import pytest
 
-from memfx import _core
-from memfx._lab import TEAM_OVERLAP_MIN, Lab, team_overlap
+from memfx.lab import _core
+from memfx.lab.lab import TEAM_OVERLAP_MIN, Lab, team_overlap
 from memfx.experiments.bandwidth import check_team
 from memfx.experiments.sharing import _cpuset_cpus
-from memfx.protocol import Team, TeamMember, Trial
+from memfx.model.protocol import Team, TeamMember, Trial
 
 ROWS = {r["name"]: r for r in _core.kernels()}
 # The CPUs this process may use, read at collection, before any Lab pins it.

@@ -3,12 +3,12 @@ synthetic staircases, CPUID's TLB fields, and bad input."""
 import numpy as np
 import pytest
 
-from memfx import machine
-from memfx.answers import NOT_MEASURED
+from memfx.lab import machine
+from memfx.model.answers import NOT_MEASURED
 from memfx.experiments import get_experiment
 from memfx.experiments.tlb import ELEMENT, PAGE, element_offsets, page_grid, tlb_knees
-from memfx.findings import MEASURED
-from memfx.results import document
+from memfx.model.findings import MEASURED
+from memfx.analysis.results import document
 from conftest import run_cli
 
 # A machine with a 32 KiB L1d and a 1 MiB L2 (512 and 16384 lines).
@@ -147,7 +147,7 @@ def test_small_run_answers_every_question(tmp_path):
 
 def test_declared_plot_draws_both_arms(tmp_path):
     import matplotlib
-    from memfx.plots import figure_for
+    from memfx.report.plots import figure_for
     xs = page_grid(8, 1024, 2)
     s = sum((_samples(arm, n, staircase(n)) for n in xs for arm in ("4k", "thp")), [])
     run = {"id": "r", "experiment": "tlb", "status": "complete", "params": {}, "machine": MACHINE}
@@ -225,8 +225,8 @@ def test_gib_answer_not_measured_with_the_reason_recorded_in_the_samples():
 
 @pytest.mark.measuring
 def test_hugetlb_buffer_fails_cleanly_or_maps_a_gib_page():
-    from memfx._lab import Lab
-    from memfx.errors import MemfxError
+    from memfx.lab.lab import Lab
+    from memfx.model.errors import MemfxError
     lab = Lab(hardware_counters=False)
     try:
         free, code = tlb_mod.gib_pages()

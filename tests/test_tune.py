@@ -10,9 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-from memfx import findings as fnd
-from memfx import tune as T
-from memfx.store import Store
+from memfx.model import findings as fnd
+from memfx.advice import tune as T
+from memfx.store.store import Store
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
@@ -78,7 +78,7 @@ int main(void) { volatile int x = 0; for (int i = 0; i < 1000; i++) x += i; retu
 
 
 def run_main(argv, capsys):
-    from memfx.cli import main
+    from memfx.cli.main import main
     try:
         code = main(argv)
     except SystemExit as e:          # argparse's own refusals
@@ -90,8 +90,8 @@ def run_main(argv, capsys):
 @pytest.fixture
 def fake_machine(monkeypatch):
     """The CLI sees MACHINE, and glibc takes every candidate value."""
-    import memfx.advise as A
-    import memfx.cli as cli
+    import memfx.advice.advise as A
+    import memfx.cli.main as cli
     monkeypatch.setattr(cli, "_machine", lambda: MACHINE)
     monkeypatch.setattr(A, "effective_thresholds", lambda env, ld_so=None: None)
     monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
@@ -267,7 +267,7 @@ def test_check_warms_up_then_shuffles_each_round():
 
 
 def test_with_item_appends_to_the_users_value():
-    from memfx.advise import tunables_env
+    from memfx.advice.advise import tunables_env
     assert T.with_item(None, ":", "/x.so") == "/x.so"
     assert T.with_item("/a.so", ":", "/x.so") == "/a.so:/x.so"
     assert tunables_env("glibc.malloc.check=1", "glibc.cpu.x86_rep_movsb_threshold", 4096) == \
@@ -320,7 +320,7 @@ def test_tune_the_ring_example_end_to_end(tmp_path, db_path, fake_machine, capsy
     assert json.loads(out) == doc
     code, out, _ = run_main(["show", doc["run_id"], "--db", db_path], capsys)
     assert code == 0 and "no change recommended" in out and f"x86_non_temporal_threshold={LLC_NT}" in out
-    from memfx.documents import run_document
+    from memfx.analysis.documents import run_document
     with Store(db_path) as store:
         rd = run_document(store, doc["run_id"])
     assert [a["question"] for a in rd["answers"]] == [f"tune.{c['tunable']}" for c in doc["candidates"]]

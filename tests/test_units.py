@@ -1,7 +1,7 @@
 import pytest
 
-from memfx.errors import ParamError
-from memfx.units import format_size, parse_size
+from memfx.model.errors import ParamError
+from memfx.model.units import format_size, parse_size
 
 
 @pytest.mark.parametrize("text, n", [("48K", 49152), ("48KiB", 49152), ("2m", 2 << 20),

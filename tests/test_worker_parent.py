@@ -75,7 +75,7 @@ def test_a_worker_dies_when_memfx_is_killed():
 def test_a_worker_whose_parent_is_already_gone_exits():
     # the race PR_SET_PDEATHSIG alone leaves open: the parent died before the
     # request was made, so the worker already has another parent
-    from memfx.runner import worker_command
+    from memfx.running.runner import worker_command
     p = subprocess.run(worker_command(), input='{"experiment": "latency", "params": {}, '
                        '"machine": {}, "parent_pid": 1}', capture_output=True, text=True,
                        timeout=60)
@@ -83,8 +83,8 @@ def test_a_worker_whose_parent_is_already_gone_exits():
 
 
 def _tiny_latency_job(replica, samples="3"):
-    from memfx.machine import fingerprint
-    from memfx.runner import prepare
+    from memfx.lab.machine import fingerprint
+    from memfx.running.runner import prepare
     machine = fingerprint()
     _, params, _ = prepare("latency", "quick", {"max_size": "16K", "samples": samples,
                                                 "min_sample_ms": "0.05", "per_octave": "1",
@@ -96,7 +96,7 @@ def test_each_replica_is_its_own_process_forked_by_one_host():
     """The runner's host forks a fresh child per job: two replicas, two
     processes, neither of them the host, which serves both."""
     import json
-    from memfx.runner import WorkerHost
+    from memfx.running.runner import WorkerHost
     host = WorkerHost()
     try:
         pids, hosts = [], []
@@ -113,7 +113,7 @@ def test_each_replica_is_its_own_process_forked_by_one_host():
 
 def test_stopping_the_host_ends_the_replica_it_measures():
     import json
-    from memfx.runner import WorkerHost
+    from memfx.running.runner import WorkerHost
     host = WorkerHost()
     try:
         job = _tiny_latency_job(0, samples="10000")
@@ -181,7 +181,7 @@ def test_memfx_keeps_off_the_measuring_cpu_while_a_replica_measures():
     off."""
     import json
     import threading
-    from memfx import runner
+    from memfx.running import runner
     start = frozenset(os.sched_getaffinity(0))
     if len(start) < 2:
         pytest.skip("needs two CPUs")

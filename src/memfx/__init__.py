@@ -11,10 +11,10 @@ The public API, for scripts and notebooks::
     memfx.answers("latest-survey")                   # its answers: a DataFrame (memfx[pandas])
     memfx.compare("s-...", "latest-survey")          # the comparison document
 """
-from .version import __version__
+from .model.version import __version__
 
 from .api import fingerprint, list_experiments, load, points, run, runs, samples  # noqa: E402
-from .errors import MemfxError, ParamError, StoreError  # noqa: E402
+from .model.errors import MemfxError, ParamError, StoreError  # noqa: E402
 
 
 def _declared_params(experiment):
@@ -24,7 +24,7 @@ def _declared_params(experiment):
 
 # The store checks stored parameters against the experiments' declarations
 # without importing an experiment: the package hands it the lookup.
-from . import schema as _schema  # noqa: E402
+from .store import schema as _schema  # noqa: E402
 
 _schema.declare_params(_declared_params)
 
@@ -42,8 +42,9 @@ def _make_callable(module, function):
 
 
 def _api_modules():
-    from . import answers as answers_module, api
-    from . import compare as compare_module
+    from .model import answers as answers_module
+    from . import api
+    from .analysis import compare as compare_module
     _make_callable(answers_module, api.answers)
     _make_callable(compare_module, api.compare)
     return answers_module, compare_module

@@ -6,8 +6,8 @@ def _store(db=None, for_reading=True):
     """The store `db` names, through the command line's own checks
     (store.store_target: no SQLite -wal/-shm/-journal name, no URL
     look-alike); readers open a read-only file read-only."""
-    from .version import __version__
-    from .store import open_store
+    from .model.version import __version__
+    from .store.store import open_store
     return open_store(db, memfx_version=__version__, what="db", for_reading=for_reading)
 
 
@@ -23,7 +23,7 @@ def _document_arg(doc, fn, key):
     """A result or survey document handed in: a dict whose `key` is a list
     of objects; else TypeError (not a dict) or MemfxError (not a document),
     one line either way, not the KeyError or AttributeError of a reader."""
-    from .errors import MemfxError
+    from .model.errors import MemfxError
     if not isinstance(doc, dict):
         raise TypeError(f"memfx.{fn}: expected a document (a dict), not {type(doc).__name__}")
     items = doc.get(key)
@@ -37,7 +37,7 @@ def _document_arg(doc, fn, key):
 
 def fingerprint():
     """The fingerprint of this machine (as `memfx machine --json`)."""
-    from .machine import fingerprint
+    from .lab.machine import fingerprint
     return fingerprint()
 
 
@@ -49,8 +49,8 @@ def list_experiments():
 
 def run(experiment, preset="quick", db=None, **params):
     """Run an experiment, store it, and return its result document."""
-    from .results import document
-    from .runner import run_experiment
+    from .analysis.results import document
+    from .running.runner import run_experiment
     _text_arg(experiment, "run", "experiment")
     _text_arg(preset, "run", "preset")
     store = _store(db, for_reading=False)
@@ -62,7 +62,7 @@ def load(id="latest", db=None):
     """The document of a stored run, re-analysed from its samples (a run id,
     unique prefix, ``latest`` or ``latest:EXP``), or of a survey (``s-...``,
     ``latest-survey``: ``kind`` is ``"survey"``, with every run's answers)."""
-    from .documents import document_of
+    from .analysis.documents import document_of
     _text_arg(id, "load", "id")
     return document_of(_store(db), id)
 
@@ -77,7 +77,7 @@ def _pandas():
     try:
         import pandas
     except ImportError:
-        from .errors import MemfxError
+        from .model.errors import MemfxError
         raise MemfxError("memfx.answers() returns a pandas DataFrame and pandas is not "
                          "installed: pip install 'memfx[pandas]'") from None
     return pandas
@@ -88,13 +88,13 @@ def answers(id="latest", db=None):
     as a pandas DataFrame, one row per answer: question, verdict, value,
     unit, ci_low, ci_high, run_id, survey_id, machine_id, because,
     experiment, seed, headline, asks.  Needs ``pip install 'memfx[pandas]'``."""
-    from .documents import ANSWER_COLUMNS, answer_records
+    from .analysis.documents import ANSWER_COLUMNS, answer_records
     if isinstance(id, dict):
         _document_arg(id, "answers", "answers")
         if id.get("kind") == "survey":
             docs = _document_arg(id, "answers", "documents")
             if not all(isinstance(d.get("run_id"), str) for d in docs):
-                from .errors import MemfxError
+                from .model.errors import MemfxError
                 raise MemfxError("memfx.answers: not a survey document: a run in its "
                                  "'documents' has no run_id")
     else:
@@ -109,9 +109,9 @@ def compare(a, b, threshold="5%", questions=None, db=None):
     machines ``m-...``): one row per question with A, B, the ratio B/A, its
     CI and a verdict; ``questions`` a glob on question ids (``"copy.*"``);
     ``threshold`` as ``--threshold`` ("5%" or 0.05)."""
-    from .compare import parse_threshold
-    from .documents import comparison
-    from .errors import MemfxError
+    from .analysis.compare import parse_threshold
+    from .analysis.documents import comparison
+    from .model.errors import MemfxError
     _text_arg(a, "compare", "a")
     _text_arg(b, "compare", "b")
     _text_arg(questions, "compare", "questions", optional=True)
@@ -138,7 +138,7 @@ def samples(run_id="latest", db=None):
 
 def points(doc):
     """A result document's points as flat records (DataFrame-ready)."""
-    from .errors import MemfxError
+    from .model.errors import MemfxError
     for p in _document_arg(doc, "points", "points"):
         if not isinstance(p.get("params"), dict) or any(
                 not isinstance(p.get(k) or kind(), kind)

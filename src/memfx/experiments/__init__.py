@@ -3,7 +3,7 @@
 import importlib
 import pkgutil
 
-from ..errors import MemfxError
+from ..model.errors import MemfxError
 from .base import REGISTRY, Experiment, Param, Point, Region, Trial, register
 
 # Support modules that define no experiment.

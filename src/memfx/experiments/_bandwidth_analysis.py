@@ -10,9 +10,9 @@ import math
 
 import numpy as np
 
-from .. import answers as ans
-from .. import stats
-from ..units import format_size
+from ..model import answers as ans
+from ..model import stats
+from ..model.units import format_size
 from ._bandwidth_kernels import KERNELS, LEVEL_LABEL, LEVELS
 from ._kit import cpu_text
 from .levels import DRAM_FROM, INSIDE_ABOVE, level_windows

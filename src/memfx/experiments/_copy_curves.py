@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import stats
-from ..findings import DETECTED, NOT_DETECTED
-from ..units import format_size
+from ..model import stats
+from ..model.findings import DETECTED, NOT_DETECTED
+from ..model.units import format_size
 from ._copy_kernels import STRATEGIES
 
 # Tie-break among strategies that are equally fast: the least code at the

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import stats
-from ..findings import INCONCLUSIVE, effect_verdict, threshold
+from ..model import stats
+from ..model.findings import INCONCLUSIVE, effect_verdict, threshold
 
 # ---- cache levels ------------------------------------------------------------------
 

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..errors import MemfxError, ParamError
-from ..protocol import Trial
-from ..machine import parse_cpu_list
+from ..model.errors import MemfxError, ParamError
+from ..model.protocol import Trial
+from ..lab.machine import parse_cpu_list
 
 # ---- the shared area of kernels/sharing.c (byte offsets; mirrored here) ----
 HEADER, BARRIER, STOP, CPUS, SLOTS, SLOT_BYTES, COUNTERS = 0, 128, 256, 512, 1024, 128, 12288
@@ -141,7 +141,7 @@ def overlap_of_shorter(slots):
     """Share of the shorter thread's run during which every other thread ran
     too (1.0 for one thread): the lab's one overlap rule for a team that runs
     together (_lab.team_overlap)."""
-    from .._lab import team_overlap
+    from ..lab.lab import team_overlap
     return team_overlap("together", slots)
 
 

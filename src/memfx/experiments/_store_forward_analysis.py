@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import stats
-from ..answers import evidence_keys, pooled_values
-from ..findings import threshold
+from ..model import stats
+from ..model.answers import evidence_keys, pooled_values
+from ..model.findings import threshold
 from ._store_forward_kernels import cell_kind, copy_shape, shape_overlaps
 
 # A round trip that takes at least this many times the forwarding level is a

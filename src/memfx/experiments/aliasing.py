@@ -39,12 +39,12 @@ import math
 
 import numpy as np
 
-from .. import stats
-from ..answers import LOWER, Answer, Question, measured, not_measured
-from ..errors import MemfxError, ParamError
-from ..findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, threshold
-from ..plotspec import Mark, PlotSpec
-from ..units import format_size
+from ..model import stats
+from ..model.answers import LOWER, Answer, Question, measured, not_measured
+from ..model.errors import MemfxError, ParamError
+from ..model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, threshold
+from ..model.plotspec import Mark, PlotSpec
+from ..model.units import format_size
 from ._copy_kernels import MODES, check_no_overlap, fill_pattern
 from .base import Experiment, Param, Point, Region, Trial, register
 
@@ -208,7 +208,7 @@ class Aliasing(Experiment):
     }
 
     def strategies(self, params):
-        from .._lab import kernel_table
+        from ..lab.lab import kernel_table
         rows = kernel_table()
         names = [s.strip() for s in str(params["strategies"]).split(",") if s.strip()]
         bad = [n for n in names if n not in KNOWN]
@@ -439,7 +439,7 @@ def declared_combo(combos):
 def combo_result(arm, size, mode, ratios, pts, ctl):
     """One kernel/size/mode combination: its bands (find_bands), verdict,
     value and CI, and its detail row for the answer."""
-    from ..answers import evidence_keys
+    from ..model.answers import evidence_keys
     bands, isolated = find_bands(ratios)
     for b in bands:
         b["ns"] = {str(o): pts[o]["median"] for o in b["offsets"]}

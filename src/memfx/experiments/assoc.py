@@ -31,12 +31,12 @@ import math
 
 import numpy as np
 
-from .. import answers as ans
-from ..answers import Question
-from ..errors import ParamError
-from ..machine_view import Fingerprint, level_name
-from ..plotspec import PlotSpec
-from ..units import format_size
+from ..model import answers as ans
+from ..model.answers import Question
+from ..model.errors import ParamError
+from ..model.machine_view import Fingerprint, level_name
+from ..model.plotspec import PlotSpec
+from ..model.units import format_size
 from .base import Experiment, Param, Point, Trial, register
 
 LINE = 64

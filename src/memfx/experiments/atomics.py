@@ -29,11 +29,11 @@ reported as inconclusive.
 """
 from __future__ import annotations
 
-from .. import answers as ans
-from ..answers import LOWER, Question
-from ..errors import MemfxError
-from ..findings import DETECTED, NOT_DETECTED
-from ..plotspec import PlotSpec
+from ..model import answers as ans
+from ..model.answers import LOWER, Question
+from ..model.errors import MemfxError
+from ..model.findings import DETECTED, NOT_DETECTED
+from ..model.plotspec import PlotSpec
 from .base import Experiment, Param, Point, Trial, register
 from ._kit import (CONCURRENT_SHARE_MIN, MAX_THREADS, KernelReport, calibrated_count, check_call,
                    concurrent_share, concurrent_values, cpu_text, parse_cpu_text, read_area,

@@ -76,13 +76,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import answers as ans
-from ..answers import HIGHER, Question
-from ..errors import MemfxError, ParamError
-from ..machine_view import Fingerprint
-from ..plotspec import PlotSpec
-from ..protocol import Region, Team, TeamMember
-from ..units import format_size
+from ..model import answers as ans
+from ..model.answers import HIGHER, Question
+from ..model.errors import MemfxError, ParamError
+from ..model.machine_view import Fingerprint
+from ..model.plotspec import PlotSpec
+from ..model.protocol import Region, Team, TeamMember
+from ..model.units import format_size
 from ._bandwidth_analysis import (BEST_QUANTILE, CONTENDED_CV,  # noqa: F401
                                   KNEE_MATCH_FACTOR, BandwidthAnswers, _bytes_per_cycle,
                                   _curves, _nearest_cache, _unreached, plateaus_by_level, where)
@@ -210,7 +210,7 @@ def kernel_for(kind, width):
 def shared_levels(machine):
     """Level ids of the caches that more than one CPU shares (sysfs'
     shared_cpu_list); with no list, the last level (the usual L3)."""
-    from ..machine import parse_cpu_list
+    from ..lab.machine import parse_cpu_list
     fp = Fingerprint.of(machine)
     listed = [c for c in fp.caches if c.shared_cpu_list]
     out = {c.key for c in listed if len(parse_cpu_list(c.shared_cpu_list)) > 1}
@@ -441,7 +441,7 @@ class Bandwidth(BandwidthAnswers, Experiment):
         flags = machine.get("flags") or {}
         if flags:
             return bool(flags.get(isa))
-        from .._lab import isa_supported
+        from ..lab.lab import isa_supported
         return isa_supported(isa)
 
     def widths(self, params, machine):

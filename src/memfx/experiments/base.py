@@ -5,8 +5,8 @@ from __future__ import annotations
 
 # The protocol types live in memfx.protocol (the lab imports them without
 # importing any experiment); re-exported here for the experiments.
-from ..errors import ParamError
-from ..protocol import COMMON_PARAMS, COMMON_PRESETS, PARSERS, Param, Point, Region, Trial  # noqa: F401
+from ..model.errors import ParamError
+from ..model.protocol import COMMON_PARAMS, COMMON_PRESETS, PARSERS, Param, Point, Region, Trial  # noqa: F401
 
 REGISTRY: dict[str, "Experiment"] = {}
 

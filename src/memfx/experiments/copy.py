@@ -69,13 +69,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..errors import MemfxError, ParamError
-from .. import answers as ans
-from ..answers import Question
-from ..machine_view import Fingerprint
-from ..findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, threshold
-from ..plotspec import Mark, PlotSpec
-from ..units import format_size
+from ..model.errors import MemfxError, ParamError
+from ..model import answers as ans
+from ..model.answers import Question
+from ..model.machine_view import Fingerprint
+from ..model.findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, threshold
+from ..model.plotspec import Mark, PlotSpec
+from ..model.units import format_size
 from ._copy_curves import (BASELINE, CLEAR_WIN, LOOPS, METRIC, MIN_RUN,  # noqa: F401
                            MODE_ORDER, SIMPLICITY, STEP_MIN_JUMP, STEP_WINDOW, VECTOR_LOOPS,
                            Crossover, Step, _clear_runs, _ns_points, _pair_detail, _pair_owner,
@@ -215,7 +215,7 @@ def _q(op, role):
 def _kernel_rows():
     """The core's kernel table, read once: the analysis asks for a row's
     traffic at every point (a thousand calls of a quick run)."""
-    from .._lab import kernel_table
+    from ..lab.lab import kernel_table
     return kernel_table()
 
 
@@ -606,7 +606,7 @@ class Copy(Experiment):
     # -- plan --
     def strategies(self, params, machine, op):
         """The arms of `op` selected by params and supported by this CPU."""
-        from .._lab import kernel_table
+        from ..lab.lab import kernel_table
         rows = kernel_table()
         want = params["strategies"]
         names = [s.strip() for s in str(want).split(",") if s.strip()]

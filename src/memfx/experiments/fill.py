@@ -56,13 +56,13 @@ import math
 
 import numpy as np
 
-from .. import answers as ans
-from ..answers import HIGHER, Question
-from ..errors import MemfxError, ParamError
-from ..machine_view import Fingerprint
-from ..findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
-from ..plotspec import PlotSpec
-from ..units import format_size
+from ..model import answers as ans
+from ..model.answers import HIGHER, Question
+from ..model.errors import MemfxError, ParamError
+from ..model.machine_view import Fingerprint
+from ..model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
+from ..model.plotspec import PlotSpec
+from ..model.units import format_size
 from ._fill_checks import (FILL_ALTERNATE, FILL_ROTATE, FILL_VALUE_FROM_SRC,  # noqa: F401
                            SLOT_BYTES, check_kernel, check_rotating, final_byte)
 from ._fill_ratio import (ALL_SIZES, fill_level, fill_levels, level_ratio,  # noqa: F401
@@ -152,7 +152,7 @@ def attach_l2_events(lab, identity=None):
     """Add the L2 eviction events to the worker's hardware counter group
     (Lab.perf.add_raw_event) so every sample carries them.  Returns a status
     dict (never raises): counting, no_pmu, unknown_model or open_failed."""
-    from ..machine import cpu_identity
+    from ..lab.machine import cpu_identity
     vendor, family, model = identity or cpu_identity(lab.cpuid)
     events, note = l2_eviction_events(vendor, family, model)
     if events is None:

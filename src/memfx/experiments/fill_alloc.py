@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import answers as ans
-from ..answers import LOWER, Question
-from ..errors import MemfxError, ParamError
-from ..findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
-from ..plotspec import PlotSpec
-from ..units import format_size
+from ..model import answers as ans
+from ..model.answers import LOWER, Question
+from ..model.errors import MemfxError, ParamError
+from ..model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
+from ..model.plotspec import PlotSpec
+from ..model.units import format_size
 from ._fill_ratio import level_ratio
 from .base import Experiment, Param, Point, Trial, register
 

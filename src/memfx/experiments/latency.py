@@ -29,15 +29,15 @@ from dataclasses import replace
 
 import numpy as np
 
-from .. import stats
-from ..answers import (EFFECT_BAND, LOWER, NEITHER, NOT_MEASURED, Answer, Question, effect,
+from ..model import stats
+from ..model.answers import (EFFECT_BAND, LOWER, NEITHER, NOT_MEASURED, Answer, Question, effect,
                        evidence_keys,
                        measured, not_measured, point_key, pooled_values)
-from ..errors import ParamError
-from ..machine_view import Fingerprint
-from ..findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED
-from ..plotspec import Mark, PlotSpec
-from ..units import format_size
+from ..model.errors import ParamError
+from ..model.machine_view import Fingerprint
+from ..model.findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED
+from ..model.plotspec import Mark, PlotSpec
+from ..model.units import format_size
 from ._sweep import (SPARSE_FROM, SPARSE_FROM_HELP, index_itemsize,  # noqa: F401
                      shuffled_order, size_grid)
 from .base import Experiment, Param, Point, Trial, register
@@ -143,7 +143,7 @@ def chain_links(order):
 
 def linked_successors(order, elem):
     """next_index[e] as read back from a chain the core linked in `order`."""
-    from .._lab import address_of, link_chain_at
+    from ..lab.lab import address_of, link_chain_at
     n = len(order)
     buf = bytearray(n * elem)
     link_chain_at(buf, 0, elem, n, order)

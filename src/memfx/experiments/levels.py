@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from ..machine_view import Fingerprint
+from ..model.machine_view import Fingerprint
 
 # A level's points lie well inside it: above 1.5x the cache below, at most
 # 0.75x its own capacity (sets are not filled evenly and the code, the page

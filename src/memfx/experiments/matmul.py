@@ -41,13 +41,13 @@ import math
 
 import numpy as np
 
-from .. import answers as ans
-from .. import stats
-from ..answers import Question
-from ..findings import threshold
-from ..errors import ParamError
-from ..machine_view import Fingerprint
-from ..plotspec import PlotSpec
+from ..model import answers as ans
+from ..model import stats
+from ..model.answers import Question
+from ..model.findings import threshold
+from ..model.errors import ParamError
+from ..model.machine_view import Fingerprint
+from ..model.plotspec import PlotSpec
 from .base import Experiment, Param, Point, Region, Trial, register
 
 FORMS = ("naive", "transposed", "blocked", "blocked_simd")

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import answers as ans
-from ..answers import Question
-from ..plotspec import PlotSpec
+from ..model import answers as ans
+from ..model.answers import Question
+from ..model.plotspec import PlotSpec
 from .base import Experiment, Param, Point, Trial, register
 
 LINE = 64

@@ -35,13 +35,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from .. import answers as ans
-from .. import stats
-from ..answers import HIGHER, LOWER, Question
-from ..errors import ParamError
-from ..machine_view import Fingerprint
-from ..plotspec import PlotSpec
-from ..units import format_size
+from ..model import answers as ans
+from ..model import stats
+from ..model.answers import HIGHER, LOWER, Question
+from ..model.errors import ParamError
+from ..model.machine_view import Fingerprint
+from ..model.plotspec import PlotSpec
+from ..model.units import format_size
 from .base import Experiment, Param, Point, Trial, register
 
 KINDS = ("t0", "t1", "t2", "nta", "w")

@@ -38,12 +38,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import answers as ans
-from ..answers import LOWER, Question
-from ..errors import MemfxError, ParamError
-from ..machine_view import Fingerprint
-from ..findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
-from ..plotspec import PlotSpec
+from ..model import answers as ans
+from ..model.answers import LOWER, Question
+from ..model.errors import MemfxError, ParamError
+from ..model.machine_view import Fingerprint
+from ..model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
+from ..model.plotspec import PlotSpec
 from .base import Experiment, Param, Point, Trial, register
 from ._kit import (  # noqa: F401 (re-exported: bandwidth and the tests import them from here)
     BARRIER, CONCURRENT_SHARE_MIN, COUNTERS, CPUS, HEADER, HEADER_FIELDS, MAX_DISTANCE,

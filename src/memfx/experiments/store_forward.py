@@ -49,13 +49,13 @@ import mmap
 
 import numpy as np
 
-from .. import stats
-from ..answers import (EFFECT_BAND, LOWER, NEITHER, Answer, Question, effect, evidence_keys,
+from ..model import stats
+from ..model.answers import (EFFECT_BAND, LOWER, NEITHER, Answer, Question, effect, evidence_keys,
                        measured, not_measured)
-from ..errors import ParamError
-from ..findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
-from ..plotspec import Mark, PlotSpec
-from ..units import format_estimate, format_value
+from ..model.errors import ParamError
+from ..model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
+from ..model.plotspec import Mark, PlotSpec
+from ..model.units import format_estimate, format_value
 from ._store_forward_analysis import (FAIL_RATIO, _ns_to_cycles, as_ranges,  # noqa: F401
                                      contained_rule, cycles_per_ns, entry_paths,
                                      matrix_classes, median_difference, move_width, store_class)
@@ -123,7 +123,7 @@ def store_forward_event(vendor, family, model):
 def attach_store_forward_counter(lab):
     """Add the blocked-forwarding event to the Lab's hardware counter group
     (read with every sample); returns a one-line note of what happened."""
-    from ..machine import cpu_identity
+    from ..lab.machine import cpu_identity
     event = store_forward_event(*cpu_identity(lab.cpuid))
     if event is None:
         return "not available: no encoding known for this CPU model"

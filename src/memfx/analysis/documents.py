@@ -1,0 +1,674 @@
+"""Documents from the store: a run's result document, a survey's document,
+what `memfx compare` compares (a run, a survey, or a machine's latest
+survey), the fleet views (every machine of a shared store, or its CPU
+models) and a `memfx tune` record's answers.  The one place that turns
+stored runs into documents; presentation reads these documents, never the
+store's rows."""
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+
+from ..model import findings as fnd
+from ..model.errors import MemfxError, StoreError
+from ..model.forking import fork_map
+from .results import RESULT_SCHEMA_VERSION, document
+from ..model.units import signed_percent
+
+TUNE_ARTIFACT = "tune"      # the artifact that holds a `memfx tune` record's document
+FLEET_SCHEMA_VERSION = 1
+GROUPS = ("machine", "cpu-model")
+
+
+def run_document(store, run_id, include_values=False):
+    """A run's result document; a `memfx tune` record also carries its tune
+    document (``tune``) and one answer per checked candidate."""
+    run = store.run(run_id)
+    return _finished(store, run, document(run, store.samples(run["id"]),
+                                          include_values=include_values))
+
+
+def _finished(store, run, doc):
+    doc.setdefault("survey_id", run.get("survey_id"))
+    if run["experiment"] == "tune":
+        tuned = store.artifacts(run["id"]).get(TUNE_ARTIFACT)
+        if isinstance(tuned, dict):
+            doc.update(tune=tuned, answers=tune_answers(tuned))
+    return doc
+
+
+def _analysed(task):
+    """The document (with values) of one (run, samples), or None when its
+    analysis fails (the report analyses it again and shows the error)."""
+    run, samples = task
+    try:
+        return document(run, samples, include_values=True)
+    except Exception:   # noqa: BLE001
+        return None
+
+
+def survey_run_documents(store, survey_id, jobs=None):
+    """{run id: document with values} of a survey's runs, each analysed once
+    for both the report and the survey document, in forked processes (one
+    per CPU: every measurement is done by then); the store is read here
+    only.  A run whose analysis fails is left out: the report analyses it
+    again and shows the error."""
+    tasks = [(store.run(r["id"]), None) for r in store.survey(survey_id)["runs"]]
+    tasks = [(run, store.samples(run["id"])) for run, _ in tasks]
+    docs = fork_map(_analysed, tasks, jobs, cost=lambda task: len(task[1]))
+    return {run["id"]: _finished(store, run, doc)
+            for (run, _), doc in zip(tasks, docs) if doc is not None}
+
+
+def _without_values(doc, include_values):
+    if include_values:
+        return doc
+    return dict(doc, points=[{k: v for k, v in p.items() if k != "values"}
+                             for p in doc.get("points", [])])
+
+
+def latest_per_experiment(runs):
+    """The newest complete run of each experiment (else the newest of any status)."""
+    chosen = {}
+    for r in runs:                       # newest first
+        cur = chosen.get(r["experiment"])
+        if cur is None or (cur["status"] != "complete" and r["status"] == "complete"):
+            chosen[r["experiment"]] = r
+    return list(chosen.values())
+
+
+def survey_document(store, survey_id, include_values=False, documents=None):
+    """One document for a survey: its runs' documents and, first, all their
+    answers (each tagged with the run it comes from).  ``documents``: run
+    documents with values already made, by run id (analysed once, not again)."""
+    survey = store.survey(survey_id)
+    runs = sorted(latest_per_experiment(survey["runs"]), key=lambda r: (r["started"], r["id"]))
+    docs = [_without_values(documents[r["id"]], include_values) if r["id"] in (documents or {})
+            else run_document(store, r["id"], include_values) for r in runs]
+    answers = [dict(a, run_id=d["run_id"], experiment=d["experiment"])
+               for d in docs for a in d.get("answers", [])]
+    machine_ids = sorted({d["machine_id"] for d in docs if d.get("machine_id")})
+    return {
+        "schema_version": RESULT_SCHEMA_VERSION,
+        "kind": "survey",
+        "survey_id": survey["id"],
+        "status": survey["status"],
+        "preset": survey.get("preset"),
+        "started": survey.get("started"),
+        "finished": survey.get("finished"),
+        "labels": survey.get("labels") or {},
+        "machine_id": machine_ids[0] if len(machine_ids) == 1 else None,
+        "machine_ids": machine_ids,
+        "machine": docs[0]["machine"] if docs else {},
+        "runs": [{"run_id": d["run_id"], "experiment": d["experiment"], "status": d["status"]}
+                 for d in docs],
+        "answers": answers,
+        "documents": docs,
+    }
+
+
+def _machine_surveys(store, mid):
+    """Surveys (newest first) whose runs were measured on machine ``mid``."""
+    from ..lab.machine import machine_id
+    out = []
+    for s in store.surveys():
+        runs = store.runs(survey_id=s["id"])
+        if runs and any(machine_id(store.run(r["id"]).get("machine") or {}) == mid
+                        for r in runs[:1]):
+            out.append(s)
+    return out
+
+
+def noisy_runs(docs):
+    """Run ids whose own samples say the run was noisy: more than the
+    threshold noisy_run of its samples rejected (preempted or migrated)."""
+    from ..model.findings import threshold
+    out = set()
+    for d in docs:
+        pts = d.get("points") or []
+        taken = sum((p.get("n") or 0) + (p.get("rejected") or 0) for p in pts)
+        rejected = sum(p.get("rejected") or 0 for p in pts)
+        if taken and rejected / taken > threshold("noisy_run"):
+            out.add(d.get("run_id"))
+    return out
+
+
+def busy_runs(docs):
+    """Run ids that measured on a busy machine (results.busy_summary)."""
+    return {d.get("run_id") for d in docs
+            if isinstance(d.get("busy"), dict) and d["busy"].get("busy")}
+
+
+def _tag_noisy(answers, docs):
+    """The answers, those of noisy runs tagged noisy=True and those of runs
+    measured on a busy machine busy=True (compare marks their side)."""
+    noisy, busy = noisy_runs(docs), busy_runs(docs)
+    out = []
+    for a in answers:
+        tags = {}
+        if a.get("run_id") in noisy:
+            tags["noisy"] = True
+        if a.get("run_id") in busy:
+            tags["busy"] = True
+        out.append(dict(a, **tags) if tags else a)
+    return out
+
+
+_SURVEY_ANSWERS = {}      # (database, survey id) -> (answers, point medians) of a complete survey
+
+
+def _history_surveys(store, machine, exclude=(), before=None, most=5):
+    """The newest ``most`` complete surveys of machine id ``machine`` other
+    than ``exclude`` and started before ``before``, each as (answers, point
+    medians) (history_survey, memoised for this process)."""
+    surveys = [s for s in _machine_surveys(store, machine)
+               if s["status"] == "complete" and s["id"] not in exclude
+               and (before is None or (s.get("started") or "") < before)][:most]
+    out = []
+    for s in surveys:
+        key = (str(store.path), s["id"])
+        if key not in _SURVEY_ANSWERS:
+            _SURVEY_ANSWERS[key] = history_survey(store, s["id"])
+        out.append(_SURVEY_ANSWERS[key])
+    return out
+
+
+def machine_history(store, machine, exclude=(), before=None, most=5):
+    """({question: [value of each survey]}, n) over the newest ``most``
+    complete surveys of machine id ``machine`` other than ``exclude`` and
+    started before ``before``; (None, n) with fewer than the threshold
+    history_min_surveys of them."""
+    from ..model.findings import threshold
+    surveys = _history_surveys(store, machine, exclude, before, most)
+    if len(surveys) < threshold("history_min_surveys"):
+        return None, len(surveys)
+    values = {}
+    for answers, _ in surveys:
+        for a in answers:
+            values.setdefault(a["question"], []).append(a.get("value"))
+    return values, len(surveys)
+
+
+def machine_point_history(store, machine, exclude=(), before=None, most=5):
+    """({curve key: [median of each survey]}, n): machine_history() for the
+    points `compare` compares (compare_curves.curve_key)."""
+    from ..model.findings import threshold
+    surveys = _history_surveys(store, machine, exclude, before, most)
+    if len(surveys) < threshold("history_min_surveys"):
+        return None, len(surveys)
+    values = {}
+    for _, medians in surveys:
+        for k, v in medians.items():
+            values.setdefault(k, []).append(v)
+    return values, len(surveys)
+
+
+def analysed_survey(store, survey_id):
+    """survey_document() with its runs analysed in forked processes (one per
+    CPU), as a survey does: `compare` analyses two surveys and up to five of
+    history, each a few seconds of work for one CPU."""
+    return survey_document(store, survey_id, documents=survey_run_documents(store, survey_id))
+
+
+def history_survey(store, survey_id):
+    """(answers, point medians) of one complete survey of a machine's
+    history: from the answer cache (answer_cache) when its runs and memfx's
+    analysis are unchanged, else analysed from the samples (its runs in
+    forked processes, as a survey does) and kept there.  The point medians
+    ({curve key: median}) band `compare`'s curves as the answers band its
+    rows."""
+    from . import answer_cache
+    from .compare_curves import point_medians
+    runs = store.survey(survey_id)["runs"]
+    kept = answer_cache.load_survey(store.path, survey_id, runs)
+    if kept is None:
+        doc = analysed_survey(store, survey_id)
+        kept = {"answers": doc["answers"], "points": point_medians(doc["documents"])}
+        answer_cache.save(store.path, survey_id, runs, kept["answers"], kept["points"])
+    return kept["answers"], kept["points"]
+
+
+def history_answers(store, survey_id):
+    """The answers of one complete survey of a machine's history
+    (history_survey)."""
+    return history_survey(store, survey_id)[0]
+
+
+def side(store, key):
+    """(label, answers, document) for a compare side: a run id or prefix,
+    ``latest`` / ``latest:EXP``, a survey id or prefix, or a machine id
+    ``m-...`` (its latest complete survey, else its latest survey)."""
+    key = str(key)
+    if key.startswith("m-"):
+        surveys = _machine_surveys(store, key)
+        if not surveys:
+            raise MemfxError(f"no survey of machine {key} in {store.path}")
+        done = [s for s in surveys if s["status"] == "complete"] or surveys
+        doc = analysed_survey(store, done[0]["id"])
+        return f"{key} (survey {doc['survey_id']})", _tag_noisy(doc["answers"], doc["documents"]), doc
+    if key.startswith("s-"):
+        doc = analysed_survey(store, key)
+        return f"survey {doc['survey_id']}", _tag_noisy(doc["answers"], doc["documents"]), doc
+    try:
+        doc = run_document(store, key)
+    except StoreError as run_error:
+        try:
+            doc = analysed_survey(store, key)
+        except StoreError:
+            raise run_error from None
+        return f"survey {doc['survey_id']}", _tag_noisy(doc["answers"], doc["documents"]), doc
+    answers = [dict(a, run_id=doc["run_id"]) for a in doc["answers"]]
+    return f"run {doc['run_id']}", _tag_noisy(answers, [doc]), doc
+
+
+def document_of(store, key):
+    """The document ``key`` names: a survey's (``s-...``, ``latest-survey``,
+    or a survey prefix that is no run's) or a run's (id, prefix, ``latest``,
+    ``latest:EXP``)."""
+    _, _, doc = side(store, key)
+    return doc
+
+
+# ---- what presentation reads of a document besides its answers ------------
+# Documents of version 4 carry it; for older ones (and a run whose analysis
+# failed, which has none) it is looked up here, never by presentation.
+
+def plots_of(doc):
+    """The document's plot declarations as plain data (plotspec.PlotSpec.to_dict)."""
+    from .results import plot_dicts
+    if "plots" in doc:
+        return doc.get("plots") or []
+    return plot_dicts(_registered(doc.get("experiment")))
+
+
+@dataclass(frozen=True)
+class DeclaredParam:
+    """A parameter as experiment_info describes it."""
+    name: str
+    kind: str = ""
+    help: str = ""
+
+
+class ExperimentAbout:
+    """The experiment of a document as its experiment_info describes it,
+    read as a registered Experiment is (title, question, seeds,
+    all_params(), resolve("full"))."""
+
+    def __init__(self, info):
+        self.title = str(info.get("title") or "")
+        self.question = str(info.get("question") or "")
+        self.seeds = tuple(info.get("seeds") or ())
+        self._params = [DeclaredParam(p.get("name"), p.get("kind") or "", p.get("help") or "")
+                        for p in info.get("params") or [] if isinstance(p, dict)]
+        self._full = info.get("full_preset")
+
+    def all_params(self):
+        return list(self._params)
+
+    def resolve(self, preset):
+        if preset != "full" or not isinstance(self._full, dict):
+            raise MemfxError(f"no {preset} preset in this document")
+        return dict(self._full)
+
+
+def experiment_about(doc, name):
+    """The ExperimentAbout of a run's document (``doc`` None: its analysis
+    failed), or None for an experiment this memfx does not know."""
+    from .results import experiment_info
+    if doc is not None and "experiment_info" in doc:
+        info = doc.get("experiment_info")
+    else:
+        info = experiment_info(_registered(name))
+    return ExperimentAbout(info) if isinstance(info, dict) else None
+
+
+def machine_facts(fingerprint, docs=()):
+    """(capabilities, noise cautions) of a machine: from its runs' documents
+    (version 4), else from the fingerprint; raises on a fingerprint of an
+    unexpected shape."""
+    from .results import machine_capabilities, machine_warnings
+    for doc in docs:
+        if doc and doc.get("capabilities") is not None:
+            return doc["capabilities"], [w for w in doc.get("warnings") or []
+                                         if w.get("source") == "machine"]
+    return machine_capabilities(fingerprint), machine_warnings(fingerprint)
+
+
+def _registered(name):
+    from ..experiments import get_experiment
+    return get_experiment(name, missing_ok=True) if name else None
+
+
+# The columns of `memfx export SURVEY --format csv` and memfx.answers(), in order.
+ANSWER_COLUMNS = ("question", "verdict", "value", "unit", "ci_low", "ci_high", "run_id",
+                  "survey_id", "machine_id", "because", "experiment", "seed", "headline",
+                  "asks")
+
+
+def answer_records(doc):
+    """One flat record per answer of a run's or a survey's document (the
+    ANSWER_COLUMNS), each naming its run, survey and machine (``m-...``)."""
+    if doc.get("kind") == "survey":
+        runs = {d["run_id"]: d for d in doc.get("documents") or []}
+        survey_id = doc.get("survey_id")
+    else:
+        runs = {doc.get("run_id"): doc}
+        survey_id = doc.get("survey_id")
+    out = []
+    for a in doc.get("answers") or []:
+        run_id = a.get("run_id") or doc.get("run_id")
+        run = runs.get(run_id) or {}
+        rec = {k: a.get(k) for k in ANSWER_COLUMNS}
+        rec.update(run_id=run_id, survey_id=survey_id or run.get("survey_id"),
+                   machine_id=run.get("machine_id") or doc.get("machine_id"),
+                   experiment=a.get("experiment") or str(a.get("question", "")).split(".")[0],
+                   headline=bool(a.get("headline")))
+        out.append(rec)
+    return out
+
+
+def survey_advice(store, doc):
+    """The advice stored with a survey's runs (`memfx advise` in the
+    survey), or None."""
+    for d in doc.get("documents") or []:
+        try:
+            advice = store.artifacts(d["run_id"]).get("advice")
+        except StoreError:
+            continue
+        if isinstance(advice, dict):
+            return advice
+    return None
+
+
+def compare_history(store, a_doc, b_doc, points=False):
+    """The machine's history for `compare`: complete surveys of the one
+    machine both sides were measured on (None when they differ) started
+    before the EARLIER side: the surveys between the two may already be
+    after the change `compare` is asked about (an upgrade, a glibc setting),
+    and a history that holds both states widened the band until a real
+    change read as noise.  ``points``: the history of the points
+    (machine_point_history) rather than of the answers."""
+    mids = {a_doc.get("machine_id"), b_doc.get("machine_id")}
+    if len(mids) != 1 or None in mids:
+        return None, 0
+    exclude = {d.get("survey_id") for d in (a_doc, b_doc)}
+    before = min(str(d.get("started") or "") for d in (a_doc, b_doc)) or None
+    history = machine_point_history if points else machine_history
+    return history(store, mids.pop(), exclude=exclude, before=before)
+
+
+def run_documents(doc):
+    """The run documents of a compare side: a survey's, or the run's own."""
+    return list(doc.get("documents") or []) if doc.get("kind") == "survey" else [doc]
+
+
+def ran_in_guest(doc):
+    """Whether a run's or a survey's document was measured in a VM guest
+    (its fingerprint's hypervisor, else the CPUID hypervisor flag)."""
+    from .results import ran_in_guest as machine_in_guest
+    docs = [doc] + list(doc.get("documents") or [])
+    return any(machine_in_guest(d.get("machine")) for d in docs)
+
+
+def comparison(store, a, b, limit=0.05, pattern=None, group_by=None):
+    """The comparison document of `memfx compare A B [QUESTIONS]` (and
+    memfx.compare): sides resolved as side() does (or as CPU models of the
+    fleet with ``group_by="cpu-model"``), only the questions matching the
+    glob ``pattern``; a pattern that matches nothing is a MemfxError."""
+    import fnmatch
+
+    from .compare_curves import compare_all
+    history, n_history, guest, point_history = None, 0, False, None
+    if group_by == "cpu-model":
+        fleet = fleet_with_runs(store)       # every machine's runs analysed once
+        a_label, a_answers, a_runs = group_side(store, a, fleet)
+        b_label, b_answers, b_runs = group_side(store, b, fleet)
+    else:
+        a_label, a_answers, a_doc = side(store, a)
+        b_label, b_answers, b_doc = side(store, b)
+        a_runs, b_runs = run_documents(a_doc), run_documents(b_doc)
+        history, n_history = compare_history(store, a_doc, b_doc)
+        if history:        # the same surveys: memoised, or in the answer cache
+            point_history, _ = compare_history(store, a_doc, b_doc, points=True)
+        guest = ran_in_guest(a_doc) or ran_in_guest(b_doc)
+    if pattern:
+        def keep(answers):
+            return [x for x in answers if fnmatch.fnmatchcase(str(x.get("question")), pattern)]
+
+        def keep_runs(docs):    # the curves of the experiments whose questions match
+            return [d for d in docs if any(fnmatch.fnmatchcase(str(x.get("question")), pattern)
+                                           for x in d.get("answers") or [])]
+        a_answers, b_answers = keep(a_answers), keep(b_answers)
+        a_runs, b_runs = keep_runs(a_runs), keep_runs(b_runs)
+        if not a_answers and not b_answers:
+            raise MemfxError(f"no question matches {pattern!r} (question ids look like "
+                             f"latency.l1d)")
+    return compare_all(a_answers, b_answers, limit, a_label, b_label, history=history,
+                       n_history=n_history, guest=guest, a_runs=a_runs, b_runs=b_runs,
+                       point_history=point_history, noisy=noisy_runs(a_runs + b_runs))
+
+
+# ---- fleet views: every machine of a shared store ----------------------------
+
+def cpu_model(fingerprint) -> str:
+    cpu = (fingerprint or {}).get("cpu") or {}
+    return str(cpu.get("model_name") or cpu.get("vendor") or "unknown CPU").strip()
+
+
+def machines_document(store):
+    """Every machine in the store with its latest survey."""
+    from ..lab.machine import label
+    out = []
+    for m in store.machines():
+        survey = m["last_survey"]
+        out.append({"machine_id": m["machine_id"], "row_ids": m["row_ids"],
+                    "label": label(m["fingerprint"]),
+                    "cpu_model": cpu_model(m["fingerprint"]), "hosts": m["hosts"],
+                    "n_runs": m["n_runs"], "last_run": m["last_run"],
+                    "last_survey": None if survey is None else {
+                        k: survey.get(k) for k in ("id", "started", "status", "preset", "labels")}})
+    return {"fleet_schema_version": FLEET_SCHEMA_VERSION, "kind": "machines",
+            "store": str(store.path), "machines": out}
+
+
+def _machine_answers(store, machine, runs, docs=None):
+    """(sources, answers) of `machine`: the answers of its newest complete
+    run of each experiment (else its newest run of it), so a later survey
+    of a few experiments (--only) hides none of the others; `sources` are
+    the surveys (or, outside surveys, the runs) they come from.  ``docs``:
+    a list the runs' documents are appended to."""
+    mine = [r for r in runs if r.get("machine_id") == machine["machine_id"]]   # newest first
+    chosen = sorted(latest_per_experiment(mine), key=lambda r: (r["started"], r["id"]))
+    answers = []
+    for r in chosen:
+        doc = run_document(store, r["id"])
+        if docs is not None:
+            docs.append(doc)
+        answers += [dict(a, run_id=r["id"], experiment=r["experiment"]) for a in doc["answers"]]
+    sources = list(dict.fromkeys(r.get("survey_id") or r["id"] for r in chosen))
+    return sources, answers
+
+
+def fleet_document(store, group_by="machine"):
+    """One row per question, one column per machine (group_by "machine": its
+    newest complete run of each experiment) or
+    per CPU model ("cpu-model": the median of its hosts' values, with the
+    spread min..max across hosts and the verdicts counted)."""
+    return _fleet(store, group_by)[0]
+
+
+def _fleet(store, group_by, docs=None):
+    """(fleet_document, machines); ``docs``: a dict that gets each machine's
+    run documents by machine id."""
+    if group_by not in GROUPS:
+        raise MemfxError(f"--group-by: expected one of {', '.join(GROUPS)}, got {group_by!r}")
+    machines = machines_document(store)["machines"]
+    if not machines:
+        raise StoreError(f"no machines in {store.path} (run `memfx survey` or `memfx push` first)")
+    per_machine, sources = {}, {}
+    runs = store.runs()
+    for m in machines:
+        mine = None if docs is None else docs.setdefault(m["machine_id"], [])
+        sources[m["machine_id"]], answers = _machine_answers(store, m, runs, mine)
+        per_machine[m["machine_id"]] = {a["question"]: a for a in answers}
+    if group_by == "machine":
+        columns = [{"key": m["machine_id"], "label": m["label"], "hosts": m["hosts"],
+                    "machines": [m["machine_id"]], "sources": sources[m["machine_id"]]}
+                   for m in machines]
+    else:
+        models = {}
+        for m in machines:
+            models.setdefault(m["cpu_model"], []).append(m)
+        columns = [{"key": model, "label": model, "machines": [m["machine_id"] for m in ms],
+                    "hosts": sorted({h for m in ms for h in m["hosts"]}),
+                    "sources": list(dict.fromkeys(x for m in ms for x in sources[m["machine_id"]]))}
+                   for model, ms in sorted(models.items())]
+    questions = {}
+    for answers in per_machine.values():
+        for qid, a in answers.items():
+            questions.setdefault(qid, {k: a.get(k) for k in ("question", "asks", "unit", "better",
+                                                            "seed")})
+    rows = []
+    for qid in sorted(questions):
+        cells = {}
+        for col in columns:
+            found = [per_machine[mid][qid] for mid in col["machines"] if qid in per_machine[mid]]
+            cells[col["key"]] = _cell(found, group_by)
+        rows.append(dict(questions[qid], cells=cells))
+    doc = {"fleet_schema_version": FLEET_SCHEMA_VERSION, "kind": "fleet", "group_by": group_by,
+           "store": str(store.path), "columns": columns, "questions": rows}
+    return doc, machines
+
+
+def _cell(answers, group_by):
+    if not answers:
+        return {"verdict": "not_measured", "value": None, "ci_low": None, "ci_high": None,
+                "n_hosts": 0}
+    if group_by == "machine":
+        a = answers[0]
+        return {k: a.get(k) for k in ("verdict", "value", "ci_low", "ci_high", "because")} | {
+            "n_hosts": 1}
+    values = [a["value"] for a in answers if isinstance(a.get("value"), (int, float))]
+    verdicts = {}
+    for a in answers:
+        verdicts[a.get("verdict")] = verdicts.get(a.get("verdict"), 0) + 1
+    return {"value": statistics.median(values) if values else None,
+            "spread_low": min(values) if values else None,
+            "spread_high": max(values) if values else None,
+            "verdict": max(verdicts, key=verdicts.get) if len(verdicts) == 1 else "mixed",
+            "verdicts": verdicts, "n_hosts": len(answers)}
+
+
+def group_answers(store, model_key):
+    """(label, answers) of the machines whose CPU model contains `model_key`
+    (case-insensitive; one model must match): per question the median of
+    the hosts' values, and as its interval the spread min..max across hosts
+    (memfx compare reads it as the CI: a conservative stand-in)."""
+    label, answers, _ = group_side(store, model_key)
+    return label, answers
+
+
+def group_side(store, model_key, fleet=None):
+    """group_answers() and, for `compare`'s curves, one document per
+    experiment whose points are the hosts' (group_points).  ``fleet``: the
+    (fleet document, {machine id: run documents}) of fleet_with_runs(), made
+    once for both sides of a compare."""
+    if not model_key.strip():
+        raise MemfxError("--group-by cpu-model: an empty CPU model names no machines")
+    machines = machines_document(store)["machines"]
+    models = sorted({m["cpu_model"] for m in machines})
+    matching = [m for m in models if model_key.lower() in m.lower()]
+    exact = [m for m in models if m.lower() == model_key.lower()]
+    if exact:
+        matching = exact
+    if not matching:
+        raise MemfxError(f"no CPU model matching {model_key!r} in {store.path}; "
+                         f"known: {'; '.join(models) or 'none'}")
+    if len(matching) > 1:
+        raise MemfxError(f"CPU model {model_key!r} is ambiguous: {'; '.join(matching)}")
+    model = matching[0]
+    doc, per_machine = fleet or fleet_with_runs(store)
+    answers = []
+    for row in doc["questions"]:
+        cell = row["cells"].get(model) or {}
+        if not cell.get("n_hosts"):
+            continue
+        answers.append({k: row.get(k) for k in ("question", "asks", "unit", "better", "seed")} | {
+            "verdict": cell["verdict"], "value": cell["value"],
+            "ci_low": cell.get("spread_low"), "ci_high": cell.get("spread_high")})
+    column = next(c for c in doc["columns"] if c["key"] == model)
+    n = len(column["machines"])
+    return (f"{model} ({n} machine{'s' if n != 1 else ''})", answers,
+            group_points([per_machine.get(mid) or [] for mid in column["machines"]]))
+
+
+def fleet_with_runs(store):
+    """(the cpu-model fleet document, {machine id: its run documents})."""
+    per_machine = {}
+    doc, _ = _fleet(store, "cpu-model", per_machine)
+    return doc, per_machine
+
+
+def group_points(machine_docs):
+    """One document per experiment for the hosts of one CPU model
+    (``machine_docs``: each host's run documents): per point the median of
+    the hosts' medians, with each host's median as a replica (the host-to-
+    host spread is what `compare` pools) and min..max of their CIs as its
+    CI; one host's point as it is."""
+    by_exp = {}
+    for docs in machine_docs:
+        for d in docs:
+            e = by_exp.setdefault(d.get("experiment"), {"points": {}, "doc": d})
+            for p in d.get("points") or []:
+                key = (p.get("metric"), json.dumps([p.get("arm"), p.get("params")],
+                                                   sort_keys=True, default=str))
+                e["points"].setdefault(key, []).append(p)
+    out = []
+    for exp, e in by_exp.items():
+        points = []
+        for hosts in e["points"].values():
+            valued = [p for p in hosts if isinstance(p.get("median"), (int, float))]
+            if len(valued) < 2:
+                points.append(hosts[0])
+                continue
+            lows = [p.get("ci_low") for p in valued]
+            highs = [p.get("ci_high") for p in valued]
+            points.append(dict(valued[0], median=statistics.median(p["median"] for p in valued),
+                               replicas=[p["median"] for p in valued],
+                               ci_low=None if None in lows else min(lows),
+                               ci_high=None if None in highs else max(highs),
+                               n=sum(p.get("n") or 0 for p in valued),
+                               rejected=sum(p.get("rejected") or 0 for p in valued)))
+        first = e["doc"]
+        out.append({"experiment": exp, "run_id": None, "machine": first.get("machine"),
+                    "answers": first.get("answers") or [], "points": points})
+    return out
+
+
+# ---- a `memfx tune` record -------------------------------------------------------
+
+def tune_answers(doc):
+    """One answer per checked candidate (question tune.<tunable>), so that
+    `memfx compare` sets two tune records side by side."""
+    out = []
+    for c in doc.get("candidates") or []:
+        r = c.get("result") or {}
+        verdict = {"faster": fnd.DETECTED, "slower": fnd.DETECTED,
+                   "no_difference": fnd.NOT_DETECTED}.get(r.get("verdict"), fnd.INCONCLUSIVE)
+        out.append({"question": f"tune.{c['tunable']}",
+                    "asks": f"How much faster does the program run with {c['tunable']} changed?",
+                    "seed": "002", "unit": "x", "better": "higher", "verdict": verdict,
+                    "value": r.get("speedup"), "ci_low": r.get("ci_low"),
+                    "ci_high": r.get("ci_high"),
+                    "because": f"{c['id']}: {tune_result_text(r)}; {c['reason']}",
+                    "estimator": "median of paired speedups (baseline / candidate per round)",
+                    "evidence": [], "details": []})
+    return out
+
+
+def tune_result_text(r):
+    if not r or r.get("speedup") is None:
+        return "not measured"
+    gain, lo, hi = (signed_percent(r[k] - 1) for k in ("speedup", "ci_low", "ci_high"))
+    return f"{r['verdict'].replace('_', ' ')}, gain {gain} [{lo}, {hi}] over {r['n']} rounds"

@@ -1,0 +1,302 @@
+"""`memfx survey`: every registered experiment with one preset, grouped as
+one survey in the store, then one HTML report.  Ctrl-C keeps every finished
+run and still writes the report of what exists, marked incomplete."""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+
+from rich.markup import escape
+
+from ..model.errors import MemfxError
+
+
+def select(only=None, skip=None):
+    """Experiment names in survey order: each experiment's declared `order`
+    (the foundation first), or the user's order given to --only."""
+    from ..experiments import REGISTRY, all_experiments
+    names = [e.name for e in all_experiments()]
+    for opt, given in (("--only", only), ("--skip", skip)):
+        for n in given or []:
+            if n not in REGISTRY:
+                raise MemfxError(f"{opt}: unknown experiment {n!r}; known: {', '.join(names)}")
+    if only:                 # the user's order
+        names = list(dict.fromkeys(only))
+    if skip:
+        names = [n for n in names if n not in skip]
+    if not names:
+        raise MemfxError("the survey selects no experiment")
+    return names
+
+
+def _split(text):
+    return [s.strip() for s in text.split(",") if s.strip()] if text else None
+
+
+def estimate(store, name, preset, exp, params, machine):
+    """Seconds a run will take: the median of earlier complete runs with the
+    same preset and replicas in this DB, measured alone (honest: a survey's
+    run spans the rounds between its replicas), else the experiment's own
+    guess for one replica times the replicas."""
+    replicas = int(params.get("replicas") or 1)
+    past = [r["duration_s"] for r in store.runs(experiment=name, status="complete")
+            if r.get("preset") == preset and r.get("duration_s") and not r.get("survey_id")
+            and int((r.get("params") or {}).get("replicas") or 1) == replicas]
+    if past:
+        return statistics.median(past[:5]), "from earlier runs"
+    return exp.estimate_seconds(params, machine) * replicas, "rough guess"
+
+
+def past_survey_seconds(store, preset, names, with_advice):
+    """The median wall time of up to 5 earlier complete surveys in this
+    store with the same preset, the same number of runs and advice the same
+    way (a survey's runs interleave their replicas, so their own durations
+    do not add up to it); None without one."""
+    from datetime import datetime
+    past = []
+    for s in store.surveys():
+        if (s.get("status") != "complete" or s.get("preset") != preset or not s.get("finished")
+                or s.get("n_runs") != len(names)
+                or ("--no-advise" in (s.get("argv") or [])) == with_advice):
+            continue
+        try:
+            t0, t1 = (datetime.fromisoformat(str(s[k]).replace("Z", "+00:00"))
+                      for k in ("started", "finished"))
+        except ValueError:
+            continue
+        past.append((t1 - t0).total_seconds())
+        if len(past) == 5:
+            break
+    return statistics.median(past) if past else None
+
+
+def run_survey(args, get_machine, open_store, console):
+    from ..analysis.documents import survey_document
+    from ..model.outputs import atomic_output
+    from ..report.report import write_report
+    from ..running.runner import Measurement, RunInterrupted, prepare
+    preset = "full" if args.full else "quick"
+    names = select(_split(args.only), _split(args.skip))
+    fp = get_machine()
+    prepared = {n: prepare(n, preset, {}, fp) for n in names}   # bad input fails before the DB is touched
+    store = open_store(args)
+    store.mark_stale_running()
+    guesses = {n: estimate(store, n, preset, prepared[n][0], prepared[n][1], fp)[0] for n in names}
+    with_advice = "copy" in names and not args.no_advise
+    if with_advice:
+        guesses["advise"] = ADVICE_SECONDS[preset]
+    past_seconds = past_survey_seconds(store, preset, names, with_advice)
+    survey_id = store.begin_survey(preset, sys.argv[1:], labels=getattr(args, "labels", None))
+    if getattr(args, "json", False):     # stdout carries only the survey document
+        from rich.console import Console
+        con = Console(stderr=True)
+    else:
+        con = console()
+    status, t0 = "complete", time.monotonic()
+    failures, durations = {}, {}
+    documents = None            # {run id: result document}, made once after the runs
+    how_long = (f"about {past_seconds:.0f} s (earlier surveys here)" if past_seconds else
+                 f"about {sum(guesses.values()):.0f} s (a rough guess)")
+    con.print(f"[bold]memfx survey {survey_id}[/bold] ({preset}): {len(names)} experiments, "
+              f"{how_long}")
+    open_runs = {}              # name -> Measurement begun and not yet finished
+    try:
+        with _progress(args.quiet) as prog:
+            overall = prog.add_task("survey", total=sum(guesses.values()), label="") if prog else None
+            # Rounds: replica r of every experiment, then replica r + 1 of
+            # every experiment, ... so that a run's replicas are minutes apart
+            # and a host that is busy for a while hits one replica of many
+            # runs, not every replica of one (issue 22).
+            rounds = max(prepared[n][1].get("replicas", 1) for n in names)
+            for rnd in range(rounds):
+                for i, name in enumerate(names, 1):
+                    if name in failures:
+                        continue
+                    if rnd == 0:
+                        try:
+                            open_runs[name] = Measurement(name, store, fp, preset, {},
+                                                          survey_id=survey_id)
+                        except MemfxError as e:
+                            failures[name] = str(e)
+                            con.print(f"[red]{name} failed:[/red] {escape(str(e))}")
+                            continue
+                    m = open_runs.get(name)
+                    if m is None or rnd >= m.replicas:
+                        continue
+                    start = time.monotonic()
+                    base = sum(durations.values())
+                    title = f"{i}/{len(names)} {name}" + (f" ({rnd + 1}/{rounds})" if rounds > 1 else "")
+                    task = prog.add_task(title, total=None, label="") if prog else None
+
+                    def on_progress(done, total, label, task=task, name=name, start=start,
+                                    base=base, share=guesses[name] / m.replicas):
+                        if not prog:
+                            return
+                        # the run's bar counts every replica's cells; show this round's
+                        prog.update(task, completed=done, total=total, label=label[:40])
+                        prog.update(overall, completed=base + min(time.monotonic() - start, share))
+
+                    try:
+                        m.measure_replica(rnd, on_progress=on_progress)
+                        if m.measured == m.replicas:
+                            m.finish("complete")
+                            del open_runs[name]
+                    except MemfxError as e:   # one experiment failing does not end the survey
+                        failures[name] = str(e)
+                        open_runs.pop(name, None)
+                        con.print(f"[red]{name} failed:[/red] {escape(str(e))}")
+                    durations[name] = durations.get(name, 0.0) + time.monotonic() - start
+                    if prog:
+                        prog.update(task, visible=False)
+                        prog.update(overall, completed=sum(durations.values()))
+                    con.print(f"  {name}" + (f" replica {rnd + 1}" if rounds > 1 else "")
+                              + f": {time.monotonic() - start:.1f} s")
+        # the survey's runs are analysed once, here, for the advice, the
+        # report and the survey document alike
+        documents = _analyse(store, survey_id, durations, con)
+        if with_advice and "copy" not in failures:
+            con.print("  advise: deriving GCC/glibc advice from the copy run and checking it by measurement")
+            start = time.monotonic()
+            _advise(store, fp, preset, con, documents)
+            durations["advise"] = time.monotonic() - start
+            con.print(f"  advise: {durations['advise']:.1f} s")
+    except (RunInterrupted, KeyboardInterrupt):
+        status = "interrupted"
+        for m in open_runs.values():     # begun, waiting for a later round
+            if not m.finished:
+                m.finish("interrupted", error="interrupted by the user (Ctrl-C) after "
+                         f"{m.measured} of {m.replicas} replicas")
+        open_runs.clear()
+        con.print("[yellow]interrupted: keeping the finished runs and writing the report[/yellow]")
+    if status == "complete" and names and len(failures) == len(names):
+        status = "failed"          # nothing was measured: not a complete survey
+    store.finish_survey(survey_id, status)
+    if documents is None:
+        documents = _analyse(store, survey_id, durations, con)
+    con.print("  writing the report")
+    start = time.monotonic()
+    with atomic_output(args.output, protect=[store.path]) as tmp:   # never over the database
+        write_report(store, [survey_id], tmp, documents=documents)
+    path = args.output
+    doc = survey_document(store, survey_id, documents=documents)
+    durations["report"] = time.monotonic() - start
+    elapsed = time.monotonic() - t0
+    over = budget_caution(preset, elapsed, durations) if status == "complete" else None
+    if getattr(args, "json", False):
+        out = {k: v for k, v in doc.items() if k != "documents"}
+        out["timing"] = timing(preset, elapsed, durations)
+        out["warnings"] = [over] if over else []
+        print(json.dumps(out, indent=2, default=str))
+    else:
+        from ..analysis.documents import survey_advice
+        from ..report.screen import survey_screen, term_width
+        for line in survey_screen(doc, term_width(), advice=survey_advice(store, doc)):
+            con.print(line, markup=False, highlight=False, soft_wrap=True)
+    con.print(timing_line(preset, elapsed, durations))
+    if over:
+        con.print(f"[yellow]warning ({over['id']}):[/yellow] " + escape(f"{over['message']}; {over['advice']}"))
+    con.print(f"survey {survey_id} {status} in {elapsed:.0f} s; report: {escape(str(path))}")
+    if failures:
+        con.print("[red]failed experiments:[/red] " + escape("; ".join(f"{n}: {e}" for n, e in failures.items())))
+    return 130 if status == "interrupted" else (1 if failures else 0)
+
+
+def _analyse(store, survey_id, durations, con):
+    """{run id: result document} of the survey's runs, timed as the step "analysis"."""
+    from ..analysis.documents import survey_run_documents
+    con.print("  analysing every run")
+    start = time.monotonic()
+    documents = survey_run_documents(store, survey_id)
+    durations["analysis"] = time.monotonic() - start
+    con.print(f"  analysis: {durations['analysis']:.1f} s")
+    return documents
+
+
+def budget_seconds(preset):
+    """The survey's time budget (the named threshold survey_budget_<preset>)."""
+    from ..model.findings import THRESHOLDS
+    t = THRESHOLDS.get(f"survey_budget_{preset}")
+    return t.value if t else None
+
+
+def timing(preset, total_s, durations):
+    """The survey's times as data: seconds per step (each experiment, advise,
+    report), the total and the budget it is held to."""
+    return {"steps_s": {k: round(v, 1) for k, v in durations.items()},
+            "total_s": round(total_s, 1), "budget_s": budget_seconds(preset),
+            "budget_threshold": f"survey_budget_{preset}"}
+
+
+def timing_line(preset, total_s, durations):
+    """One line: each step's time, slowest first, and the total against the budget."""
+    steps = ", ".join(f"{k} {v:.1f} s" for k, v in
+                      sorted(durations.items(), key=lambda kv: -kv[1]))
+    budget = budget_seconds(preset)
+    of = f" of a {budget:.0f} s budget (survey_budget_{preset})" if budget else ""
+    return f"time: {steps}; total {total_s:.0f} s{of}"
+
+
+def budget_caution(preset, total_s, durations):
+    """A caution (as data) when the survey took longer than its budget, naming
+    the slowest steps; None within budget."""
+    from ..model.findings import Caution
+    budget = budget_seconds(preset)
+    if budget is None or total_s <= budget:
+        return None
+    slowest = sorted(durations.items(), key=lambda kv: -kv[1])[:3]
+    return Caution(
+        id="survey_over_budget",
+        message=(f"the {preset} survey took {total_s:.0f} s, over its {budget:.0f} s budget "
+                 f"(survey_budget_{preset}); slowest: "
+                 + ", ".join(f"{k} {v:.0f} s" for k, v in slowest)),
+        value=round(total_s, 1), threshold=budget,
+        advice=f"a busy machine retakes preempted samples (check `uptime`); on a quiet one, trim "
+               f"the slowest experiment's {preset} preset").as_dict()
+
+
+# Interleaved rounds of the advice checks (compile-and-run for GCC, child
+# processes with GLIBC_TUNABLES for glibc) per preset: the quick survey
+# trades CI width for time.
+ADVICE_ROUNDS = {"quick": (5, 5), "full": (9, 7)}
+# The quick survey's glibc checks use no control size above this: the
+# control above a 240 MiB non-temporal threshold is a 360 MiB copy, which
+# made each of the 10 check processes take 3.8-4.2 s instead of 0.6 s here
+# (2-vCPU KVM guest, load 4.5); the size below the changed range still
+# controls the check.
+ADVICE_CONTROL_MAX = {"quick": 64 << 20, "full": None}
+# What those checks took on a 2-vCPU KVM guest (seconds), for the estimate
+# (full: 17-18 s in three full surveys on 2026-11-26).
+ADVICE_SECONDS = {"quick": 12.0, "full": 20.0}
+
+
+def _advise(store, fp, preset, con, documents=None):
+    """Derive and check GCC/glibc advice from the survey's copy run; it is
+    stored as that run's artifact, which the report shows."""
+    from ..advice.advise import advise
+    rounds_gcc, rounds_glibc = ADVICE_ROUNDS[preset]
+    try:
+        advise(store, fp, check=True, rounds_gcc=rounds_gcc, rounds_glibc=rounds_glibc,
+               documents=documents, control_max=ADVICE_CONTROL_MAX[preset])
+    except MemfxError as e:
+        con.print(f"[red]advice failed:[/red] {escape(str(e))}")
+
+
+class _NoProgress:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _progress(quiet):
+    if quiet:
+        return _NoProgress()
+    from rich.console import Console
+    from rich.progress import (BarColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), TimeElapsedColumn(),
+                    TimeRemainingColumn(), TextColumn("{task.fields[label]}"),
+                    console=Console(stderr=True), transient=True)
