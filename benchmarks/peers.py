@@ -370,13 +370,13 @@ def memfx_env() -> dict[str, str]:
     """What the memfx jobs add to the environment: nothing.  They run the
     memfx installed for --python (`pip install .`); the repository's src/
     holds no built extension, and put first on PYTHONPATH it would shadow
-    the installed memfx with a memfx._core that has no kernels."""
+    the installed memfx with a memfx.lab._core that has no kernels."""
     return {}
 
 
 def memfx_problem(python: str) -> str | None:
     """Why `python` cannot run memfx's kernels (None when it can)."""
-    probe = "import memfx._core as c; c.kernels; print(c.__file__)"
+    probe = "import memfx.lab._core as c; c.kernels; print(c.__file__)"
     try:
         out = subprocess.run([python, "-c", probe], capture_output=True, text=True,
                              env={**os.environ, **memfx_env()}, timeout=120)
@@ -396,7 +396,7 @@ def memfx_params(python: str, experiment: str) -> set[str]:
     """Parameter names an experiment accepts (from `memfx list --json`)."""
     if not _memfx_params_cache:
         try:
-            out = subprocess.run([python, "-m", "memfx.cli", "list", "--json"], capture_output=True,
+            out = subprocess.run([python, "-m", "memfx", "list", "--json"], capture_output=True,
                                  text=True, env={**os.environ, **memfx_env()}, timeout=120)
             for exp in json.loads(out.stdout):
                 # each parameter is a dict with its name (older memfx: "name [kind...]")
@@ -434,7 +434,7 @@ def memfx_point(doc: dict, arm: str, size: int, **params) -> dict:
 
 
 def memfx_jobs(tool: Tool, python: str, plan: Plan, ctx: RunContext) -> list[Job]:
-    base = [python, "-m", "memfx.cli", "run"]
+    base = [python, "-m", "memfx", "run"]
     common = ["--json", "-q", "--quick", "--db", ctx.db_path, "--set", f"cpu={ctx.cpu}"]
     env = memfx_env()
     keys = {m.key for m in plan.measures}

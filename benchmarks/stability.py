@@ -93,7 +93,7 @@ while True:
 
 
 def memfx(*args, env=None, check=True):
-    cmd = [sys.executable, "-m", "memfx.cli", *args]
+    cmd = [sys.executable, "-m", "memfx", *args]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if check and r.returncode not in (0, 1):
         sys.exit(f"stability: {' '.join(cmd[2:])} failed ({r.returncode}): "

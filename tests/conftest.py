@@ -26,9 +26,9 @@ def db_path(tmp_path):
 
 
 def run_cli(*args, db=None, timeout=300, env=None):
-    """Run `python -m memfx.cli ...` in a child; returns CompletedProcess."""
+    """Run `python -m memfx ...` in a child; returns CompletedProcess."""
     import subprocess
-    cmd = [sys.executable, "-m", "memfx.cli", *args]
+    cmd = [sys.executable, "-m", "memfx", *args]
     if db:
         cmd += ["--db", db]
     e = dict(os.environ)

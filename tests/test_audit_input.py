@@ -179,14 +179,14 @@ def test_an_import_with_a_timestamp_in_other_digits_is_refused():
 # ---- 3, 4. standard output closed or full: exit 3, what was done is kept ------------
 
 def _cli_child(args, stdout):
-    return subprocess.run([sys.executable, "-m", "memfx.cli", *args], stdout=stdout,
+    return subprocess.run([sys.executable, "-m", "memfx", *args], stdout=stdout,
                           stderr=subprocess.PIPE, text=True, timeout=120)
 
 
 @pytest.mark.measuring
 def test_a_closed_stdout_is_one_line_exit_3(db):
     for args in (["runs", "--db", db], ["--help"]):
-        p = subprocess.run([sys.executable, "-m", "memfx.cli", *args], stderr=subprocess.PIPE,
+        p = subprocess.run([sys.executable, "-m", "memfx", *args], stderr=subprocess.PIPE,
                            text=True, timeout=120, preexec_fn=lambda: os.close(1))
         assert p.returncode == 3, p.stderr
         _one_line(p.stderr, "standard output")
@@ -253,8 +253,8 @@ def test_a_worker_killed_by_a_signal_is_exit_4_and_says_so(tmp_path, monkeypatch
 CHASE_UNDER_A_SIGNAL = textwrap.dedent("""
     import os, signal, sys, threading, time
     import numpy as np
-    from memfx import _core
-    from memfx._lab import kernel_table
+    from memfx.lab import _core
+    from memfx.lab.lab import kernel_table
     n, elem = 1 << 16, 64
     buf = bytearray(n * elem)
     chain = _core.link_chain(buf, 0, elem, n, np.random.default_rng(0).permutation(n))

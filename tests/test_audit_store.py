@@ -387,7 +387,7 @@ def test_a_role_without_select_is_told_so(pg_url, pg_server):
 # ---- 8. tune records travel like any run -----------------------------------------
 
 def _tune_record(st):
-    """A tune record as memfx.tune writes one: a rejected profiling run and
+    """A tune record as memfx.advice.tune writes one: a rejected profiling run and
     warm-up, measured rounds without a length, its "tune" artifact."""
     run_id = st.begin_run("tune", {"command": "/bin/true", "rounds": 2, "timeout_s": 60.0,
                                    "cpu": None, "show_output": False}, None, MACHINE)

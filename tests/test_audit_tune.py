@@ -125,7 +125,7 @@ def test_a_program_that_cannot_start_any_more_is_its_failure(tmp_path):
 def test_kill_9_of_memfx_kills_the_program(tmp_path, copy_db, sleeps):
     d = sleeps(1299)
     env = dict(os.environ, TMPDIR=str(tmp_path))
-    memfx = subprocess.Popen([sys.executable, "-m", "memfx.cli", "tune", "--db", copy_db, "--",
+    memfx = subprocess.Popen([sys.executable, "-m", "memfx", "tune", "--db", copy_db, "--",
                               "sleep", d], env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     try:

@@ -456,7 +456,7 @@ def test_one_allowed_cpu_plans_no_team_and_answers_not_measured(tmp_path):
 import json, os
 os.sched_setaffinity(0, {{min(os.sched_getaffinity(0))}})
 from memfx.experiments import get_experiment
-from memfx.results import document
+from memfx.analysis.results import document
 exp = get_experiment("bandwidth")
 params = exp.resolve("quick", {{"max_size": "64K"}})
 machine = {MACHINE!r}

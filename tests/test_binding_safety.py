@@ -14,8 +14,8 @@ pytestmark = pytest.mark.measuring
 PRELUDE = """
 import mmap
 import numpy as np
-from memfx import _core
-from memfx._lab import kernel_table
+from memfx.lab import _core
+from memfx.lab.lab import kernel_table
 K = {name: row.index for name, row in kernel_table().items()}
 
 def refused(fn, *args, exc=ValueError, match=""):

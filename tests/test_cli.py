@@ -132,7 +132,7 @@ def test_foreign_or_unreadable_db_is_refused_unchanged(tmp_path):
 
 def test_ctrl_c_keeps_samples_and_marks_interrupted(tmp_path):
     db = str(tmp_path / "int.db")
-    args = [sys.executable, "-m", "memfx.cli", "run", "latency", "--db", db, "--quiet",
+    args = [sys.executable, "-m", "memfx", "run", "latency", "--db", db, "--quiet",
             "--set", "max_size=64M", "--set", "samples=5", "--set", "min_sample_ms=1"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120

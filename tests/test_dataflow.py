@@ -86,7 +86,7 @@ def test_every_experiment_module_is_checked():
 @pytest.mark.parametrize("path", experiment_modules(), ids=lambda p: p.name)
 def test_experiments_reach_the_core_only_through_the_lab(path):
     lines = core_imports(ast.parse(path.read_text()))
-    assert not lines, f"{path.name} uses memfx._core directly at lines {lines}; go through _lab"
+    assert not lines, f"{path.name} uses memfx._core directly at lines {lines}; go through memfx.lab.lab"
 
 
 @pytest.mark.parametrize("path", experiment_modules(), ids=lambda p: p.name)
@@ -96,7 +96,7 @@ def test_registered_experiments_keep_no_run_state(path):
 
 
 def test_the_checks_catch_what_they_look_for():
-    src = ("from .. import _core\n"
+    src = ("from ..lab import _core\n"
            "class X(Experiment):\n"
            "    def __init__(self):\n        self.ok = 1\n"
            "    def prepare(self, point, params, lab):\n"
@@ -104,13 +104,13 @@ def test_the_checks_catch_what_they_look_for():
            "class Helper:\n    def f(self):\n        self.x = 1\n")
     tree = ast.parse(src)
     assert core_imports(tree) == [1]
-    assert core_imports(ast.parse("import memfx._core\nmemfx._core.run()\n")) == [1, 2]
+    assert core_imports(ast.parse("import memfx.lab._core\nmemfx.lab._core.run()\n")) == [1, 2]
     assert [line for line, _ in state_assignments(tree)] == [6, 7, 8]
 
 
 @pytest.mark.measuring
 def test_the_lab_imports_no_experiment():
-    code = ("import sys, memfx._lab, memfx._worker, memfx.protocol\n"
+    code = ("import sys, memfx.lab.lab, memfx.running.worker, memfx.model.protocol\n"
             "print([m for m in sys.modules if m.startswith('memfx.experiments')])")
     env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -204,6 +204,6 @@ def test_memfx_run_opens_the_store_once_and_only_the_runner_writes_it(tmp_path, 
                    "--db", str(tmp_path / "r.db"), "-q"])
     assert rc == 0
     assert len(opened) == 1 and stored and len(set(stored)) == 1
-    worker = ast.parse(Path(runner.__file__).with_name("_worker.py").read_text())
+    worker = ast.parse(Path(runner.__file__).with_name("worker.py").read_text())
     imported = {n.module for n in ast.walk(worker) if isinstance(n, ast.ImportFrom)}
     assert not {m for m in imported if m and ("store" in m or "cli" in m or "report" in m)}

@@ -1,4 +1,4 @@
-"""One formatter (memfx.units) for sizes, numbers and values: its rules, and
+"""One formatter (memfx.model.units) for sizes, numbers and values: its rules, and
 the terminal and the HTML report printing the same answer the same way."""
 import html
 

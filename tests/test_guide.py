@@ -30,7 +30,7 @@ def test_the_guide_marks_one_kernel_file_and_one_experiment_module():
     assert set(blocks) == {"toy-kernel", "toy-experiment"}
     kernel_path, kernel = blocks["toy-kernel"]
     module_path, module = blocks["toy-experiment"]
-    assert re.fullmatch(r"src/memfx/_core/kernels/\w+\.c", kernel_path)
+    assert re.fullmatch(r"src/memfx/lab/_core/kernels/\w+\.c", kernel_path)
     assert re.fullmatch(r"src/memfx/experiments/\w+\.py", module_path)
     assert "MFX_KERNEL_TABLE(" in kernel and ".footprint = " in kernel
     for attribute in ("questions = ", "plots = ", "params = ", "presets = "):
@@ -114,7 +114,7 @@ def _named_chase_ptr(kernel):
 
 @pytest.mark.measuring
 @pytest.mark.parametrize("change, error", [
-    (_without_footprint, "kernel row toy_sum (table toy, src/memfx/_core/kernels/toy.c) "
+    (_without_footprint, "kernel row toy_sum (table toy, src/memfx/lab/_core/kernels/toy.c) "
                          "has no .footprint"),
     (_named_chase_ptr, "kernel row chase_ptr is defined twice (tables chase and toy)"),
 ])
@@ -123,7 +123,7 @@ def test_a_bad_kernel_row_is_refused_at_import_by_name(tmp_path, change, error):
     changed = change(kernel)
     assert changed != kernel
     copy = _package_with(tmp_path, {path: changed})
-    p = _python(copy, "-c", "import memfx._core")
+    p = _python(copy, "-c", "import memfx.lab._core")
     assert p.returncode == 1, (p.returncode, p.stderr)      # an exception, not a signal
     last = p.stderr.strip().splitlines()[-1]
-    assert last.startswith("ImportError: memfx._core: " + error), last
+    assert last.startswith("ImportError: memfx.lab._core: " + error), last

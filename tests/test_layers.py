@@ -1,34 +1,48 @@
-"""The house matches its plan (issue 24): every module of memfx sits in one
-layer, and a module imports only from its own layer or the layers below it.
+"""The house matches its plan (issues 24 and 44): every package of memfx is
+one layer, and a module imports only from its own layer or the layers
+below it.
 
-The layers, bottom to top (docs/architecture.md draws the same map):
+The layers, bottom to top (docs/architecture.md draws the same map), with
+the package that holds each:
 
-  base          units, errors, statuses, stats, outputs, protocol types, the version,
-                the typed machine fingerprint
-  vocabulary    what an experiment declares and returns: questions and answers,
-                verdict rules and thresholds, plot specs
-  lab           the lab, the machine's collection and identity, the C core
-  store         SQLite, PostgreSQL, the export schema
-  kit           what the experiments share: the Experiment protocol and registry,
-                level and thread helpers
-  experiments   one module per effect, and the package that registers them
-  analysis      samples -> points -> answers -> documents, compare, fleet views
-  running       the runner and the worker (the worker's refinement rounds
-                analyse the points taken so far, so running sits on analysis)
-  presentation  terminal tables and screens, plots, the HTML report
-  advice        GCC and glibc advice, tune
-  face          the command line, the Python API, the survey
+  base          memfx.model: units, errors, statuses, stats, curves, outputs,
+                protocol types, the version, the typed machine fingerprint
+  vocabulary    memfx.model's answers, findings and plotspec: what an
+                experiment declares and returns (questions and answers,
+                verdict rules and thresholds, plot specs)
+  lab           memfx.lab: the lab, the machine's collection and identity,
+                the C core (memfx.lab._core)
+  store         memfx.store: SQLite, PostgreSQL, the export schema
+  kit           memfx.experiments' base, levels and _-prefixed modules: what
+                the experiments share (the Experiment protocol and registry,
+                level, sweep and thread helpers, an effect's split-off helpers)
+  experiments   memfx.experiments: one module per effect, and the package
+                that registers them
+  analysis      memfx.analysis: samples -> points -> answers -> documents,
+                compare, fleet views
+  running       memfx.running: the runner and the worker (the worker's
+                refinement rounds analyse the points taken so far, so running
+                sits on analysis)
+  presentation  memfx.report: terminal tables and screens, plots, the HTML report
+  advice        memfx.advice: GCC and glibc advice, tune
+  face          memfx.cli and the package's own __init__, __main__ and api:
+                the command line, the Python API, the survey
 
-Besides the order, some downward edges are forbidden: the analysis is a
-function of documents and samples handed to it (it never imports the store),
-the presentation reads documents only (no lab, store, experiment or runner),
-only the lab touches the C core, and an experiment imports the kit, never
-another experiment.
+Two packages hold two layers each, split by a rule rather than a list: in
+the model, the vocabulary sits on the base; in the experiments, the kit
+sits below the effects.  Besides the order, some downward edges are
+forbidden: the analysis is a function of documents and samples handed to
+it (it never imports the store), the presentation reads documents only (no
+lab, store, experiment or runner), only the lab touches the C core, and an
+experiment imports the kit, never another experiment.  There is no list of
+allowed exceptions.
 
 The test parses the source with `ast` (imports inside functions count too),
-so it sees the package as written, not as installed.
+so it sees the package as written, not as installed.  Long modules are
+reported, not refused (issue 44: the 800-line limit is advisory).
 """
 import ast
+import warnings
 from pathlib import Path
 
 import pytest
@@ -39,96 +53,34 @@ LAYERS = ["base", "vocabulary", "lab", "store", "kit", "experiments", "analysis"
           "presentation", "advice", "face"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 
-# Every module, by its dotted name.  An experiment module needs no entry:
-# any memfx.experiments.X not named here is an effect (adding an effect
-# stays "add a module", with no list to keep).
+# Every package, by its dotted name, and its layer.  A module is placed by
+# the package it is in; a new module in a package needs no entry.
 PLACES = {
-    # base
-    "memfx.units": "base",
-    "memfx.errors": "base",
-    "memfx.status": "base",
-    "memfx.version": "base",
-    "memfx.protocol": "base",
-    "memfx.stats": "base",
-    "memfx.curves": "base",
-    "memfx.outputs": "base",
-    "memfx.forking": "base",
-    "memfx.machine_view": "base",
-    # vocabulary
-    "memfx.answers": "vocabulary",
-    "memfx.findings": "vocabulary",
-    "memfx.plotspec": "vocabulary",
-    # lab
-    "memfx._lab": "lab",
-    "memfx._perf": "lab",
-    "memfx.busy": "lab",
-    "memfx._core": "lab",
-    "memfx.machine": "lab",
-    "memfx.sysfs": "lab",
-    "memfx.cpuid": "lab",
-    "memfx.ldso": "lab",
-    # store
+    "memfx.model": "base",
+    "memfx.lab": "lab",
     "memfx.store": "store",
-    "memfx.store_sql": "store",
-    "memfx.store_sqlite": "store",
-    "memfx.store_files": "store",
-    "memfx.pgstore": "store",
-    "memfx.schema": "store",
-    # kit
-    "memfx.experiments.base": "kit",
-    "memfx.experiments.levels": "kit",
-    "memfx.experiments._kit": "kit",
-    # an effect's helpers, split off by concern (a leading underscore: the
-    # registry's loader takes them for no experiment); in the kit, so that
-    # they import no experiment and any experiment may use them
-    "memfx.experiments._fill_checks": "kit",
-    "memfx.experiments._fill_ratio": "kit",
-    "memfx.experiments._bandwidth_kernels": "kit",
-    "memfx.experiments._bandwidth_analysis": "kit",
-    "memfx.experiments._sweep": "kit",
-    "memfx.experiments._copy_kernels": "kit",
-    "memfx.experiments._copy_curves": "kit",
-    "memfx.experiments._store_forward_kernels": "kit",
-    "memfx.experiments._store_forward_analysis": "kit",
-    # experiments: the package (the registry's loader); effects by the rule above
     "memfx.experiments": "experiments",
-    # analysis
-    "memfx.results": "analysis",
-    "memfx.documents": "analysis",
-    "memfx.answer_cache": "analysis",
-    "memfx.compare": "analysis",
-    "memfx.compare_curves": "analysis",
-    "memfx.fleet": "analysis",
-    # running
-    "memfx.runner": "running",
-    "memfx._worker": "running",
-    # presentation
-    "memfx.render": "presentation",
-    "memfx.screen": "presentation",
-    "memfx.plots": "presentation",
+    "memfx.analysis": "analysis",
+    "memfx.running": "running",
     "memfx.report": "presentation",
-    "memfx.report_html": "presentation",
-    "memfx.report_sections": "presentation",
-    "memfx.report_advice": "presentation",
-    "memfx.fleetreport": "presentation",
-    "memfx.cli_show": "face",
-    "memfx.cli_args": "face",
-    # advice
-    "memfx.advise": "advice",
-    "memfx.advise_common": "advice",
-    "memfx.advise_gcc": "advice",
-    "memfx.advise_glibc": "advice",
-    "memfx.advise_prefetch": "advice",
-    "memfx.tune": "advice",
-    # face
-    "memfx": "face",
-    "memfx.__main__": "face",
+    "memfx.advice": "advice",
     "memfx.cli": "face",
-    "memfx.api": "face",
-    "memfx.survey": "face",
 }
+# The top of the package is the public door, nothing else: `import memfx`
+# (the API's re-exports), `python -m memfx` and the API itself.
+TOP = {"memfx": "face", "memfx.__main__": "face", "memfx.api": "face"}
 
-KIT = {m for m, layer in PLACES.items() if layer == "kit"}
+# In the model, the vocabulary: what an experiment declares and returns.
+VOCABULARY = {"memfx.model.answers", "memfx.model.findings", "memfx.model.plotspec"}
+
+
+def in_kit(module):
+    """The experiments' kit: the protocol and registry (base), the level
+    helpers (levels), and every _-prefixed module (the registry's loader
+    skips those: shared helpers and an effect's helpers split off by concern)."""
+    pkg, _, leaf = module.rpartition(".")
+    return pkg == "memfx.experiments" and (leaf in ("base", "levels") or leaf.startswith("_"))
+
 
 # Downward edges that are still not allowed: (from layer, to layer) -> why.
 FORBIDDEN = {
@@ -139,18 +91,11 @@ FORBIDDEN = {
     ("presentation", "experiments"): "the presentation reads documents only",
     ("presentation", "running"): "the presentation reads documents only",
 }
-CORE = "memfx._core"
+CORE = "memfx.lab._core"
 
-# Edges that break the rules today, each with the reason it is still here
-# (the test fails on an entry that no longer matches an import, so the list
-# can only shrink).  Empty: the presentation reads what the documents carry
-# (their plots, the experiment's description, the machine's capabilities).
-ALLOWED: dict = {}
-
-# Modules over MAX_LINES that are split elsewhere; remove each entry when
-# its module is split.  Empty: every module is at most MAX_LINES long.
+# Modules longer than this are reported (a warning), not refused: a module
+# is split where it has seams, not at a line count (issue 44, item 5).
 MAX_LINES = 800
-LONG = {}
 
 
 def module_name(path):
@@ -170,12 +115,25 @@ def known_modules():
     return mods
 
 
+def package_of(module):
+    """The package of PLACES a module is in (itself for a package's
+    __init__), or None; "memfx" for the top's modules."""
+    if module in TOP:
+        return "memfx"
+    while module not in PLACES and "." in module:
+        module = module.rpartition(".")[0]
+    return module if module in PLACES else None
+
+
 def layer_of(module):
-    if module in PLACES:
-        return PLACES[module]
-    if module.startswith("memfx.experiments."):
-        return "experiments"
-    return None
+    if module in TOP:
+        return TOP[module]
+    layer = PLACES.get(package_of(module))
+    if layer == "base" and module in VOCABULARY:
+        return "vocabulary"
+    if layer == "experiments" and in_kit(module):
+        return "kit"
+    return layer
 
 
 def _owner(name, known):
@@ -235,12 +193,14 @@ def broken_rule(src, dst):
 
 def test_every_module_is_placed():
     unplaced = sorted(m for m in known_modules() if layer_of(m) is None)
-    assert not unplaced, f"modules in no layer (add them to PLACES): {unplaced}"
+    assert not unplaced, (f"modules in no layer (put them in a package of PLACES; the top "
+                          f"holds only {sorted(TOP)}): {unplaced}")
 
 
-def test_the_table_names_only_modules_that_exist():
-    stale = sorted(set(PLACES) - known_modules())
-    assert not stale, f"PLACES names modules that do not exist: {stale}"
+def test_the_table_names_only_packages_that_exist():
+    stale = sorted(set(PLACES) - known_modules()) + sorted(set(TOP) - known_modules()) + \
+        sorted(VOCABULARY - known_modules())
+    assert not stale, f"PLACES, TOP or VOCABULARY name what does not exist: {stale}"
 
 
 def test_imports_point_down():
@@ -248,21 +208,13 @@ def test_imports_point_down():
     for src, targets in sorted(import_graph().items()):
         for dst, line in sorted(targets.items()):
             why = broken_rule(src, dst)
-            if why and (src, dst) not in ALLOWED:
+            if why:
                 bad.append(f"{src}:{line} imports {dst}: {why}")
     assert not bad, "imports against the layers:\n" + "\n".join(bad)
 
 
-def test_allowed_edges_are_still_needed():
-    graph = import_graph()
-    stale = [f"{s} -> {d}" for s, d in ALLOWED
-             if d not in graph.get(s, {}) or broken_rule(s, d) is None]
-    assert not stale, f"ALLOWED lists edges that are gone or now fine (remove them): {stale}"
-
-
 def test_no_import_cycles():
-    graph = {s: {d for d in targets if (s, d) not in ALLOWED}
-             for s, targets in import_graph().items()}
+    graph = {s: set(targets) for s, targets in import_graph().items()}
     # Tarjan's strongly connected components
     index, low, on_stack, stack, cycles = {}, {}, set(), [], []
 
@@ -293,10 +245,32 @@ def test_no_import_cycles():
     assert not cycles, f"import cycles: {cycles}"
 
 
-@pytest.mark.parametrize("module", sorted(python_modules()))
-def test_module_length(module):
-    lines = len(python_modules()[module].read_text().splitlines())
-    if module in LONG:
-        assert lines > MAX_LINES, f"{module} is {lines} lines now: remove it from LONG"
-    else:
-        assert lines <= MAX_LINES, f"{module} is {lines} lines (at most {MAX_LINES}): split it"
+def test_the_packages_import_one_way():
+    """Between packages, too, the graph has no cycle: analysis -> experiments
+    -> model, never back (issue 44)."""
+    edges = {(package_of(s), package_of(d))
+             for s, targets in import_graph().items() for d in targets}
+    back = sorted(f"{a} <-> {b}" for a, b in edges if a < b and (b, a) in edges)
+    assert not back, f"packages that import each other: {back}"
+
+
+@pytest.mark.parametrize("package", sorted(PLACES))
+def test_every_package_says_what_it_owns_and_stays_light(package):
+    """Its __init__ has a docstring saying what it may import, and imports
+    nothing at import time (the experiments' registry loader excepted: it
+    is the package's one job), so that `import memfx` stays quick."""
+    path = SRC.parent / package.replace(".", "/") / "__init__.py"
+    tree = ast.parse(path.read_text())
+    doc = ast.get_docstring(tree) or ""
+    assert "import" in doc, f"{package}: its docstring should say what it may import"
+    if package != "memfx.experiments":
+        imports = [n.lineno for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        assert not imports, f"{package}/__init__.py imports at lines {imports}: keep it light"
+
+
+def test_long_modules_are_reported_not_refused():
+    long = {m: n for m, p in python_modules().items()
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    if long:
+        warnings.warn("modules over %d lines (advisory, issue 44): %s" % (
+            MAX_LINES, ", ".join(f"{m} {n}" for m, n in sorted(long.items()))))

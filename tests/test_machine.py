@@ -1,4 +1,4 @@
-"""Tests for memfx.machine: a fake /proc + /sys tree, a fake core, the real
+"""Tests for memfx.lab.machine: a fake /proc + /sys tree, a fake core, the real
 ld.so diagnostics captured on the development machine, and a smoke test on
 the machine the tests run on."""
 
@@ -29,7 +29,7 @@ def _sig(text):
 
 
 class FakeCore:
-    """Stands in for memfx._core: a CPUID table, a TSC rate, a perf probe."""
+    """Stands in for memfx.lab._core: a CPUID table, a TSC rate, a perf probe."""
 
     def __init__(self, leaves=None, hz=2.5e9, hw_errno=errno.ENOENT, sw_errno=0,
                  build_info=None):
@@ -207,9 +207,10 @@ def test_fake_without_core(fake_fp):
 
 
 def test_core_absent_falls_back(monkeypatch):
-    # make `from memfx import _core` fail, whatever is built in the tree
-    monkeypatch.delattr(memfx, "_core", raising=False)
-    monkeypatch.setitem(sys.modules, "memfx._core", None)
+    # make `from memfx.lab import _core` fail, whatever is built in the tree
+    import memfx.lab
+    monkeypatch.delattr(memfx.lab, "_core", raising=False)
+    monkeypatch.setitem(sys.modules, "memfx.lab._core", None)
     fp = machine.fingerprint(sysroot=FAKE)
     assert fp["core"] == {"loaded": False, "origin": None, "functions": []}
     assert fp["pmu"]["available"] is None and fp["pmu"]["reason"] == "not probed"
@@ -577,19 +578,21 @@ def test_module_imports_only_stdlib_and_errors():
     # module-level imports decide whether machine.py loads without the C core
     # (machine.py and the modules it is made of: sysfs, cpuid, ldso, machine_view)
     import ast
-    parts = {"memfx.sysfs", "memfx.cpuid", "memfx.ldso", "memfx.machine_view"}
+    parts = {"memfx.lab.sysfs", "memfx.lab.cpuid", "memfx.lab.ldso", "memfx.model.machine_view"}
     names = set()
-    for name in ("machine", "sysfs", "cpuid", "ldso", "machine_view"):
-        tree = ast.parse((Path(machine.__file__).parent / f"{name}.py").read_text())
+    from memfx.model import machine_view
+    files = [Path(machine.__file__).parent / f"{name}.py" for name in ("machine", "sysfs", "cpuid", "ldso")]
+    for path in files + [Path(machine_view.__file__)]:
+        tree = ast.parse(path.read_text())
         for node in tree.body:
             if isinstance(node, ast.Import):
                 names.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom):
                 names.add(node.module)
     foreign = {n for n in names
-               if not _is_stdlib(n.split(".")[0]) and n != "memfx.errors" and n not in parts}
+               if not _is_stdlib(n.split(".")[0]) and n != "memfx.model.errors" and n not in parts}
     assert foreign == set()
-    assert "memfx.errors" in names
+    assert "memfx.model.errors" in names
 
 
 def test_real_machine_smoke():

@@ -109,12 +109,12 @@ AD_HOC = {
 def test_cache_levels_are_read_only_through_the_fingerprint():
     found = []
     for path in sorted(SRC.rglob("*.py")):
-        if path.name == "machine_view.py" and path.parent == SRC:
+        if path.name == "machine_view.py" and path.parent == SRC / "model":
             continue
         for n, line in enumerate(path.read_text().splitlines(), 1):
             found += [f"{path.relative_to(SRC)}:{n}: {what}" for what, pattern in AD_HOC.items()
                       if pattern.search(line)]
-    assert not found, "read the cache levels with memfx.machine_view.Fingerprint:\n" + \
+    assert not found, "read the cache levels with memfx.model.machine_view.Fingerprint:\n" + \
         "\n".join(found)
 
 

@@ -14,7 +14,7 @@ from memfx.experiments.latency import Latency, peak_bytes
 MEASURE = r"""
 import json, resource, subprocess, sys
 lo, hi, db = sys.argv[1], sys.argv[2], sys.argv[3]
-p = subprocess.run([sys.executable, "-m", "memfx.cli", "run", "latency", "--set", "min_size=" + lo,
+p = subprocess.run([sys.executable, "-m", "memfx", "run", "latency", "--set", "min_size=" + lo,
                     "--set", "max_size=" + hi, "--set", "per_octave=1", "--set", "npad=0",
                     "--set", "samples=3", "--set", "refine=false", "--db", db],
                    capture_output=True, text=True)

@@ -1,4 +1,4 @@
-"""The PostgreSQL fleet store (memfx.pgstore), push and the fleet views,
+"""The PostgreSQL fleet store (memfx.store.postgres), push and the fleet views,
 against a real throwaway server started by the `pgserver` package (no mock
 database).  Where the server cannot start, every test here skips with the
 reason."""
@@ -104,7 +104,7 @@ def _samples(first, n, arm="seq"):
 def cli(*args, env=None):
     e = dict(os.environ, PYTHONPATH=SRC)
     e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "memfx.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "memfx", *args], capture_output=True,
                           text=True, timeout=120, env=e)
 
 
@@ -248,7 +248,7 @@ def test_push_refuses_bad_arguments_before_connecting(tmp_path):
 
 _WRITER = """
 import sys
-from memfx.store import open_store
+from memfx.store.store import open_store
 url, index, batches = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 machine = {"cpu": {"model_name": "Writer CPU", "family": 25, "model": index}}
 with open_store(url, "test") as st:
@@ -551,7 +551,7 @@ def test_memfx_run_survives_the_server_dropping_it(pg_url, tmp_path):
     the shared copy whole."""
     import time
     env = dict(os.environ, PYTHONPATH=SRC, XDG_DATA_HOME=str(tmp_path / "xdg"))
-    proc = subprocess.Popen([sys.executable, "-m", "memfx.cli", "run", "store-forward", "--quick",
+    proc = subprocess.Popen([sys.executable, "-m", "memfx", "run", "store-forward", "--quick",
                              "-q", "--json", "--db", pg_url], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 90

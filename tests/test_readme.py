@@ -41,7 +41,7 @@ def test_the_readme_installs_the_pandas_extra_it_uses():
 # survey, so one is made here from that run (exported raw, imported as the
 # one run of a complete survey).
 MAKE_SURVEY = textwrap.dedent("""
-    from memfx.store import open_store
+    from memfx.store.store import open_store
     _st = open_store(None)
     _raw = _st.export_run(doc["run_id"])
     _raw["run"]["id"] = doc["run_id"] + "-s"

@@ -181,7 +181,7 @@ def test_no_secret_on_a_connection_failure(tmp_path):
 
 @pytest.mark.measuring
 def test_psycopg_log_lines_never_reach_stderr():
-    code = ("import logging, memfx.pgstore; "
+    code = ("import logging, memfx.store.postgres; "
             "logging.getLogger('psycopg').warning('error ignored in rollback on x')")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert p.returncode == 0 and p.stderr == ""
@@ -208,7 +208,7 @@ def test_a_non_utf8_argument_is_one_line(tmp_path):
     for args in ([b"runs", b"--db", bad], [b"show", b"\xff"], [b"run", b"latency", b"--set", b"x=\xff"],
                  [b"export", b"latest", b"-o", bad], [b"report", b"-o", bad], [b"import", bad],
                  [b"compare", b"\xff", b"\xfe"], [b"plot", b"latest", b"-o", bad]):
-        p = subprocess.run([sys.executable.encode(), b"-m", b"memfx.cli", *args],
+        p = subprocess.run([sys.executable.encode(), b"-m", b"memfx", *args],
                            capture_output=True)
         assert p.returncode == 2, p.stderr
         err = p.stderr.decode("utf-8", "replace")
@@ -223,9 +223,9 @@ def test_a_non_utf8_argument_is_one_line(tmp_path):
 def test_stdout_on_a_full_device_is_one_line(tmp_path, args):
     db = imported_db(tmp_path)
     with open("/dev/full", "w") as full:
-        p = subprocess.run([sys.executable, "-m", "memfx.cli", *args, "--db", db]
+        p = subprocess.run([sys.executable, "-m", "memfx", *args, "--db", db]
                            if args[0] not in ("list", "machine") else
-                           [sys.executable, "-m", "memfx.cli", *args],
+                           [sys.executable, "-m", "memfx", *args],
                            stdout=full, stderr=subprocess.PIPE, text=True)
     # exit 3, not 2: output that cannot be written is not bad input (issue 41)
     assert p.returncode == 3, p.stderr
@@ -262,7 +262,7 @@ def test_a_survey_in_which_every_experiment_failed_is_failed_and_markup_prints_a
 
     def fail(self, *a, **k):
         raise MemfxError(f"{self.name}: [/] disk full [bold")
-    monkeypatch.setattr("memfx.runner.Measurement.measure_replica", fail)
+    monkeypatch.setattr("memfx.running.runner.Measurement.measure_replica", fail)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "[").mkdir()
     db = str(tmp_path / "f.db")
@@ -280,7 +280,7 @@ def test_a_survey_in_which_every_experiment_failed_is_failed_and_markup_prints_a
 def test_a_killed_writer_leaves_no_temporary_behind(tmp_path):
     from memfx.model.outputs import atomic_output
     out = tmp_path / "r.html"
-    code = ("import os, sys, memfx.outputs as o\n"
+    code = ("import os, sys, memfx.model.outputs as o\n"
             "with o.atomic_output(sys.argv[1]) as tmp:\n"
             "    print(tmp, flush=True)\n"
             "    os.kill(os.getpid(), 9)\n")

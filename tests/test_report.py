@@ -396,7 +396,7 @@ def test_key_table_is_capped_with_a_note():
 
 
 def test_exact_bytes_and_status_text():
-    # sizes and values are memfx.units' (tests/test_formatting.py)
+    # sizes and values are memfx.model.units' (tests/test_formatting.py)
     assert report.exact_bytes_text(2112) == "2.1 KiB (2,112 B)"
     assert report.exact_bytes_text(49152) == "48 KiB"
     assert report.status_label({"status": "failed", "error": "boom\nmore"}) == ("bad", "failed: boom")

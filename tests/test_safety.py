@@ -153,7 +153,7 @@ def test_default_file_names_are_sanitised(tiny, tmp_path):
     con.close()
     work = tmp_path / "work"
     work.mkdir()
-    p = subprocess.run([sys.executable, "-m", "memfx.cli", "plot", "latest", "--db", other],
+    p = subprocess.run([sys.executable, "-m", "memfx", "plot", "latest", "--db", other],
                        capture_output=True, text=True, cwd=work, timeout=120,
                        env=dict(os.environ, PYTHONPATH=SRC))
     assert p.returncode == 0, p.stderr

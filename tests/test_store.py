@@ -381,7 +381,7 @@ def test_missing_migration_step(tmp_path, monkeypatch):
 
 KILLED_CHILD = """
 import os, signal, sys
-from memfx.store import Store
+from memfx.store.store import Store
 st = Store(sys.argv[1])
 run_id = st.begin_run("latency", {"n": 25}, "quick", {"host": "child"})
 print(run_id, flush=True)
@@ -417,7 +417,7 @@ def test_sigkilled_run_keeps_samples_and_is_marked_interrupted(tmp_path):
 
 STREAMING_CHILD = """
 import sys
-from memfx.store import Store
+from memfx.store.store import Store
 st = Store(sys.argv[1])
 run_id = st.begin_run("fill", {}, "quick", {"host": "child"})
 print(run_id, flush=True)
@@ -448,7 +448,7 @@ def test_sigkill_at_random_moment_leaves_consistent_db(tmp_path):
 WRITER_CHILD = """
 import sys, time
 from pathlib import Path
-from memfx.store import Store
+from memfx.store.store import Store
 db, go, tag = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 deadline = time.time() + 20
 while not go.exists() and time.time() < deadline:

@@ -47,7 +47,7 @@ def test_survey_stores_runs_and_writes_report(tmp_path):
 @pytest.mark.measuring
 def test_survey_ctrl_c_keeps_runs_and_reports_incomplete(tmp_path):
     db, out = str(tmp_path / "s.db"), str(tmp_path / "r.html")
-    proc = subprocess.Popen([sys.executable, "-m", "memfx.cli", "survey", "--quick", "-q",
+    proc = subprocess.Popen([sys.executable, "-m", "memfx", "survey", "--quick", "-q",
                              "--only", "fill_alloc,latency", "-o", out, "--db", db],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline, ready = time.time() + 120, False

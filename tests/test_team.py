@@ -192,7 +192,7 @@ def test_sharing_and_team_calls_share_the_pool(lab):
 
 FUZZ_CHILD = r"""
 import json, random, sys
-from memfx import _core
+from memfx.lab import _core
 rows = {r["name"]: r["index"] for r in _core.kernels()}
 cpus = [int(c) for c in sys.argv[1].split(",")]
 rng = random.Random(7)

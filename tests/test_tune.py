@@ -428,7 +428,7 @@ def test_ctrl_c_while_the_program_starts_still_kills_its_group(tmp_path):
     script = tmp_path / "hangs.sh"
     script.write_text(f"#!/bin/sh\nsleep 60 &\necho $! > {pid_file}\nwait\n")
     script.chmod(0o755)
-    driver = ("import os, signal, subprocess, sys, time\nfrom memfx import tune as T\n"
+    driver = ("import os, signal, subprocess, sys, time\nfrom memfx.advice import tune as T\n"
               "real = subprocess.Popen\n"
               "def popen(*a, **k):\n"
               "    p = real(*a, **k)\n"
@@ -463,7 +463,7 @@ def test_ctrl_c_kills_the_programs_whole_process_group(tmp_path):
     script = tmp_path / "hangs.sh"
     script.write_text(f"#!/bin/sh\nsleep 60 &\necho $! > {pid_file}\nwait\n")
     script.chmod(0o755)
-    driver = ("import os, sys\nfrom memfx import tune as T\n"
+    driver = ("import os, sys\nfrom memfx.advice import tune as T\n"
               f"T.Runner([{str(script)!r}]).run(dict(os.environ), 'round 1')\n")
     proc = subprocess.Popen([sys.executable, "-c", driver], stderr=subprocess.PIPE)
     deadline = time.monotonic() + 30

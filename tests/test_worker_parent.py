@@ -36,8 +36,8 @@ def wait_for(predicate, seconds):
 # its pipe -- and die of SIGPIPE -- for half a minute after the parent dies.
 PARENT = """
 import json, os, subprocess, sys, time
-from memfx.machine import fingerprint
-from memfx.runner import prepare, worker_command
+from memfx.lab.machine import fingerprint
+from memfx.running.runner import prepare, worker_command
 fp = fingerprint()
 exp, params, points = prepare("latency", "quick", {"samples": "100", "min_sample_ms": "300",
                                                    "max_size": "64K"}, fp)
@@ -137,8 +137,8 @@ def test_stopping_the_host_ends_the_replica_it_measures():
 # of memfx ends the host, and the host's end ends the replica it forked.
 PARENT_HOST = """
 import json, time
-from memfx.machine import fingerprint
-from memfx.runner import WorkerHost, prepare
+from memfx.lab.machine import fingerprint
+from memfx.running.runner import WorkerHost, prepare
 fp = fingerprint()
 exp, params, points = prepare("latency", "quick", {"samples": "100", "min_sample_ms": "300",
                                                    "max_size": "64K"}, fp)

@@ -121,7 +121,7 @@ def _related_notes(store, runs, documents=None):
 
 def build_advice(copy_doc, glibc, machine=None, replica_docs=None):
     """The unchecked advice from a copy result document and the glibc
-    diagnostics (memfx.machine.glibc_tunables()).  Pure.  ``replica_docs``:
+    diagnostics (memfx.lab.machine.glibc_tunables()).  Pure.  ``replica_docs``:
     each replica's points alone (replica_documents); an item the replicas
     do not give alike (beyond the band) or a tunable whose crossover is
     located no better than crossover_max_span gets ``not_advised``, the

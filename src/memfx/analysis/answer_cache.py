@@ -47,7 +47,7 @@ def analysis_key() -> str:
     if _ANALYSIS_KEY is None:
         import numpy
         h = hashlib.sha256(f"{CACHE_FORMAT} numpy {numpy.__version__}".encode())
-        root = Path(__file__).resolve().parent
+        root = Path(__file__).resolve().parent.parent      # the memfx package
         for path in sorted(root.rglob("*.py")):
             h.update(str(path.relative_to(root)).encode())
             h.update(path.read_bytes())

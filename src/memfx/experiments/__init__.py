@@ -1,5 +1,11 @@
 """The experiments.  Every module in this package registers itself with
-@register; adding an effect = adding a module here (no list to keep)."""
+@register; adding an effect = adding a module here (no list to keep).
+
+The kit (base.py, levels.py and the _-prefixed modules: the protocol and
+registry, shared helpers, an effect's helpers split off by concern) sits
+below the effects.  May import the model, the lab (the C core only through
+memfx.lab.lab) and the store; an effect imports the kit, never another
+effect."""
 import importlib
 import pkgutil
 

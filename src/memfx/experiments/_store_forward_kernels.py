@@ -141,7 +141,7 @@ def simulate_two_stores(memory, second, offset, value, count):
 # ---- running kernels directly (verification and tests) -------------------
 
 def run_kernel(kernels, name, buf, dst_off, src, size, value, count, aux):
-    """One call of a kernel row (kernels = memfx._lab.kernel_table())."""
+    """One call of a kernel row (kernels = memfx.lab.lab.kernel_table())."""
     from ..lab.lab import call_kernel
     return call_kernel(kernels[name].index, buf, dst_off, src, 0, size, value, count, aux)
 

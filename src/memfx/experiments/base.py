@@ -3,7 +3,7 @@ and presets, its arms, how to set up one trial, and how to analyse the
 samples.  Experiments never time anything, open the store or draw."""
 from __future__ import annotations
 
-# The protocol types live in memfx.protocol (the lab imports them without
+# The protocol types live in memfx.model.protocol (the lab imports them without
 # importing any experiment); re-exported here for the experiments.
 from ..model.errors import ParamError
 from ..model.protocol import COMMON_PARAMS, COMMON_PRESETS, PARSERS, Param, Point, Region, Trial  # noqa: F401

@@ -20,7 +20,7 @@ def _resolve_core(core):
         from memfx.lab import _core as mod  # noqa: PLC0415 - lazy on purpose
     except Exception:  # ImportError, or a broken build: fall back, never fail
         return None, None
-    return mod, "memfx._core"
+    return mod, "memfx.lab._core"
 
 
 def _fn(core, name):

@@ -15,7 +15,7 @@ identity(fp), machine_id(fp), label(fp)         re-exported from machine_view.py
                                                 the typed Fingerprint reads the dict
 
 Only the standard library is imported at module level, so this loads without
-the C extension.  The core (memfx._core) is optional and duck-typed: it may
+the C extension.  The core (memfx.lab._core) is optional and duck-typed: it may
 offer ``cpuid(leaf, subleaf) -> (eax, ebx, ecx, edx)``, ``tsc_hz() -> float``,
 ``perf_probe(type, config) -> errno or 0`` and ``build_info`` (a dict).  Any
 of them may be missing; the fingerprint then says what it could not learn.
@@ -458,7 +458,7 @@ def fingerprint(core=None, sysroot="/"):
     """Describe the machine (see module docstring).  JSON-serialisable.
 
     core: object offering cpuid/tsc_hz/perf_probe/build_info (any subset);
-    None means try memfx._core and do without it if it is absent.
+    None means try memfx.lab._core and do without it if it is absent.
     sysroot: where /proc and /sys are read from (tests use a fake tree)."""
     if not os.path.isdir(sysroot):
         raise ParamError(f"sysroot {sysroot!r} is not a directory")

@@ -1,4 +1,4 @@
-"""`memfx report --fleet`: the fleet document (memfx.fleet) as one offline
+"""`memfx report --fleet`: the fleet document (memfx.analysis.fleet) as one offline
 HTML file: one table per question, one column per machine or CPU model, so
 "which hosts show store elimination" is one glance.  Reads the document only."""
 from __future__ import annotations

@@ -102,14 +102,14 @@ def _check_cpu(cpu):
 # where the user stands cannot run inside it; it is handed the directories
 # this process imports from instead, memfx's own first.
 _WORKER_BOOTSTRAP = ("import sys, json; sys.path[:0] = json.loads(sys.argv.pop(1)); "
-                     "import runpy; runpy.run_module('memfx._worker', run_name='__main__', "
+                     "import runpy; runpy.run_module('memfx.running.worker', run_name='__main__', "
                      "alter_sys=True)")
 
 
 def worker_command():
-    """argv of an isolated Python running memfx._worker from the memfx this
+    """argv of an isolated Python running memfx.running.worker from the memfx this
     process imported."""
-    src_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    src_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return [sys.executable, "-I", "-c", _WORKER_BOOTSTRAP, json.dumps(import_path(src_root))]
 
 

@@ -1,7 +1,7 @@
 """The PostgreSQL backend of the results store: one database shared by a
 fleet of hosts (`--db postgresql://...` or MEMFX_DB; docs/fleet.md).
 
-It is memfx.store.Store with another connection underneath: the schema is
+It is memfx.store.sqlite.Store with another connection underneath: the schema is
 the SQLite schema translated (_translate_schema), the queries are the same
 text ("?" placeholders become "%s" here), and only what SQLite does with
 pragmas and file locks is done differently:
@@ -16,7 +16,7 @@ pragmas and file locks is done differently:
 - read transactions run at REPEATABLE READ: one snapshot, as in SQLite.
 
 When the connection drops while this process is measuring, the runs it began
-are finished in the local SQLite store (memfx.store.default_db_path) and the
+are finished in the local SQLite store (memfx.store.sql.default_db_path) and the
 user is told to `memfx push` them later (_fail_over).
 """
 from __future__ import annotations

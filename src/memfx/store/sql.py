@@ -507,7 +507,7 @@ def _insert_survey(conn: sqlite3.Connection, survey: dict) -> None:
 
 
 def _check_export_doc(doc) -> dict:
-    """Validate a whole export document (memfx.schema); returns its run dict."""
+    """Validate a whole export document (memfx.store.schema); returns its run dict."""
     try:
         return validate_export(doc)["run"]
     except SchemaError as e:

@@ -228,7 +228,7 @@ class Store:
             self._rollback_quietly(conn)
             raise
 
-    # Backend hooks (memfx.pgstore overrides them): the query code above and
+    # Backend hooks (memfx.store.postgres overrides them): the query code above and
     # below is shared, with "?" placeholders and SQL both backends accept.
     DATABASE_ERRORS: tuple = (sqlite3.Error,)
 
@@ -526,7 +526,7 @@ class Store:
 
     def import_run(self, doc: dict) -> str:
         """Store a raw-export document as a new run. The document is checked
-        whole against the schema (memfx.schema) before anything is written."""
+        whole against the schema (memfx.store.schema) before anything is written."""
         run = _check_export_doc(doc)
         doc = _imported_as_settled(doc)
         run = doc["run"]
@@ -589,7 +589,7 @@ class Store:
 
     def adopt_run(self, doc: dict) -> None:
         """Store a run this process measured (an export_run-shaped document
-        built from its own records: memfx.pgstore's journal) under its id,
+        built from its own records: memfx.store.postgres's journal) under its id,
         with its survey.  Not an import: the document comes from this
         process, so only the checks of the live path apply (_sample_row)."""
         prepared = self._prepare_import(doc, doc["run"])

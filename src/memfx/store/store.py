@@ -47,7 +47,7 @@ def store_target(target=None, what: str = "db"):
 
 def open_store(target=None, memfx_version: str = "0", what: str = "db",
                for_reading: bool = False) -> Store:
-    """The store at `target` (store_target): a postgresql:// URL (memfx.pgstore,
+    """The store at `target` (store_target): a postgresql:// URL (memfx.store.postgres,
     the shared fleet store) or an SQLite file path (None: the default path).
     `for_reading`: the caller only reads (an SQLite file that cannot be
     written is then opened read-only); `what` names the target in messages."""

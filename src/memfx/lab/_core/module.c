@@ -1,4 +1,4 @@
-/* memfx._core: the binding.  A method table that converts arguments and
+/* memfx.lab._core: the binding.  A method table that converts arguments and
  * results and turns errno into OSError; the logic lives in Python, the
  * kernels in kernels/.  Nothing here takes an address from Python:
  * buffers come as objects with the buffer protocol, and every byte a kernel
@@ -86,7 +86,7 @@ static int collect_kernels(void)
             const char *missing = missing_field(k);
             if (missing) {
                 PyErr_Format(PyExc_ImportError,
-                             "memfx._core: kernel row %s (table %s, %s) has no %s; every row "
+                             "memfx.lab._core: kernel row %s (table %s, %s) has no %s; every row "
                              "needs one (struct mfx_kernel in core.h)",
                              k->name, tables[t]->name, tables[t]->file, missing);
                 goto fail;
@@ -94,7 +94,7 @@ static int collect_kernels(void)
             for (Py_ssize_t i = 0; i < n; i++)
                 if (!strcmp(kernels[i]->name, k->name)) {
                     PyErr_Format(PyExc_ImportError,
-                                 "memfx._core: kernel row %s is defined twice (tables %s and %s)",
+                                 "memfx.lab._core: kernel row %s is defined twice (tables %s and %s)",
                                  k->name, owner[i]->name, tables[t]->name);
                     goto fail;
                 }
@@ -199,7 +199,7 @@ static PyGetSetDef chain_getset[] = {
 
 static PyTypeObject ChainType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "memfx._core.Chain",
+    .tp_name = "memfx.lab._core.Chain",
     .tp_basicsize = sizeof(ChainObject),
     .tp_dealloc = (destructor)chain_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
@@ -477,7 +477,7 @@ static PyMethodDef perf_page_methods[] = {
 
 static PyTypeObject PerfPageType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "memfx._core.PerfPage",
+    .tp_name = "memfx.lab._core.PerfPage",
     .tp_basicsize = sizeof(PerfPageObject),
     .tp_dealloc = (destructor)perf_page_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
