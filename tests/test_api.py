@@ -58,7 +58,7 @@ def test_load_answers_and_compare_take_survey_ids(tmp_path):
     assert diff["compare_schema_version"] >= 2 and not diff["regressed"]
     with pytest.raises(memfx.MemfxError):
         memfx.compare(doc["run_id"], "s-nosuch", db=db)
-    # the modules of the same names stay importable
+    # the modules of the same names are in their packages
     from memfx.model import answers as ans_module
     from memfx.analysis import compare as cmp_module
     assert ans_module.Question and cmp_module.markdown
@@ -75,6 +75,12 @@ def test_the_public_fingerprint_is_not_shadowed_by_a_submodule():
     import importlib
     import pkgutil
     for m in pkgutil.walk_packages(memfx.__path__, "memfx."):
-        if m.name not in ("memfx.__main__", "memfx._interpose"):   # a preload library
+        if m.name not in ("memfx.__main__", "memfx.advice._interpose"):   # a preload library
             importlib.import_module(m.name)
     assert callable(memfx.fingerprint) and memfx.fingerprint()["cpu"]["vendor"]
+    # nor any other name of the API (memfx.run, memfx.compare, memfx.answers:
+    # the packages are named otherwise, memfx.running and memfx.analysis.compare)
+    from memfx import api
+    for name in ("run", "load", "runs", "points", "samples", "answers", "compare",
+                 "fingerprint", "list_experiments"):
+        assert getattr(memfx, name) is getattr(api, name), name

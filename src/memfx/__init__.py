@@ -11,10 +11,11 @@ The public API, for scripts and notebooks::
     memfx.answers("latest-survey")                   # its answers: a DataFrame (memfx[pandas])
     memfx.compare("s-...", "latest-survey")          # the comparison document
 """
+from .api import (answers, compare, fingerprint, list_experiments, load, points, run, runs,
+                  samples)
+from .model.errors import MemfxError, ParamError, StoreError
 from .model.version import __version__
-
-from .api import fingerprint, list_experiments, load, points, run, runs, samples  # noqa: E402
-from .model.errors import MemfxError, ParamError, StoreError  # noqa: E402
+from .store import schema as _schema
 
 
 def _declared_params(experiment):
@@ -23,34 +24,9 @@ def _declared_params(experiment):
 
 
 # The store checks stored parameters against the experiments' declarations
-# without importing an experiment: the package hands it the lookup.
-from .store import schema as _schema  # noqa: E402
-
+# without importing an experiment (the store sits below them): the package
+# hands it the lookup.
 _schema.declare_params(_declared_params)
-
-
-def _make_callable(module, function):
-    """``memfx.answers`` and ``memfx.compare`` name both a module of the
-    package (``from memfx import answers as ans`` keeps working) and an API
-    function: the module object is made callable, calling the function."""
-    import types
-
-    class _CallableModule(types.ModuleType):
-        __call__ = staticmethod(function)
-
-    module.__class__ = _CallableModule
-
-
-def _api_modules():
-    from .model import answers as answers_module
-    from . import api
-    from .analysis import compare as compare_module
-    _make_callable(answers_module, api.answers)
-    _make_callable(compare_module, api.compare)
-    return answers_module, compare_module
-
-
-answers, compare = _api_modules()
 
 __all__ = ["run", "load", "runs", "points", "samples", "answers", "compare", "fingerprint",
            "list_experiments",

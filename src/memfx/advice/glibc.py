@@ -326,8 +326,8 @@ _CHILD = r"""
 import json, mmap, sys, importlib.machinery, importlib.util
 path, kernel, sizes = sys.argv[1], sys.argv[2], sys.argv[3]
 samples, min_ms = int(sys.argv[4]), float(sys.argv[5])
-loader = importlib.machinery.ExtensionFileLoader("memfx._core", path)
-spec = importlib.util.spec_from_loader("memfx._core", loader)
+loader = importlib.machinery.ExtensionFileLoader("memfx.lab._core", path)
+spec = importlib.util.spec_from_loader("memfx.lab._core", loader)
 core = importlib.util.module_from_spec(spec)
 loader.exec_module(core)
 rows = {k["name"]: k for k in core.kernels()}
@@ -357,10 +357,10 @@ print(json.dumps(out))
 
 
 def _core_path():
-    """The core's file, for the child to load (found, not imported: only the
-    lab imports the core)."""
-    import importlib.util
-    return importlib.util.find_spec("memfx._core").origin
+    """The core's file, for the child to load (the lab's: only the lab
+    imports the core)."""
+    from ..lab.lab import core_file
+    return core_file()
 
 
 def run_libc_child(kernel, sizes, tunables_value, samples=3, min_ms=1.0, cpu=None, timeout=300):
@@ -396,7 +396,7 @@ def tunables_env(base, name, value):
 
 def effective_thresholds(env_value, ld_so=None):
     """Thresholds glibc uses with GLIBC_TUNABLES=env_value, from `ld.so
-    --list-diagnostics` parsed by memfx.machine; None if unavailable."""
+    --list-diagnostics` parsed by memfx.lab.machine; None if unavailable."""
     from ..lab.machine import find_ld_so, parse_ld_diagnostics
     path = ld_so or find_ld_so()
     if not path:

@@ -745,6 +745,12 @@ def now():
 # (module level: plan() runs in the parent, where there is no Lab; verifiers
 # and tests work on plain buffers)
 
+def core_file():
+    """The core's shared object, for a child that loads it by path with the
+    standard library only (the glibc check's: `python -I -S`, no numpy)."""
+    return _core.__file__
+
+
 def isa_supported(isa):
     """True when this CPU (and the OS) runs instructions of `isa` (e.g. "avx2")."""
     return bool(_core.isa_supported(isa))
