@@ -92,7 +92,7 @@ def test_the_fingerprint_is_frozen():
 
 
 def test_machine_cache_sizes_follow_the_fingerprint_levels():
-    """machine.py's cache_sizes (stored in every document) names levels as
+    """lab/machine.py's cache_sizes (stored in every document) names levels as
     the Fingerprint does."""
     fp = machine.fingerprint(sysroot=str(Path(__file__).parent / "data" / "machine_fake"))
     levels = Fingerprint.of(fp).caches

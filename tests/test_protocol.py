@@ -24,7 +24,7 @@ MACHINE = {"caches": [{"level": 1, "type": "Data", "size_bytes": 32 << 10},
 # ---- a lab whose kernels are cold after every switch -------------------------------
 
 class ColdStartLab:
-    """Stands in for _lab.Lab: every trial runs at `steady` ns per iteration,
+    """Stands in for memfx.lab.lab.Lab: every trial runs at `steady` ns per iteration,
     but after another trial ran it starts (1 + amplitude) times slower and
     decays to steady with a time constant of `tau` iterations (its working
     set being brought back into the caches and TLBs)."""

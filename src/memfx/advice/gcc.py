@@ -331,7 +331,7 @@ def alg_at(string, size):
 
 def gcc_stability(pooled, replicas, curves, vector_strategies=BASELINE_VECTOR):
     """Does the pooled string hold across the replicas (each analysed alone:
-    replicas' {"string"})?  advise_common.replica_disagreement over the sizes
+    replicas' {"string"})?  common.replica_disagreement over the sizes
     compared, each algorithm costed by its fastest strategy on the pooled
     curves.  None without a pooled string or replicas."""
     strings = [r.get("string") for r in replicas if r and r.get("string")]

@@ -249,7 +249,7 @@ def threshold_in_use(prop):
 def tunable_stability(pooled, replicas, curves):
     """Does the pooled proposal hold across the replicas (each analysed
     alone)?  Their thresholds route the sizes between them differently;
-    advise_common.replica_disagreement costs each path there on the pooled
+    common.replica_disagreement costs each path there on the pooled
     curves ({"copy": {strategy: curve}, "set": ...}).  None without a
     proposal or replicas."""
     t = threshold_in_use(pooled)

@@ -2,7 +2,7 @@
 worth on the user's own program (issue 25; seed 002).
 
 1. Profile.  CMD runs once with LD_PRELOAD of memfx's interposer
-   (_interpose/interpose.c), which counts the calls and bytes of memcpy,
+   (advice/_interpose/interpose.c), which counts the calls and bytes of memcpy,
    memmove, memset and their __*_chk forms per power-of-two size bucket and
    per interval between "edges": glibc's current thresholds and every
    candidate value, so the profile says exactly how many calls each
@@ -112,7 +112,7 @@ def interposer_path():
     here = os.path.dirname(os.path.abspath(__file__))
     found = sorted(p for p in glob.glob(os.path.join(here, "_interpose*.so")) if os.path.isfile(p))
     if not found:
-        raise MemfxError("the tune interposer (memfx/_interpose*.so) is not installed: "
+        raise MemfxError("the tune interposer (memfx/advice/_interpose*.so) is not installed: "
                          "reinstall memfx with a C compiler")
     if any(c in found[0] for c in ": "):
         raise MemfxError(f"cannot put {quoted(found[0])} in LD_PRELOAD (its path holds ':' or "

@@ -1,6 +1,6 @@
 """The command line's shared argument readers (the face layer): the
 results database a command opens (--db, $MEMFX_DB, the default path) and
---label pairs, and the console a screen is printed on.  cli.py and cli_show.py both use them; neither imports the
+--label pairs, and the console a screen is printed on.  main.py and show.py both use them; neither imports the
 other's internals."""
 from __future__ import annotations
 

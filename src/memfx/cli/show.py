@@ -1,6 +1,6 @@
 """The commands that read or prune stored results: `runs`, `show`,
-`compare`, `export`, `machines`, `rm`, `prune` (cli.py dispatches to them).  Screens are composed in screen.py;
-documents come from documents.py.  Every error a user can cause is a
+`compare`, `export`, `machines`, `rm`, `prune` (main.py dispatches to them).  Screens are composed in report/screen.py;
+documents come from analysis/documents.py.  Every error a user can cause is a
 MemfxError (one line, exit status 2 in cli.main)."""
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The measuring side (runs in the worker process): buffers, pinning, perf
 counters, cycle calibration and the sampling loop.  Every number memfx
 reports is timed here, by one code path, from the kernel table's traffic.
-The perf counter groups are in _perf.py (re-exported here)."""
+The perf counter groups are in perf.py (re-exported here)."""
 from __future__ import annotations
 
 import ctypes

@@ -1,7 +1,7 @@
 """A machine's fingerprint as one typed, read-only value: its cache levels,
 the last-level cache, the level a working set lives in, its label and id.
 
-machine.py collects the fingerprint as a plain dict, and that dict is what
+lab/machine.py collects the fingerprint as a plain dict, and that dict is what
 documents, the store and the worker job carry (its schema is unchanged).
 Code that reads the cache levels wraps the dict here (`Fingerprint.of`), so
 "which caches count", "what a level is called" and "what if none is

@@ -2,7 +2,7 @@
 (Param, their parsers, the parameters every experiment has), the points
 measured, the regions of buffers and the trials timed.  Both sides import
 this module; the lab imports no experiment (data flow one way: experiment
-spec -> runner/_worker -> _lab/_core)."""
+spec -> running/runner, running/worker -> lab/lab, lab/_core)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

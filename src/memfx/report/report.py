@@ -17,8 +17,8 @@ data [raw-data]; then the tall lists, each folded in a <details>: every
 answer [answers], the noise warnings [warnings], and what the preset traded
 away with every run's parameters [presets].
 
-The pieces live in report_html.py (formatting, tables, CSS),
-report_sections.py (the sections) and report_advice.py (the advice).
+The pieces live in html.py (formatting, tables, CSS),
+sections.py (the sections) and advice.py (the advice).
 """
 from __future__ import annotations
 

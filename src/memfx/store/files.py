@@ -1,4 +1,4 @@
-"""The SQLite store's file before a connection is made (store_sqlite.Store
+"""The SQLite store's file before a connection is made (sqlite.Store
 opens it through here): which names may be a results database, whether it
 can be written, and opening it read-only when it cannot (read-only media,
 no write permission), since reading needs no write."""

@@ -42,7 +42,7 @@ logging.getLogger("psycopg").addHandler(logging.NullHandler())
 logging.getLogger("psycopg").propagate = False
 APPLICATION = "memfx"            # the marker in meta: this database is ours
 # The advisory lock every write transaction holds (any fixed 64-bit key;
-# these are the bytes of "MEMF", as APPLICATION_ID in store.py).
+# these are the bytes of "MEMF", as APPLICATION_ID in sql.py).
 WRITE_LOCK_KEY = 0x4D454D46
 CONNECT_TIMEOUT_S = 10
 
@@ -62,7 +62,7 @@ def looks_like_url(target: str) -> bool:
         ("@" in target and ":" in target)
 
 
-# mask_secrets (store_sql): the one rule for passwords in messages and in
+# mask_secrets (sql.py): the one rule for passwords in messages and in
 # stored command lines.
 
 

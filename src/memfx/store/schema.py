@@ -375,7 +375,7 @@ SIZE = Nullable(Integer(0, MAX_INT))
 
 # Fingerprint sections that readers (tables, plots, the report, the noise
 # cautions) look into. Each is optional and may hold keys not listed here;
-# the keys listed must have the type readers expect. Source: machine.py
+# the keys listed must have the type readers expect. Source: lab/machine.py
 # fingerprint(), fingerprint_version 1.
 _CACHE = Object({
     "level": Field(Nullable(Integer(0, 9))), "type": Field(SHORT),
@@ -471,7 +471,7 @@ SAMPLE = Object({
     "replica": Field(Integer(0, 1000)),
 }, others=None)
 
-# --label key=value pairs of a run or survey (store.py keeps them as text).
+# --label key=value pairs of a run or survey (the store keeps them as text).
 LABELS = Object(others=Text(200), key=Text(64, pattern=re.compile(r"[A-Za-z0-9_.:-]{1,64}")))
 
 RUN = Object({

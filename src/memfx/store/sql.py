@@ -1,7 +1,7 @@
 """What the SQLite and the PostgreSQL store share: the schema (as created,
 then migrated), the constants, and the conversions between rows and dicts
 (runs, surveys, samples, labels, the raw export).  No connection is opened
-here; store_sqlite.Store and pgstore.PostgresStore run the queries."""
+here; sqlite.Store and postgres.PostgresStore run the queries."""
 from __future__ import annotations
 
 import calendar

@@ -72,7 +72,7 @@ class Store:
             conn.close()
 
     def _open_read_only(self, why: str) -> sqlite3.Connection:
-        """The file read-only (store_files); an older schema is migrated in
+        """The file read-only (files.py); an older schema is migrated in
         a copy in memory, the file left untouched.  Writes are refused."""
         conn = read_only_connection(self.path, why)
         try:

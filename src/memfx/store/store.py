@@ -1,7 +1,7 @@
-"""The results store: one SQLite file (store_sqlite.Store) or one shared
-PostgreSQL database (pgstore.PostgresStore) holding every run, sample and
+"""The results store: one SQLite file (sqlite.Store) or one shared
+PostgreSQL database (postgres.PostgresStore) holding every run, sample and
 machine.  `open_store` picks one by its target; every name of the store
-(the Store class, the schema, the constants and helpers of store_sql, the
+(the Store class, the schema, the constants and helpers of sql.py, the
 run statuses) is importable from here, where it has always been."""
 
 from __future__ import annotations
