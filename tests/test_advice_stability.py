@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from memfx.advice import advise as A
+from memfx.experiments.copy import BASELINE
+from memfx.experiments.copy import strategy_ranges as copy_ranges
 from memfx.model import findings as fnd
-from memfx.experiments.copy import BASELINE, strategy_ranges as copy_ranges
-from memfx.store.store import Store
 from memfx.model.units import format_size
+from memfx.store.store import Store
 
 BAND = fnd.threshold("effect_band")
 

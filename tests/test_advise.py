@@ -12,11 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import run_cli
 from memfx.advice import advise as A
 from memfx.model import findings as fnd
 from memfx.store.store import Store
-
-from conftest import run_cli
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 

@@ -4,12 +4,20 @@ penalty-band analysis on synthetic data."""
 import numpy as np
 import pytest
 
+from memfx.analysis.results import RunData
+from memfx.experiments import get_experiment
+from memfx.experiments.aliasing import (
+    CONTROL_BASE,
+    control_arm,
+    control_of,
+    find_bands,
+    kernel_for,
+    offsets,
+    signed,
+    strategy_of,
+)
 from memfx.lab.lab import Lab, kernel_table
 from memfx.model.errors import ParamError
-from memfx.experiments import get_experiment
-from memfx.experiments.aliasing import (CONTROL_BASE, control_arm, control_of, find_bands,
-                                        kernel_for, offsets, signed, strategy_of)
-from memfx.analysis.results import RunData
 
 EXP = get_experiment("aliasing")
 ROWS = kernel_table()

@@ -4,8 +4,8 @@ A sentence that only says "inconclusive" (or "within the noise") gets the
 reason from results.py; these runs are synthetic, nothing is measured."""
 import math
 
-from memfx.experiments import get_experiment
 from memfx.analysis.results import analyze
+from memfx.experiments import get_experiment
 
 MACHINE = {"caches": [{"level": 1, "type": "Data", "size_bytes": 32 << 10},
                       {"level": 2, "type": "Unified", "size_bytes": 1 << 20},

@@ -3,12 +3,12 @@ and a toy experiment registered from outside the package's module list."""
 import numpy as np
 import pytest
 
-from memfx.model import answers as ans
-from memfx.model.answers import Answer, Question, complete_answers
+from memfx.analysis.results import document
 from memfx.experiments import REGISTRY, get_experiment
 from memfx.experiments.base import Experiment, Param, Point, Trial, register
+from memfx.model import answers as ans
+from memfx.model.answers import Answer, Question, complete_answers
 from memfx.model.findings import DETECTED, MEASURED, NOT_DETECTED
-from memfx.analysis.results import document
 
 Q1 = Question("toy.speed", "How fast is the toy?", "ns", "004", "median of samples",
               better=ans.LOWER)

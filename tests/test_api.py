@@ -37,6 +37,7 @@ def test_api_errors_are_memfx_errors(tmp_path):
 
 def test_load_answers_and_compare_take_survey_ids(tmp_path):
     import pytest
+
     from memfx.store.store import Store
     db = str(tmp_path / "api.db")
     doc = memfx.run("latency", db=db, max_size="32K", samples=3, min_sample_ms=0.05,
@@ -59,8 +60,8 @@ def test_load_answers_and_compare_take_survey_ids(tmp_path):
     with pytest.raises(memfx.MemfxError):
         memfx.compare(doc["run_id"], "s-nosuch", db=db)
     # the modules of the same names are in their packages
-    from memfx.model import answers as ans_module
     from memfx.analysis import compare as cmp_module
+    from memfx.model import answers as ans_module
     assert ans_module.Question and cmp_module.markdown
     pandas = pytest.importorskip("pandas")
     df = memfx.answers(sid, db=db)

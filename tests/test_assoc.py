@@ -5,13 +5,13 @@ import json
 import numpy as np
 import pytest
 
-from memfx.lab import _core
-from memfx.model.answers import NOT_MEASURED
+from conftest import run_cli
+from memfx.analysis.results import document
 from memfx.experiments import get_experiment
 from memfx.experiments.assoc import capacity, ways_and_sets
+from memfx.lab import _core
+from memfx.model.answers import NOT_MEASURED
 from memfx.model.findings import DETECTED, MEASURED
-from memfx.analysis.results import document
-from conftest import run_cli
 
 KERNELS = {r["name"]: i for i, r in enumerate(_core.kernels())}
 MACHINE = {"line_bytes": 64,
@@ -145,6 +145,7 @@ def test_small_run_finds_the_l1_ways(tmp_path):
 
 def test_declared_plots_draw_the_stride_curves_and_the_matrix_bars(tmp_path):
     import matplotlib
+
     from memfx.report.plots import figure_for
     s = synthetic([4096, 8192], [1, 8, 9, 16])
     s += [{"arm": arm, "point": {"part": "matrix", "n": 1024, "ld": ld}, "metric": "ns_per_column",

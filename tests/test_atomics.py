@@ -10,13 +10,13 @@ import sqlite3
 import numpy as np
 import pytest
 
-from memfx.lab import _core
-from memfx.experiments import get_experiment
+from conftest import run_cli
+from memfx.analysis.results import RunData
 from memfx.experiments import atomics as A
+from memfx.experiments import get_experiment
 from memfx.experiments import sharing as S
 from memfx.experiments.base import Region
-from memfx.analysis.results import RunData
-from conftest import run_cli
+from memfx.lab import _core
 
 KERNELS = {r["name"]: i for i, r in enumerate(_core.kernels())}
 

@@ -25,9 +25,9 @@ import pytest
 from conftest import run_cli
 from memfx.cli import main as cli
 from memfx.model.errors import MemfxError, ParamError
+from memfx.model.units import MAX_SIZE, parse_int, parse_number, parse_size
 from memfx.store.schema import SchemaError, validate_export
 from memfx.store.store import Store
-from memfx.model.units import MAX_SIZE, parse_int, parse_number, parse_size
 
 DATA = Path(__file__).parent / "data"
 EXPORT = DATA / "export_latency_small.json"
@@ -102,8 +102,8 @@ ARABIC_42, FULLWIDTH_42 = "\u0664\u0662", "\uff14\uff12"
 
 @pytest.mark.parametrize("digits", [ARABIC_42, FULLWIDTH_42])
 def test_unicode_digits_are_not_numbers(digits):
-    from memfx.cli.show import parse_age
     from memfx.analysis.compare import parse_threshold
+    from memfx.cli.show import parse_age
     from memfx.model.protocol import Param
     for parse, text in ((parse_size, digits + "K"), (parse_int, digits), (parse_number, digits),
                         (parse_number, digits + ".5")):
@@ -281,6 +281,7 @@ def test_a_sigsegv_sent_to_a_chase_is_not_the_chain_left():
 @pytest.mark.measuring
 def test_a_walk_that_really_leaves_its_chain_is_still_a_value_error():
     import numpy as np
+
     from memfx.lab import _core
     from memfx.lab.lab import kernel_table
     buf = bytearray(64 * 64)

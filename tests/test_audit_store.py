@@ -16,8 +16,8 @@ import pytest
 import memfx
 from conftest import run_cli
 from memfx.model.errors import StoreError
-from memfx.store.store import SCHEMA_VERSION, Store, open_store
 from memfx.store.sql import mask_secrets, redact_argv, redact_commands
+from memfx.store.store import SCHEMA_VERSION, Store, open_store
 from test_postgres import _sql, _url, pg_server, pg_url  # noqa: F401 (fixtures)
 
 DATA = Path(__file__).parent / "data" / "export_latency_small.json"

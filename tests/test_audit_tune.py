@@ -12,10 +12,10 @@ import sys
 import time
 
 import pytest
-from test_tune import fake_machine, run_main, store_copy_run  # noqa: F401 (fixture)
 
 from memfx.advice import tune as T
 from memfx.store.store import Store
+from test_tune import fake_machine, run_main, store_copy_run  # noqa: F401 (fixture)
 
 
 def unique_sleep(base):

@@ -9,16 +9,25 @@ import os
 import numpy as np
 import pytest
 
+from conftest import run_cli
+from memfx.analysis.results import document
+from memfx.experiments import get_experiment
+from memfx.experiments.bandwidth import (
+    KERNELS,
+    LEVEL_KINDS,
+    LEVELS,
+    check_random_kernel,
+    check_read_kernel,
+    check_rmw_kernel,
+    check_write_read_kernel,
+    level_sizes,
+    level_windows,
+    rmw_reference,
+    sizes_for,
+)
 from memfx.lab import _core
 from memfx.model.answers import NOT_MEASURED
-from memfx.experiments import get_experiment
-from memfx.experiments.bandwidth import (level_windows, KERNELS, LEVEL_KINDS, LEVELS, check_random_kernel,
-                                         check_read_kernel, check_rmw_kernel,
-                                         check_write_read_kernel, level_sizes, rmw_reference,
-                                         sizes_for)
 from memfx.model.findings import DETECTED, NOT_DETECTED
-from memfx.analysis.results import document
-from conftest import run_cli
 
 ROWS = {r["name"]: r for r in _core.kernels()}
 # The CPUs this process may use, read at collection, before any Lab pins it.
@@ -552,8 +561,8 @@ def test_plan_has_scaling_and_loaded_points_on_two_cpus(unpinned):
 
 
 def test_declared_plots_draw_one_panel_per_kind_with_cache_bands():
-    from plot_checks import figure_summary
     from memfx.report.plots import figure_for
+    from plot_checks import figure_summary
     s = _curve("read", "bw_read_avx2") + _curve("write", "fill_avx2", 0.5) + \
         _curve("random", "bw_random_avx2", 0.3) + _curve("nt_write", "fill_nt_sse", 0.2)
     run = {"id": "r", "experiment": "bandwidth", "status": "complete", "params": {},
@@ -572,8 +581,8 @@ def test_declared_plots_draw_one_panel_per_kind_with_cache_bands():
 
 
 def test_scaling_plot_draws_one_line_per_kind_and_level_over_threads():
-    from plot_checks import figure_summary
     from memfx.report.plots import figure_for
+    from plot_checks import figure_summary
     s = (_scaling("read", "l2", 384 << 10, 80, 156) + _scaling("read", "dram", 64 << 20, 20, 30)
          + _scaling("copy", "dram", 64 << 20, 16, 16) + _loaded("dram", 64 << 20, 100.0, 180.0)
          + _curve("read", "bw_read_avx2"))
@@ -665,8 +674,8 @@ def test_level_answers_rest_on_the_same_cells_whatever_the_noise():
 
 @pytest.mark.measuring
 def test_a_copys_halves_never_share_a_4k_offset_and_fit_the_pooled_mapping():
-    from memfx.lab.lab import Lab
     from memfx.experiments.bandwidth import COPY_DST_SKEW, copy_halves, pooled_set
+    from memfx.lab.lab import Lab
     lab = Lab(min_sample_ms=0.1, hardware_counters=False)
     size = 1 << 20
     read = pooled_set(lab, "main", size, False)
@@ -683,9 +692,9 @@ def test_a_random_read_no_cache_holds_warms_two_chunks_not_a_pass():
     is RANDOM_DRAM_WARM_CHUNKS chunks (2^18 lines: translations are all
     that is left to warm); a set a cache could hold, or a machine with no
     LLC reported, keeps the whole pass."""
-    from memfx.lab.lab import Lab
     from memfx.experiments.bandwidth import CHUNKED_FROM, RANDOM_DRAM_WARM_CHUNKS
     from memfx.experiments.base import Point
+    from memfx.lab.lab import Lab
     exp = get_experiment("bandwidth")
     params = exp.resolve("quick", {})
     size = CHUNKED_FROM                      # 8 chunks

@@ -5,12 +5,12 @@ how busy the machine was is measured and said."""
 import numpy as np
 import pytest
 
+from memfx.analysis.results import busy_caution, busy_summary
 from memfx.model import stats
 from memfx.model.answers import Question, combine_replicas
 from memfx.model.errors import MemfxError
 from memfx.model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
 from memfx.model.protocol import Region, Trial
-from memfx.analysis.results import busy_caution, busy_summary
 from memfx.report.screen import quality_line
 
 

@@ -5,10 +5,10 @@ footprint check of the last chunk, and the lab's cursor are checked here."""
 import numpy as np
 import pytest
 
-from memfx.lab import _core
-from memfx.lab.lab import Lab, call_kernel
 from memfx.experiments import bandwidth as bw
 from memfx.experiments import get_experiment
+from memfx.lab import _core
+from memfx.lab.lab import Lab, call_kernel
 from memfx.model.protocol import Point, Region, Trial
 
 pytestmark = pytest.mark.measuring

@@ -14,8 +14,8 @@ import time
 import pytest
 
 from conftest import run_cli
-from memfx.model.errors import MemfxError
 from memfx.lab.machine import fingerprint
+from memfx.model.errors import MemfxError
 from memfx.running.runner import run_experiment
 from memfx.store.store import Store
 

@@ -6,6 +6,7 @@ honestly "inconclusive"; 3x clears a 20 % band unless they disagree by 30 %."""
 import json
 
 import pytest
+
 from conftest import run_cli
 
 # every test here starts a worker or a process, or times kernels

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from memfx.analysis import answer_cache, documents
-from memfx.cli import main as cli
-from memfx.report import screen
 from memfx.analysis import compare as cmp
 from memfx.analysis import compare_curves as cc
-from memfx.store.store import Store
+from memfx.cli import main as cli
 from memfx.model.units import format_size
+from memfx.report import screen
+from memfx.store.store import Store
 
 SIZES = [1024, 2048, 3072, 4096, 8192, 12288, 16384, 20480, 24576, 28672, 32768, 49152, 65536,
          98304, 131072, 196608, 262144, 393216, 524288]

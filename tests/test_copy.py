@@ -7,14 +7,25 @@ import random
 import numpy as np
 import pytest
 
+from memfx.analysis.results import RunData
+from memfx.experiments import get_experiment
+from memfx.experiments.copy import (
+    MODES,
+    SIMPLICITY,
+    STRATEGIES,
+    best_ranges,
+    check_no_overlap,
+    comparable_sizes,
+    fill_sizes,
+    find_crossovers,
+    find_step,
+    geometric_sizes,
+    small_sizes,
+    ties_by_size,
+)
 from memfx.lab import _core
 from memfx.lab.lab import Lab, kernel_table
 from memfx.model.errors import ParamError
-from memfx.experiments import get_experiment
-from memfx.experiments.copy import (MODES, SIMPLICITY, STRATEGIES, best_ranges, check_no_overlap,
-                                    comparable_sizes, fill_sizes, find_crossovers, find_step,
-                                    geometric_sizes, small_sizes, ties_by_size)
-from memfx.analysis.results import RunData
 
 ROWS = kernel_table()
 COPY_SET = sorted(n for n, r in ROWS.items() if r.group in ("copy", "set") and r.supported)
@@ -160,6 +171,7 @@ def test_a_dram_sized_copy_warms_with_one_call_not_two():
     """Trial.warmup is also the re-warm's pass: from ONE_WARM_CALL_FROM one
     call streams both buffers, so two would double every visit's re-warm."""
     from types import SimpleNamespace
+
     from memfx.experiments.copy import ONE_WARM_CALL_FROM
     params = EXP.resolve("full")
     buf = SimpleNamespace(buffer=SimpleNamespace(closed=False), address=0, offset=0)

@@ -6,10 +6,10 @@ import os
 import numpy as np
 import pytest
 
-from memfx.lab import _core
-from memfx.lab.lab import HUGE_PAGE, SOFTWARE_EVENTS, Lab, PerfCounters, kernel_table
 from memfx.experiments.base import Region, Trial
 from memfx.experiments.latency import chain_links
+from memfx.lab import _core
+from memfx.lab.lab import HUGE_PAGE, SOFTWARE_EVENTS, Lab, PerfCounters, kernel_table
 
 
 def test_kernel_table_rows_are_complete():
@@ -475,6 +475,7 @@ def test_shuffle_draws_every_permutation_alike():
     freedom) would be a biased draw -- e.g. a swap with j in [0, n), not
     [0, i], makes some orders up to twice as likely as others."""
     from itertools import permutations
+
     from memfx.lab.lab import shuffle_in_place
     index = {p: i for i, p in enumerate(permutations(range(4)))}
     counts = np.zeros(24)

@@ -56,9 +56,9 @@ def _child():  # noqa: C901 - one self-contained driver
     from hypothesis import HealthCheck, example, given, seed, settings
     from hypothesis import strategies as st
 
+    from memfx.experiments import store_forward as sf
     from memfx.lab import _core
     from memfx.lab.lab import kernel_table
-    from memfx.experiments import store_forward as sf
 
     page = mmap.PAGESIZE
     PATTERN = bytes((i * 37 + 11) & 0xFF for i in range(8 * page + 8192))

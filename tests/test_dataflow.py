@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 import memfx
+from memfx.experiments import base
 from memfx.lab import lab as _lab
 from memfx.model import protocol
 from memfx.model.errors import ParamError
-from memfx.experiments import base
 
 EXPERIMENTS_DIR = Path(base.__file__).parent
 SRC = str(Path(memfx.__file__).parent.parent)

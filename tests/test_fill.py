@@ -8,18 +8,17 @@ import mmap
 import numpy as np
 import pytest
 
+from conftest import run_cli
+from memfx.analysis.results import RunData, build_points
+from memfx.experiments import fill as F
+from memfx.experiments import fill_alloc as FA
+from memfx.experiments import get_experiment
+from memfx.experiments.base import Point, Trial
 from memfx.lab import _core
 from memfx.lab.lab import Lab, kernel_table
 from memfx.model.errors import MemfxError, ParamError
-from memfx.experiments import get_experiment
-from memfx.experiments import fill as F
-from memfx.experiments import fill_alloc as FA
-from memfx.experiments.base import Point, Trial
-from memfx.model.machine_view import Fingerprint
 from memfx.model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
-from memfx.analysis.results import RunData, build_points
-
-from conftest import run_cli
+from memfx.model.machine_view import Fingerprint
 
 ROWS = kernel_table()
 FILL_ROWS = [name for name, _ in F.KERNELS.values()]

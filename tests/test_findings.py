@@ -6,10 +6,19 @@ import pytest
 
 from memfx.model import findings
 from memfx.model.errors import ParamError
-from memfx.model.findings import (DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, THRESHOLDS,
-                            Caution, Threshold, effect_verdict, noise_cautions, threshold)
+from memfx.model.findings import (
+    DETECTED,
+    INCONCLUSIVE,
+    MEASURED,
+    NOT_DETECTED,
+    THRESHOLDS,
+    Caution,
+    Threshold,
+    effect_verdict,
+    noise_cautions,
+    threshold,
+)
 from memfx.model.stats import ratio_of_medians
-
 
 # ---------------------------------------------------------------- thresholds
 

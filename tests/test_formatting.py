@@ -4,8 +4,18 @@ import html
 
 import pytest
 
-from memfx.model.units import (MISSING, NOT_FINITE, format_change, format_ci, format_estimate,
-                         format_number, format_ratio, format_size, format_value, parse_size)
+from memfx.model.units import (
+    MISSING,
+    NOT_FINITE,
+    format_change,
+    format_ci,
+    format_estimate,
+    format_number,
+    format_ratio,
+    format_size,
+    format_value,
+    parse_size,
+)
 
 
 @pytest.mark.parametrize("n, text", [
@@ -87,6 +97,7 @@ ANSWERS = [
 
 def _terminal_text(answers):
     from rich.console import Console
+
     from memfx.report.render import details_tables
     from memfx.report.screen import answer_lines
     console = Console(width=200, record=True, file=open("/dev/null", "w"))
@@ -117,6 +128,7 @@ def test_terminal_and_html_show_an_answer_with_the_same_strings():
 
 def test_a_findings_row_and_the_report_agree_on_value_and_ci():
     from rich.console import Console
+
     from memfx.report import report
     from memfx.report.render import findings_table
     from memfx.report.sections import verdicts_html

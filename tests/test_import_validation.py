@@ -6,8 +6,8 @@ where none existed. What older versions let into a database is read without
 a traceback by runs, show, export, plot and report.
 """
 import contextlib
-import gc
 import copy
+import gc
 import hashlib
 import io
 import json

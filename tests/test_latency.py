@@ -3,10 +3,10 @@ parsing, and the analysis on a synthetic curve."""
 import numpy as np
 import pytest
 
-from memfx.model.errors import ParamError
+from memfx.analysis.results import RunData
 from memfx.experiments import get_experiment
 from memfx.experiments.latency import chain_links, cycle_length, size_grid
-from memfx.analysis.results import RunData
+from memfx.model.errors import ParamError
 
 MACHINE = {"caches": [
     {"level": 1, "type": "Data", "size_bytes": 48 << 10},
@@ -461,9 +461,8 @@ def test_refine_steps_past_sparse_from_are_half_as_fine():
 def test_plot_shows_every_sample_the_cache_bands_and_the_knees():
     """The plot reads the answers: a line at each capacity answer's knee,
     dashed lines at the TLB knees of latency.tlb_reach (no finding ids)."""
-    from plot_checks import band_span, figure_summary
-
     from memfx.report.plots import figure_for, spec_marks
+    from plot_checks import band_span, figure_summary
     exp = get_experiment("latency")
     levels = [(48 << 10, 1.5), (2 << 20, 5.0), (32 << 20, 20.0), (1 << 40, 90.0)]
     pts = _points(_steps(levels), size_grid(1024, 256 << 20, 4))
@@ -489,9 +488,8 @@ def test_plot_shows_every_sample_the_cache_bands_and_the_knees():
 
 
 def test_plot_marks_tlb_knees_and_draws_each_page_size():
-    from plot_checks import figure_summary
-
     from memfx.report.plots import figure_for, spec_marks
+    from plot_checks import figure_summary
     exp = get_experiment("latency")
     a = _analyze(_tlb_knee_points(with_huge=True), machine=AMD_MACHINE, pages=("4k", "thp"))
     answers = [a[q.id.split(".", 1)[1]].as_dict(q) for q in exp.questions]

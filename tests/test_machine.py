@@ -3,13 +3,13 @@ ld.so diagnostics captured on the development machine, and a smoke test on
 the machine the tests run on."""
 
 import errno
-from pathlib import Path
 import json
 import os
 import shutil
 import stat
 import struct
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -662,8 +662,8 @@ def test_cpu_identity_decodes_cpuid_and_is_the_only_one():
     """One CPU identity (machine.cpu_identity) keys every per-model table."""
     import inspect
 
-    from memfx.lab import machine
     from memfx.experiments import fill, store_forward
+    from memfx.lab import machine
     regs = {0: (0x16, 0x756E6547, 0x6C65746E, 0x49656E69),     # "GenuineIntel"
             1: (0x000506E3, 0, 0, 0)}                          # Skylake-S: family 6, model 0x5E
     assert machine.cpu_identity(lambda leaf, sub=0: regs[leaf]) == ("GenuineIntel", 6, 0x5E)

@@ -6,13 +6,13 @@ import json
 import numpy as np
 import pytest
 
-from memfx.lab import _core
-from memfx.model.answers import NOT_MEASURED
+from conftest import run_cli
+from memfx.analysis.results import document
 from memfx.experiments import get_experiment
 from memfx.experiments.matmul import DREPPER, FORMS, SM, TILE, auto_n, matrices, tiles
+from memfx.lab import _core
+from memfx.model.answers import NOT_MEASURED
 from memfx.model.findings import DETECTED
-from memfx.analysis.results import document
-from conftest import run_cli
 
 KERNELS = {r["name"]: i for i, r in enumerate(_core.kernels())}
 
@@ -130,6 +130,7 @@ def test_small_run_answers_every_question(tmp_path):
 
 def test_declared_plot_draws_one_bar_per_form(tmp_path):
     import matplotlib
+
     from memfx.report.plots import figure_for
     s = sum((_samples(f, 360, 1e5 * DREPPER[f]) for f in FORMS), [])
     run = {"id": "r", "experiment": "matmul", "status": "complete", "params": {}, "machine": {}}
@@ -141,9 +142,18 @@ def test_declared_plot_draws_one_bar_per_form(tmp_path):
 
 # ---- Drepper's matrix initialisation (table 6.1) ----------------------------
 
+from memfx.experiments.matmul import (
+    CURSOR,
+    DREPPER_INIT_S,
+    INIT_ARMS,
+    INIT_BAND,
+    INIT_VALUE,
+    check_init,
+    init_auto_n,
+    init_bands,
+    init_reference,
+)
 from memfx.lab.lab import Lab
-from memfx.experiments.matmul import (CURSOR, DREPPER_INIT_S, INIT_ARMS, INIT_BAND, INIT_VALUE,
-                                      check_init, init_auto_n, init_bands, init_reference)
 
 
 def _init(kernel, n, passes_of_bands, offset=0, value=INIT_VALUE, cursor=0, size=None):
@@ -269,6 +279,7 @@ def test_init_table_beside_drepper_from_synthetic_points():
 
 def test_declared_init_plot_draws_one_bar_per_arm():
     import matplotlib
+
     from memfx.report.plots import figure_for
     s = sum((_init_samples(a, 512, 1e4 * DREPPER_INIT_S[a]) for a in INIT_ARMS), [])
     s += sum((_samples(f, 360, 1e5 * DREPPER[f]) for f in FORMS), [])
@@ -286,8 +297,7 @@ def test_warm_ups_cover_a_cache_sized_matrix_whole_and_a_dram_one_in_part():
     blocked loop's band of 8 x 8 blocks: each reads all of the second
     matrix), a small part of a product; an init arm writes its whole matrix when it may be cached, and
     64 MiB of a DRAM-sized one (init_n=auto, 2x the LLC: 4 s per pass)."""
-    from memfx.experiments.matmul import (INIT_WARM_BYTES, init_bands, init_warm_bands,
-                                          warm_tiles)
+    from memfx.experiments.matmul import INIT_WARM_BYTES, init_bands, init_warm_bands, warm_tiles
     assert init_warm_bands(1024) == init_bands(1024) == 64          # 4 MiB, whole
     assert init_warm_bands(16384) * 16 * 4 * 16384 == INIT_WARM_BYTES   # 1 GiB, 1/16 of it
     assert init_warm_bands(16384) < init_bands(16384)
@@ -296,6 +306,7 @@ def test_warm_ups_cover_a_cache_sized_matrix_whole_and_a_dram_one_in_part():
     class Buffers:
         def buffer(self, n, **k):
             import mmap
+
             from memfx.model.protocol import Region
             m = mmap.mmap(-1, max(n, 1))
             return Region(m, 0, n, 0)

@@ -6,14 +6,21 @@ import mmap
 
 import pytest
 
+from conftest import run_cli
+from memfx.analysis.results import document
+from memfx.experiments import get_experiment
+from memfx.experiments.misaligned import (
+    LINE,
+    PAGE,
+    PATTERN,
+    WIDTHS,
+    base_of,
+    expected_store,
+    splits,
+)
 from memfx.lab import _core
 from memfx.model.answers import NOT_MEASURED
-from memfx.experiments import get_experiment
-from memfx.experiments.misaligned import (LINE, PAGE, PATTERN, WIDTHS, base_of, expected_store,
-                                          splits)
 from memfx.model.findings import DETECTED, NOT_DETECTED
-from memfx.analysis.results import document
-from conftest import run_cli
 
 ROWS = {r["name"]: r for r in _core.kernels()}
 KERNELS = {r["name"]: i for i, r in enumerate(_core.kernels())}
@@ -145,6 +152,7 @@ def test_small_run_answers_every_question(tmp_path):
 
 def test_declared_plots_draw_one_panel_per_mode(tmp_path):
     import matplotlib
+
     from memfx.report.plots import figure_for
     s = sum((_samples(m, 8, "line", o, 0.1 + o / 100) for m in ("load", "store", "latency")
              for o in (0, 1, 62)), [])

@@ -6,13 +6,13 @@ import mmap
 
 import pytest
 
-from memfx.lab import _core
-from memfx.lab.lab import Lab
+from memfx.analysis.results import document
 from memfx.experiments import get_experiment
 from memfx.experiments.base import Trial
 from memfx.experiments.fill_alloc import ALLOC_ARMS, ALLOC_CHECK
+from memfx.lab import _core
+from memfx.lab.lab import Lab
 from memfx.model.findings import MEASURED
-from memfx.analysis.results import document
 
 KERNELS = {r["name"]: i for i, r in enumerate(_core.kernels())}
 
@@ -91,9 +91,9 @@ def test_time_per_page_from_synthetic_points():
 # ---- MADV_POPULATE_WRITE and munmap (issue 13) -----------------------------------
 
 import memfx.experiments.fill_alloc as fill_mod
+from memfx.experiments.fill_alloc import MUNMAP_ARMS, POPULATE_WRITE_ARMS, THP_BYTES, THP_ONLY
 from memfx.model.answers import NOT_MEASURED
 from memfx.model.errors import MemfxError
-from memfx.experiments.fill_alloc import MUNMAP_ARMS, POPULATE_WRITE_ARMS, THP_BYTES, THP_ONLY
 
 
 def _refused():
@@ -235,6 +235,7 @@ def test_missing_arms_are_not_measured_with_the_reason():
 
 def test_munmap_has_its_own_panel():
     import matplotlib
+
     from memfx.report.plots import figure_for
     s = _add("mmap", 4 << 20, 1e6) + _add("munmap", 4 << 20, 2e5) + _add("munmap_thp", 4 << 20, 2e4)
     fig = figure_for(_doc(s))

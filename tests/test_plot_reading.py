@@ -4,8 +4,8 @@ heatmap axes, a core-to-core map sized by the CPU count, true captions."""
 import matplotlib.pyplot as plt
 import numpy as np
 
-from memfx.report import plots
 from memfx.model.plotspec import PlotSpec
+from memfx.report import plots
 
 MACHINE = {"caches": [{"level": 1, "type": "Data", "size_bytes": 48 << 10},
                       {"level": 2, "type": "Unified", "size_bytes": 2 << 20}]}

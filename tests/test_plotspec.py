@@ -4,9 +4,9 @@ import inspect
 
 import pytest
 
-from memfx.report import plots
 from memfx.experiments import all_experiments
 from memfx.model.plotspec import Mark, PlotSpec
+from memfx.report import plots
 
 
 @pytest.mark.parametrize("exp", all_experiments(), ids=lambda e: e.name)
@@ -63,6 +63,7 @@ def test_facets_wrap_dashed_controls_and_marks():
     assert band.items(doc, {"size_bytes": 2048}) == []
     assert plots.spec_marks(doc, spec) == [(64, "at 64 B", "-")]
     import matplotlib.pyplot as plt
+
     from plot_checks import figure_summary
     fig = plt.figure()
     ax = fig.add_subplot(1, 1, 1)

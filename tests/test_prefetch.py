@@ -7,15 +7,20 @@ import mmap
 import numpy as np
 import pytest
 
-from memfx.lab import _core
-from memfx.model.answers import NOT_MEASURED
+from conftest import run_cli
+from memfx.analysis.results import document
 from memfx.experiments import get_experiment
 from memfx.experiments.base import Region, Trial
-from memfx.experiments.prefetch import (INVALID_TARGETS, _order_cursor, expected_pages_check,
-                                        expected_stride_check, page_order)
+from memfx.experiments.prefetch import (
+    INVALID_TARGETS,
+    _order_cursor,
+    expected_pages_check,
+    expected_stride_check,
+    page_order,
+)
+from memfx.lab import _core
+from memfx.model.answers import NOT_MEASURED
 from memfx.model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
-from memfx.analysis.results import document
-from conftest import run_cli
 
 ROWS = {k["name"]: k for k in _core.kernels()}
 KERNELS = {name: i for i, name in enumerate(r["name"] for r in _core.kernels())}
@@ -368,6 +373,7 @@ def test_quick_run_answers_every_question(tmp_path):
 
 def test_declared_plots_draw_every_panel(tmp_path):
     import matplotlib
+
     from memfx.report.plots import figure_for
     s = _cost("l1", "t0", 0.4) + _cost("null", "t0", 0.45) + _cost("null", "none", 0.4) \
         + _tlb("4k", 1, 100, 80) + _tlb("4k", 4, 100, 60)

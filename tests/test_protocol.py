@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memfx.running import worker as _worker
-from memfx.model.errors import ParamError
+from memfx.analysis.results import ESTIMATOR, build_points, point_cautions
 from memfx.experiments import get_experiment
 from memfx.experiments.base import Experiment, Point, Trial
-from memfx.analysis.results import ESTIMATOR, build_points, point_cautions
+from memfx.model.errors import ParamError
+from memfx.running import worker as _worker
 
 MACHINE = {"caches": [{"level": 1, "type": "Data", "size_bytes": 32 << 10},
                       {"level": 2, "type": "Unified", "size_bytes": 1 << 20},

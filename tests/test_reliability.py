@@ -15,8 +15,8 @@ import pytest
 
 from conftest import run_cli
 from memfx.model.errors import MemfxError, StoreError
-from memfx.store.postgres import classify_target, mask_secrets
 from memfx.model.protocol import Param
+from memfx.store.postgres import classify_target, mask_secrets
 from memfx.store.store import Store
 
 DATA = Path(__file__).parent / "data" / "export_latency_small.json"

@@ -6,14 +6,28 @@ import math
 import numpy as np
 import pytest
 
-from memfx.model import stats
-from memfx.model.answers import (EFFECT_BAND, Answer, Question, band_verdict, combine_replicas,
-                           effect)
-from memfx.analysis.compare import (CHANGED, CHANGED_ANSWER, NOISY, NOT_JUDGED, REGRESSED, UNCHANGED,
-                           compare, compare_answers, history_spread)
-from memfx.model.findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, threshold
+from memfx.analysis.compare import (
+    CHANGED,
+    CHANGED_ANSWER,
+    NOISY,
+    NOT_JUDGED,
+    REGRESSED,
+    UNCHANGED,
+    compare,
+    compare_answers,
+    history_spread,
+)
 from memfx.analysis.results import build_points, document
-
+from memfx.model import stats
+from memfx.model.answers import (
+    EFFECT_BAND,
+    Answer,
+    Question,
+    band_verdict,
+    combine_replicas,
+    effect,
+)
+from memfx.model.findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, threshold
 
 # ---- the CI holds the spread between replicas --------------------------------
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memfx.report import report
+from memfx.analysis.results import document
 from memfx.cli.main import main
 from memfx.model.errors import MemfxError, StoreError
-from memfx.analysis.results import document
+from memfx.report import report
 from memfx.store.store import Store
 
 DATA = Path(__file__).parent / "data"

@@ -2,25 +2,25 @@
 (issue 14, items 1 and 4-7), and the CLI conventions of issue 9 item 8:
 each reproducer of the audit is a test here."""
 import json
-from pathlib import Path
 import os
 import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from conftest import run_cli
-from memfx.cli import main as cli
 from memfx.advice.advise import run_libc_child
+from memfx.cli import main as cli
 from memfx.lab.machine import fingerprint
+from memfx.model.errors import MemfxError
 from memfx.model.outputs import atomic_output, check_output_path, safe_name_part
 from memfx.report.render import clean, findings_table, machine_table, points_table
 from memfx.running.runner import import_path, run_experiment, worker_command
 from memfx.store.store import Store
-from memfx.model.errors import MemfxError
 
 TINY = ["--set", "max_size=64K", "--set", "samples=3", "--set", "min_sample_ms=0.05",
         "--set", "per_octave=1", "--set", "refine=false"]

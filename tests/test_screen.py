@@ -6,8 +6,8 @@ import itertools
 from rich.cells import cell_len
 
 from memfx.analysis import compare as cmp
-from memfx.report import screen
 from memfx.experiments import all_experiments
+from memfx.report import screen
 
 LONG = ("a sentence far longer than any terminal is wide, which the screen must shorten to "
         "one line while the whole of it stays available under --details " * 3).strip()

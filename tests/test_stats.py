@@ -7,9 +7,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memfx.model import stats
-from memfx.model.stats import (Level, Summary, bootstrap_ci, cv_of, find_levels, mad_of,
-                         per_op_difference, ratio_of_medians, reject_outliers_mad,
-                         summarize)
+from memfx.model.stats import (
+    Level,
+    Summary,
+    bootstrap_ci,
+    cv_of,
+    find_levels,
+    mad_of,
+    per_op_difference,
+    ratio_of_medians,
+    reject_outliers_mad,
+    summarize,
+)
 
 KIB, MIB = 1024, 1024 * 1024
 

@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 
 import memfx
-from memfx.store import sql as store_mod  # the schema and its migrations
 from memfx.model.errors import StoreError
-from memfx.store.store import (APPLICATION_ID, SCHEMA_VERSION, Store, default_db_path,
-                         utcnow_iso)
+from memfx.store import sql as store_mod  # the schema and its migrations
+from memfx.store.store import APPLICATION_ID, SCHEMA_VERSION, Store, default_db_path, utcnow_iso
 
 # the memfx under test (installed, in place or sanitized), for child processes
 SRC = str(Path(memfx.__file__).resolve().parent.parent)

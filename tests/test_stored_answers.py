@@ -94,6 +94,7 @@ def test_answer_sentences_print_sizes_once(tmp_path):
     """One formatter: a size is "960 MiB", never with a unit appended twice
     ("960 MiBB" came from code that added its own "B" after format_size)."""
     import re
+
     from memfx.analysis.documents import run_document
     from memfx.store.store import Store
     with gzip.open(DATA / SURVEY, "rt") as f:

@@ -1,18 +1,18 @@
 """`memfx survey`: selection, a complete survey with its report, and Ctrl-C
 keeping the finished runs and writing an incomplete report."""
 import os
-from pathlib import Path
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from conftest import run_cli
+from memfx.cli.survey import select
 from memfx.model.errors import MemfxError
 from memfx.store.store import Store
-from memfx.cli.survey import select
 
 
 def test_select_orders_and_filters():
@@ -79,8 +79,8 @@ def test_survey_ctrl_c_keeps_runs_and_reports_incomplete(tmp_path):
 
 
 def test_budget_caution_names_the_threshold_and_the_slowest_steps():
-    from memfx.model.findings import THRESHOLDS
     from memfx.cli.survey import budget_caution, timing, timing_line
+    from memfx.model.findings import THRESHOLDS
     budget = THRESHOLDS["survey_budget_quick"].value
     steps = {"latency": 30.0, "fill": 20.0, "copy": 10.0, "report": 5.0}
     assert budget_caution("quick", budget, steps) is None            # at the budget: fine

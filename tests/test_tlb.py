@@ -3,13 +3,13 @@ synthetic staircases, CPUID's TLB fields, and bad input."""
 import numpy as np
 import pytest
 
-from memfx.lab import machine
-from memfx.model.answers import NOT_MEASURED
+from conftest import run_cli
+from memfx.analysis.results import document
 from memfx.experiments import get_experiment
 from memfx.experiments.tlb import ELEMENT, PAGE, element_offsets, page_grid, tlb_knees
+from memfx.lab import machine
+from memfx.model.answers import NOT_MEASURED
 from memfx.model.findings import MEASURED
-from memfx.analysis.results import document
-from conftest import run_cli
 
 # A machine with a 32 KiB L1d and a 1 MiB L2 (512 and 16384 lines).
 MACHINE = {"caches": [{"level": 1, "type": "Data", "size_bytes": 32 << 10, "line_bytes": 64},
@@ -147,6 +147,7 @@ def test_small_run_answers_every_question(tmp_path):
 
 def test_declared_plot_draws_both_arms(tmp_path):
     import matplotlib
+
     from memfx.report.plots import figure_for
     xs = page_grid(8, 1024, 2)
     s = sum((_samples(arm, n, staircase(n)) for n in xs for arm in ("4k", "thp")), [])

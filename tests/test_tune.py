@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from memfx.model import findings as fnd
 from memfx.advice import tune as T
+from memfx.model import findings as fnd
 from memfx.store.store import Store
 
 DATA = os.path.join(os.path.dirname(__file__), "data")

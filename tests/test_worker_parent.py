@@ -96,6 +96,7 @@ def test_each_replica_is_its_own_process_forked_by_one_host():
     """The runner's host forks a fresh child per job: two replicas, two
     processes, neither of them the host, which serves both."""
     import json
+
     from memfx.running.runner import WorkerHost
     host = WorkerHost()
     try:
@@ -113,6 +114,7 @@ def test_each_replica_is_its_own_process_forked_by_one_host():
 
 def test_stopping_the_host_ends_the_replica_it_measures():
     import json
+
     from memfx.running.runner import WorkerHost
     host = WorkerHost()
     try:
@@ -181,6 +183,7 @@ def test_memfx_keeps_off_the_measuring_cpu_while_a_replica_measures():
     off."""
     import json
     import threading
+
     from memfx.running import runner
     start = frozenset(os.sched_getaffinity(0))
     if len(start) < 2:

@@ -11,8 +11,7 @@ The public API, for scripts and notebooks::
     memfx.answers("latest-survey")                   # its answers: a DataFrame (memfx[pandas])
     memfx.compare("s-...", "latest-survey")          # the comparison document
 """
-from .api import (answers, compare, fingerprint, list_experiments, load, points, run, runs,
-                  samples)
+from .api import answers, compare, fingerprint, list_experiments, load, points, run, runs, samples
 from .model.errors import MemfxError, ParamError, StoreError
 from .model.version import __version__
 from .store import schema as _schema

@@ -33,31 +33,112 @@ import os
 import shutil
 import time
 
+from ..experiments import copy as copy_analysis
 from ..model import findings as fnd
 from ..model.errors import MemfxError
-from ..experiments import copy as copy_analysis
 from ..model.units import MISSING, format_number, format_size, format_value
 from .common import (  # noqa: F401 (re-exported: advise's names stay importable here)
-    compare_variants, decide, slower_sizes, size_class, log_gain, gain_text, replica_disagreement,
-    disagreement_text, _with_losses, _interleave, _child_cpu, _pinned, newest_complete, _print)
+    _child_cpu,
+    _interleave,
+    _pinned,
+    _print,
+    _with_losses,
+    compare_variants,
+    decide,
+    disagreement_text,
+    gain_text,
+    log_gain,
+    newest_complete,
+    replica_disagreement,
+    size_class,
+    slower_sizes,
+)
 from .gcc import (  # noqa: F401 (re-exported: advise's names stay importable here)
-    GCC_ALGORITHMS, MAX_RANGES, GCC_INT_MAX, DEST_ALIGN, STRATEGY_ALG, BASELINE_VECTOR, OPS,
-    MODE_PREFERENCE, METRIC, _MISSING_PENALTY, StrategyError, NoCopyResults, validate_strategy,
-    strategy_string, modes_of, point_curves, _fastest, complete_sizes, shown_ranges, alg_table,
-    _cost, _loss, _collapse, merge_ranges, _geo_ratio, gcc_usable, _op_of, gcc_ranges,
-    CHECK_SIZES, CHECK_MAX_SIZE, _C_FUNCS, _C_HARNESS, gcc_test_source, gcc_flags, _classify,
-    parse_codegen, GccCheck, check_sizes, gcc_check, _gcc_version, alg_at, gcc_stability,
-    roundest, snap_boundaries)
+    _C_FUNCS,
+    _C_HARNESS,
+    _MISSING_PENALTY,
+    BASELINE_VECTOR,
+    CHECK_MAX_SIZE,
+    CHECK_SIZES,
+    DEST_ALIGN,
+    GCC_ALGORITHMS,
+    GCC_INT_MAX,
+    MAX_RANGES,
+    METRIC,
+    MODE_PREFERENCE,
+    OPS,
+    STRATEGY_ALG,
+    GccCheck,
+    NoCopyResults,
+    StrategyError,
+    _classify,
+    _collapse,
+    _cost,
+    _fastest,
+    _gcc_version,
+    _geo_ratio,
+    _loss,
+    _op_of,
+    alg_at,
+    alg_table,
+    check_sizes,
+    complete_sizes,
+    gcc_check,
+    gcc_flags,
+    gcc_ranges,
+    gcc_stability,
+    gcc_test_source,
+    gcc_usable,
+    merge_ranges,
+    modes_of,
+    parse_codegen,
+    point_curves,
+    roundest,
+    shown_ranges,
+    snap_boundaries,
+    strategy_string,
+    validate_strategy,
+)
 from .glibc import (  # noqa: F401 (re-exported: advise's names stay importable here)
-    CROSSOVER_QUESTION, crossover_check, threshold_in_use, tunable_stability, TUNABLES,
-    NT_MINIMUM, glibc_vector, _as_stat, _clear_log_ratio, best_threshold, path_gain,
-    propose_tunable, _threshold_evidence, tunable_proposals, _CHILD, _core_path, run_libc_child,
-    tunables_env, effective_thresholds, libc_check_sizes, glibc_check)
+    _CHILD,
+    CROSSOVER_QUESTION,
+    NT_MINIMUM,
+    TUNABLES,
+    _as_stat,
+    _clear_log_ratio,
+    _core_path,
+    _threshold_evidence,
+    best_threshold,
+    crossover_check,
+    effective_thresholds,
+    glibc_check,
+    glibc_vector,
+    libc_check_sizes,
+    path_gain,
+    propose_tunable,
+    run_libc_child,
+    threshold_in_use,
+    tunable_proposals,
+    tunable_stability,
+    tunables_env,
+)
 from .prefetch import (  # noqa: F401 (re-exported: advise's names stay importable here)
-    CHECK_INCONCLUSIVE, CONFIRMED, CONTRADICTED, UNCHECKED, PREFETCH_CHECK_SAMPLES,
-    PREFETCH_CHECK_SAMPLE_MS, PREFETCH_CHECK_SEED_OFFSET, _answer, prefetch_proposals,
-    check_decision, measure_unstored, prefetch_check, prefetch_advice, render_prefetch,
-    _ratio_text)
+    CHECK_INCONCLUSIVE,
+    CONFIRMED,
+    CONTRADICTED,
+    PREFETCH_CHECK_SAMPLE_MS,
+    PREFETCH_CHECK_SAMPLES,
+    PREFETCH_CHECK_SEED_OFFSET,
+    UNCHECKED,
+    _answer,
+    _ratio_text,
+    check_decision,
+    measure_unstored,
+    prefetch_advice,
+    prefetch_check,
+    prefetch_proposals,
+    render_prefetch,
+)
 
 SCHEMA_VERSION = 1
 ADVICE_KIND = "memfx-advice"
@@ -219,8 +300,8 @@ def advise(store, machine=None, check=True, run_missing=False, runner=None, glib
     ``documents``: result documents already made, by run id (the survey
     analyses each run once); ``control_max``: no glibc control size above
     this many bytes (libc_check_sizes)."""
-    from ..lab.machine import glibc_tunables
     from ..analysis.results import document
+    from ..lab.machine import glibc_tunables
     runs = copy_sources(store, run_missing, runner)
     copy_run = store.run(runs["copy"]["id"])
     samples = store.samples(copy_run["id"])

@@ -13,7 +13,6 @@ from ..model import findings as fnd
 from ..model import stats
 from ..model.units import format_change, format_size, signed_percent
 
-
 # ---- statistics of a check -------------------------------------------------------
 
 # A check's size classes: sizes within a factor of 2**SIZE_CLASS_BITS of each

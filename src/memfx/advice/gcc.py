@@ -10,12 +10,18 @@ import shutil
 import subprocess
 import tempfile
 
-from ..model import findings as fnd
-from .common import (_child_cpu, _interleave, _pinned, compare_variants, decide,
-                            disagreement_text, replica_disagreement)
-from ..model.errors import MemfxError
 from ..experiments import copy as copy_analysis
-
+from ..model import findings as fnd
+from ..model.errors import MemfxError
+from .common import (
+    _child_cpu,
+    _interleave,
+    _pinned,
+    compare_variants,
+    decide,
+    disagreement_text,
+    replica_disagreement,
+)
 
 # ---- GCC -m{memcpy,memset}-strategy= --------------------------------------
 #

@@ -9,14 +9,20 @@ import os
 import subprocess
 import sys
 
+from ..experiments import copy as copy_analysis
 from ..model import findings as fnd
 from ..model import stats
-from .common import (_child_cpu, _interleave, _pinned, compare_variants, decide,
-                            disagreement_text, replica_disagreement)
 from ..model.errors import MemfxError
-from ..experiments import copy as copy_analysis
 from ..model.units import format_number, format_size
-
+from .common import (
+    _child_cpu,
+    _interleave,
+    _pinned,
+    compare_variants,
+    decide,
+    disagreement_text,
+    replica_disagreement,
+)
 
 # ---- glibc tunables ------------------------------------------------------------
 #

@@ -8,10 +8,9 @@ import subprocess
 
 from ..model import findings as fnd
 from ..model import stats
-from .common import newest_complete, _print
 from ..model.errors import MemfxError
 from ..model.units import format_ratio, format_size
-
+from .common import _print, newest_complete
 
 # ---- prefetch advice (issue 10, seed 001) -----------------------------------------------
 #
@@ -157,8 +156,8 @@ def prefetch_check(items, run_params, machine, samples=PREFETCH_CHECK_SAMPLES, m
     """Re-measure every item's arms in one fresh worker (a different seed),
     and set each item's check and decision.  `measure(name, params, machine)`
     -> samples (measure_unstored unless given, for tests)."""
-    from ..experiments import get_experiment
     from ..analysis.results import build_points
+    from ..experiments import get_experiment
     todo = [i for i in items if i.get("check_params")]
     if not todo:
         return items

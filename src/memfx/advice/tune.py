@@ -48,11 +48,11 @@ import time
 
 import numpy as np
 
-from ..model import findings as fnd
-from ..model import stats
 from ..analysis.documents import TUNE_ARTIFACT as ARTIFACT  # noqa: F401 (re-exported)
 from ..analysis.documents import tune_answers as answers  # noqa: F401 (re-exported)
 from ..analysis.documents import tune_result_text as _result_text
+from ..model import findings as fnd
+from ..model import stats
 from ..model.errors import MemfxError
 from ..model.units import format_change
 
@@ -469,8 +469,8 @@ def propose(advice_tunables, glibc, machine, latency_doc=None, user_tunables=Non
     advice_tunables: advise.build_advice(...)["glibc"]["tunables"];
     glibc: machine.glibc_tunables(); machine: the fingerprint (its "llc");
     latency_doc: the newest latency result document or None."""
-    from .advise import NT_MINIMUM, TUNABLES
     from ..model.units import format_size
+    from .advise import NT_MINIMUM, TUNABLES
     thresholds = (glibc or {}).get("thresholds") or {}
     out = []
 
@@ -631,10 +631,15 @@ def tune(argv, store, machine, rounds=DEFAULT_ROUNDS, timeout_s=DEFAULT_TIMEOUT_
     """Profile, propose, check and store; returns the tune document.
     runner_fn(name) runs a missing experiment (--run-missing); glibc and
     effective (env value -> thresholds) may be given (tests)."""
-    from .advise import build_advice, copy_sources, effective_thresholds, newest_complete, \
-        tunables_env
     from ..analysis.documents import run_document
     from ..store.store import COMPLETE, FAILED, INTERRUPTED
+    from .advise import (
+        build_advice,
+        copy_sources,
+        effective_thresholds,
+        newest_complete,
+        tunables_env,
+    )
     env = dict(os.environ if env is None else env)
     say = progress or (lambda msg: None)
     path = check_command(argv)
@@ -745,8 +750,8 @@ def render(doc, console):
     markup: a command, its arguments or an error print as typed (`[/dim]`)."""
     from rich.text import Text
 
-    from ..report.render import add_row, safe_table, text
     from ..model.units import format_size
+    from ..report.render import add_row, safe_table, text
     cmd = doc.get("command")
     console.print(Text.assemble(text("memfx tune", "bold"), text(
         f" `{shown(cmd if isinstance(cmd, list) else [cmd or ''])}` (copy run "

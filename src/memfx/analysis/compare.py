@@ -420,7 +420,7 @@ def compare(a_answers: Iterable[Mapping[str, Any]], b_answers: Iterable[Mapping[
 def parse_threshold(text: str) -> float:
     """'5%' or '0.05' -> 0.05; ValueError on anything else or outside (0, 10)."""
     from ..model.errors import ParamError
-    from ..model.units import parse_number          # ASCII digits only, finite
+    from ..model.units import parse_number  # ASCII digits only, finite
     t = str(text).strip()
     try:
         v = parse_number(t[:-1]) / 100 if t.endswith("%") else parse_number(t)

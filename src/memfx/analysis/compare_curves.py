@@ -55,12 +55,22 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ..model.answers import HIGHER, LOWER, NEITHER, point_key
-from .compare import (CHANGED, IMPROVED, INCONCLUSIVE, NOISY, REGRESSED, band_of, compare,
-                      history_spread, ranges_reversal, ratio_ci)
 from ..model.findings import DETECTED, NOT_DETECTED, threshold
 from ..model.machine_view import Fingerprint
 from ..model.stats import z_of
 from ..model.units import format_size
+from .compare import (
+    CHANGED,
+    IMPROVED,
+    INCONCLUSIVE,
+    NOISY,
+    REGRESSED,
+    band_of,
+    compare,
+    history_spread,
+    ranges_reversal,
+    ratio_ci,
+)
 
 # Parameters that are a working set's size: a point whose working set is
 # larger than the machine's private caches rests on what a VM's host shares.

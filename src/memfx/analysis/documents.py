@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from ..model import findings as fnd
 from ..model.errors import MemfxError, StoreError
 from ..model.forking import fork_map
-from .results import RESULT_SCHEMA_VERSION, document
 from ..model.units import signed_percent
+from .results import RESULT_SCHEMA_VERSION, document
 
 TUNE_ARTIFACT = "tune"      # the artifact that holds a `memfx tune` record's document
 FLEET_SCHEMA_VERSION = 1

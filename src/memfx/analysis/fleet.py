@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import time
 
-from .documents import (FLEET_SCHEMA_VERSION, GROUPS, cpu_model,  # noqa: F401 (re-exported)
-                        fleet_document, group_answers, machines_document)
 from ..model.errors import StoreError, StoreUnavailable
 from ..model.status import RUNNING
-
+from .documents import (  # noqa: F401 (re-exported)
+    FLEET_SCHEMA_VERSION,
+    GROUPS,
+    cpu_model,
+    fleet_document,
+    group_answers,
+    machines_document,
+)
 
 # ---- push ------------------------------------------------------------------
 

@@ -239,8 +239,8 @@ def analyze(run, samples, experiment=None):
     ``answers`` holds exactly one answer dict per question the experiment
     declares (see answers.py); an analysis that fails on partial data turns
     its questions into not_measured and says why in ``errors``."""
-    from ..model.answers import complete_answers
     from ..experiments import get_experiment
+    from ..model.answers import complete_answers
     data = run_data(run, samples)
     exp = experiment or get_experiment(run["experiment"], missing_ok=True)
     answers, errors = [], []

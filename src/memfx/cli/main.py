@@ -10,9 +10,18 @@ import os
 import stat
 import sys
 
-from .show import (cmd_compare, cmd_export, cmd_machines, cmd_prune, cmd_rm,
-                       cmd_runs, cmd_show, emit_document, emit_tune_document)
 from ..model.errors import MemfxError
+from .show import (
+    cmd_compare,
+    cmd_export,
+    cmd_machines,
+    cmd_prune,
+    cmd_rm,
+    cmd_runs,
+    cmd_show,
+    emit_document,
+    emit_tune_document,
+)
 
 # Exit statuses (README "Bad input ..." paragraph, `memfx --help`): 1 is a
 # command's own verdict (compare: regressed; survey: an experiment failed;
@@ -72,7 +81,14 @@ _int_arg.__name__, _number_arg.__name__ = "int", "float"    # the names argparse
 
 
 from .args import (  # noqa: E402,F401 (cli_show and the tests use them from here too)
-    SQLITE_SIBLING_SUFFIXES, _console, _db_path, _labels, _open_store, _pairs, _sqlite_path)
+    SQLITE_SIBLING_SUFFIXES,
+    _console,
+    _db_path,
+    _labels,
+    _open_store,
+    _pairs,
+    _sqlite_path,
+)
 
 
 def _machine():
@@ -190,7 +206,13 @@ def _progress_runner(store, fp, name, preset, overrides, quiet, survey_id=None, 
     if quiet:
         return run_experiment(name, store, fp, preset, overrides, survey_id=survey_id,
                               labels=labels)
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[label]}"),
                   transient=True, console=_console_err()) as prog:
@@ -267,9 +289,9 @@ PLOT_EXTENSIONS = (".png", ".svg", ".pdf")
 
 
 def cmd_plot(args):
+    from ..analysis.results import document
     from ..model.outputs import atomic_output, check_output_path, safe_name_part
     from ..report.plots import plot_document
-    from ..analysis.results import document
     db = _db_path(args)
     if args.output is not None:
         if not args.output.endswith(PLOT_EXTENSIONS):
@@ -312,10 +334,10 @@ def cmd_report(args):
 
 
 def _write_fleet_report(store, args, db):
-    from ..model.version import __version__
     from ..analysis.fleet import fleet_document
-    from ..report.fleet import fleet_html
     from ..model.outputs import write_text_output
+    from ..model.version import __version__
+    from ..report.fleet import fleet_html
     if args.ids:
         raise MemfxError("report --fleet takes no ids: it shows every machine's newest runs")
     doc = fleet_document(store, args.group_by or "machine")
@@ -326,8 +348,8 @@ def _write_fleet_report(store, args, db):
 
 
 def cmd_push(args):
-    from ..model.version import __version__
     from ..analysis.fleet import push, push_selection
+    from ..model.version import __version__
     from ..store.postgres import classify_target, mask_secrets
     from ..store.store import Store, default_db_path
     target = args.to or os.environ.get("MEMFX_DB") or None
@@ -394,10 +416,16 @@ def cmd_advise(args):
 
 def cmd_tune(args):
     from ..advice.advise import NoCopyResults
-    from ..store.postgres import is_url
+    from ..advice.tune import (
+        EXIT_PROGRAM_FAILED,
+        ProgramFailed,
+        check_command,
+        interposer_path,
+        tune,
+    )
     from ..report.render import text
     from ..running.runner import run_experiment
-    from ..advice.tune import EXIT_PROGRAM_FAILED, ProgramFailed, check_command, interposer_path, tune
+    from ..store.postgres import is_url
     argv = list(args.cmd or [])
     if argv[:1] == ["--"]:
         argv = argv[1:]

@@ -164,8 +164,8 @@ def emit_survey(doc, args, advice=None):
 def emit_tune_document(doc, args):
     if args.json:
         return _print_json(doc)
-    from ..report.render import text
     from ..advice.tune import render
+    from ..report.render import text
     con = _cli()._console()
     render(doc, con)
     con.print(text(f"run {doc['run_id']} stored; see it again with: memfx show {doc['run_id']}",
@@ -234,8 +234,8 @@ def write_answers_csv(doc, out):
 
 def cmd_export(args):
     from ..analysis.documents import survey_document
-    from ..model.outputs import check_output_path, write_text_output
     from ..analysis.results import document
+    from ..model.outputs import check_output_path, write_text_output
     cli = _cli()
     db = cli._db_path(args)
     if args.output is not None:

@@ -295,8 +295,13 @@ def _progress(quiet):
     if quiet:
         return _NoProgress()
     from rich.console import Console
-    from rich.progress import (BarColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
     return Progress(TextColumn("[bold]{task.description}"), BarColumn(), TimeElapsedColumn(),
                     TimeRemainingColumn(), TextColumn("{task.fields[label]}"),
                     console=Console(stderr=True), transient=True)

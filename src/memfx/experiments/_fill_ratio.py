@@ -5,7 +5,6 @@ with its two-stage bootstrap CI and verdict.  Moved out of fill.py, which
 re-exports every name."""
 from __future__ import annotations
 
-
 import numpy as np
 
 from ..model import stats

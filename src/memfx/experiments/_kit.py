@@ -12,9 +12,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..lab.machine import parse_cpu_list
 from ..model.errors import MemfxError, ParamError
 from ..model.protocol import Trial
-from ..lab.machine import parse_cpu_list
 
 # ---- the shared area of kernels/sharing.c (byte offsets; mirrored here) ----
 HEADER, BARRIER, STOP, CPUS, SLOTS, SLOT_BYTES, COUNTERS = 0, 128, 256, 512, 1024, 128, 12288

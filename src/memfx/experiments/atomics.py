@@ -34,10 +34,22 @@ from ..model.answers import LOWER, Question
 from ..model.errors import MemfxError
 from ..model.findings import DETECTED, NOT_DETECTED
 from ..model.plotspec import PlotSpec
+from ._kit import (
+    CONCURRENT_SHARE_MIN,
+    MAX_THREADS,
+    KernelReport,
+    calibrated_count,
+    check_call,
+    concurrent_share,
+    concurrent_values,
+    cpu_text,
+    parse_cpu_text,
+    read_area,
+    resolve_cpus,
+    samples_of,
+    shared_area,
+)
 from .base import Experiment, Param, Point, Trial, register
-from ._kit import (CONCURRENT_SHARE_MIN, MAX_THREADS, KernelReport, calibrated_count, check_call,
-                   concurrent_share, concurrent_values, cpu_text, parse_cpu_text, read_area,
-                   resolve_cpus, samples_of, shared_area)
 
 KERNELS = {"fetch_add": "at_fetch_add", "add_fetch": "at_add_fetch", "cas": "at_cas",
            "xchg": "at_xchg", "plain": "at_plain", "remote": "at_remote"}

@@ -83,20 +83,54 @@ from ..model.machine_view import Fingerprint
 from ..model.plotspec import PlotSpec
 from ..model.protocol import Region, Team, TeamMember
 from ..model.units import format_size
-from ._bandwidth_analysis import (BEST_QUANTILE, CONTENDED_CV,  # noqa: F401
-                                  KNEE_MATCH_FACTOR, BandwidthAnswers, _bytes_per_cycle,
-                                  _curves, _nearest_cache, _unreached, plateaus_by_level, where)
-from ._bandwidth_kernels import (FILL_BYTE, GUARD, KERNELS, KIND_WORDS, KINDS,  # noqa: F401
-                                 LEVEL_KINDS, LEVEL_LABEL, LEVELS, LINE, RMW_INCREMENT,
-                                 VECTOR_WIDTHS, WIDTH_ISA, WIDTHS, _guarded_check,
-                                 _reference_sums, _rotating_offsets, check_random_kernel,
-                                 check_read_kernel, check_rmw_kernel, check_team,
-                                 check_write_read_kernel, rmw_reference, verify_kernel)
+from ._bandwidth_analysis import (  # noqa: F401
+    BEST_QUANTILE,
+    CONTENDED_CV,
+    KNEE_MATCH_FACTOR,
+    BandwidthAnswers,
+    _bytes_per_cycle,
+    _curves,
+    _nearest_cache,
+    _unreached,
+    plateaus_by_level,
+    where,
+)
+from ._bandwidth_kernels import (  # noqa: F401
+    FILL_BYTE,
+    GUARD,
+    KERNELS,
+    KIND_WORDS,
+    KINDS,
+    LEVEL_KINDS,
+    LEVEL_LABEL,
+    LEVELS,
+    LINE,
+    RMW_INCREMENT,
+    VECTOR_WIDTHS,
+    WIDTH_ISA,
+    WIDTHS,
+    _guarded_check,
+    _reference_sums,
+    _rotating_offsets,
+    check_random_kernel,
+    check_read_kernel,
+    check_rmw_kernel,
+    check_team,
+    check_write_read_kernel,
+    rmw_reference,
+    verify_kernel,
+)
 from ._kit import cpu_text, parse_cpu_text, resolve_cpus
 from ._sweep import SPARSE_FROM, SPARSE_FROM_HELP, kept_order, size_grid
 from .base import Experiment, Param, Point, Trial, register
-from .levels import (DRAM_FROM, INSIDE_ABOVE, INSIDE_BELOW, data_caches,  # noqa: F401
-                     declared_sizes, level_windows)
+from .levels import (  # noqa: F401
+    DRAM_FROM,
+    INSIDE_ABOVE,
+    INSIDE_BELOW,
+    data_caches,
+    declared_sizes,
+    level_windows,
+)
 
 # The thread-scaling kinds and their arms (one per kind; threads in params).
 SCALING_KINDS = ("read", "write", "copy", "nt_write")

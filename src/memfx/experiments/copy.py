@@ -69,22 +69,52 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..model.errors import MemfxError, ParamError
 from ..model import answers as ans
 from ..model.answers import Question
-from ..model.machine_view import Fingerprint
+from ..model.errors import MemfxError, ParamError
 from ..model.findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, threshold
+from ..model.machine_view import Fingerprint
 from ..model.plotspec import Mark, PlotSpec
 from ..model.units import format_size
-from ._copy_curves import (BASELINE, CLEAR_WIN, LOOPS, METRIC, MIN_RUN,  # noqa: F401
-                           MODE_ORDER, SIMPLICITY, STEP_MIN_JUMP, STEP_WINDOW, VECTOR_LOOPS,
-                           Crossover, Step, _clear_runs, _ns_points, _pair_detail, _pair_owner,
-                           _ranges_text, _runs, _sign, _stat, acceptable, best_ranges,
-                           clear_winner, clear_wins, comparable_sizes, crossing_dict, envelope,
-                           find_crossovers, find_step, modes_of, pair_crossovers, point_curves,
-                           point_index, point_values, strategy_ranges, ties_by_size)
-from ._copy_kernels import (MODES, OPS, STRATEGIES, check_no_overlap,  # noqa: F401
-                            fill_pattern, kernel_name)
+from ._copy_curves import (  # noqa: F401
+    BASELINE,
+    CLEAR_WIN,
+    LOOPS,
+    METRIC,
+    MIN_RUN,
+    MODE_ORDER,
+    SIMPLICITY,
+    STEP_MIN_JUMP,
+    STEP_WINDOW,
+    VECTOR_LOOPS,
+    Crossover,
+    Step,
+    _clear_runs,
+    _ns_points,
+    _pair_detail,
+    _pair_owner,
+    _ranges_text,
+    _runs,
+    _sign,
+    _stat,
+    acceptable,
+    best_ranges,
+    clear_winner,
+    clear_wins,
+    comparable_sizes,
+    crossing_dict,
+    envelope,
+    find_crossovers,
+    find_step,
+    modes_of,
+    pair_crossovers,
+    point_curves,
+    point_index,
+    point_values,
+    strategy_ranges,
+    ties_by_size,
+)
+from ._copy_kernels import MODES, OPS, STRATEGIES, check_no_overlap, fill_pattern, kernel_name  # noqa: F401
 from ._sweep import SPARSE_FROM, SPARSE_FROM_HELP
 from .base import Experiment, Param, Point, Trial, register
 

@@ -59,17 +59,24 @@ import numpy as np
 from ..model import answers as ans
 from ..model.answers import HIGHER, Question
 from ..model.errors import MemfxError, ParamError
-from ..model.machine_view import Fingerprint
 from ..model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
+from ..model.machine_view import Fingerprint
 from ..model.plotspec import PlotSpec
 from ..model.units import format_size
-from ._fill_checks import (FILL_ALTERNATE, FILL_ROTATE, FILL_VALUE_FROM_SRC,  # noqa: F401
-                           SLOT_BYTES, check_kernel, check_rotating, final_byte)
-from ._fill_ratio import (ALL_SIZES, fill_level, fill_levels, level_ratio,  # noqa: F401
-                          ratio_verdict)
+from ._fill_checks import (  # noqa: F401
+    FILL_ALTERNATE,
+    FILL_ROTATE,
+    FILL_VALUE_FROM_SRC,
+    SLOT_BYTES,
+    check_kernel,
+    check_rotating,
+    final_byte,
+)
+from ._fill_ratio import ALL_SIZES, fill_level, fill_levels, level_ratio, ratio_verdict  # noqa: F401
 from ._sweep import SPARSE_FROM
 from .base import Experiment, Param, Point, Trial, register
-from .levels import data_caches as level_caches, declared_sizes
+from .levels import data_caches as level_caches
+from .levels import declared_sizes
 
 SEED = "000"
 

@@ -30,16 +30,26 @@ from dataclasses import replace
 import numpy as np
 
 from ..model import stats
-from ..model.answers import (EFFECT_BAND, LOWER, NEITHER, NOT_MEASURED, Answer, Question, effect,
-                       evidence_keys,
-                       measured, not_measured, point_key, pooled_values)
+from ..model.answers import (
+    EFFECT_BAND,
+    LOWER,
+    NEITHER,
+    NOT_MEASURED,
+    Answer,
+    Question,
+    effect,
+    evidence_keys,
+    measured,
+    not_measured,
+    point_key,
+    pooled_values,
+)
 from ..model.errors import ParamError
-from ..model.machine_view import Fingerprint
 from ..model.findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED
+from ..model.machine_view import Fingerprint
 from ..model.plotspec import Mark, PlotSpec
 from ..model.units import format_size
-from ._sweep import (SPARSE_FROM, SPARSE_FROM_HELP, index_itemsize,  # noqa: F401
-                     shuffled_order, size_grid)
+from ._sweep import SPARSE_FROM, SPARSE_FROM_HELP, index_itemsize, shuffled_order, size_grid  # noqa: F401
 from .base import Experiment, Param, Point, Trial, register
 
 # A knee is a cache's capacity only within +-25 % of the size the OS reports

@@ -44,8 +44,8 @@ import numpy as np
 from ..model import answers as ans
 from ..model import stats
 from ..model.answers import Question
-from ..model.findings import threshold
 from ..model.errors import ParamError
+from ..model.findings import threshold
 from ..model.machine_view import Fingerprint
 from ..model.plotspec import PlotSpec
 from .base import Experiment, Param, Point, Region, Trial, register

@@ -41,16 +41,42 @@ import numpy as np
 from ..model import answers as ans
 from ..model.answers import LOWER, Question
 from ..model.errors import MemfxError, ParamError
-from ..model.machine_view import Fingerprint
 from ..model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
+from ..model.machine_view import Fingerprint
 from ..model.plotspec import PlotSpec
-from .base import Experiment, Param, Point, Trial, register
 from ._kit import (  # noqa: F401 (re-exported: bandwidth and the tests import them from here)
-    BARRIER, CONCURRENT_SHARE_MIN, COUNTERS, CPUS, HEADER, HEADER_FIELDS, MAX_DISTANCE,
-    MAX_THREADS, OVERLAP_MIN, SLOT_BYTES, SLOT_FIELDS, SLOTS, STATUS, STOP, XCHG_TAG_SHIFT,
-    KernelReport, _cpuset_cpus, allowed_cpus, calibrated_count, check_call, concurrent_share,
-    concurrent_values, cpu_text, is_concurrent, overlap_of_shorter, parse_cpu_text, read_area,
-    resolve_cpus, samples_of, shared_area)
+    BARRIER,
+    CONCURRENT_SHARE_MIN,
+    COUNTERS,
+    CPUS,
+    HEADER,
+    HEADER_FIELDS,
+    MAX_DISTANCE,
+    MAX_THREADS,
+    OVERLAP_MIN,
+    SLOT_BYTES,
+    SLOT_FIELDS,
+    SLOTS,
+    STATUS,
+    STOP,
+    XCHG_TAG_SHIFT,
+    KernelReport,
+    _cpuset_cpus,
+    allowed_cpus,
+    calibrated_count,
+    check_call,
+    concurrent_share,
+    concurrent_values,
+    cpu_text,
+    is_concurrent,
+    overlap_of_shorter,
+    parse_cpu_text,
+    read_area,
+    resolve_cpus,
+    samples_of,
+    shared_area,
+)
+from .base import Experiment, Param, Point, Trial, register
 
 DISTANCES = (8, 16, 32, 56, 64, 128, 256, 4096)
 # Counters this far apart are on different lines of any x86 CPU (64-byte

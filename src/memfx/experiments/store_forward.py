@@ -50,22 +50,60 @@ import mmap
 import numpy as np
 
 from ..model import stats
-from ..model.answers import (EFFECT_BAND, LOWER, NEITHER, Answer, Question, effect, evidence_keys,
-                       measured, not_measured)
+from ..model.answers import (
+    EFFECT_BAND,
+    LOWER,
+    NEITHER,
+    Answer,
+    Question,
+    effect,
+    evidence_keys,
+    measured,
+    not_measured,
+)
 from ..model.errors import ParamError
 from ..model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
 from ..model.plotspec import Mark, PlotSpec
 from ..model.units import format_estimate, format_value
-from ._store_forward_analysis import (FAIL_RATIO, _ns_to_cycles, as_ranges,  # noqa: F401
-                                     contained_rule, cycles_per_ns, entry_paths,
-                                     matrix_classes, median_difference, move_width, store_class)
-from ._store_forward_kernels import (ENTRY_KERNEL_PREFIX, ENTRY_MAX_BYTES,  # noqa: F401
-                                     MATRIX_SIZES, MAX_MOVES, MOVE_ISA, SLOT_DISTANCE,
-                                     WINDOW_BYTES, _isa_ok, cell_kind, check_entry,
-                                     check_forward, check_two_stores, copy_shape, edge_offsets,
-                                     entry_kernel, entry_pattern, forward_isa, forward_kernel,
-                                     matrix_cells, run_kernel, shape_overlaps, shape_table,
-                                     simulate_forward, simulate_two_stores, valid_offsets)
+from ._store_forward_analysis import (  # noqa: F401
+    FAIL_RATIO,
+    _ns_to_cycles,
+    as_ranges,
+    contained_rule,
+    cycles_per_ns,
+    entry_paths,
+    matrix_classes,
+    median_difference,
+    move_width,
+    store_class,
+)
+from ._store_forward_kernels import (  # noqa: F401
+    ENTRY_KERNEL_PREFIX,
+    ENTRY_MAX_BYTES,
+    MATRIX_SIZES,
+    MAX_MOVES,
+    MOVE_ISA,
+    SLOT_DISTANCE,
+    WINDOW_BYTES,
+    _isa_ok,
+    cell_kind,
+    check_entry,
+    check_forward,
+    check_two_stores,
+    copy_shape,
+    edge_offsets,
+    entry_kernel,
+    entry_pattern,
+    forward_isa,
+    forward_kernel,
+    matrix_cells,
+    run_kernel,
+    shape_overlaps,
+    shape_table,
+    simulate_forward,
+    simulate_two_stores,
+    valid_offsets,
+)
 from .base import Experiment, Param, Point, Trial, register
 
 SEED = "003"

@@ -7,20 +7,26 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
-import resource
 import random
+import resource
 import statistics
 import time
 import weakref
 from dataclasses import dataclass
 
-from . import _core
-from .perf import (HARDWARE_EVENTS, PERF_TYPE_HARDWARE, PERF_TYPE_RAW,  # noqa: F401
-                    PERF_TYPE_SOFTWARE, SOFTWARE_EVENTS, PerfCounters)
-from .busy import Plausibility
 from ..model.errors import MemfxError, ParamError
 from ..model.protocol import Region, Trial
 from ..model.units import format_size
+from . import _core
+from .busy import Plausibility
+from .perf import (  # noqa: F401
+    HARDWARE_EVENTS,
+    PERF_TYPE_HARDWARE,
+    PERF_TYPE_RAW,
+    PERF_TYPE_SOFTWARE,
+    SOFTWARE_EVENTS,
+    PerfCounters,
+)
 
 PAGE = mmap.PAGESIZE
 HUGE_PAGE = 2 << 20

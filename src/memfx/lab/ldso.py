@@ -13,7 +13,6 @@ import sys
 from memfx.lab.cpuid import _bit
 from memfx.lab.sysfs import _path
 
-
 # --------------------------------------------------------------------------
 # glibc: ld.so --list-diagnostics
 

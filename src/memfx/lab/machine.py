@@ -35,15 +35,41 @@ import platform
 import re
 import sys
 
+from memfx.lab.cpuid import (  # noqa: F401 (public names re-exported)
+    _bit,
+    _cpuid_caches,
+    _cpuid_string_flags,
+    _cpuid_vendor,
+    _fn,
+    _hypervisor_signature,
+    _llc_section,
+    _max_leaf,
+    _regs,
+    _resolve_core,
+    cpu_identity,
+    cpuid_tlb,
+    llc_bytes,
+    tlb_entries,
+)
+from memfx.lab.ldso import (  # noqa: F401 (public names and what the tests read re-exported)
+    _diag_value,
+    _elf_interp,
+    find_ld_so,
+    glibc_tunables,
+    parse_ld_diagnostics,
+)
+from memfx.lab.sysfs import (  # noqa: F401 (public names re-exported)
+    _int_or_none,
+    _listdir,
+    _path,
+    _read,
+    _read_int,
+    parse_cpu_list,
+    parse_cpuinfo,
+    parse_size,
+)
 from memfx.model.errors import ParamError
 from memfx.model.machine_view import Fingerprint, identity, label, machine_id  # noqa: F401 (re-exported)
-from memfx.lab.cpuid import (  # noqa: F401 (public names re-exported)
-    cpu_identity, cpuid_tlb, llc_bytes, tlb_entries, _bit, _cpuid_caches, _cpuid_string_flags,
-    _cpuid_vendor, _fn, _hypervisor_signature, _llc_section, _max_leaf, _regs, _resolve_core)
-from memfx.lab.ldso import (  # noqa: F401 (public names and what the tests read re-exported)
-    find_ld_so, glibc_tunables, parse_ld_diagnostics, _diag_value, _elf_interp)
-from memfx.lab.sysfs import (  # noqa: F401 (public names re-exported)
-    parse_cpu_list, parse_cpuinfo, parse_size, _int_or_none, _listdir, _path, _read, _read_int)
 
 FINGERPRINT_VERSION = 1
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 
-
 # --------------------------------------------------------------------------
 # small readers; every one returns None instead of raising
 

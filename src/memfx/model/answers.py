@@ -24,8 +24,15 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import stats
-from .findings import (DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, effect_verdict,
-                       jsonable, threshold)
+from .findings import (
+    DETECTED,
+    INCONCLUSIVE,
+    MEASURED,
+    NOT_DETECTED,
+    effect_verdict,
+    jsonable,
+    threshold,
+)
 from .units import format_ci, format_number, format_value
 
 NOT_MEASURED = "not_measured"

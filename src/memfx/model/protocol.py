@@ -11,7 +11,6 @@ from typing import Any, Callable, Optional
 from .errors import ParamError
 from .units import format_size, parse_int, parse_number, parse_size
 
-
 # ---- parameters ----------------------------------------------------------
 
 def _parse_bool(text, name):

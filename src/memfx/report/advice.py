@@ -5,8 +5,8 @@ screen shows."""
 from __future__ import annotations
 
 from ..model.errors import StoreError
-from .html import _finite, code, e, json_html, table
 from ..model.units import MISSING, format_change, format_ratio
+from .html import _finite, code, e, json_html, table
 
 ADVICE_ARTIFACT = "advice"
 

@@ -3,8 +3,8 @@ HTML file: one table per question, one column per machine or CPU model, so
 "which hosts show store elimination" is one glance.  Reads the document only."""
 from __future__ import annotations
 
-from .report import CSS, e, table
 from ..model.units import format_ci, format_value
+from .report import CSS, e, table
 
 
 def _cell_html(cell, unit, group_by) -> str:

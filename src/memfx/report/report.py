@@ -31,16 +31,44 @@ from dataclasses import dataclass, field
 
 from ..model.errors import MemfxError, StoreError
 from ..model.forking import fork_map
-from .advice import (ADVICE_ARTIFACT, advice_html, advice_summary_html,  # noqa: F401
-                            find_advice, first_screen_advice_html)
-from .html import (CSS, SEED_TITLES, VERDICT_LABELS, code, duration_text,  # noqa: F401
-                          e, exact_bytes_text, json_html, kv_table, param_text, seed_text,
-                          status_label, table)
-from .sections import (GROUP_MIN, answers_html, experiments_html,  # noqa: F401
-                              export_command, group_findings, header_html, machine_html,
-                              params_section_html, points_html, raw_html, summary_html,
-                              verdicts_html, warnings_html)
-from .sections import MAX_TABLE_ROWS  # noqa: F401
+from .advice import (  # noqa: F401
+    ADVICE_ARTIFACT,
+    advice_html,
+    advice_summary_html,
+    find_advice,
+    first_screen_advice_html,
+)
+from .html import (  # noqa: F401
+    CSS,
+    SEED_TITLES,
+    VERDICT_LABELS,
+    code,
+    duration_text,
+    e,
+    exact_bytes_text,
+    json_html,
+    kv_table,
+    param_text,
+    seed_text,
+    status_label,
+    table,
+)
+from .sections import (  # noqa: F401
+    GROUP_MIN,
+    MAX_TABLE_ROWS,  # noqa: F401
+    answers_html,
+    experiments_html,
+    export_command,
+    group_findings,
+    header_html,
+    machine_html,
+    params_section_html,
+    points_html,
+    raw_html,
+    summary_html,
+    verdicts_html,
+    warnings_html,
+)
 
 # Plots are PNGs of this resolution (a 14-inch figure is 1,120 px wide, the
 # width of the page's column), reduced to a palette of at most this many

@@ -19,8 +19,8 @@ from typing import Any, Iterable, List, Mapping, Optional, Sequence
 
 from rich.cells import cell_len
 
-from .render import clean
 from ..model.units import format_estimate, format_value
+from .render import clean
 
 MIN_WIDTH = 80
 # Width when standard output is not a terminal and COLUMNS is not set.

@@ -10,10 +10,25 @@ import shlex
 import time
 
 from ..analysis.documents import machine_facts
-from .html import (VERDICT_LABELS, _finite, _kind, _params_of, code, duration_text, e,
-                          exact_bytes_text, fold, json_html, kv_table, param_text, seed_text,
-                          status_label, table, yes_no)
 from ..model.units import format_ci, format_estimate, format_number, format_size, format_value
+from .html import (
+    VERDICT_LABELS,
+    _finite,
+    _kind,
+    _params_of,
+    code,
+    duration_text,
+    e,
+    exact_bytes_text,
+    fold,
+    json_html,
+    kv_table,
+    param_text,
+    seed_text,
+    status_label,
+    table,
+    yes_no,
+)
 
 # Findings that differ only by a numeric suffix (e.g. crossover_copy_a_vs_b_2,
 # _3, ...) fold into one verdict row when there are at least this many.

@@ -12,10 +12,9 @@ import sys
 import tempfile
 import time
 
-from ..model.errors import MeasurementFailed, MemfxError, ParamError
 from ..experiments import get_experiment
+from ..model.errors import MeasurementFailed, MemfxError, ParamError
 from ..store.store import Store
-
 
 # The CPUs this process may use as it starts: the worker host gets them all
 # even when it is (re)started while this process keeps off the measuring CPU.

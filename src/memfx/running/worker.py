@@ -363,11 +363,11 @@ def _label(cell):
 def measure(job, emit):
     import random
 
-    from ..lab.lab import Lab
+    from ..analysis.results import RunData, build_points
     from ..experiments import get_experiment
     from ..experiments.levels import DRAM_FROM
+    from ..lab.lab import Lab
     from ..model.machine_view import Fingerprint
-    from ..analysis.results import RunData, build_points
 
     exp = get_experiment(job["experiment"])
     params, machine = job["params"], job["machine"]
@@ -456,9 +456,9 @@ def serve(parent_pid, emit):
     the fork), without the interpreter's start and the imports: ~0.3 s per
     replica, some 45 of them in a quick survey."""
     die_with_parent(parent_pid)
-    from ..lab import lab as _lab  # noqa: F401  (once, for every child)
     from .. import experiments  # noqa: F401
     from ..analysis import results  # noqa: F401
+    from ..lab import lab as _lab  # noqa: F401  (once, for every child)
     host = os.getpid()
     for line in sys.stdin:                 # EOF: memfx closed the pipe (or ended)
         if not line.strip():

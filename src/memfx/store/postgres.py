@@ -27,9 +27,18 @@ import sys
 import urllib.parse
 
 from ..model.errors import StoreError, StoreUnavailable
-from .sql import (_SCHEMA_V1, BUSY_TIMEOUT_MS, SAME_TABLES_SINCE,  # noqa: F401
-                        SCHEMA_VERSION, _survey_dict, default_db_path, mask_secrets, secrets_in,
-                        shown, utcnow_iso)
+from .sql import (  # noqa: F401
+    _SCHEMA_V1,
+    BUSY_TIMEOUT_MS,
+    SAME_TABLES_SINCE,
+    SCHEMA_VERSION,
+    _survey_dict,
+    default_db_path,
+    mask_secrets,
+    secrets_in,
+    shown,
+    utcnow_iso,
+)
 from .sqlite import Store
 
 URL_SCHEMES = ("postgresql://", "postgres://")

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..model.errors import StoreError
-from .schema import MACHINE, POINT, SchemaError, readable, readable_params, validate_export
 from ..model.status import INTERRUPTED, RUNNING, STATUSES
+from .schema import MACHINE, POINT, SchemaError, readable, readable_params, validate_export
 
 SCHEMA_VERSION = 6
 # The oldest schema whose tables and columns are today's: schema 6 only

@@ -17,19 +17,56 @@ import sqlite3
 import time
 from typing import Iterator
 
-from . import sql as _sql
 from ..model.errors import StoreError
-from .schema import EXPORT_FORMAT, EXPORT_FORMAT_VERSION, MACHINE, readable
 from ..model.status import COMPLETE, FINAL_STATUSES, INTERRUPTED, RUNNING
+from . import sql as _sql
+from .files import (  # noqa: F401
+    SQLITE_SIBLING_SUFFIXES,
+    NotWritable,
+    check_writable,
+    file_uri,
+    lacks_write,
+    open_error,
+    read_only_connection,
+    sqlite_path,
+)
+from .schema import EXPORT_FORMAT, EXPORT_FORMAT_VERSION, MACHINE, readable
 from .sql import (
-    APPLICATION_ID, BUSY_TIMEOUT_MS, _INSERT_SAMPLE, LATEST_SURVEY, MIGRATIONS, _NEWEST_FIRST,
-    _RUN_COLUMNS, _SCHEMA_V1, _SELECT_RUNS, _UNREADABLE, _check_export_doc, check_labels,
-    _check_status, _csv_cell, default_db_path, _dumps, _exists, _imported_as_settled,
-    _insert_survey, _is_busy, _iso_to_unix, _labels_of, _loads, _pid_alive, _run_dict,
-    _sample_dict, _sample_row, _slug, _stamp, _survey_dict, redact_argv, redact_commands, shown,
-    utcnow_iso)
-from .files import (SQLITE_SIBLING_SUFFIXES, NotWritable, check_writable,  # noqa: F401
-                          file_uri, lacks_write, open_error, read_only_connection, sqlite_path)
+    _INSERT_SAMPLE,
+    _NEWEST_FIRST,
+    _RUN_COLUMNS,
+    _SCHEMA_V1,
+    _SELECT_RUNS,
+    _UNREADABLE,
+    APPLICATION_ID,
+    BUSY_TIMEOUT_MS,
+    LATEST_SURVEY,
+    MIGRATIONS,
+    _check_export_doc,
+    _check_status,
+    _csv_cell,
+    _dumps,
+    _exists,
+    _imported_as_settled,
+    _insert_survey,
+    _is_busy,
+    _iso_to_unix,
+    _labels_of,
+    _loads,
+    _pid_alive,
+    _run_dict,
+    _sample_dict,
+    _sample_row,
+    _slug,
+    _stamp,
+    _survey_dict,
+    check_labels,
+    default_db_path,
+    redact_argv,
+    redact_commands,
+    shown,
+    utcnow_iso,
+)
 
 
 class Store:

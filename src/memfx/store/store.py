@@ -8,14 +8,36 @@ from __future__ import annotations
 
 import os
 
-from .schema import (EXPORT_FORMAT, EXPORT_FORMAT_VERSION,  # noqa: F401 (re-exported)
-                     MACHINE, POINT, SchemaError, readable, readable_params, validate_export)
-from ..model.status import (COMPLETE, FAILED, FINAL_STATUSES, INTERRUPTED,  # noqa: F401 (re-exported)
-                     RUNNING, STATUSES)
+from ..model.status import COMPLETE, FAILED, FINAL_STATUSES, INTERRUPTED, RUNNING, STATUSES  # noqa: F401 (re-exported)
+from .schema import (  # noqa: F401 (re-exported)
+    EXPORT_FORMAT,
+    EXPORT_FORMAT_VERSION,
+    MACHINE,
+    POINT,
+    SchemaError,
+    readable,
+    readable_params,
+    validate_export,
+)
 from .sql import (  # noqa: F401 (re-exported)
-    _SCHEMA_V1, APPLICATION_ID, BUSY_TIMEOUT_MS, LABEL_VALUE_MAX, LATEST_SURVEY, MIGRATIONS,
-    REQUIRED_SAMPLE_KEYS, SAMPLE_DEFAULTS, SCHEMA_VERSION, Migration, _survey_dict, check_labels,
-    default_db_path, mask_secrets, redact_argv, shown, utcnow_iso)
+    _SCHEMA_V1,
+    APPLICATION_ID,
+    BUSY_TIMEOUT_MS,
+    LABEL_VALUE_MAX,
+    LATEST_SURVEY,
+    MIGRATIONS,
+    REQUIRED_SAMPLE_KEYS,
+    SAMPLE_DEFAULTS,
+    SCHEMA_VERSION,
+    Migration,
+    _survey_dict,
+    check_labels,
+    default_db_path,
+    mask_secrets,
+    redact_argv,
+    shown,
+    utcnow_iso,
+)
 from .sqlite import SQLITE_SIBLING_SUFFIXES, Store, sqlite_path  # noqa: F401 (re-exported)
 
 
