@@ -931,7 +931,9 @@ def build_table(plan: Plan, results: dict, peer_names: list[str],
 
 def render_table(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(row[i]) for row in [header] + rows) for i in range(len(header))]
-    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
+
+    def line(cells):
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
     rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
     return "\n".join([line(header), rule] + [line(r) for r in rows])
 

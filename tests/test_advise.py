@@ -6,7 +6,6 @@ import json
 import math
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np

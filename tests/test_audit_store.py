@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 import memfx
-from conftest import run_cli
+from conftest import _url, run_cli
 from memfx.model.errors import StoreError
 from memfx.store.sql import mask_secrets, redact_argv, redact_commands
 from memfx.store.store import SCHEMA_VERSION, Store, open_store
-from test_postgres import _sql, _url, pg_server, pg_url  # noqa: F401 (fixtures)
+from test_postgres import _sql
 
 DATA = Path(__file__).parent / "data" / "export_latency_small.json"
 PW = "S3cretPW"

@@ -15,7 +15,7 @@ import pytest
 
 from memfx.advice import tune as T
 from memfx.store.store import Store
-from test_tune import fake_machine, run_main, store_copy_run  # noqa: F401 (fixture)
+from test_tune import fake_machine, run_main, store_copy_run  # noqa: F401 (fake_machine: a fixture)
 
 
 def unique_sleep(base):
@@ -75,7 +75,8 @@ def copy_db(db_path):
 # ---- the profile's channel -----------------------------------------------------------
 
 @pytest.mark.measuring
-def test_the_profile_never_lands_in_a_file_the_program_opened(tmp_path, copy_db, fake_machine,
+@pytest.mark.usefixtures("fake_machine")
+def test_the_profile_never_lands_in_a_file_the_program_opened(tmp_path, copy_db,
                                                               capsys):
     """`exec 6>>log.txt` took the descriptor number memfx's memfd had: the
     program's log got the profile block and the profile was empty.  Here
@@ -91,7 +92,8 @@ def test_the_profile_never_lands_in_a_file_the_program_opened(tmp_path, copy_db,
 
 
 @pytest.mark.measuring
-def test_a_program_writing_to_the_profile_is_its_failure_not_bad_input(copy_db, fake_machine,
+@pytest.mark.usefixtures("fake_machine")
+def test_a_program_writing_to_the_profile_is_its_failure_not_bad_input(copy_db,
                                                                        capsys):
     code, out, err = run_main(["tune", "--json", "--db", copy_db, "--", "sh", "-c",
                                'echo garbage >> "$MEMFX_TUNE_PROFILE"'], capsys)
@@ -143,7 +145,8 @@ def test_kill_9_of_memfx_kills_the_program(tmp_path, copy_db, sleeps):
 
 
 @pytest.mark.measuring
-def test_a_timeout_kills_processes_that_left_the_group(copy_db, fake_machine, capsys, sleeps):
+@pytest.mark.usefixtures("fake_machine")
+def test_a_timeout_kills_processes_that_left_the_group(copy_db, capsys, sleeps):
     """`setsid sleep &` survived "its process group was killed"; so did a
     double-forked one (its parent gone, re-parented away from the program)."""
     a, b, c = sleeps(1298), sleeps(1296), sleeps(1297)
@@ -168,7 +171,8 @@ def test_processes_a_successful_run_left_are_ended(sleeps):
 # ---- what is printed -------------------------------------------------------------------
 
 @pytest.mark.measuring
-def test_markup_and_emoji_in_the_command_print_as_typed(copy_db, fake_machine, capsys):
+@pytest.mark.usefixtures("fake_machine")
+def test_markup_and_emoji_in_the_command_print_as_typed(copy_db, capsys):
     code, out, err = run_main(["tune", "--runs", "1", "--db", copy_db, "--",
                                "/bin/echo", "[/dim]", ":-1:"], capsys)
     assert code == 0, err
@@ -195,7 +199,8 @@ def test_a_stored_document_prints_as_data():
 
 
 @pytest.mark.measuring
-def test_one_line_messages_escape_newlines_in_arguments(copy_db, fake_machine, capsys):
+@pytest.mark.usefixtures("fake_machine")
+def test_one_line_messages_escape_newlines_in_arguments(copy_db, capsys):
     code, out, err = run_main(["tune", "--json", "--db", copy_db, "--",
                                "sh", "-c", "exit 3", "x\ny"], capsys)
     assert code == T.EXIT_PROGRAM_FAILED and err.count("\n") == 1

@@ -327,9 +327,9 @@ def test_fixed_footprint_store_near_a_guard_page_is_refused():
             # the load at offset aux counts too
             with pytest.raises(ValueError):
                 _core.run(r.index, page, 0, None, 0, 0, 1, 1, mmap.PAGESIZE)
-            s, l = r.write_fixed, r.read_fixed
+            s, ld = r.write_fixed, r.read_fixed
             # the last place where both fit runs
-            at = mmap.PAGESIZE - int(max(s, l))
+            at = mmap.PAGESIZE - int(max(s, ld))
             _core.run(r.index, page, at, None, 0, 0, 1, 1, 0)
     finally:
         page.release()

@@ -48,7 +48,7 @@ def test_binding_fuzz_every_row_in_a_child():
 # the child
 
 
-def _child():  # noqa: C901 - one self-contained driver
+def _child():  # one self-contained driver
     import ctypes
     import mmap
 
@@ -231,7 +231,9 @@ def _child():  # noqa: C901 - one self-contained driver
                 else:
                     assert err is not None, (f"{row.name}: ran a request outside its buffers "
                                              f"(size {size}, aux {aux:#x}, dst_off {dst_off}, "
-                                             f"src_off {src_off}, footprint {fp_dst}/{fp_src}, chain {chain} start {chain_start} dst_ok {dst_ok} src_ok {src_ok} dst {dst})")
+                                             f"src_off {src_off}, footprint {fp_dst}/{fp_src}, "
+                                             f"chain {chain} start {chain_start} dst_ok {dst_ok} "
+                                             f"src_ok {src_ok} dst {dst})")
                     stats[row.name]["refused"] += 1
                 for area, snap in before:
                     if area is dst_area and out is not None:

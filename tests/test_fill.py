@@ -2,7 +2,6 @@
 byte-exact, the value is a runtime argument, the ratio/CI/verdict logic,
 the plan, parameters, PMU event selection, fill_alloc, and a tiny run."""
 import json
-import math
 import mmap
 
 import numpy as np
@@ -16,7 +15,7 @@ from memfx.experiments import get_experiment
 from memfx.experiments.base import Point, Trial
 from memfx.lab import _core
 from memfx.lab.lab import Lab, kernel_table
-from memfx.model.errors import MemfxError, ParamError
+from memfx.model.errors import ParamError
 from memfx.model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
 from memfx.model.machine_view import Fingerprint
 

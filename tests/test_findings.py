@@ -1,4 +1,3 @@
-import json
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +8,6 @@ from memfx.model.errors import ParamError
 from memfx.model.findings import (
     DETECTED,
     INCONCLUSIVE,
-    MEASURED,
     NOT_DETECTED,
     THRESHOLDS,
     Caution,

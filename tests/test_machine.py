@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-import memfx
 from memfx.lab import machine
 from memfx.model.errors import ParamError
 

@@ -9,8 +9,26 @@ import pytest
 from conftest import run_cli
 from memfx.analysis.results import document
 from memfx.experiments import get_experiment
-from memfx.experiments.matmul import DREPPER, FORMS, SM, TILE, auto_n, matrices, tiles
+from memfx.experiments.matmul import (
+    CURSOR,
+    DREPPER,
+    DREPPER_INIT_S,
+    FORMS,
+    INIT_ARMS,
+    INIT_BAND,
+    INIT_VALUE,
+    SM,
+    TILE,
+    auto_n,
+    check_init,
+    init_auto_n,
+    init_bands,
+    init_reference,
+    matrices,
+    tiles,
+)
 from memfx.lab import _core
+from memfx.lab.lab import Lab
 from memfx.model.answers import NOT_MEASURED
 from memfx.model.findings import DETECTED
 
@@ -141,19 +159,6 @@ def test_declared_plot_draws_one_bar_per_form(tmp_path):
 
 
 # ---- Drepper's matrix initialisation (table 6.1) ----------------------------
-
-from memfx.experiments.matmul import (
-    CURSOR,
-    DREPPER_INIT_S,
-    INIT_ARMS,
-    INIT_BAND,
-    INIT_VALUE,
-    check_init,
-    init_auto_n,
-    init_bands,
-    init_reference,
-)
-from memfx.lab.lab import Lab
 
 
 def _init(kernel, n, passes_of_bands, offset=0, value=INIT_VALUE, cursor=0, size=None):

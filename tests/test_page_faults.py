@@ -6,12 +6,22 @@ import mmap
 
 import pytest
 
+import memfx.experiments.fill_alloc as fill_mod
 from memfx.analysis.results import document
 from memfx.experiments import get_experiment
 from memfx.experiments.base import Trial
-from memfx.experiments.fill_alloc import ALLOC_ARMS, ALLOC_CHECK
+from memfx.experiments.fill_alloc import (
+    ALLOC_ARMS,
+    ALLOC_CHECK,
+    MUNMAP_ARMS,
+    POPULATE_WRITE_ARMS,
+    THP_BYTES,
+    THP_ONLY,
+)
 from memfx.lab import _core
 from memfx.lab.lab import Lab
+from memfx.model.answers import NOT_MEASURED
+from memfx.model.errors import MemfxError
 from memfx.model.findings import MEASURED
 
 KERNELS = {r["name"]: i for i, r in enumerate(_core.kernels())}
@@ -89,11 +99,6 @@ def test_time_per_page_from_synthetic_points():
 
 
 # ---- MADV_POPULATE_WRITE and munmap (issue 13) -----------------------------------
-
-import memfx.experiments.fill_alloc as fill_mod
-from memfx.experiments.fill_alloc import MUNMAP_ARMS, POPULATE_WRITE_ARMS, THP_BYTES, THP_ONLY
-from memfx.model.answers import NOT_MEASURED
-from memfx.model.errors import MemfxError
 
 
 def _refused():

@@ -8,14 +8,13 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import uuid
-import warnings
 from pathlib import Path
 
 import pytest
 
 import memfx
+from conftest import _url  # the pg_server and pg_url fixtures are conftest's
 from memfx.analysis.documents import run_document, survey_document
 from memfx.model.errors import StoreError, StoreUnavailable
 from memfx.store.store import SCHEMA_VERSION, Store, open_store
@@ -26,54 +25,6 @@ EXPORT = Path(__file__).parent / "data" / "export_latency_small.json"
 
 # platformdirs (under pgserver) warns when XDG_RUNTIME_DIR is unset, as in CI
 pytestmark = pytest.mark.filterwarnings("ignore:XDG_RUNTIME_DIR")
-
-
-@pytest.fixture(scope="session")
-def pg_server():
-    """One PostgreSQL server for the session (pgserver runs it as an
-    unprivileged user of its own when we are root)."""
-    try:
-        import pgserver
-        import psycopg  # noqa: F401
-    except ImportError as e:
-        pytest.skip(f"PostgreSQL tests need the test extra (pgserver, psycopg): {e}")
-    # A short path of our own: the server's Unix socket lives in it (a socket
-    # path is limited to 107 bytes) and pytest's tmp dirs are not open to the
-    # server's own user.
-    root = tempfile.mkdtemp(prefix="memfx-pg-", dir="/tmp")
-    try:
-        with warnings.catch_warnings():     # platformdirs: XDG_RUNTIME_DIR unset (CI)
-            warnings.simplefilter("ignore")
-            server = pgserver.get_server(root, cleanup_mode="delete")
-    except Exception as e:          # any reason the server cannot run here
-        pytest.skip(f"cannot start a PostgreSQL server with pgserver: {type(e).__name__}: {e}")
-    import psycopg
-    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
-        # a throwaway server: durability across a power cut is not under test
-        conn.execute("ALTER SYSTEM SET fsync = off")
-        conn.execute("ALTER SYSTEM SET synchronous_commit = off")
-        conn.execute("SELECT pg_reload_conf()")
-    yield server, root
-    server.cleanup()
-
-
-def _admin(pg_server):
-    import psycopg
-    server, root = pg_server
-    return psycopg.connect(server.get_uri(), autocommit=True)
-
-
-def _url(root, dbname, user="postgres"):
-    return f"postgresql://{user}:@/{dbname}?host={root}"
-
-
-@pytest.fixture
-def pg_url(pg_server):
-    """A fresh, empty database on the session's server."""
-    name = "t_" + uuid.uuid4().hex[:12]
-    with _admin(pg_server) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    return _url(pg_server[1], name)
 
 
 def _sql(url, statement, params=None):

@@ -10,7 +10,6 @@ import pytest
 from conftest import run_cli
 from memfx.analysis.results import document
 from memfx.experiments import get_experiment
-from memfx.experiments.base import Region, Trial
 from memfx.experiments.prefetch import (
     INVALID_TARGETS,
     _order_cursor,

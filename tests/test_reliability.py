@@ -3,10 +3,8 @@ line instead of a traceback.  Each reproducer of the audit is a test here
 (the binding's are in test_core.py and test_core_fuzz.py, the worker's in
 test_worker_parent.py)."""
 import json
-import logging
 import os
 import socket
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path

@@ -5,7 +5,6 @@ balanced tags, one h1, every section, escaping, embedded images only."""
 import base64
 import json
 import re
-import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 

@@ -167,7 +167,8 @@ def test_footprint_covers_header_slots_and_every_counter():
 
 
 def test_overlap_of_shorter_thread():
-    s = lambda a, b: {"tsc_start": a, "tsc_end": b}
+    def s(a, b):
+        return {"tsc_start": a, "tsc_end": b}
     assert S.overlap_of_shorter([s(0, 100), s(0, 100)]) == 1.0
     # one thread finished early but ran entirely while the other ran: overlapped
     assert S.overlap_of_shorter([s(0, 100), s(10, 40)]) == 1.0

@@ -86,8 +86,8 @@ def test_matrix_enumerates_every_valid_cell_once():
     assert len(cells) == len(set(cells))
     # independent definition: the load stays in the store's 64-byte line and
     # reads at least one byte the store wrote
-    expected = {(s, l, o) for s in SIZES for l in SIZES for o in range(-128, 128)
-                if o >= 0 and o + l <= 64 and set(range(o, o + l)) & set(range(s))}
+    expected = {(s, ld, o) for s in SIZES for ld in SIZES for o in range(-128, 128)
+                if o >= 0 and o + ld <= 64 and set(range(o, o + ld)) & set(range(s))}
     assert set(cells) == expected
     assert len(cells) == 712
 
@@ -96,11 +96,11 @@ def test_matrix_edges_are_a_subset_with_every_pair():
     all_cells = set(sf.matrix_cells())
     edges = sf.matrix_cells(offsets="edges")
     assert len(edges) == len(set(edges)) and set(edges) <= all_cells
-    pairs = {(s, l) for s, l, _ in edges}
-    assert pairs == {(s, l) for s in SIZES for l in SIZES}
-    assert all((s, l, 0) in set(edges) for s, l in pairs)
+    pairs = {(s, ld) for s, ld, _ in edges}
+    assert pairs == {(s, ld) for s in SIZES for ld in SIZES}
+    assert all((s, ld, 0) in set(edges) for s, ld in pairs)
     sub = sf.matrix_cells([16], [4, 16])
-    assert {(s, l) for s, l, _ in sub} == {(16, 4), (16, 16)}
+    assert {(s, ld) for s, ld, _ in sub} == {(16, 4), (16, 16)}
 
 
 def test_cell_kinds():
@@ -115,10 +115,10 @@ def test_storefwd_rows_are_declared():
     rows = {n: r for n, r in KERNELS.items() if r.group == "storefwd"}
     assert len(rows) == 7 * 3 + 49 + 1
     for s in SIZES:
-        for l in SIZES:
-            r = rows[sf.forward_kernel(s, l)]
-            assert (r.write_fixed, r.read_fixed, r.op) == (s, l, "roundtrip")
-            assert r.isa == sf.forward_isa(s, l)
+        for ld in SIZES:
+            r = rows[sf.forward_kernel(s, ld)]
+            assert (r.write_fixed, r.read_fixed, r.op) == (s, ld, "roundtrip")
+            assert r.isa == sf.forward_isa(s, ld)
     assert rows["sf_entry_copy_w16"].read_per_byte == 1 == rows["sf_entry_copy_w16"].write_per_byte
 
 
@@ -159,11 +159,11 @@ def test_forward_kernels_match_the_model_in_every_cell():
     buf = mmap.mmap(-1, 4096)
     rng = np.random.default_rng(3)
     checked = 0
-    for s, l, o in sf.matrix_cells():
-        if not supported(sf.forward_kernel(s, l)):
+    for s, ld, o in sf.matrix_cells():
+        if not supported(sf.forward_kernel(s, ld)):
             continue
         for count in (1, 4):
-            sf.check_forward(KERNELS, s, l, o, int(rng.integers(1, 1 << 62)), count, buf, rng)
+            sf.check_forward(KERNELS, s, ld, o, int(rng.integers(1, 1 << 62)), count, buf, rng)
         checked += 1
     assert checked >= 49          # at least the general-register and SSE cells
 
@@ -390,11 +390,11 @@ def matrix_points(level=None):
     """Cells in ns at 2.5 cycles/ns: renamed exact GPR pairs at offset 0 (1
     cycle), other contained GPR loads 6, contained loads from vector stores
     10, loads reading past their store 20."""
-    level = level or (lambda s, l, o: 20.0 if o + l > s else
-                      1.0 if (s == l and o == 0 and s <= 8) else 6.0 if s <= 8 else 10.0)
-    return [point("matrix", {"part": "matrix", "store_bytes": s, "load_bytes": l,
-                             "load_offset": o}, level(s, l, o) / 2.5, seed=i)
-            for i, (s, l, o) in enumerate(sf.matrix_cells(offsets="edges"))]
+    level = level or (lambda s, ld, o: 20.0 if o + ld > s else
+                      1.0 if (s == ld and o == 0 and s <= 8) else 6.0 if s <= 8 else 10.0)
+    return [point("matrix", {"part": "matrix", "store_bytes": s, "load_bytes": ld,
+                             "load_offset": o}, level(s, ld, o) / 2.5, seed=i)
+            for i, (s, ld, o) in enumerate(sf.matrix_cells(offsets="edges"))]
 
 
 def test_matrix_judges_each_cell_by_its_path():
@@ -412,13 +412,13 @@ def test_matrix_judges_each_cell_by_its_path():
     rules = {d["rule"]: d for d in m.details if "rule" in d}
     assert rules["small load crossing an 8-byte boundary"]["fails"] == 0
     assert sum(d["cells"] for d in rules.values()) == sum(
-        1 for s, l, o in sf.matrix_cells(offsets="edges") if l < s and o + l <= s)
+        1 for s, ld, o in sf.matrix_cells(offsets="edges") if ld < s and o + ld <= s)
     assert sf.contained_rule(16, 4, 6) == "small load crossing an 8-byte boundary"
     assert sf.contained_rule(32, 16, 8) == "vector load at another offset"
     assert sf.contained_rule(8, 8, 0) is None and sf.contained_rule(8, 4, 6) is None
     pair = next(d for d in m.details if d.get("store_bytes") == 8 and d.get("load_bytes") == 4)
     assert pair["failing_offsets"] == sf.as_ranges(
-        [o for s, l, o in sf.matrix_cells([8], [4], "edges") if o + 4 > 8])
+        [o for s, ld, o in sf.matrix_cells([8], [4], "edges") if o + 4 > 8])
 
 
 def test_matrix_classes_keep_vector_forwards_out_of_the_failures():
@@ -517,9 +517,9 @@ def test_plot_draws_any_subset_of_parts(tmp_path, parts):
     from memfx.report.plots import plot_document
     pts = [p for p in entry_points(3.0, range(18, 31)) if "entry" in parts]
     if "matrix" in parts:
-        pts += [point("matrix", {"part": "matrix", "store_bytes": s, "load_bytes": l,
-                                 "load_offset": o}, 8.0 if o + l > s else 2.4, seed=i)
-                for i, (s, l, o) in enumerate(sf.matrix_cells(offsets="edges"))]
+        pts += [point("matrix", {"part": "matrix", "store_bytes": s, "load_bytes": ld,
+                                 "load_offset": o}, 8.0 if o + ld > s else 2.4, seed=i)
+                for i, (s, ld, o) in enumerate(sf.matrix_cells(offsets="edges"))]
     if "two_stores" in parts:
         pts += [point(arm, {"part": "two_stores", "second_store_offset": d}, 3.0)
                 for d in sf.TWO_STORE_OFFSETS for arm in sf.PAIR_ARMS]

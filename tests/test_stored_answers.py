@@ -22,8 +22,6 @@ import math
 import sys
 from pathlib import Path
 
-import pytest
-
 DATA = Path(__file__).parent / "data"
 RUNS = ("export_latency_small.json", "export_matmul_quick.json")
 SURVEY = "survey_quick.json.gz"

@@ -131,7 +131,9 @@ def test_survey_json_carries_timing_and_analyses_each_run_once(tmp_path, monkeyp
         assert not calls                                            # not analysed again
         assert again["answers"] == docs_mod.survey_document(st, doc["survey_id"])["answers"]
         assert all("values" not in pt for d in again["documents"] for pt in d["points"])
-        strip = lambda html: "\n".join(l for l in html.splitlines() if "UTC" not in l)
+
+        def strip(html):
+            return "\n".join(line for line in html.splitlines() if "UTC" not in line)
         assert strip(build_report(st, [doc["survey_id"]], shared)) == \
             strip(build_report(st, [doc["survey_id"]]))
 

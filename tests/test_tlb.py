@@ -1,11 +1,11 @@
 """The tlb experiment (seed 004): the chain layout, the TLB-reach analysis on
 synthetic staircases, CPUID's TLB fields, and bad input."""
-import numpy as np
 import pytest
 
 from conftest import run_cli
 from memfx.analysis.results import document
 from memfx.experiments import get_experiment
+from memfx.experiments import tlb as tlb_mod
 from memfx.experiments.tlb import ELEMENT, PAGE, element_offsets, page_grid, tlb_knees
 from memfx.lab import machine
 from memfx.model.answers import NOT_MEASURED
@@ -160,8 +160,6 @@ def test_declared_plot_draws_both_arms(tmp_path):
 
 
 # ---- 1 GiB pages (issue 13): where reserved, else not measured with the reason ----
-
-from memfx.experiments import tlb as tlb_mod
 
 
 def _sysfs(tmp_path, flags="fpu pse pdpe1gb", total=None, free=None):

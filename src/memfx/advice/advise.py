@@ -248,7 +248,7 @@ def build_advice(copy_doc, glibc, machine=None, replica_docs=None):
     for d in replica_docs or []:
         try:
             replicas.append(build_advice(d, glibc, machine))
-        except Exception:    # noqa: BLE001 -- a replica's partial data: the others still vote
+        except Exception:    # a replica's partial data: the others still vote
             continue
     hold(out, copy_doc, curves, replicas)
     return out

@@ -48,7 +48,7 @@ import time
 
 import numpy as np
 
-from ..analysis.documents import TUNE_ARTIFACT as ARTIFACT  # noqa: F401 (re-exported)
+from ..analysis.documents import TUNE_ARTIFACT as ARTIFACT
 from ..analysis.documents import tune_answers as answers  # noqa: F401 (re-exported)
 from ..analysis.documents import tune_result_text as _result_text
 from ..model import findings as fnd

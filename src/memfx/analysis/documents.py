@@ -44,7 +44,7 @@ def _analysed(task):
     run, samples = task
     try:
         return document(run, samples, include_values=True)
-    except Exception:   # noqa: BLE001
+    except Exception:
         return None
 
 

@@ -7,7 +7,6 @@ import argparse
 import errno
 import json
 import os
-import stat
 import sys
 
 from ..model.errors import MemfxError

@@ -207,9 +207,9 @@ def matrix_classes(cells, fail_ratio=FAIL_RATIO):
 
     status, levels = {}, {}
     for c, p in cells.items():
-        s, l, _ = c
-        f = (level(lambda x: x[1] == l and store_class(x[0]) == store_class(s))
-             or level(lambda x: x[1] == l) or level(lambda x: True))
+        s, ld, _ = c
+        f = (level(lambda x: x[1] == ld and store_class(x[0]) == store_class(s))
+             or level(lambda x: x[1] == ld) or level(lambda x: True))
         levels[c] = f
         med = p.get("median")
         if f is None or not med:

@@ -98,8 +98,8 @@ def matrix_cells(store_sizes=MATRIX_SIZES, load_sizes=MATRIX_SIZES, offsets="all
                  window=WINDOW_BYTES):
     """Every (store, load, offset) cell, each once, in a stable order."""
     pick = valid_offsets if offsets == "all" else edge_offsets
-    return [(s, l, o) for s in sorted(set(store_sizes)) for l in sorted(set(load_sizes))
-            for o in pick(s, l, window)]
+    return [(s, ld, o) for s in sorted(set(store_sizes)) for ld in sorted(set(load_sizes))
+            for o in pick(s, ld, window)]
 
 
 def cell_kind(store, load, offset):

@@ -303,7 +303,9 @@ class Assoc(Experiment):
         n = a["params"]["n"]
         e = ans.effect(q, a["values"], b["values"], "",
                        evidence=[ans.point_key(a), ans.point_key(b)])
-        per = lambda p: p["median"] / n
+
+        def per(p):
+            return p["median"] / n
         e.details = [{"label": f"ld = {p['params']['ld']}", "ld": p["params"]["ld"],
                       "value": per(p), "unit": "ns per element", "ci_low": p["ci_low"] / n,
                       "ci_high": p["ci_high"] / n} for p in (a, b)]

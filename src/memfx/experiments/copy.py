@@ -114,7 +114,7 @@ from ._copy_curves import (  # noqa: F401
     strategy_ranges,
     ties_by_size,
 )
-from ._copy_kernels import MODES, OPS, STRATEGIES, check_no_overlap, fill_pattern, kernel_name  # noqa: F401
+from ._copy_kernels import MODES, OPS, STRATEGIES, check_no_overlap, fill_pattern, kernel_name
 from ._sweep import SPARSE_FROM, SPARSE_FROM_HELP
 from .base import Experiment, Param, Point, Trial, register
 

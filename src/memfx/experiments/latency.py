@@ -49,7 +49,7 @@ from ..model.findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED
 from ..model.machine_view import Fingerprint
 from ..model.plotspec import Mark, PlotSpec
 from ..model.units import format_size
-from ._sweep import SPARSE_FROM, SPARSE_FROM_HELP, index_itemsize, shuffled_order, size_grid  # noqa: F401
+from ._sweep import SPARSE_FROM, SPARSE_FROM_HELP, index_itemsize, shuffled_order, size_grid
 from .base import Experiment, Param, Point, Trial, register
 
 # A knee is a cache's capacity only within +-25 % of the size the OS reports

@@ -245,7 +245,8 @@ class Matmul(Experiment):
         PlotSpec("times", "time per tile of the product (64 results), by form", kind="bars",
                  x="arm", series=("n",), arms=FORMS, log_y=True, xlabel="form",
                  ylabel="ns per tile"),
-        PlotSpec("init", "matrix init: row / column order, normal / NT stores", kind="bars", x="arm", series=("init_n",),
+        PlotSpec("init", "matrix init: row / column order, normal / NT stores", kind="bars", x="arm",
+                 series=("init_n",),
                  arms=INIT_ARMS, log_y=True, xlabel="order and store",
                  ylabel="ns per band (16 rows or 16 columns)"),
     )

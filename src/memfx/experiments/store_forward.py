@@ -286,8 +286,8 @@ class StoreForward(Experiment):
                      if _isa_ok(forward_isa(c[0], c[1]), machine)]
             if not cells:
                 raise ParamError("the matrix selects no cell this CPU supports")
-            points += [Point("matrix", {"part": "matrix", "store_bytes": s, "load_bytes": l,
-                                        "load_offset": o}) for s, l, o in cells]
+            points += [Point("matrix", {"part": "matrix", "store_bytes": s, "load_bytes": ld,
+                                        "load_offset": o}) for s, ld, o in cells]
         if "two_stores" in parts:
             points += [Point(arm, {"part": "two_stores", "second_store_offset": d})
                        for d in TWO_STORE_OFFSETS for arm in PAIR_ARMS]
@@ -318,10 +318,10 @@ class StoreForward(Experiment):
         line = lab.buffer(4096, align=4096)
         line.buffer[line.offset:line.offset + 128] = bytes(range(1, 129))
         if p["part"] == "matrix":
-            s, l, o = p["store_bytes"], p["load_bytes"], p["load_offset"]
-            return Trial(forward_kernel(s, l), size=0, dst=line, aux=o, value=0x0123456789ABCDEF,
+            s, ld, o = p["store_bytes"], p["load_bytes"], p["load_offset"]
+            return Trial(forward_kernel(s, ld), size=0, dst=line, aux=o, value=0x0123456789ABCDEF,
                          metric="time", difference=SAMPLE_DIFFERENCE, warmup=2000,
-                         extra={"kind": cell_kind(s, l, o)})
+                         extra={"kind": cell_kind(s, ld, o)})
         d = p["second_store_offset"]
         o = 0 if point.arm == "load_spans_both" else d
         return Trial("sf_two_stores_16", size=0, dst=line, aux=d | (o << 8),
@@ -349,10 +349,10 @@ class StoreForward(Experiment):
                                                  (63, 5)):
                                 check_entry(kernels, arm, size, w, align, count, buf)
             if "matrix" in parts:
-                for s, l, o in matrix_cells(params["store_sizes"], params["load_sizes"],
+                for s, ld, o in matrix_cells(params["store_sizes"], params["load_sizes"],
                                             params["offsets"]):
-                    if kernels[forward_kernel(s, l)].supported:
-                        check_forward(kernels, s, l, o, int(rng.integers(1, 1 << 62)), 3, buf, rng)
+                    if kernels[forward_kernel(s, ld)].supported:
+                        check_forward(kernels, s, ld, o, int(rng.integers(1, 1 << 62)), 3, buf, rng)
             if "two_stores" in parts:
                 for d in TWO_STORE_OFFSETS:
                     for o in (0, d):
@@ -566,10 +566,10 @@ class StoreForward(Experiment):
         fail = {c for c, s in status.items() if s == "fails"}
         unc = {c for c, s in status.items() if s == "uncertain"}
 
-        def reference(s, l):
-            for pick in (lambda c: c[:2] == (s, l),
-                         lambda c: c[1] == l and store_class(c[0]) == store_class(s),
-                         lambda c: c[1] == l, lambda c: True):
+        def reference(s, ld):
+            for pick in (lambda c: c[:2] == (s, ld),
+                         lambda c: c[1] == ld and store_class(c[0]) == store_class(s),
+                         lambda c: c[1] == ld, lambda c: True):
                 same = [cells[c]["median"] for c in fwd if pick(c)]
                 if same:
                     return float(np.median(same))
@@ -610,12 +610,12 @@ class StoreForward(Experiment):
                             "verdict": DETECTED if d["fails"] else (
                                 INCONCLUSIVE if d["uncertain"] else NOT_DETECTED),
                             "rule": rule, **d})
-        for s, l in sorted({c[:2] for c in cells}):
-            mine = sorted(c for c in cells if c[:2] == (s, l))
+        for s, ld in sorted({c[:2] for c in cells}):
+            mine = sorted(c for c in cells if c[:2] == (s, ld))
             f_off = [c[2] for c in mine if c in fail]
             pen = [penalties[c] for c in mine if c in penalties]
             details.append({
-                "label": f"store {s} B / load {l} B: "
+                "label": f"store {s} B / load {ld} B: "
                          + (f"fails at offsets {as_ranges(f_off)}" if f_off else
                             "forwards at every offset measured"
                             if all(c in fwd for c in mine) else "no failure measured"),
@@ -623,7 +623,7 @@ class StoreForward(Experiment):
                 "ci_low": None, "ci_high": None,
                 "verdict": (DETECTED if f_off else INCONCLUSIVE
                             if any(c in unc for c in mine) else NOT_DETECTED),
-                "store_bytes": s, "load_bytes": l,
+                "store_bytes": s, "load_bytes": ld,
                 "offsets_measured": as_ranges([c[2] for c in mine]),
                 "failing_offsets": as_ranges(f_off),
                 "forwarding_offsets": as_ranges([c[2] for c in mine if c in fwd]),

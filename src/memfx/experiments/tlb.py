@@ -256,7 +256,9 @@ class Tlb(Experiment):
             return [ans.not_measured(q, reason) for q in (q1, q2, qw)]
         pts4 = curves["4k"]
         huge = curves.get("thp")
-        xy = lambda pts: ([p["params"]["page_count"] for p in pts], [p["median"] for p in pts])
+
+        def xy(pts):
+            return [p["params"]["page_count"] for p in pts], [p["median"] for p in pts]
         tlb, levels = tlb_knees(xy(pts4), _cache_lines(data.machine))
         from ..lab import machine as mach
         reported = {1: mach.tlb_entries(data.machine, 1), 2: mach.tlb_entries(data.machine, 2)}
@@ -348,8 +350,9 @@ class Tlb(Experiment):
                                        "curve)")
         i, before = tlb[1]
         after = levels[i + 1]
-        on = lambda lv: [p for p in pts4
-                         if lv.first_size <= p["params"]["page_count"] <= lv.last_size]
+
+        def on(lv):
+            return [p for p in pts4 if lv.first_size <= p["params"]["page_count"] <= lv.last_size]
         # just past the knee: the page tables themselves still sit in the
         # caches (further out their lines leave too and the walk grows)
         pb, pa = on(before), on(after)[:2]

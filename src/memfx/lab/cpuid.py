@@ -16,7 +16,7 @@ def _resolve_core(core):
     if core is not None:
         return core, "injected"
     try:
-        from memfx.lab import _core as mod  # noqa: PLC0415 - lazy on purpose
+        from memfx.lab import _core as mod  # lazy on purpose
     except Exception:  # ImportError, or a broken build: fall back, never fail
         return None, None
     return mod, "memfx.lab._core"
@@ -95,7 +95,7 @@ def cpu_identity(cpuid=None):
     family is 0xF, the extended model prefixed when it is 6 or 0xF (AMD's
     CPUID Specification #25481 applies the same rules)."""
     if cpuid is None:
-        from .lab import cpuid  # noqa: PLC0415 - the core, only when asked
+        from .lab import cpuid  # the core, only when asked
     eax = _regs(cpuid, 1, 0)[0]
     base_family, base_model = (eax >> 8) & 0xF, (eax >> 4) & 0xF
     family = base_family + ((eax >> 20) & 0xFF if base_family == 0xF else 0)

@@ -9,7 +9,6 @@ import mmap
 import os
 import random
 import resource
-import statistics
 import time
 import weakref
 from dataclasses import dataclass

@@ -33,7 +33,6 @@ import json
 import os
 import platform
 import re
-import sys
 
 from memfx.lab.cpuid import (  # noqa: F401 (public names re-exported)
     _bit,
@@ -58,7 +57,7 @@ from memfx.lab.ldso import (  # noqa: F401 (public names and what the tests read
     glibc_tunables,
     parse_ld_diagnostics,
 )
-from memfx.lab.sysfs import (  # noqa: F401 (public names re-exported)
+from memfx.lab.sysfs import (
     _int_or_none,
     _listdir,
     _path,

@@ -422,7 +422,8 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
     if band is not None and verdict in (DETECTED, NOT_DETECTED, INCONCLUSIVE):
         decided = band_verdict(band, lo, hi)
         if decided != verdict:
-            notes.append(f"{decided.replace('_', ' ')} across replicas ({', '.join(format_number(a['value']) for a in valued)}): "
+            values = ", ".join(format_number(a["value"]) for a in valued)
+            notes.append(f"{decided.replace('_', ' ')} across replicas ({values}): "
                          f"CI {format_ci(lo, hi)} against the no-effect band "
                          f"{format_ci(*band)}")
         verdict = decided

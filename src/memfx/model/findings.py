@@ -18,12 +18,11 @@ memfx, so it loads without the C core.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 import numpy as np
 
-from . import stats
 from .errors import ParamError
 
 __all__ = [

@@ -57,7 +57,7 @@ def fork_map(fn, items, jobs=None, cost=None) -> list:
                     if future.exception() is None:
                         results[i] = future.result()
                         left.discard(i)
-        except Exception:          # noqa: BLE001 -- what is left is done below
+        except Exception:          # what is left is done below
             pass
         finally:
             gc.unfreeze()

@@ -22,7 +22,7 @@ import numpy as np
 
 # Level and knee detection lives in curves.py; its names are re-exported here,
 # with the MAD-to-sigma factor both use.
-from .curves import MAD_TO_SIGMA, Level, find_levels  # noqa: F401 (re-exported)
+from .curves import MAD_TO_SIGMA, Level, find_levels
 
 __all__ = [
     "Summary",

@@ -7,12 +7,12 @@ from dataclasses import replace
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from ..model.machine_view import Fingerprint  # noqa: E402
-from ..model.plotspec import PlotSpec, specs_from_dicts  # noqa: E402
-from ..model.units import format_size  # noqa: E402
+from ..model.machine_view import Fingerprint
+from ..model.plotspec import PlotSpec, specs_from_dicts
+from ..model.units import format_size
 
 CACHE_COLOURS = ["#e8f4e8", "#e8eef8", "#f8f0e0", "#f4e4f4"]
 

@@ -84,7 +84,7 @@ def machine_table(fp, cautions, caps):
             continue
         row(f"L{c.get('level', '?')} {c.get('type', '?')}",
             f"{format_size(c['size_bytes'])}, {c.get('ways')}-way, "
-                                               f"{c.get('line_bytes')} B lines, shared by CPUs {c.get('shared_cpu_list')}")
+            f"{c.get('line_bytes')} B lines, shared by CPUs {c.get('shared_cpu_list')}")
     llc = fp.get("llc") or {}
     views = [(llc.get(k), label) for k, label in (
         ("sysfs_bytes", "sysfs"), ("cpuid_bytes", "CPUID leaf 4/0x8000001D"),
@@ -100,7 +100,8 @@ def machine_table(fp, cautions, caps):
     hv = fp.get("hypervisor", {})
     row("Hypervisor", hv.get("vendor") or ("yes" if hv.get("present") else "none"))
     pw = fp.get("power", {})
-    row("Power", f"governor {pw.get('governor') or 'n/a'}, turbo {pw.get('turbo') if pw.get('turbo') is not None else 'unknown'}")
+    turbo = pw.get("turbo") if pw.get("turbo") is not None else "unknown"
+    row("Power", f"governor {pw.get('governor') or 'n/a'}, turbo {turbo}")
     mem = fp.get("memory", {})
     row("Memory", f"{format_size(mem.get('total_bytes') or 0)} total, "
                         f"{format_size(mem.get('available_bytes') or 0)} available, THP {mem.get('thp_enabled')}")

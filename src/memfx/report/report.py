@@ -55,7 +55,7 @@ from .html import (  # noqa: F401
 )
 from .sections import (  # noqa: F401
     GROUP_MIN,
-    MAX_TABLE_ROWS,  # noqa: F401
+    MAX_TABLE_ROWS,
     answers_html,
     experiments_html,
     export_command,

@@ -47,7 +47,6 @@ SEED_ORDER = ("000", "001", "002", "003", "004")
 def group_findings(findings):
     """[(first finding, [the others of its kind])] in order of appearance; a
     kind = the id without a trailing _<number>, the same verdict."""
-    import re
     stems = {}
     for f in findings:
         stem = re.sub(r"_\d+$", "", str(f.get("id", "")))
@@ -534,7 +533,8 @@ def run_html(view, db_arg, plot_html) -> str:
                 f'<li><span class="verdict v-{e(f.get("verdict"))}">'
                 f'{e(VERDICT_LABELS.get(f.get("verdict"), f.get("verdict")))}</span> '
                 f'{e(f.get("claim"))}: <b>{e(format_value(f.get("value"), f.get("unit")))}</b>'
-                + (f' <span class="dim">(95% CI {e(format_ci(f.get("ci_low"), f.get("ci_high"), f.get("unit")))})</span>'
+                + (' <span class="dim">(95% CI '
+                   f'{e(format_ci(f.get("ci_low"), f.get("ci_high"), f.get("unit")))})</span>'
                    if f.get("ci_low") is not None else "") + "</li>"
                 for f in findings) + "</ul>")
         # folded: the figure shows the shape; the table is there to read numbers

@@ -27,7 +27,7 @@ import sys
 import urllib.parse
 
 from ..model.errors import StoreError, StoreUnavailable
-from .sql import (  # noqa: F401
+from .sql import (
     _SCHEMA_V1,
     BUSY_TIMEOUT_MS,
     SAME_TABLES_SINCE,
@@ -81,7 +81,7 @@ def classify_target(target: str, what: str) -> str:
     if is_url(target):
         try:
             parts = urllib.parse.urlsplit(target)
-            parts.port                      # noqa: B018 (raises on a bad port)
+            parts.port                      # raises on a bad port
         except ValueError as e:
             raise StoreError(f"{what}: not a valid PostgreSQL URL ({shown(e)}): "
                              f"{shown(target)}") from None
