@@ -30,7 +30,7 @@ def check_no_overlap(src_address, dst_address, size):
                          f"semantics and never overlap")
 
 
-_PATTERN = []      # the 1 MiB block of fill_pattern, built once per process
+_PATTERN: list[np.ndarray] = []      # the 1 MiB block of fill_pattern, built once per process
 
 
 def fill_pattern(buffer, offset, n):

@@ -95,7 +95,7 @@ class Question:
     # replicas spread within one (guest_drift_cv).
     host_shared: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not _ID.match(self.id):
             raise ValueError(f"question id {self.id!r} is not of the form experiment.name "
                              f"(lower case, digits and _)")
@@ -147,7 +147,7 @@ class Answer:
     details: List[Dict[str, Any]] = field(default_factory=list)
     estimator: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.verdict not in ANSWER_VERDICTS:
             raise ValueError(f"answer to {self.question}: verdict {self.verdict!r} is not one of "
                              f"{', '.join(ANSWER_VERDICTS)}")
@@ -165,7 +165,8 @@ class Answer:
         out.update(verdict=self.verdict, value=self.value, ci_low=self.ci_low,
                    ci_high=self.ci_high, because=self.because, estimator=self.estimator,
                    evidence=list(self.evidence), details=list(self.details))
-        return jsonable(out)
+        made: Dict[str, Any] = jsonable(out)
+        return made
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Answer":
@@ -207,7 +208,8 @@ def pooled_values(points: Sequence[Mapping[str, Any]]) -> np.ndarray:
     return np.concatenate(parts) if parts else np.array([])
 
 
-def measured(q: Question, values, because: str, *, evidence=(), details=(),
+def measured(q: Question, values: Iterable[float], because: str, *,
+             evidence: Iterable[str] = (), details: Iterable[Dict[str, Any]] = (),
              estimator: str = "median of samples", value: Optional[float] = None,
              seed: int = 0) -> Answer:
     """A MEASURED answer: the median of ``values`` (or ``value``) with a
@@ -225,27 +227,27 @@ def measured(q: Question, values, because: str, *, evidence=(), details=(),
                   estimator=estimator)
 
 
-def effect(q: Question, a, b, because: str, *, evidence=(), details=(),
+def effect(q: Question, a: Iterable[float], b: Iterable[float], because: str, *,
+           evidence: Iterable[str] = (), details: Iterable[Dict[str, Any]] = (),
            estimator: str = "ratio of medians", effect_min: Optional[float] = None,
            seed: int = 0) -> Answer:
     """An effect answer: median(a)/median(b) with a bootstrap CI; verdict by
     the question's no-effect band (:func:`band_verdict`), or, given
     ``effect_min`` or for a question without a band, by
     :func:`findings.effect_verdict` (named thresholds effect_min, min_samples)."""
-    a = np.asarray(a, float)
-    b = np.asarray(b, float)
-    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
-    if a.size == 0 or b.size == 0:
+    va, vb = np.asarray(a, float), np.asarray(b, float)
+    va, vb = va[np.isfinite(va)], vb[np.isfinite(vb)]
+    if va.size == 0 or vb.size == 0:
         return not_measured(q, "one side of the comparison has no samples")
-    r = stats.ratio_of_medians(a, b, confidence=threshold("ci_level"), seed=seed)
+    r = stats.ratio_of_medians(va, vb, confidence=threshold("ci_level"), seed=seed)
     band = q.no_effect_band() if effect_min is None else None
     if band is not None:
         verdict = (band_verdict(band, r["ci_low"], r["ci_high"])
                    if min(r["n_a"], r["n_b"]) >= threshold("min_samples") else INCONCLUSIVE)
     else:
-        verdict = effect_verdict(r["ratio"], r["ci_low"], r["ci_high"], r["n_a"], r["n_b"],
-                                 effect_min=effect_min)
-    lo, hi = (r["ci_low"], r["ci_high"]) if min(a.size, b.size) >= threshold("min_ci_samples") \
+        verdict = effect_verdict(r["ratio"], r["ci_low"], r["ci_high"], int(r["n_a"]),
+                                 int(r["n_b"]), effect_min=effect_min)
+    lo, hi = (r["ci_low"], r["ci_high"]) if min(va.size, vb.size) >= threshold("min_ci_samples") \
         else (None, None)
     return Answer(question=q.id, verdict=verdict, because=because, value=r["ratio"],
                   ci_low=lo, ci_high=hi, evidence=list(evidence), details=list(details),
@@ -273,7 +275,8 @@ def complete_answers(questions: Sequence[Question], given: Iterable[Answer],
     return [by_id.get(q.id) or not_measured(q, reason) for q in questions]
 
 
-def band_verdict(band, ci_low, ci_high) -> str:
+def band_verdict(band: Tuple[float, float], ci_low: Optional[float],
+                 ci_high: Optional[float]) -> str:
     """detected when the CI lies wholly outside ``band`` (low, high), not
     detected when wholly inside it, inconclusive otherwise or without a CI."""
     if ci_low is None or ci_high is None or not (math.isfinite(ci_low) and math.isfinite(ci_high)):
@@ -290,7 +293,7 @@ def band_verdict(band, ci_low, ci_high) -> str:
 # replicas: one answer from the answers of independent worker processes
 
 
-def widen_for_drift(value, lo, hi, cv):
+def widen_for_drift(value: float, lo: float, hi: float, cv: float) -> Tuple[float, float]:
     """(lo, hi) widened on the log scale: each half-width h becomes
     sqrt(h^2 + (z cv)^2), z of the ci_level normal interval."""
     z = {0.90: 1.645, 0.95: 1.960, 0.99: 2.576}.get(round(threshold("ci_level"), 2), 1.960)
@@ -316,7 +319,7 @@ def guest_drift_cv(unit: str, host_shared: bool) -> float:
     return 0.0
 
 
-def _within(value, low, high) -> bool:
+def _within(value: float, low: float, high: float) -> bool:
     """low <= value <= high, or on an end to rounding."""
     return (low <= value <= high or math.isclose(value, low, rel_tol=1e-9)
             or math.isclose(value, high, rel_tol=1e-9))
@@ -379,9 +382,10 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
                                    [a.get("ci_high") for a in valued],
                                    confidence=threshold("ci_level"), seed=seed,
                                    log=None if q.scale == "log" else False)
-        if c["ci_low"] is not None:
+        c_value, c_low, c_high = c["value"], c["ci_low"], c["ci_high"]
+        if c_value is not None and c_low is not None and c_high is not None:
             reads = [a["value"] for a in valued]
-            if not (_within(value, c["ci_low"], c["ci_high"])
+            if not (_within(value, c_low, c_high)
                     and _within(value, min(reads), max(reads))):
                 # the pooled analysis read a figure no replica supports (the
                 # pooled curve's knee at 55.9 KB, every replica's at
@@ -394,22 +398,23 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
                 # (prefetch.stream_gain 1.145 from replicas of 1.05, 1.05
                 # and 1.12, and 0.975 from 0.99, 0.98 and 1.04, in an A/A
                 # on a Zen 4 guest: compare read a 15 % regression)
-                overruled = (f"the replicas' estimate is {format_value(c['value'], q.unit)}, "
+                overruled = (f"the replicas' estimate is {format_value(c_value, q.unit)}, "
                              f"not the pooled samples' {format_value(value, q.unit)}")
-                value = out["value"] = c["value"]
-            lo, hi = min(c["ci_low"], value), max(c["ci_high"], value)
+                value = out["value"] = c_value
+            lo, hi = min(c_low, value), max(c_high, value)
         out["ci_scope"] = f"{len(valued)} replicas"
         states = host_states(q, valued)
         if states:
             out["states"] = states
-            if lo is not None:
+            if lo is not None and hi is not None:
                 # a CI over the replicas holds every state they saw
                 lo = min([lo] + [st["ci_low"] if st["ci_low"] is not None else st["value"]
                                  for st in states])
                 hi = max([hi] + [st["ci_high"] if st["ci_high"] is not None else st["value"]
                                  for st in states])
         drift = guest_drift_cv(q.unit, q.host_shared) if guest else 0.0
-        if lo is not None and drift > 0 and q.scale == "log" and lo > 0 and value > 0:
+        if lo is not None and hi is not None and drift > 0 and q.scale == "log" and lo > 0 \
+                and value > 0:
             lo, hi = widen_for_drift(value, lo, hi, drift)
             out["ci_scope"] += f" + the host's drift (CV {drift:.0%}, a guest)"
     elif value is not None:
@@ -462,7 +467,8 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
     return out
 
 
-def host_states(q: Question, valued: Sequence[Mapping[str, Any]]):
+def host_states(q: Question, valued: Sequence[Mapping[str, Any]]
+                ) -> Optional[List[Dict[str, Any]]]:
     """The host states the replicas of an answer fell into (stats.replica_states),
     each with its value, share, replicas, CI (the hull of its replicas' own)
     and verdict (against the question's band, else its
@@ -499,7 +505,7 @@ def host_states(q: Question, valued: Sequence[Mapping[str, Any]]):
     return out
 
 
-def states_text(states, replicas: int, unit: str) -> str:
+def states_text(states: Sequence[Mapping[str, Any]], replicas: int, unit: str) -> str:
     """'1.31x in 1 of 3 replicas (not detected), 2.53x in 2 (detected)'."""
     parts = []
     for i, st in enumerate(states):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -38,27 +38,29 @@ class Level:
     """
 
     latency_ns: float
-    first_size: int
-    last_size: int
+    first_size: float            # bytes: an int unless the sweep's sizes are not
+    last_size: float
     n_points: int
     knee_size: Optional[int] = None
-    knee_low: Optional[int] = None
-    knee_high: Optional[int] = None
-    ramp_sizes: Tuple[int, ...] = ()
+    knee_low: Optional[float] = None
+    knee_high: Optional[float] = None
+    ramp_sizes: Tuple[float, ...] = ()
     spread: float = 0.0
     flat: bool = True
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["ramp_sizes"] = list(self.ramp_sizes)
         return d
 
 
-def _as_size(v: float):
+def _as_size(v: float) -> float:
+    """An int when the size is whole (as it is measured), else the float."""
     return int(v) if float(v).is_integer() else float(v)
 
 
-def _curve(sizes_bytes, latencies_ns):
+def _curve(sizes_bytes: Sequence[float], latencies_ns: Sequence[float]
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Sorted unique sizes with their median latency, dropping points whose
     latency is NaN, infinite or <= 0. Returns (sizes, log2 sizes, ln lat, lat)."""
     s = np.asarray(sizes_bytes, dtype=float).ravel()
@@ -176,19 +178,22 @@ def _spread(x: np.ndarray, y: np.ndarray, g: np.ndarray) -> float:
     return float(MAD_TO_SIGMA * np.median(np.abs(res)))
 
 
-def _is_plateau(x, y, g, min_points: int, max_rise: float, max_spread: float) -> bool:
+def _is_plateau(x: np.ndarray, y: np.ndarray, g: np.ndarray, min_points: int, max_rise: float,
+                max_spread: float) -> bool:
     return (g.size >= min_points and abs(_slope(x[g], y[g])) <= max_rise
             and _spread(x, y, g) <= max_spread)
 
 
-def _is_flat_run(x, y, g, min_points: int, width: float, max_rise: float) -> bool:
+def _is_flat_run(x: np.ndarray, y: np.ndarray, g: np.ndarray, min_points: int, width: float,
+                 max_rise: float) -> bool:
     """At least ``min_points`` consecutive points within ``width`` (ln units)
     of each other whose fitted slope is at most ``max_rise`` per doubling."""
     return (g.size >= min_points and float(np.ptp(y[g])) <= width
             and abs(_slope(x[g], y[g])) <= max_rise)
 
 
-def _flat_runs(x, y, g, min_points: int, width: float, max_rise: float) -> List[np.ndarray]:
+def _flat_runs(x: np.ndarray, y: np.ndarray, g: np.ndarray, min_points: int, width: float,
+               max_rise: float) -> List[np.ndarray]:
     """Flat runs (see _is_flat_run) of consecutive points of ``g``: plateaus
     inside a stretch the segmentation took for a ramp (a short cache level
     between two transitions). Longest run first, then recursively on both
@@ -238,7 +243,7 @@ def _trim_edges(x: np.ndarray, y: np.ndarray, plateaus: List[np.ndarray],
     return out
 
 
-def _knee_x(x, y, lo: int, hi: int, y_lo: float, y_hi: float) -> float:
+def _knee_x(x: np.ndarray, y: np.ndarray, lo: int, hi: int, y_lo: float, y_hi: float) -> float:
     """log2 size where y crosses the midpoint of y_lo and y_hi between
     indices lo and hi (first crossing, linear interpolation, clamped)."""
     mid = 0.5 * (y_lo + y_hi)
@@ -316,13 +321,14 @@ def find_levels(sizes_bytes: Sequence[float], latencies_ns: Sequence[float],
     return _build_levels(sizes, x, y, lat, _trim_edges(x, y, plateaus, band), flat)
 
 
-def _build_levels(sizes, x, y, lat, plateaus, flat) -> List[Level]:
+def _build_levels(sizes: np.ndarray, x: np.ndarray, y: np.ndarray, lat: np.ndarray,
+                  plateaus: List[np.ndarray], flat: List[bool]) -> List[Level]:
     meds = [float(np.median(lat[g])) for g in plateaus]
     levels = []
     for i, g in enumerate(plateaus):
         first, last = int(g.min()), int(g.max())
         knee = low = high = None
-        ramp: Tuple = ()
+        ramp: Tuple[float, ...] = ()
         if i + 1 < len(plateaus):
             nxt = int(plateaus[i + 1].min())
             kx = _knee_x(x, y, last, nxt, math.log(meds[i]), math.log(meds[i + 1]))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
 import numpy as np
 
@@ -278,7 +278,8 @@ def point_label(point: Mapping[str, Any]) -> str:
     return " ".join(parts)
 
 
-def _worst(points: List[Mapping[str, Any]], key, fmt, limit: int = 3) -> str:
+def _worst(points: List[Mapping[str, Any]], key: Callable[[Mapping[str, Any]], float],
+           fmt: Callable[[float], str], limit: int = 3) -> str:
     ranked = sorted(points, key=key, reverse=True)[:limit]
     return ", ".join(f"{point_label(p)} ({fmt(key(p))})" for p in ranked)
 
@@ -309,7 +310,7 @@ def noise_cautions(point_summaries: Iterable[Mapping[str, Any]],
     total = len(points)
     out: List[Caution] = []
 
-    def cv(p):
+    def cv(p: Mapping[str, Any]) -> float:
         return float(p["cv"])
 
     noisy = [p for p in points if _finite(p.get("cv")) and cv(p) >= cv_max]

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import gc
 import os
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
-_ITEMS: list = []
-_FN = None
+T = TypeVar("T")
+R = TypeVar("R")
+
+_ITEMS: Sequence[Any] = []
+_FN: Optional[Callable[[Any], Any]] = None
 
 
 def default_jobs() -> int:
@@ -26,11 +30,13 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
 
 
-def _call(i):
+def _call(i: int) -> Any:
+    assert _FN is not None          # set by fork_map before the workers fork
     return _FN(_ITEMS[i])
 
 
-def fork_map(fn, items, jobs=None, cost=None) -> list:
+def fork_map(fn: Callable[[T], R], items: Sequence[T], jobs: Optional[int] = None,
+             cost: Optional[Callable[[T], float]] = None) -> list[R]:
     """[fn(item) for item in items], in up to ``jobs`` forked processes
     (default: one per CPU), the costliest first (``cost(item)``).  A worker
     reads its item from memory it shares (nothing is pickled on the way in)
@@ -38,12 +44,12 @@ def fork_map(fn, items, jobs=None, cost=None) -> list:
     a worker is done again here, so the result is the same either way."""
     global _ITEMS, _FN
     jobs = default_jobs() if jobs is None else jobs
-    results = [None] * len(items)
+    results: list[Any] = [None] * len(items)
     left = set(range(len(items)))
     if jobs > 1 and len(items) > 1 and can_fork():
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
-        order = sorted(left, key=lambda i: -cost(items[i])) if cost else sorted(left)
+        order = sorted(left, key=lambda i: -cost(items[i])) if cost is not None else sorted(left)
         _ITEMS, _FN = items, fn
         # what exists now is shared with the workers, and the collector
         # leaves it alone there (scanning it would copy every page it holds)

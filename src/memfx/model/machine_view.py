@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from typing import Any
 
 # Sizes that scale with the last-level cache (sweep ends, a loader's buffer,
 # a list that must miss) need one when the fingerprint reports no cache:
@@ -26,13 +27,13 @@ DRAM = "DRAM"
 DATA_CACHE_TYPES = ("Data", "Unified")
 
 
-def level_name(level):
+def level_name(level: int) -> str:
     """The name a cache level is printed with: L1d, L2, L3, ... (as the
     answers and the fingerprint's cache_sizes name them)."""
     return "L1d" if level == 1 else f"L{level}"
 
 
-def _positive_int(value):
+def _positive_int(value: object) -> int | None:
     """A positive whole number, given as an int, a whole float or digits
     (older documents), else None."""
     if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
@@ -56,11 +57,11 @@ class CacheLevel:
     shared_cpu_list: str | None = None
 
     @property
-    def name(self):
+    def name(self) -> str:
         return level_name(self.level)
 
     @property
-    def key(self):
+    def key(self) -> str:
         """The name in lower case (l1d, l2, l3): how bandwidth's question ids
         and point parameters name a level."""
         return self.name.lower()
@@ -69,12 +70,12 @@ class CacheLevel:
 @dataclass(frozen=True)
 class Fingerprint:
     """What memfx reads from a fingerprint dict, typed.  Build it with `of`."""
-    caches: tuple = ()       # CacheLevel, L1 first, one per level
+    caches: tuple[CacheLevel, ...] = ()       # L1 first, one per level
     label: str = "unknown CPU"
     id: str = ""
 
     @classmethod
-    def of(cls, machine):
+    def of(cls, machine: object) -> Fingerprint:
         """The Fingerprint of a fingerprint dict (machine.fingerprint(), or a
         stored document's "machine").  Missing or malformed parts are taken
         as not reported: None, {}, an old document's dict all give a value."""
@@ -82,34 +83,34 @@ class Fingerprint:
         return cls(caches=_cache_levels(machine.get("caches")), label=label(machine),
                    id=machine_id(machine))
 
-    def cache(self, level):
+    def cache(self, level: int) -> CacheLevel | None:
         """The CacheLevel of `level` (1, 2, ...), or None when not reported."""
         return next((c for c in self.caches if c.level == level), None)
 
     @property
-    def llc(self):
+    def llc(self) -> CacheLevel | None:
         """The last cache level, or None when no cache is reported."""
         return self.caches[-1] if self.caches else None
 
     @property
-    def llc_bytes(self):
+    def llc_bytes(self) -> int:
         """The last level's size; FALLBACK_LLC_BYTES when no cache is reported."""
         return self.llc.size_bytes if self.llc else FALLBACK_LLC_BYTES
 
-    def level_of(self, size_bytes):
+    def level_of(self, size_bytes: float) -> str:
         """The name of the smallest level that holds `size_bytes`, else DRAM."""
         return next((c.name for c in self.caches if size_bytes <= c.size_bytes), DRAM)
 
     @property
-    def level_names(self):
+    def level_names(self) -> list[str]:
         """Every name level_of can return, smallest first (DRAM last)."""
         return [c.name for c in self.caches] + [DRAM]
 
 
-def _cache_levels(entries):
+def _cache_levels(entries: object) -> tuple[CacheLevel, ...]:
     """The data/unified levels of a fingerprint's "caches" list, sorted by
     level, the first sized entry of each level (sysfs lists cpu0's caches)."""
-    by_level = {}
+    by_level: dict[int, CacheLevel] = {}
     for entry in entries if isinstance(entries, list) else []:
         if not isinstance(entry, dict) or entry.get("type") not in DATA_CACHE_TYPES:
             continue
@@ -134,11 +135,11 @@ _IDENTITY_CPU = ("vendor", "family", "model", "stepping", "model_name", "microco
                  "logical_cpus", "sockets", "cores", "smt", "numa_nodes")
 
 
-def identity(fp):
+def identity(fp: object) -> dict[str, Any]:
     """The stable part of a fingerprint dict (a dict), from which machine_id is hashed."""
     fp = fp if isinstance(fp, dict) else {}
 
-    def part(name):
+    def part(name: str) -> dict[str, Any]:
         v = fp.get(name)
         return v if isinstance(v, dict) else {}
 
@@ -160,13 +161,13 @@ def identity(fp):
     }
 
 
-def machine_id(fp):
+def machine_id(fp: object) -> str:
     """Stable machine id: 'm-' and 16 hex digits of the identity's SHA-256."""
     text = json.dumps(identity(fp), sort_keys=True, default=str)
     return "m-" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def label(fp):
+def label(fp: object) -> str:
     """A short human name of the machine: CPU model name, family/model, vCPUs."""
     cpu = (fp if isinstance(fp, dict) else {}).get("cpu")
     cpu = cpu if isinstance(cpu, dict) else {}

@@ -10,8 +10,14 @@ import os
 import re
 import stat
 import tempfile
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TextIO, Union
 
 from .errors import MemfxError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+StrPath = Union[str, "os.PathLike[str]"]
 
 # Files SQLite keeps beside a database in WAL mode (and rollback mode).
 _DB_COMPANIONS = ("", "-wal", "-shm", "-journal")
@@ -20,7 +26,7 @@ _UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 MAX_NAME_PART = 80
 
 
-def default_db_path():
+def default_db_path() -> Path:
     """Where the results database lives unless --db / $MEMFX_DB says
     otherwise: $XDG_DATA_HOME/memfx/results.db (~/.local/share by default).
     In the base layer: the store opens it, the report names it."""
@@ -36,7 +42,7 @@ def safe_name_part(text: str) -> str:
     return name[:MAX_NAME_PART] or "run"
 
 
-def check_output_path(path, protect=()) -> str:
+def check_output_path(path: StrPath, protect: Sequence[StrPath | None] = ()) -> str:
     """`path` as given if it can take a new file; MemfxError (one line)
     when it is empty, a directory, not a regular file, in a directory that
     does not exist, or one of the `protect`ed databases (or their WAL/SHM)."""
@@ -77,7 +83,7 @@ def check_output_path(path, protect=()) -> str:
 
 
 @contextlib.contextmanager
-def atomic_output(path, protect=()):
+def atomic_output(path: StrPath, protect: Sequence[StrPath | None] = ()) -> Iterator[str]:
     """Yields a temporary path beside `path` (same extension, so writers that
     infer the format from it still work); on success it replaces `path`
     whole, on any failure it is removed and `path` is untouched."""
@@ -110,7 +116,7 @@ def atomic_output(path, protect=()):
             os.unlink(tmp)
 
 
-def _remove_stale_temporaries(directory, prefix, suffix):
+def _remove_stale_temporaries(directory: str, prefix: str, suffix: str) -> None:
     """Remove the temporaries of atomic_output(`prefix`...`suffix`) in
     `directory` whose writing process no longer exists."""
     try:
@@ -136,7 +142,9 @@ def _remove_stale_temporaries(directory, prefix, suffix):
             os.unlink(os.path.join(directory, entry))
 
 
-def write_text_output(path, write, protect=(), newline=None):
+def write_text_output(path: StrPath, write: Callable[[TextIO], object],
+                      protect: Sequence[StrPath | None] = (),
+                      newline: str | None = None) -> StrPath:
     """Open a temporary text file, call write(fileobj), rename into place."""
     with atomic_output(path, protect) as tmp:
         with open(tmp, "w", encoding="utf-8", newline=newline) as f:

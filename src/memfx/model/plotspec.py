@@ -8,8 +8,8 @@ plots by declaring them.
 """
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field, fields
-from typing import Mapping, Optional, Tuple
+from dataclasses import MISSING, Field, dataclass, field, fields
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 KINDS = ("curve", "bars", "heatmap")
 
@@ -48,24 +48,25 @@ class Mark:
     legend: str = ""            # a band's legend entry (drawn once, when a band is)
     skip: Tuple[str, ...] = ("not_measured",)
 
-    def to_dict(self):
+    def to_dict(self) -> Dict[str, Any]:
         return _declared_fields(self)
 
     @classmethod
-    def from_dict(cls, data):
+    def from_dict(cls, data: Mapping[str, Any]) -> Mark:
         return _from_fields(cls, data)
 
-    def asks(self, question_id):
+    def asks(self, question_id: object) -> bool:
         q = str(question_id or "")
         if "*" not in self.question:
             return q == self.question
         head, tail = self.question.split("*", 1)
         return q.startswith(head) and q.endswith(tail)
 
-    def items(self, doc, facet_values=None):
+    def items(self, doc: Mapping[str, Any], facet_values: Optional[Mapping[str, Any]] = None
+              ) -> List[Tuple[Any, str]]:
         """[(x or (low, high), label)] this mark draws on a panel of ``doc``
         with these facet values (None: on any panel)."""
-        out = []
+        out: List[Tuple[Any, str]] = []
         if facet_values is not None and any(facet_values.get(k, v) != v
                                             for k, v in self.only.items()):
             return out
@@ -82,16 +83,16 @@ class Mark:
                     out.append((x, self._text(x, d, a)))
         return out
 
-    def _values(self, d):
+    def _values(self, d: Mapping[str, Any]) -> List[Any]:
         """The x values of one answer or detail: ``at``, or ``list[].key``
         (the key of every item of a list field)."""
         if "[]." in self.at:
             name, key = self.at.split("[].", 1)
             raw = [item.get(key) for item in d.get(name) or [] if isinstance(item, dict)]
         else:
-            raw = d.get(self.at)
-            raw = list(raw) if isinstance(raw, (list, tuple)) else [raw]
-        out = []
+            at = d.get(self.at)
+            raw = list(at) if isinstance(at, (list, tuple)) else [at]
+        out: List[Any] = []
         for v in raw:
             if isinstance(v, (list, tuple)) and len(v) == 2:
                 out.append((v[0], v[1]))
@@ -99,7 +100,7 @@ class Mark:
                 out.append(v)
         return out
 
-    def _text(self, x, detail, answer):
+    def _text(self, x: Any, detail: Mapping[str, Any], answer: Mapping[str, Any]) -> str:
         if not self.label:
             return ""
         from .units import format_size
@@ -109,8 +110,8 @@ class Mark:
         return self.label.format_map(_Missing(fields))
 
 
-class _Missing(dict):
-    def __missing__(self, key):
+class _Missing(Dict[str, Any]):
+    def __missing__(self, key: str) -> str:
         return "?"
 
 
@@ -174,27 +175,27 @@ class PlotSpec:
     # square with cells of a fixed size (it grows with the number of CPUs)
     symmetric: bool = False
 
-    def to_dict(self):
+    def to_dict(self) -> Dict[str, Any]:
         """The spec as JSON-ready data: the fields that differ from their
         defaults (tuples as lists, marks as dicts)."""
         return _declared_fields(self)
 
     @classmethod
-    def from_dict(cls, data):
+    def from_dict(cls, data: Mapping[str, Any]) -> PlotSpec:
         """The spec ``to_dict`` gave (fields this memfx does not know are
         left out: a document of a newer memfx)."""
         marks = tuple(Mark.from_dict(m) for m in data.get("marks") or ())
         return _from_fields(cls, {k: v for k, v in data.items() if k != "marks"}, marks=marks)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"plot {self.name}: kind must be one of {', '.join(KINDS)}")
         if self.kind == "heatmap" and not self.y_param:
             raise ValueError(f"plot {self.name}: a heatmap needs y_param")
 
-    def points(self, doc):
+    def points(self, doc: Mapping[str, Any]) -> List[Dict[str, Any]]:
         """The document's points this panel draws (with a median)."""
-        out = []
+        out: List[Dict[str, Any]] = []
         for p in doc.get("points") or []:
             if p.get("median") is None:
                 continue
@@ -213,13 +214,13 @@ class PlotSpec:
                 out.append(p)
         return out
 
-    def panels(self, doc):
+    def panels(self, doc: Mapping[str, Any]) -> List[Tuple[Dict[str, Any], List[Dict[str, Any]]]]:
         """[(facet values, points)], one per distinct value of ``facets`` in
         the order the facet values sort (one panel without facets)."""
         pts = self.points(doc)
         if not self.facets:
             return [({}, pts)]
-        groups = {}
+        groups: Dict[Tuple[Any, ...], List[Dict[str, Any]]] = {}
         for p in pts:
             key = tuple(self.value_of(p, k) for k in self.facets)
             groups.setdefault(key, []).append(p)
@@ -227,7 +228,7 @@ class PlotSpec:
             return [({}, [])]
         return [(dict(zip(self.facets, key)), groups[key]) for key in sorted(groups, key=self._facet_key)]
 
-    def _facet_key(self, values):
+    def _facet_key(self, values: Sequence[Any]) -> Tuple[Any, ...]:
         """Facet values in ``facet_order`` first (as listed), then numbers, then text."""
         out = []
         for name, v in zip(self.facets, values):
@@ -237,21 +238,21 @@ class PlotSpec:
                         v if isinstance(v, (int, float)) else 0, str(v)))
         return tuple(out)
 
-    def panel_title(self, facet_values):
+    def panel_title(self, facet_values: Optional[Mapping[str, Any]]) -> str:
         if not facet_values or not self.facet_title:
             return self.title
         return self.facet_title.format_map(_Missing({**facet_values, "title": self.title}))
 
-    def panel_xlabel(self, facet_values):
+    def panel_xlabel(self, facet_values: Optional[Mapping[str, Any]]) -> str:
         """xlabel, formatted with the panel's facet values ("{op} size (bytes)")."""
         if not self.xlabel:
             return self.x
         return self.xlabel.format_map(_Missing(dict(facet_values or {})))
 
-    def y_of(self, point, value=None):
+    def y_of(self, point: Mapping[str, Any], value: Optional[float] = None) -> Optional[float]:
         """The y a point (or one of its samples, ``value``) is drawn at:
         the median, or the rate (``rate_of`` / value) when declared."""
-        v = point.get("median") if value is None else value
+        v: Optional[float] = point.get("median") if value is None else value
         if not self.rate_of or v is None:
             return v
         amount = (point.get("params") or {}).get(self.rate_of)
@@ -259,7 +260,7 @@ class PlotSpec:
             return float("nan")
         return amount / v
 
-    def x_of(self, point):
+    def x_of(self, point: Mapping[str, Any]) -> Any:
         """The x a point is drawn at (wrapped to a signed offset with x_wrap)."""
         x = self.value_of(point, self.x)
         if self.x_wrap and isinstance(x, (int, float)) and x >= self.x_wrap / 2:
@@ -267,13 +268,13 @@ class PlotSpec:
         return x
 
     @staticmethod
-    def value_of(point, key):
+    def value_of(point: Mapping[str, Any], key: str) -> Any:
         return point.get("arm") if key == "arm" else (point.get("params") or {}).get(key)
 
-    def label(self, point, keys=None):
+    def label(self, point: Mapping[str, Any], keys: Optional[Sequence[str]] = None) -> str:
         return " ".join(str(self.value_of(point, k)) for k in (keys or self.series))
 
-    def series_keys(self, points):
+    def series_keys(self, points: Sequence[Mapping[str, Any]]) -> Tuple[str, ...]:
         """The series parameters a panel's labels use (see hide_constant)."""
         if not self.hide_constant:
             return self.series
@@ -281,10 +282,10 @@ class PlotSpec:
         return keys or self.series[:1]
 
 
-def specs_from_dicts(items):
+def specs_from_dicts(items: Optional[Iterable[Mapping[str, Any]]]) -> Tuple[PlotSpec, ...]:
     """The PlotSpecs of a document's ``plots``; an entry this memfx cannot
     read (another kind, a field of another type) is left out."""
-    out = []
+    out: List[PlotSpec] = []
     for item in items or ():
         try:
             out.append(PlotSpec.from_dict(item))
@@ -293,11 +294,11 @@ def specs_from_dicts(items):
     return tuple(out)
 
 
-def _default(f):
+def _default(f: Field[Any]) -> Any:
     return f.default_factory() if f.default_factory is not MISSING else f.default
 
 
-def _plain(value):
+def _plain(value: Any) -> Any:
     if isinstance(value, Mark):
         return value.to_dict()
     if isinstance(value, (tuple, list)):
@@ -307,7 +308,7 @@ def _plain(value):
     return value
 
 
-def _tuples(value):
+def _tuples(value: Any) -> Any:
     # JSON has no tuples: every list read back was declared as a tuple
     # (a tuple in ``select`` means "any of these values")
     if isinstance(value, list):
@@ -317,8 +318,8 @@ def _tuples(value):
     return value
 
 
-def _declared_fields(spec):
-    out = {}
+def _declared_fields(spec: Union[Mark, PlotSpec]) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
     for f in fields(spec):
         value = getattr(spec, f.name)
         if _default(f) is MISSING or value != _default(f):
@@ -326,6 +327,9 @@ def _declared_fields(spec):
     return out
 
 
-def _from_fields(cls, data, **given):
+_Spec = TypeVar("_Spec", Mark, PlotSpec)
+
+
+def _from_fields(cls: type[_Spec], data: Mapping[str, Any], **given: Any) -> _Spec:
     known = {f.name for f in fields(cls)}
     return cls(**{k: _tuples(v) for k, v in data.items() if k in known and k not in given}, **given)

@@ -13,7 +13,7 @@ from .units import format_size, parse_int, parse_number, parse_size
 
 # ---- parameters ----------------------------------------------------------
 
-def _parse_bool(text, name):
+def _parse_bool(text: Any, name: str) -> bool:
     if isinstance(text, bool):
         return text
     t = str(text).strip().lower()
@@ -41,11 +41,11 @@ class Param:
     default: Any
     help: str                 # one line: meaning and unit
     example: str = ""         # shown in --help as --set name=example
-    choices: tuple = ()
+    choices: tuple[Any, ...] = ()
     minimum: Optional[float] = None
     maximum: Optional[float] = None
 
-    def parse(self, value):
+    def parse(self, value: Any) -> Any:
         if self.kind.startswith("list:"):
             inner = self.kind[5:]
             items = value if isinstance(value, (list, tuple)) else [
@@ -59,7 +59,7 @@ class Param:
             return "auto"
         return self._check(PARSERS[self.kind](value, self.name))
 
-    def _check(self, v):
+    def _check(self, v: Any) -> Any:
         if self.choices and v not in self.choices:
             raise ParamError(f"{self.name}: must be one of {', '.join(map(str, self.choices))}; got {v!r}")
         if self.minimum is not None and v < self.minimum:
@@ -68,7 +68,7 @@ class Param:
             raise ParamError(f"{self.name}: must be <= {self.maximum}, got {v}")
         return v
 
-    def describe(self):
+    def describe(self) -> str:
         d = self.default
         if self.kind == "size" and isinstance(d, int):
             d = format_size(d)
@@ -110,7 +110,7 @@ COMMON_PARAMS = [
 class Point:
     """One measured configuration: an arm plus the values of swept parameters."""
     arm: str
-    params: dict
+    params: dict[str, Any]
 
 
 @dataclass
@@ -149,7 +149,7 @@ class Team:
     makes the timed call while the others repeat theirs (at their own count
     per call) from before it starts until after it ends.  Member 0 runs on
     the lab's CPU."""
-    members: list
+    members: list[TeamMember]
     mode: str = "together"
 
 
@@ -173,7 +173,7 @@ class Trial:
     warmup: int = 0                      # iterations run once, untimed, before sampling
     resume: bool = False                 # chase: the next call starts where the last one ended
     cpu_times: bool = False              # record user/system CPU time (getrusage) per sample
-    extra: dict = field(default_factory=dict)   # recorded with each sample's counters
+    extra: dict[str, Any] = field(default_factory=dict)   # recorded with each sample's counters
     # the kernel times its own part (fenced TSC reads) and returns those
     # ticks: the sample's time is them, not the whole call's (munmap alone)
     kernel_ticks: bool = False

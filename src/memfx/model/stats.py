@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 # Level and knee detection lives in curves.py; its names are re-exported here,
 # with the MAD-to-sigma factor both use.
@@ -50,13 +51,13 @@ _BOOT_CHUNK_ELEMENTS = 4_000_000
 # helpers
 
 
-def _clean(values) -> np.ndarray:
+def _clean(values: ArrayLike) -> np.ndarray:
     """Values as a flat float array with NaN dropped."""
     a = np.asarray(values, dtype=float).ravel()
-    return a[~np.isnan(a)]
+    return np.asarray(a[~np.isnan(a)])
 
 
-def _nonempty(values, what: str = "values") -> np.ndarray:
+def _nonempty(values: ArrayLike, what: str = "values") -> np.ndarray:
     a = _clean(values)
     if a.size == 0:
         raise ValueError(f"{what}: no samples (after dropping NaN)")
@@ -70,7 +71,7 @@ def _check_boot_args(confidence: float, n_boot: int) -> None:
         raise ValueError(f"n_boot must be >= 1, got {n_boot!r}")
 
 
-def _boot_stats(a: np.ndarray, statistic: Callable, n_boot: int,
+def _boot_stats(a: np.ndarray, statistic: Callable[..., Any], n_boot: int,
                 rng: np.random.Generator) -> np.ndarray:
     """``statistic`` of ``n_boot`` resamples (with replacement) of ``a``.
 
@@ -127,13 +128,13 @@ def percentile_interval(boot: np.ndarray, confidence: float) -> Tuple[float, flo
     return float(low), float(high)
 
 
-def mad_of(values) -> float:
+def mad_of(values: ArrayLike) -> float:
     """Median absolute deviation from the median, unscaled (same unit as values)."""
     a = _nonempty(values)
     return float(np.median(np.abs(a - np.median(a))))
 
 
-def cv_of(values) -> float:
+def cv_of(values: ArrayLike) -> float:
     """Coefficient of variation: *sample* standard deviation (ddof=1) / mean.
 
     Dimensionless. 0.0 for a single sample; NaN when the mean is 0.
@@ -172,8 +173,8 @@ class Summary:
         return asdict(self)
 
 
-def summarize(values, confidence: float = 0.95, n_boot: int = 2000,
-              seed: int = 0, ci="bootstrap") -> Summary:
+def summarize(values: ArrayLike, confidence: float = 0.95, n_boot: int = 2000,
+              seed: int = 0, ci: Union[str, bool, None] = "bootstrap") -> Summary:
     """Summarise samples: n, min, median, max, mean, MAD, IQR, CV and the
     confidence interval of the median.
 
@@ -210,7 +211,7 @@ def summarize(values, confidence: float = 0.95, n_boot: int = 2000,
     )
 
 
-def median_ci_ranks(sorted_values, confidence: float = 0.95) -> Tuple[float, float]:
+def median_ci_ranks(sorted_values: ArrayLike, confidence: float = 0.95) -> Tuple[float, float]:
     """Distribution-free CI of the median from order statistics: the
     k-th smallest and k-th largest of n sorted values, k the largest rank
     with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2 (at least 1, so
@@ -230,7 +231,8 @@ def median_ci_ranks(sorted_values, confidence: float = 0.95) -> Tuple[float, flo
     return float(s[k - 1]), float(s[n - k])
 
 
-def bootstrap_ci(values, statistic: Callable = np.median, confidence: float = 0.95,
+def bootstrap_ci(values: ArrayLike, statistic: Callable[..., Any] = np.median,
+                 confidence: float = 0.95,
                  n_boot: int = 2000, seed: int = 0) -> Tuple[float, float]:
     """Percentile bootstrap confidence interval ``(low, high)`` of
     ``statistic`` (a function taking an ``axis`` keyword, e.g. ``np.median``)
@@ -247,7 +249,7 @@ def bootstrap_ci(values, statistic: Callable = np.median, confidence: float = 0.
     return percentile_interval(_boot_stats(a, statistic, n_boot, rng), confidence)
 
 
-def hierarchical_ci(groups, confidence: float = 0.95, n_boot: int = 1000,
+def hierarchical_ci(groups: Sequence[ArrayLike], confidence: float = 0.95, n_boot: int = 1000,
                     seed: int = 0) -> Tuple[float, float]:
     """Two-level bootstrap CI of the median of samples nested in replicas:
     each resample draws the replicas with replacement, then the samples
@@ -285,9 +287,11 @@ def hierarchical_ci(groups, confidence: float = 0.95, n_boot: int = 1000,
     return percentile_interval(boot, confidence)
 
 
-def combine_replicas(values, ci_lows=None, ci_highs=None, confidence: float = 0.95,
+def combine_replicas(values: Sequence[Optional[float]],
+                     ci_lows: Optional[Sequence[Optional[float]]] = None,
+                     ci_highs: Optional[Sequence[Optional[float]]] = None, confidence: float = 0.95,
                      n_boot: int = 2000, seed: int = 0,
-                     log: Optional[bool] = None) -> Dict[str, float]:
+                     log: Optional[bool] = None) -> Dict[str, Optional[float]]:
     """A replica-level estimate and CI from each replica's own estimate and
     CI (a derived figure -- a ratio, a knee, a plateau's median -- that
     cannot be recomputed from pooled samples).
@@ -330,7 +334,7 @@ def combine_replicas(values, ci_lows=None, ci_highs=None, confidence: float = 0.
         se_own = (hi - lo) / (2 * z)
     se_own = np.where(np.isfinite(se_own) & (se_own > 0), se_own, 0.0)
     estimate = float(np.mean(centre_v))
-    back = math.exp if log else float
+    back: Callable[[float], float] = math.exp if log else float
     r = v.size
     if r < 2:
         return {"value": back(estimate), "ci_low": None, "ci_high": None, "n": int(r)}
@@ -345,7 +349,9 @@ def combine_replicas(values, ci_lows=None, ci_highs=None, confidence: float = 0.
             "ci_high": back(estimate + half), "n": int(r)}
 
 
-def replica_log_ratio_half(a_values, a_lows, a_highs, b_values, b_lows, b_highs,
+def replica_log_ratio_half(a_values: Sequence[Optional[float]], a_lows: Sequence[Optional[float]],
+                           a_highs: Sequence[Optional[float]], b_values: Sequence[Optional[float]],
+                           b_lows: Sequence[Optional[float]], b_highs: Sequence[Optional[float]],
                            confidence: float = 0.95) -> Optional[float]:
     """Half-width, on the log scale, of the CI of the ratio B/A of two runs
     measured in replicas: the pooled two-sample Student-t interval over the
@@ -465,7 +471,8 @@ def _z_bisect(confidence: float) -> float:
 z_of = _z_of       # the same, for other modules
 
 
-def median_ratio_over_groups(pairs, confidence: float = 0.95, n_boot: int = 2000,
+def median_ratio_over_groups(pairs: Sequence[Tuple[np.ndarray, np.ndarray]],
+                             confidence: float = 0.95, n_boot: int = 2000,
                              seed: int = 0) -> Tuple[float, float, float]:
     """(ratio, ci_low, ci_high) of two arms measured in several groups (e.g.
     sizes, each with its own buffers): the median over groups of the
@@ -477,15 +484,16 @@ def median_ratio_over_groups(pairs, confidence: float = 0.95, n_boot: int = 2000
     _check_boot_args(confidence, n_boot)
     rng = np.random.default_rng(seed)
     nb = int(n_boot)
-    logs, within = [], []
+    logs: List[float] = []
+    rows: List[np.ndarray] = []
     for a, b in pairs:
         logs.append(math.log(float(np.median(a)) / float(np.median(b))))
         ba = np.median(a[rng.integers(0, a.size, (nb, a.size))], axis=1)
         bb = np.median(b[rng.integers(0, b.size, (nb, b.size))], axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
-            within.append(np.log(ba / bb))
+            rows.append(np.log(ba / bb))
     k = len(logs)
-    within = np.array(within)                       # (groups, n_boot)
+    within = np.array(rows)                         # (groups, n_boot)
     pick = rng.integers(0, k, (nb, k))              # stage 1: groups with replacement
     boot = np.exp(np.median(within[pick, np.arange(nb)[:, None]], axis=1))
     boot = boot[np.isfinite(boot)]
@@ -493,13 +501,14 @@ def median_ratio_over_groups(pairs, confidence: float = 0.95, n_boot: int = 2000
     return math.exp(float(np.median(logs))), float(lo), float(hi)
 
 
-def _boot_median_logs(values, n_boot, rng):
+def _boot_median_logs(values: ArrayLike, n_boot: int, rng: np.random.Generator) -> np.ndarray:
     a = np.asarray(values, float)
     idx = rng.integers(0, a.size, size=(n_boot, a.size))
-    return np.log(np.median(a[idx], axis=1))
+    return np.asarray(np.log(np.median(a[idx], axis=1)))
 
 
-def boot_mean_log_ratio(advised, current, n_boot, rng):
+def boot_mean_log_ratio(advised: Sequence[Sequence[float]], current: Sequence[Sequence[float]],
+                        n_boot: int, rng: np.random.Generator) -> np.ndarray:
     """Bootstrap distribution of mean over sizes of log(median advised /
     median current).  One process measured every size, so when each variant
     has one value per process at every size, whole processes are resampled
@@ -513,14 +522,14 @@ def boot_mean_log_ratio(advised, current, n_boot, rng):
         ic = rng.integers(0, c.shape[0], size=(n_boot, c.shape[0]))
         ma = np.median(a[ia], axis=1)             # n_boot x sizes
         mc = np.median(c[ic], axis=1)
-        return np.mean(np.log(ma / mc), axis=1)
+        return np.asarray(np.mean(np.log(ma / mc), axis=1))
     logs = np.zeros(n_boot)
     for x, y in zip(advised, current):
         logs += _boot_median_logs(x, n_boot, rng) - _boot_median_logs(y, n_boot, rng)
     return logs / len(advised)
 
 
-def median_difference(a, b, confidence: float = 0.95, n_boot: int = 2000,
+def median_difference(a: ArrayLike, b: ArrayLike, confidence: float = 0.95, n_boot: int = 2000,
                       seed: int = 0) -> Tuple[float, float, float]:
     """(median(a) - median(b), ci_low, ci_high): a percentile bootstrap CI
     with both groups resampled, a first."""
@@ -533,7 +542,7 @@ def median_difference(a, b, confidence: float = 0.95, n_boot: int = 2000,
     return float(np.median(x)) - float(np.median(y)), low, high
 
 
-def per_op_difference(short_ns, long_ns, short_len: float, long_len: float,
+def per_op_difference(short_ns: ArrayLike, long_ns: ArrayLike, short_len: float, long_len: float,
                       confidence: float = 0.95, n_boot: int = 2000,
                       seed: int = 0) -> Dict[str, float]:
     """Per-operation cost from runs of two lengths (e.g. N and 2N operations).
@@ -563,7 +572,7 @@ def per_op_difference(short_ns, long_ns, short_len: float, long_len: float,
             "n_short": int(s.size), "n_long": int(g.size)}
 
 
-def ratio_of_medians(a, b, confidence: float = 0.95, n_boot: int = 2000,
+def ratio_of_medians(a: ArrayLike, b: ArrayLike, confidence: float = 0.95, n_boot: int = 2000,
                      seed: int = 0) -> Dict[str, float]:
     """``median(a) / median(b)`` with a bootstrap CI (both groups resampled
     independently). Dimensionless; 1.0 means no difference.
@@ -588,24 +597,24 @@ def ratio_of_medians(a, b, confidence: float = 0.95, n_boot: int = 2000,
             "n_a": int(x.size), "n_b": int(y.size)}
 
 
-def reject_outliers_mad(values, k: float = 5.0) -> np.ndarray:
+def reject_outliers_mad(values: ArrayLike, k: float = 5.0) -> np.ndarray:
     """Keep-mask (bool array, same length as ``values``): False for samples
     farther than ``k * MAD * 1.4826`` from the median, and for NaN.
 
     When the MAD is 0 every non-NaN sample is kept.
     """
     a = np.asarray(values, dtype=float).ravel()
-    keep = ~np.isnan(a)
+    keep = np.asarray(~np.isnan(a))
     if not keep.any():
         return keep
     med = np.median(a[keep])
     mad = np.median(np.abs(a[keep] - med))
     if mad == 0.0:
         return keep
-    return keep & (np.abs(a - med) <= k * MAD_TO_SIGMA * mad)
+    return np.asarray(keep & (np.abs(a - med) <= k * MAD_TO_SIGMA * mad))
 
 
-def bimodal_split(values, min_separation: float = 0.10, gap_sigmas: float = 4.0,
+def bimodal_split(values: ArrayLike, min_separation: float = 0.10, gap_sigmas: float = 4.0,
                   min_share: float = 0.2) -> Optional[Dict[str, float]]:
     """Two clusters in one point's samples, or None.
 
@@ -647,7 +656,9 @@ def bimodal_split(values, min_separation: float = 0.10, gap_sigmas: float = 4.0,
     return best
 
 
-def replica_states(values, ci_lows=None, ci_highs=None, min_separation: float = 0.25,
+def replica_states(values: Sequence[float], ci_lows: Optional[Sequence[Optional[float]]] = None,
+                   ci_highs: Optional[Sequence[Optional[float]]] = None,
+                   min_separation: float = 0.25,
                    gap_spreads: float = 2.0, gap_sigmas: float = 3.0,
                    confidence: float = 0.95) -> Optional[List[Dict[str, Any]]]:
     """Two host states among a run's replicas, or None.

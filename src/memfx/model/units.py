@@ -29,10 +29,16 @@ another page:
     signed_percent(0.125)             -> "+12.5%"    a relative change,
     format_change(0.08, 0.05, 0.11)   -> "+8.0% [+5.0%, +11.0%]"  with its CI
 """
+from __future__ import annotations
+
 import math
 import re
+from typing import TYPE_CHECKING, Any
 
 from .errors import ParamError
+
+if TYPE_CHECKING:
+    from typing import TypeGuard
 
 # Numbers people type are read from ASCII digits only, by the parsers
 # below: Python's int(), float() and re's \d also take other scripts' digits
@@ -57,7 +63,7 @@ _RATIO_UNITS = ("x", "ratio")
 _ATTACHED_UNITS = ("x", "%")
 
 
-def parse_size(text, name="size"):
+def parse_size(text: Any, name: str = "size") -> int:
     """Bytes from an int or a string with a binary suffix (K = KiB = 1024),
     ASCII digits only, at most MAX_SIZE."""
     if isinstance(text, bool):
@@ -79,13 +85,13 @@ def parse_size(text, name="size"):
     return int(value)
 
 
-def _shown(text) -> str:
+def _shown(text: object) -> str:
     """A value in a one-line message, shortened (400 nines stay readable)."""
     shown = repr(text)
     return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
-def parse_int(text, name="value") -> int:
+def parse_int(text: Any, name: str = "value") -> int:
     """An integer from an int (a float only when whole) or from a string of
     ASCII digits with an optional sign; ParamError otherwise."""
     if isinstance(text, bool):
@@ -102,7 +108,7 @@ def parse_int(text, name="value") -> int:
     return int(t)
 
 
-def parse_number(text, name="value") -> float:
+def parse_number(text: Any, name: str = "value") -> float:
     """A finite number from an int, a float or a string of ASCII digits
     ("2", "-0.5", "1e-3"); ParamError otherwise (also for inf and nan)."""
     if isinstance(text, bool):
@@ -122,11 +128,11 @@ def parse_number(text, name="value") -> float:
     return value
 
 
-def _is_number(v) -> bool:
+def _is_number(v: object) -> TypeGuard[int | float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _not_a_value(v):
+def _not_a_value(v: object) -> str | None:
     """MISSING or NOT_FINITE when ``v`` cannot be printed as a number, else None."""
     if v is None:
         return MISSING
@@ -135,7 +141,7 @@ def _not_a_value(v):
     return None
 
 
-def format_size(n) -> str:
+def format_size(n: Any) -> str:
     """Bytes in binary units with a space: "48 KiB", "1.5 GiB", "1023 B"
     (exact when two decimals say it exactly, else to one decimal)."""
     odd = _not_a_value(n)
@@ -152,7 +158,7 @@ def format_size(n) -> str:
     return f"{n} B"
 
 
-def format_number(v, digits=3) -> str:
+def format_number(v: Any, digits: int = 3) -> str:
     """A number for people: ``digits`` significant digits, thousands grouped
     from 1,000 (floats) or 10,000 (ints); anything else as str()."""
     odd = _not_a_value(v)
@@ -177,7 +183,7 @@ def _with_unit(number: str, unit: str) -> str:
     return f"{number} {unit}".strip()
 
 
-def format_value(v, unit="") -> str:
+def format_value(v: Any, unit: str | None = "") -> str:
     """A value with its unit: sizes for "bytes", "6.61x" for ratios, "12.5%",
     "182 ns", a bare number for counts (no unit)."""
     unit = unit or ""
@@ -188,12 +194,12 @@ def format_value(v, unit="") -> str:
     return _with_unit(format_number(v), unit)
 
 
-def _bare(v, unit) -> str:
+def _bare(v: Any, unit: str) -> str:
     """A CI bound without its unit (sizes keep theirs: they differ in unit)."""
     return format_size(v) if unit == "bytes" and _not_a_value(v) is None else format_number(v)
 
 
-def format_ci(lo, hi, unit="") -> str:
+def format_ci(lo: Any, hi: Any, unit: str | None = "") -> str:
     """A confidence interval with its unit once: "177–188 ns", "6.4–6.8x";
     sizes each with their unit; MISSING when a bound is missing."""
     if lo is None or hi is None:
@@ -204,7 +210,7 @@ def format_ci(lo, hi, unit="") -> str:
     return _with_unit(f"{_bare(lo, unit)}–{_bare(hi, unit)}", unit)
 
 
-def format_estimate(v, lo, hi, unit="") -> str:
+def format_estimate(v: Any, lo: Any, hi: Any, unit: str | None = "") -> str:
     """The value with its unit and the CI in brackets: "182 ns [177–188]";
     the CI is left out when missing or when it reads as the value; "" without
     a value."""
@@ -217,23 +223,25 @@ def format_estimate(v, lo, hi, unit="") -> str:
     return f"{shown} [{_bare(lo, unit)}–{_bare(hi, unit)}]"
 
 
-def format_ratio(v, lo=None, hi=None) -> str:
+def format_ratio(v: Any, lo: Any = None, hi: Any = None) -> str:
     """A ratio of two measurements to three decimals (the changes judged on
     it are a few percent), its CI in brackets when known: "1.003 [0.998–1.010]"."""
-    if _not_a_value(v) is not None:
-        return _not_a_value(v)
+    odd = _not_a_value(v)
+    if odd is not None:
+        return odd
     if _not_a_value(lo) is not None or _not_a_value(hi) is not None:
         return f"{v:.3f}"
     return f"{v:.3f} [{lo:.3f}–{hi:.3f}]"
 
 
-def signed_percent(x) -> str:
+def signed_percent(x: float | None) -> str:
     """A relative change as a signed percentage (0.125 -> "+12.5%"); "?" for
     None."""
     return "?" if x is None else f"{x * 100:+.1f}%"
 
 
-def format_change(change, lo=None, hi=None) -> str:
+def format_change(change: float | None, lo: float | None = None,
+                  hi: float | None = None) -> str:
     """A relative change with its CI: "+8.0% [+5.0%, +11.0%]" (a comma, not a
     dash, between signed bounds: "-5.0%–-1.0%" would misread)."""
     if _not_a_value(lo) is not None or _not_a_value(hi) is not None:

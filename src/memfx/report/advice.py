@@ -69,7 +69,7 @@ def _gain_text(check) -> str:
     measured."""
     overall = (check or {}).get("overall") or {}
     ratio, lo, hi = overall.get("ratio"), overall.get("ci_low"), overall.get("ci_high")
-    if not all(_finite(x) and x > 0 for x in (ratio, lo, hi)):
+    if not (_finite(ratio) and _finite(lo) and _finite(hi)) or min(ratio, lo, hi) <= 0:
         return "–"
     return format_change(1 / ratio - 1, 1 / hi - 1, 1 / lo - 1)
 

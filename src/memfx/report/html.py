@@ -9,8 +9,12 @@ import html
 import json
 import math
 import re
+from typing import TYPE_CHECKING
 
 from ..model.units import format_number, format_size
+
+if TYPE_CHECKING:
+    from typing import TypeGuard
 
 # Short titles of the seed stories in shared/seeds (the DESIGN.md table).
 SEED_TITLES = {
@@ -32,7 +36,7 @@ def e(value) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def _finite(v) -> bool:
+def _finite(v: object) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -179,7 +183,7 @@ def json_html(value, depth=0) -> str:
         if not value:
             return '<span class="dim">(none)</span>'
         if all(isinstance(x, dict) for x in value):
-            cols = []
+            cols: list[str] = []
             for x in value:
                 cols.extend(k for k in x if k not in cols)
             cols = _reading_order(cols)

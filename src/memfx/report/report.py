@@ -114,7 +114,7 @@ def resolve(store, ids) -> Selection:
         if surveys:
             add_survey(store.survey(surveys[0]["id"]))
         else:
-            latest = {}
+            latest: dict[str, dict] = {}
             for run in store.runs():            # newest first
                 latest.setdefault(run["experiment"], run)
             if not latest:

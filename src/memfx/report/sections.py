@@ -68,7 +68,7 @@ def group_findings(findings):
 
 def verdicts_html(views) -> str:
     rows = []
-    counts = {}
+    counts: dict[str, int] = {}
     for v in views:
         exp_seeds = tuple(getattr(v.experiment, "seeds", ()) or ())
         link = f'<a href="#{e(v.anchor)}">{e(v.run["experiment"])}</a>'
@@ -206,7 +206,7 @@ def answers_html(views) -> str:
         why = v.analysis_error or label
         rows.append([f'<span class="dim">no verdict: {e(why)}</span>', "", "", "",
                      f'<a href="#{e(v.anchor)}">{e(v.run["experiment"])}</a>'])
-    counts = {}
+    counts: dict[str, int] = {}
     for _, a in answered:
         counts[a.get("verdict")] = counts.get(a.get("verdict"), 0) + 1
     tally = ", ".join(f"{n} {VERDICT_LABELS.get(k, k)}" for k, n in
@@ -327,7 +327,7 @@ def _capability_rows(fp, caps) -> list:
 
 def _fingerprints(views) -> list:
     """[(fingerprint, [views])]: one entry per distinct machine fingerprint."""
-    groups = {}
+    groups: dict[str, tuple[dict, list]] = {}
     for v in views:
         fp = v.run.get("machine")
         if not isinstance(fp, dict):
@@ -430,7 +430,7 @@ def points_html(view, db_arg) -> str:
         note = (f"Showing {MAX_TABLE_ROWS} of {len(points)} points, evenly spaced over the sweep; "
                 f"every point and sample: {code(export_command(view.run['id'], 'csv', db_arg))}")
     known = _params_of(view.experiment)
-    keys = []
+    keys: list[str] = []
     for p in points:
         keys.extend(k for k in p.get("params") or {} if k not in keys)
     # A swept parameter with one value for every point is said once, not per row.

@@ -205,6 +205,8 @@ class PostgresStore(Store):
     """The results store in a PostgreSQL database (see the module docstring)."""
 
     backend = "postgresql"
+    # psycopg behind the sqlite3 calls the shared query code makes (_Connection)
+    _conn: _Connection | None  # type: ignore[assignment]
 
     def __init__(self, url: str, memfx_version: str = "0", fallback_path=None, notify=None):
         try:
@@ -310,8 +312,8 @@ class PostgresStore(Store):
             raise StoreError(f"{self.path} is a PostgreSQL database of another program "
                              f"({n_tables} tables, no memfx marker in a meta table)")
         try:
-            version = int(meta.get("schema_version"))
-        except (TypeError, ValueError):
+            version = int(meta["schema_version"])
+        except (KeyError, TypeError, ValueError):
             raise StoreError(f"{self.path} is a damaged memfx database (schema "
                              f"{meta.get('schema_version')!r})") from None
         if version > SCHEMA_VERSION:
@@ -380,7 +382,8 @@ class PostgresStore(Store):
         shared = self.path
         self._fallback, self.path = fallback, str(fallback.path)
         try:
-            self._conn.close()
+            if self._conn is not None:
+                self._conn.close()
         except Exception:
             pass
         what = ", ".join(self._journal_runs) or ", ".join(self._journal_surveys)

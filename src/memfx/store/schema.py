@@ -20,6 +20,10 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import TypeGuard
 
 from ..model.errors import MemfxError
 from ..model.status import COMPLETE, FAILED, INTERRUPTED, RUNNING, STATUSES  # noqa: F401 (re-exported)
@@ -107,7 +111,7 @@ def _fail(path, problem: str):
     raise SchemaError(f"{path or 'document'}: {problem}")
 
 
-def _is_int(value) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -272,11 +276,7 @@ class Object(Node):
     `others` (None: refused; the default: any JSON value)."""
     fields: dict = field(default_factory=dict)
     others: Node | None = None
-    key: Node = None
-
-    def __post_init__(self):
-        if self.key is None:
-            object.__setattr__(self, "key", _DEFAULT_KEY)
+    key: Node = _DEFAULT_KEY
 
     def check(self, value, path):
         if not isinstance(value, dict):
@@ -737,8 +737,8 @@ def _check_relations(doc: dict) -> None:
     if survey is not None and run.get("survey_id") != survey["id"]:
         _fail("survey.id", f"{_show(survey['id'])} is not the run's survey_id "
                            f"{_show(run.get('survey_id'))}")
-    seen = {}
-    shapes = {}          # (arm, metric) -> {point key: (first sample, kind)}
+    seen: dict[int, int] = {}
+    shapes: dict[tuple[str, str], dict] = {}          # (arm, metric) -> {point key: (first sample, kind)}
     for i, sample in enumerate(doc.get("samples") or []):
         seq = sample["seq"]
         if seq in seen:

@@ -417,7 +417,7 @@ class Store:
             self._require_run(conn, run_id)
             rows = conn.execute("SELECT * FROM samples WHERE run_id = ? ORDER BY seq",
                                 (run_id,)).fetchall()
-        points = {}          # a run's samples share a few hundred point texts
+        points: dict[str, dict] = {}          # a run's samples share a few hundred point texts
         return [_sample_dict(row, points) for row in rows]
 
     # ---- removing ------------------------------------------------------
