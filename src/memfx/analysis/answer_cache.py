@@ -26,7 +26,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 CACHE_FORMAT = 2            # the layout of one cache file (2: with the point medians)
 _ANALYSIS_KEY = None        # memoised analysis_key()
@@ -55,13 +55,13 @@ def analysis_key() -> str:
     return _ANALYSIS_KEY
 
 
-def runs_signature(runs) -> list:
+def runs_signature(runs: Iterable[Dict[str, Any]]) -> List[List[str]]:
     """What must be unchanged for cached answers to hold: each run's id,
     status and end, in id order."""
     return sorted([str(r.get("id")), str(r.get("status")), str(r.get("finished"))] for r in runs)
 
 
-def _path(store_path, survey_id) -> Optional[Path]:
+def _path(store_path: object, survey_id: str) -> Optional[Path]:
     where = cache_dir()
     if where is None:
         return None
@@ -72,14 +72,16 @@ def _path(store_path, survey_id) -> Optional[Path]:
     return where / "answers" / f"{name}-{analysis_key()}.json"
 
 
-def load(store_path, survey_id, runs) -> Optional[List[dict]]:
+def load(store_path: object, survey_id: str, runs: Iterable[Dict[str, Any]]
+         ) -> Optional[List[Dict[str, Any]]]:
     """The cached answers of survey ``survey_id`` of the store at
     ``store_path`` whose runs are ``runs``, or None."""
     kept = load_survey(store_path, survey_id, runs)
     return None if kept is None else kept["answers"]
 
 
-def load_survey(store_path, survey_id, runs) -> Optional[Dict[str, Any]]:
+def load_survey(store_path: object, survey_id: str, runs: Iterable[Dict[str, Any]]
+                ) -> Optional[Dict[str, Any]]:
     """{"answers": [...], "points": {curve key: median}} of survey
     ``survey_id`` (as load()), or None -- also for a file written without
     the point medians."""
@@ -97,7 +99,8 @@ def load_survey(store_path, survey_id, runs) -> Optional[Dict[str, Any]]:
     return {"answers": doc["answers"], "points": doc["points"]}
 
 
-def save(store_path, survey_id, runs, answers, points=None) -> None:
+def save(store_path: object, survey_id: str, runs: Iterable[Dict[str, Any]],
+         answers: List[Dict[str, Any]], points: Optional[Dict[str, float]] = None) -> None:
     """Keep ``answers`` (and the survey's ``points``: {curve key: median})
     for load(); a cache that cannot be written is skipped."""
     path = _path(store_path, survey_id)

@@ -52,7 +52,19 @@ Pure functions of result documents: nothing is measured or stored here.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Iterable, List, Mapping, Optional
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Dict,
+    Iterable,
+    List,
+    Literal,
+    Mapping,
+    Optional,
+    Set,
+    Tuple,
+    Union,
+)
 
 import numpy as np
 
@@ -60,6 +72,9 @@ from ..model import stats
 from ..model.answers import DISCRETE_UNITS, guest_drift_cv
 from ..model.findings import DETECTED, NOT_DETECTED, threshold
 from ..model.units import format_ratio, format_value
+
+if TYPE_CHECKING:
+    from typing import TypeGuard
 
 REGRESSED, IMPROVED, CHANGED = "regressed", "improved", "changed"
 CHANGED_ANSWER, UNCHANGED, NOT_COMPARABLE = "changed-answer", "unchanged", "not comparable"
@@ -79,28 +94,32 @@ COMPARE_SCHEMA_VERSION = 3
 _Z = {0.90: 1.645, 0.95: 1.960, 0.99: 2.576}
 
 
-def _z():
+def _z() -> float:
     return _Z.get(round(threshold("ci_level"), 2), 1.960)
 
 
-def _positive(*xs) -> bool:
-    return all(isinstance(x, (int, float)) and math.isfinite(x) and x > 0 for x in xs)
+def _positive(x: object) -> TypeGuard[float]:
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
 def _log_se(a: Mapping[str, Any]) -> Optional[float]:
     lo, hi = a.get("ci_low"), a.get("ci_high")
-    if not _positive(lo, hi):
+    if not (_positive(lo) and _positive(hi)):
         return None
     return math.log(hi / lo) / (2 * _z())
 
 
-def _replica_columns(a: Mapping[str, Any]):
+Column = List[Optional[float]]
+
+
+def _replica_columns(a: Mapping[str, Any]) -> Tuple[Column, Column, Column]:
     reps = [x for x in a.get("replicas") or [] if isinstance(x, dict)]
     return ([x.get("value") for x in reps], [x.get("ci_low") for x in reps],
             [x.get("ci_high") for x in reps])
 
 
-def ratio_ci(a: Mapping[str, Any], b: Mapping[str, Any], confidence: Optional[float] = None):
+def ratio_ci(a: Mapping[str, Any], b: Mapping[str, Any], confidence: Optional[float] = None
+             ) -> Tuple[Optional[float], Optional[float], Optional[float]]:
     """(ratio B/A, ci_low, ci_high); the CI is None where a side has none.
 
     Where both sides carry two or more replica values, the CI is the pooled
@@ -109,14 +128,16 @@ def ratio_ci(a: Mapping[str, Any], b: Mapping[str, Any], confidence: Optional[fl
     level (default: the ci_level threshold; the sides' own CIs are read at
     ci_level whatever it is)."""
     va, vb = a.get("value"), b.get("value")
-    if not _positive(va, vb):
+    if not (_positive(va) and _positive(vb)):
         return None, None, None
     r = vb / va
     sa, sb = _log_se(a), _log_se(b)
     if sa is None or sb is None:
         return r, None, None
     level = threshold("ci_level") if confidence is None else confidence
-    half = stats.replica_log_ratio_half(*_replica_columns(a), *_replica_columns(b),
+    a_values, a_lows, a_highs = _replica_columns(a)
+    b_values, b_lows, b_highs = _replica_columns(b)
+    half = stats.replica_log_ratio_half(a_values, a_lows, a_highs, b_values, b_lows, b_highs,
                                         confidence=level)
     if half is None:
         z = _z() if confidence is None else stats.z_of(level)
@@ -124,7 +145,7 @@ def ratio_ci(a: Mapping[str, Any], b: Mapping[str, Any], confidence: Optional[fl
     return r, r * math.exp(-half), r * math.exp(half)
 
 
-def history_spread(values) -> Optional[float]:
+def history_spread(values: Iterable[object]) -> Optional[float]:
     """Run-to-run spread of one question's value over earlier surveys: the
     standard deviation (n - 1) of the log values of the positive ones; None
     for fewer than history_min_surveys of them.  (A MAD of three or four
@@ -144,7 +165,7 @@ def history_band(spread: float) -> float:
 
 
 def band_of(limit: float, unit: str, host_shared: bool, spread: Optional[float] = None,
-            n_history: int = 0, guest: bool = False):
+            n_history: int = 0, guest: bool = False) -> Tuple[float, str]:
     """(band, where it comes from) of one compared value: the threshold
     ``limit``, widened by the value's run-to-run ``spread`` (log SD) over
     ``n_history`` earlier surveys, or -- with no history, in a VM guest --
@@ -178,26 +199,27 @@ def band_of(limit: float, unit: str, host_shared: bool, spread: Optional[float] 
     return band, source
 
 
-def _signature(a: Mapping[str, Any]):
+def _signature(a: Mapping[str, Any]) -> Tuple[Any, Tuple[str, ...]]:
     """What a count or set answer says, for equal / different: its value and
     the labels of its details (the ranges, knees or ways themselves)."""
     labels = tuple(str(d.get("label")) for d in a.get("details") or [] if isinstance(d, dict))
     return a.get("value"), labels
 
 
-def _ranges_details(a: Mapping[str, Any]):
+def _ranges_details(a: Mapping[str, Any]) -> Dict[Tuple[Any, Any], Dict[str, Any]]:
     """{(op, mode): detail} of an answer's ranges that carry their ties."""
     return {(d.get("op"), d.get("mode")): d for d in a.get("details") or []
             if isinstance(d, dict) and d.get("kind") == "ranges" and d.get("ties")
             and d.get("ranges")}
 
 
-def _pick_at(ranges, size):
+def _pick_at(ranges: Iterable[Mapping[str, Any]], size: float) -> Optional[str]:
     return next((r.get("strategy") for r in ranges
                  if r.get("min_size", 0) <= size <= r.get("max_size", -1)), None)
 
 
-def ranges_reversal(a: Mapping[str, Any], b: Mapping[str, Any]):
+def ranges_reversal(a: Mapping[str, Any], b: Mapping[str, Any]
+                    ) -> Union[Literal[False], None, Tuple[Any, Any, float, str, str]]:
     """Where two answers' ranges of the fastest strategy reverse: the first
     (op, mode, size, A's pick, B's pick) at which A's pick is not tied with
     the fastest on B's side and B's pick not on A's; None when they agree up
@@ -217,7 +239,7 @@ def ranges_reversal(a: Mapping[str, Any], b: Mapping[str, Any]):
     return None
 
 
-def choice_ties(a: Mapping[str, Any]):
+def choice_ties(a: Mapping[str, Any]) -> Optional[Set[float]]:
     """The choices a discrete answer's details mark as tied with the best
     (rows with "choice" and "tied"), or None when it keeps no ties."""
     rows = [d for d in a.get("details") or [] if isinstance(d, dict)
@@ -233,13 +255,13 @@ def known_states(a: Mapping[str, Any], b: Mapping[str, Any],
     and B's split into two states (stats.replica_states) that put A and B
     in different ones, each holding an earlier survey."""
     va, vb = a.get("value"), b.get("value")
-    if not _positive(va, vb):
+    if not (_positive(va) and _positive(vb)):
         return None
 
-    def within(v, st):
+    def within(v: float, st: Mapping[str, Any]) -> bool:
         lo = st.get("ci_low") if st.get("ci_low") is not None else st.get("value")
         hi = st.get("ci_high") if st.get("ci_high") is not None else st.get("value")
-        return _positive(lo, hi) and lo / (1 + band) <= v <= hi * (1 + band)
+        return _positive(lo) and _positive(hi) and lo / (1 + band) <= v <= hi * (1 + band)
 
     for side, other, name in ((a, vb, "A"), (b, va, "B")):
         states = side.get("states") or []
@@ -334,7 +356,7 @@ def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float,
     if r is None:
         row["verdict"] = NOT_COMPARABLE
         return row
-    if lo is None:
+    if lo is None or hi is None:
         row["verdict"] = NOT_JUDGED
         row["reason"] = "a side has no CI (a value from one process or one replica)"
         return row
@@ -387,7 +409,7 @@ def compare(a_answers: Iterable[Mapping[str, Any]], b_answers: Iterable[Mapping[
             rows.append(compare_answers(a_by[qid], b_by[qid], limit, spread, n_history, guest,
                                         history=(history or {}).get(qid)))
         else:
-            side = a_by.get(qid) or b_by.get(qid)
+            side = a_by[qid] if qid in a_by else b_by[qid]
             rows.append({"question": qid, "asks": side.get("asks"), "unit": side.get("unit"),
                          "better": side.get("better", ""), "verdict": NOT_COMPARABLE,
                          "a": (a_by.get(qid) or {}).get("value"),
@@ -449,7 +471,7 @@ def summary(doc: Mapping[str, Any]) -> str:
     ranges = curve_changes(doc)
     moved = ""
     if ranges:
-        by = {}
+        by: Dict[str, int] = {}
         for r in ranges:
             by[r["verdict"]] = by.get(r["verdict"], 0) + 1
         moved = "; curves: " + ", ".join(f"{n} {v}" for v, n in by.items()) + (
@@ -493,19 +515,19 @@ def sides(doc: Mapping[str, Any]) -> str:
     return f"A = {doc['a']}, B = {doc['b']}"
 
 
-def changed(rows) -> List[Mapping[str, Any]]:
+def changed(rows: Iterable[Mapping[str, Any]]) -> List[Mapping[str, Any]]:
     """The rows with a verdict that is not QUIET, most urgent first."""
     rank = {v: i for i, v in enumerate(_URGENCY)}
     return sorted((r for r in rows if r.get("verdict") not in QUIET),
-                  key=lambda r: rank.get(r.get("verdict"), len(rank)))
+                  key=lambda r: rank.get(str(r.get("verdict")), len(rank)))
 
 
-def ratio_text(r) -> str:
+def ratio_text(r: Mapping[str, Any]) -> str:
     """A row's ratio B/A with its CI: "1.003 [0.998–1.010]"."""
     return format_ratio(r.get("ratio"), r.get("ratio_ci_low"), r.get("ratio_ci_high"))
 
 
-def _md_row(r) -> str:
+def _md_row(r: Mapping[str, Any]) -> str:
     unit = r.get("unit") or ""
     return (f"| `{r['question']}` | {format_value(r.get('a'), unit)} | {format_value(r.get('b'), unit)} "
             f"| {ratio_text(r)} | {r['verdict']}{' (' + r['busy'] + ' busy)' if r.get('busy') else ''} |")

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Collection, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..model.answers import HIGHER, LOWER, NEITHER, point_key
 from ..model.findings import DETECTED, NOT_DETECTED, threshold
@@ -103,7 +103,7 @@ def better_of(point: Mapping[str, Any]) -> str:
     return NEITHER
 
 
-def _number(v) -> bool:
+def _number(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -121,7 +121,8 @@ def private_cache_bytes(machine: Optional[Mapping[str, Any]]) -> Optional[int]:
     return caches[-2].size_bytes if len(caches) >= 2 else None
 
 
-def side_points(docs: Sequence[Mapping[str, Any]], noisy=()) -> Dict[str, Dict[str, Any]]:
+def side_points(docs: Sequence[Mapping[str, Any]], noisy: Collection[Optional[str]] = ()
+                ) -> Dict[str, Dict[str, Any]]:
     """{curve_key: point} of a side's run documents (a run's, or a survey's
     ``documents``), each point with a positive median, tagged with its
     experiment, its run, whether that run is among the ``noisy`` ones
@@ -181,7 +182,7 @@ def compare_points(a_pts: Mapping[str, Mapping[str, Any]], b_pts: Mapping[str, M
                                spread, n_history, guest)
         r, lo, hi = ratio_ci(_as_value(a), _as_value(b))
         move = 0 if r is None else (1 if r > 1 + band else -1 if r < 1 / (1 + band) else 0)
-        clear = lo is not None and ((move > 0 and lo > 1 + band)
+        clear = lo is not None and hi is not None and ((move > 0 and lo > 1 + band)
                                     or (move < 0 and hi < 1 / (1 + band)))
         rows.append({"key": k, "experiment": a["experiment"], "metric": a.get("metric"),
                      "arm": a.get("arm"), "params": a.get("params") or {},
@@ -200,7 +201,7 @@ def compare_points(a_pts: Mapping[str, Mapping[str, Any]], b_pts: Mapping[str, M
             continue
         margin = 1 + row["band"] * threshold("curve_far_band")
         _, lo, hi = ratio_ci(_as_value(a_pts[row["key"]]), _as_value(b_pts[row["key"]]), level)
-        if "rel_se" in row and lo is not None:
+        if "rel_se" in row and lo is not None and hi is not None:
             # against the other arms: the point's own (t) interval at this
             # level, widened by the reference's error
             rel = row["ratio"] / row["common"]
@@ -223,11 +224,11 @@ def _against_other_arms(rows: List[Dict[str, Any]]) -> None:
     need = threshold("curve_reference_arms")
     z = z_of(threshold("ci_level"))
 
-    def se(r):
+    def se(r: Mapping[str, Any]) -> Optional[float]:
         lo, hi = r["ratio_ci_low"], r["ratio_ci_high"]
         return math.log(hi / lo) / (2 * z) if lo is not None and hi and lo > 0 else None
 
-    at: Dict[tuple, List[Dict[str, Any]]] = {}
+    at: Dict[Tuple[Any, ...], List[Dict[str, Any]]] = {}
     for r in rows:
         if r["ratio"] is not None and r["ratio"] > 0:
             where = (r["experiment"], r["metric"],
@@ -271,13 +272,13 @@ def swept_parameter(points: Sequence[Mapping[str, Any]]) -> Optional[str]:
     return next(iter(sorted(numeric, key=lambda n: -len({p["params"][n] for p in points}))), None)
 
 
-def _param_text(name: str, v) -> str:
+def _param_text(name: str, v: Any) -> str:
     if name.endswith("_bytes") and _number(v):
         return f"{name}={format_size(v)}"
     return str(v) if isinstance(v, str) else f"{name}={v}"
 
 
-def _span(name: Optional[str], lo, hi) -> str:
+def _span(name: Optional[str], lo: Any, hi: Any) -> str:
     if name is None:
         return ""
     fmt = format_size if name.endswith("_bytes") else (lambda v: f"{v:g}" if _number(v) else str(v))
@@ -285,16 +286,17 @@ def _span(name: Optional[str], lo, hi) -> str:
     return text if name.endswith("_bytes") else f"{name} {text}"
 
 
-def curves_of(rows: Sequence[Mapping[str, Any]]):
+def curves_of(rows: Sequence[Mapping[str, Any]]
+              ) -> List[Tuple[Optional[str], List[Mapping[str, Any]]]]:
     """[(swept parameter, [rows in its order])] per curve: one experiment,
     metric and arm, every parameter but the swept one fixed."""
-    by_arm: Dict[tuple, List[Mapping[str, Any]]] = {}
+    by_arm: Dict[Tuple[Any, ...], List[Mapping[str, Any]]] = {}
     for r in rows:
         by_arm.setdefault((r["experiment"], r["metric"], r["arm"]), []).append(r)
     out = []
     for group in by_arm.values():
         sweep = swept_parameter(group)
-        series: Dict[tuple, List[Mapping[str, Any]]] = {}
+        series: Dict[Tuple[Any, ...], List[Mapping[str, Any]]] = {}
         for r in group:
             fixed = tuple(sorted((k, str(v)) for k, v in r["params"].items() if k != sweep))
             series.setdefault(fixed, []).append(r)
@@ -393,7 +395,8 @@ RULE = ("a range: {k:g} neighbours' CIs in a row beyond the band, or one beyond 
 
 def compare_curves(a_docs: Sequence[Mapping[str, Any]], b_docs: Sequence[Mapping[str, Any]],
                    limit: float, history: Optional[Mapping[str, List[float]]] = None,
-                   n_history: int = 0, guest: bool = False, noisy=()) -> Dict[str, Any]:
+                   n_history: int = 0, guest: bool = False,
+                   noisy: Collection[Optional[str]] = ()) -> Dict[str, Any]:
     """What the comparison document says of the curves: ``curve_points``
     (points compared), ``curves`` (every range, changes first), the rule,
     and the labels of the ranges that regressed or read noisy.  ``noisy``:
@@ -411,13 +414,14 @@ def compare_curves(a_docs: Sequence[Mapping[str, Any]], b_docs: Sequence[Mapping
             "noisy_curves": [r["label"] for r in ranges if r["verdict"] == NOISY]}
 
 
-def compare_all(a_answers, b_answers, limit: float = 0.05, a_label: str = "A",
+def compare_all(a_answers: Sequence[Mapping[str, Any]], b_answers: Sequence[Mapping[str, Any]],
+                limit: float = 0.05, a_label: str = "A",
                 b_label: str = "B", history: Optional[Mapping[str, List[float]]] = None,
                 n_history: int = 0, guest: bool = False,
                 a_runs: Optional[Sequence[Mapping[str, Any]]] = None,
                 b_runs: Optional[Sequence[Mapping[str, Any]]] = None,
                 point_history: Optional[Mapping[str, List[float]]] = None,
-                noisy=()) -> Dict[str, Any]:
+                noisy: Collection[Optional[str]] = ()) -> Dict[str, Any]:
     """The whole comparison document of `memfx compare`: compare.compare's
     rows, each answer's changed details (``details_changed`` on the row and
     ``detail_changes`` in the document), and with the sides' run documents
@@ -447,14 +451,14 @@ def compare_all(a_answers, b_answers, limit: float = 0.05, a_label: str = "A",
 _SIZE_SPAN = re.compile(r"\s*\d[\d.,]*\s*(?:[KMGT]iB|B)\s*[–-]\s*\d[\d.,]*\s*(?:[KMGT]iB|B)")
 
 
-def _sizes(lo, hi) -> str:
+def _sizes(lo: Any, hi: Any) -> str:
     return format_size(lo) if lo == hi else f"{format_size(lo)}–{format_size(hi)}"
 
 
-def _families(answer: Mapping[str, Any]) -> Dict[tuple, Dict[str, Any]]:
+def _families(answer: Mapping[str, Any]) -> Dict[Tuple[Any, ...], Dict[str, Any]]:
     """{family key: {"label", "kind", "items"}} of the discrete details of
     an answer (see the module's docstring); other details are left out."""
-    out: Dict[tuple, Dict[str, Any]] = {}
+    out: Dict[Tuple[Any, ...], Dict[str, Any]] = {}
     for d in answer.get("details") or []:
         if not isinstance(d, dict):
             continue
@@ -474,7 +478,7 @@ def _families(answer: Mapping[str, Any]) -> Dict[tuple, Dict[str, Any]]:
     return out
 
 
-def _crossings(d: Optional[Mapping[str, Any]]):
+def _crossings(d: Optional[Mapping[str, Any]]) -> List[Dict[str, Any]]:
     return [c for c in (d or {}).get("crossings") or [] if isinstance(c, dict)
             and _number(c.get("low")) and _number(c.get("high"))]
 
@@ -491,7 +495,8 @@ def _ranges_text(d: Mapping[str, Any]) -> str:
                      for r in d.get("ranges") or [] if isinstance(r, dict))
 
 
-def _family_change(kind: str, fa: Optional[Mapping], fb: Optional[Mapping]):
+def _family_change(kind: str, fa: Optional[Mapping[str, Any]], fb: Optional[Mapping[str, Any]]
+                   ) -> Optional[Tuple[str, ...]]:
     """(A's text, B's text) of one family of details that differ, else None."""
     ia, ib = (fa or {}).get("items") or [], (fb or {}).get("items") or []
     if kind == "range":       # the spans that differ: A's not in B -> B's not in A
@@ -538,6 +543,7 @@ def detail_changes(a: Mapping[str, Any], b: Mapping[str, Any]) -> List[Dict[str,
             continue
         change = _family_change(kind, fa.get(key), fb.get(key))
         if change:
-            out.append({"detail": (fa.get(key) or fb.get(key))["label"], "a": change[0],
+            family = fa[key] if key in fa else fb[key]
+            out.append({"detail": family["label"], "a": change[0],
                         "b": change[1]})
     return out

@@ -9,6 +9,19 @@ from __future__ import annotations
 import json
 import statistics
 from dataclasses import dataclass
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Optional,
+    Protocol,
+    Sequence,
+    Set,
+    Tuple,
+)
 
 from ..model import findings as fnd
 from ..model.errors import MemfxError, StoreError
@@ -16,12 +29,41 @@ from ..model.forking import fork_map
 from ..model.units import signed_percent
 from .results import RESULT_SCHEMA_VERSION, document
 
+if TYPE_CHECKING:
+    from ..experiments.base import Experiment
+
+Doc = Dict[str, Any]    # a JSON document (a run's, a survey's, a comparison's) or a stored row
+# (answers, {curve key: median}) of one survey of a machine's history
+SurveyHistory = Tuple[List[Doc], Dict[str, float]]
+
+
+class RunStore(Protocol):
+    """What the analysis reads from the store it is handed (memfx.store's
+    SQLite or PostgreSQL store: the analysis imports neither)."""
+
+    @property
+    def path(self) -> object: ...
+
+    def run(self, run_id_or_prefix: str, /) -> Doc: ...
+
+    def runs(self, *, survey_id: Optional[str] = None) -> List[Doc]: ...
+
+    def survey(self, survey_id_or_prefix: str, /) -> Doc: ...
+
+    def surveys(self) -> List[Doc]: ...
+
+    def samples(self, run_id: str, /) -> List[Doc]: ...
+
+    def artifacts(self, run_id: str, /) -> Doc: ...
+
+    def machines(self) -> List[Doc]: ...
+
 TUNE_ARTIFACT = "tune"      # the artifact that holds a `memfx tune` record's document
 FLEET_SCHEMA_VERSION = 1
 GROUPS = ("machine", "cpu-model")
 
 
-def run_document(store, run_id, include_values=False):
+def run_document(store: RunStore, run_id: str, include_values: bool = False) -> Doc:
     """A run's result document; a `memfx tune` record also carries its tune
     document (``tune``) and one answer per checked candidate."""
     run = store.run(run_id)
@@ -29,7 +71,7 @@ def run_document(store, run_id, include_values=False):
                                           include_values=include_values))
 
 
-def _finished(store, run, doc):
+def _finished(store: RunStore, run: Doc, doc: Doc) -> Doc:
     doc.setdefault("survey_id", run.get("survey_id"))
     if run["experiment"] == "tune":
         tuned = store.artifacts(run["id"]).get(TUNE_ARTIFACT)
@@ -38,7 +80,7 @@ def _finished(store, run, doc):
     return doc
 
 
-def _analysed(task):
+def _analysed(task: Tuple[Doc, List[Doc]]) -> Optional[Doc]:
     """The document (with values) of one (run, samples), or None when its
     analysis fails (the report analyses it again and shows the error)."""
     run, samples = task
@@ -48,29 +90,30 @@ def _analysed(task):
         return None
 
 
-def survey_run_documents(store, survey_id, jobs=None):
+def survey_run_documents(store: RunStore, survey_id: str,
+                         jobs: Optional[int] = None) -> Dict[str, Doc]:
     """{run id: document with values} of a survey's runs, each analysed once
     for both the report and the survey document, in forked processes (one
     per CPU: every measurement is done by then); the store is read here
     only.  A run whose analysis fails is left out: the report analyses it
     again and shows the error."""
-    tasks = [(store.run(r["id"]), None) for r in store.survey(survey_id)["runs"]]
-    tasks = [(run, store.samples(run["id"])) for run, _ in tasks]
+    runs = [store.run(r["id"]) for r in store.survey(survey_id)["runs"]]
+    tasks = [(run, store.samples(run["id"])) for run in runs]
     docs = fork_map(_analysed, tasks, jobs, cost=lambda task: len(task[1]))
     return {run["id"]: _finished(store, run, doc)
             for (run, _), doc in zip(tasks, docs) if doc is not None}
 
 
-def _without_values(doc, include_values):
+def _without_values(doc: Doc, include_values: bool) -> Doc:
     if include_values:
         return doc
     return dict(doc, points=[{k: v for k, v in p.items() if k != "values"}
                              for p in doc.get("points", [])])
 
 
-def latest_per_experiment(runs):
+def latest_per_experiment(runs: Iterable[Doc]) -> List[Doc]:
     """The newest complete run of each experiment (else the newest of any status)."""
-    chosen = {}
+    chosen: Dict[str, Doc] = {}
     for r in runs:                       # newest first
         cur = chosen.get(r["experiment"])
         if cur is None or (cur["status"] != "complete" and r["status"] == "complete"):
@@ -78,13 +121,15 @@ def latest_per_experiment(runs):
     return list(chosen.values())
 
 
-def survey_document(store, survey_id, include_values=False, documents=None):
+def survey_document(store: RunStore, survey_id: str, include_values: bool = False,
+                    documents: Optional[Dict[str, Doc]] = None) -> Doc:
     """One document for a survey: its runs' documents and, first, all their
     answers (each tagged with the run it comes from).  ``documents``: run
     documents with values already made, by run id (analysed once, not again)."""
     survey = store.survey(survey_id)
     runs = sorted(latest_per_experiment(survey["runs"]), key=lambda r: (r["started"], r["id"]))
-    docs = [_without_values(documents[r["id"]], include_values) if r["id"] in (documents or {})
+    given = documents or {}
+    docs = [_without_values(given[r["id"]], include_values) if r["id"] in given
             else run_document(store, r["id"], include_values) for r in runs]
     answers = [dict(a, run_id=d["run_id"], experiment=d["experiment"])
                for d in docs for a in d.get("answers", [])]
@@ -108,7 +153,7 @@ def survey_document(store, survey_id, include_values=False, documents=None):
     }
 
 
-def _machine_surveys(store, mid):
+def _machine_surveys(store: RunStore, mid: str) -> List[Doc]:
     """Surveys (newest first) whose runs were measured on machine ``mid``."""
     from ..lab.machine import machine_id
     out = []
@@ -120,11 +165,11 @@ def _machine_surveys(store, mid):
     return out
 
 
-def noisy_runs(docs):
+def noisy_runs(docs: Iterable[Doc]) -> Set[Optional[str]]:
     """Run ids whose own samples say the run was noisy: more than the
     threshold noisy_run of its samples rejected (preempted or migrated)."""
     from ..model.findings import threshold
-    out = set()
+    out: Set[Optional[str]] = set()
     for d in docs:
         pts = d.get("points") or []
         taken = sum((p.get("n") or 0) + (p.get("rejected") or 0) for p in pts)
@@ -134,19 +179,19 @@ def noisy_runs(docs):
     return out
 
 
-def busy_runs(docs):
+def busy_runs(docs: Iterable[Doc]) -> Set[Optional[str]]:
     """Run ids that measured on a busy machine (results.busy_summary)."""
     return {d.get("run_id") for d in docs
             if isinstance(d.get("busy"), dict) and d["busy"].get("busy")}
 
 
-def _tag_noisy(answers, docs):
+def _tag_noisy(answers: Iterable[Doc], docs: Sequence[Doc]) -> List[Doc]:
     """The answers, those of noisy runs tagged noisy=True and those of runs
     measured on a busy machine busy=True (compare marks their side)."""
     noisy, busy = noisy_runs(docs), busy_runs(docs)
     out = []
     for a in answers:
-        tags = {}
+        tags: Dict[str, bool] = {}
         if a.get("run_id") in noisy:
             tags["noisy"] = True
         if a.get("run_id") in busy:
@@ -155,10 +200,12 @@ def _tag_noisy(answers, docs):
     return out
 
 
-_SURVEY_ANSWERS = {}      # (database, survey id) -> (answers, point medians) of a complete survey
+# (database, survey id) -> (answers, point medians) of a complete survey
+_SURVEY_ANSWERS: Dict[Tuple[str, str], SurveyHistory] = {}
 
 
-def _history_surveys(store, machine, exclude=(), before=None, most=5):
+def _history_surveys(store: RunStore, machine: str, exclude: Iterable[Optional[str]] = (),
+                     before: Optional[str] = None, most: int = 5) -> List[SurveyHistory]:
     """The newest ``most`` complete surveys of machine id ``machine`` other
     than ``exclude`` and started before ``before``, each as (answers, point
     medians) (history_survey, memoised for this process)."""
@@ -174,7 +221,9 @@ def _history_surveys(store, machine, exclude=(), before=None, most=5):
     return out
 
 
-def machine_history(store, machine, exclude=(), before=None, most=5):
+def machine_history(store: RunStore, machine: str, exclude: Iterable[Optional[str]] = (),
+                    before: Optional[str] = None, most: int = 5
+                    ) -> Tuple[Optional[Dict[str, List[Any]]], int]:
     """({question: [value of each survey]}, n) over the newest ``most``
     complete surveys of machine id ``machine`` other than ``exclude`` and
     started before ``before``; (None, n) with fewer than the threshold
@@ -183,35 +232,37 @@ def machine_history(store, machine, exclude=(), before=None, most=5):
     surveys = _history_surveys(store, machine, exclude, before, most)
     if len(surveys) < threshold("history_min_surveys"):
         return None, len(surveys)
-    values = {}
+    values: Dict[str, List[Any]] = {}
     for answers, _ in surveys:
         for a in answers:
             values.setdefault(a["question"], []).append(a.get("value"))
     return values, len(surveys)
 
 
-def machine_point_history(store, machine, exclude=(), before=None, most=5):
+def machine_point_history(store: RunStore, machine: str, exclude: Iterable[Optional[str]] = (),
+                          before: Optional[str] = None, most: int = 5
+                          ) -> Tuple[Optional[Dict[str, List[Any]]], int]:
     """({curve key: [median of each survey]}, n): machine_history() for the
     points `compare` compares (compare_curves.curve_key)."""
     from ..model.findings import threshold
     surveys = _history_surveys(store, machine, exclude, before, most)
     if len(surveys) < threshold("history_min_surveys"):
         return None, len(surveys)
-    values = {}
+    values: Dict[str, List[Any]] = {}
     for _, medians in surveys:
         for k, v in medians.items():
             values.setdefault(k, []).append(v)
     return values, len(surveys)
 
 
-def analysed_survey(store, survey_id):
+def analysed_survey(store: RunStore, survey_id: str) -> Doc:
     """survey_document() with its runs analysed in forked processes (one per
     CPU), as a survey does: `compare` analyses two surveys and up to five of
     history, each a few seconds of work for one CPU."""
     return survey_document(store, survey_id, documents=survey_run_documents(store, survey_id))
 
 
-def history_survey(store, survey_id):
+def history_survey(store: RunStore, survey_id: str) -> SurveyHistory:
     """(answers, point medians) of one complete survey of a machine's
     history: from the answer cache (answer_cache) when its runs and memfx's
     analysis are unchanged, else analysed from the samples (its runs in
@@ -229,13 +280,13 @@ def history_survey(store, survey_id):
     return kept["answers"], kept["points"]
 
 
-def history_answers(store, survey_id):
+def history_answers(store: RunStore, survey_id: str) -> List[Doc]:
     """The answers of one complete survey of a machine's history
     (history_survey)."""
     return history_survey(store, survey_id)[0]
 
 
-def side(store, key):
+def side(store: RunStore, key: object) -> Tuple[str, List[Doc], Doc]:
     """(label, answers, document) for a compare side: a run id or prefix,
     ``latest`` / ``latest:EXP``, a survey id or prefix, or a machine id
     ``m-...`` (its latest complete survey, else its latest survey)."""
@@ -262,7 +313,7 @@ def side(store, key):
     return f"run {doc['run_id']}", _tag_noisy(answers, [doc]), doc
 
 
-def document_of(store, key):
+def document_of(store: RunStore, key: object) -> Doc:
     """The document ``key`` names: a survey's (``s-...``, ``latest-survey``,
     or a survey prefix that is no run's) or a run's (id, prefix, ``latest``,
     ``latest:EXP``)."""
@@ -274,7 +325,7 @@ def document_of(store, key):
 # Documents of version 4 carry it; for older ones (and a run whose analysis
 # failed, which has none) it is looked up here, never by presentation.
 
-def plots_of(doc):
+def plots_of(doc: Doc) -> List[Doc]:
     """The document's plot declarations as plain data (plotspec.PlotSpec.to_dict)."""
     from .results import plot_dicts
     if "plots" in doc:
@@ -295,24 +346,25 @@ class ExperimentAbout:
     read as a registered Experiment is (title, question, seeds,
     all_params(), resolve("full"))."""
 
-    def __init__(self, info):
+    def __init__(self, info: Doc) -> None:
         self.title = str(info.get("title") or "")
         self.question = str(info.get("question") or "")
         self.seeds = tuple(info.get("seeds") or ())
-        self._params = [DeclaredParam(p.get("name"), p.get("kind") or "", p.get("help") or "")
+        self._params = [DeclaredParam(str(p.get("name") or ""), p.get("kind") or "",
+                                      p.get("help") or "")
                         for p in info.get("params") or [] if isinstance(p, dict)]
         self._full = info.get("full_preset")
 
-    def all_params(self):
+    def all_params(self) -> List[DeclaredParam]:
         return list(self._params)
 
-    def resolve(self, preset):
+    def resolve(self, preset: str) -> Doc:
         if preset != "full" or not isinstance(self._full, dict):
             raise MemfxError(f"no {preset} preset in this document")
         return dict(self._full)
 
 
-def experiment_about(doc, name):
+def experiment_about(doc: Optional[Doc], name: Optional[str]) -> Optional[ExperimentAbout]:
     """The ExperimentAbout of a run's document (``doc`` None: its analysis
     failed), or None for an experiment this memfx does not know."""
     from .results import experiment_info
@@ -323,7 +375,8 @@ def experiment_about(doc, name):
     return ExperimentAbout(info) if isinstance(info, dict) else None
 
 
-def machine_facts(fingerprint, docs=()):
+def machine_facts(fingerprint: Doc, docs: Iterable[Optional[Doc]] = ()
+                  ) -> Tuple[Doc, List[Doc]]:
     """(capabilities, noise cautions) of a machine: from its runs' documents
     (version 4), else from the fingerprint; raises on a fingerprint of an
     unexpected shape."""
@@ -335,7 +388,7 @@ def machine_facts(fingerprint, docs=()):
     return machine_capabilities(fingerprint), machine_warnings(fingerprint)
 
 
-def _registered(name):
+def _registered(name: Optional[str]) -> Optional[Experiment]:
     from ..experiments import get_experiment
     return get_experiment(name, missing_ok=True) if name else None
 
@@ -346,7 +399,7 @@ ANSWER_COLUMNS = ("question", "verdict", "value", "unit", "ci_low", "ci_high", "
                   "asks")
 
 
-def answer_records(doc):
+def answer_records(doc: Doc) -> List[Doc]:
     """One flat record per answer of a run's or a survey's document (the
     ANSWER_COLUMNS), each naming its run, survey and machine (``m-...``)."""
     if doc.get("kind") == "survey":
@@ -368,7 +421,7 @@ def answer_records(doc):
     return out
 
 
-def survey_advice(store, doc):
+def survey_advice(store: RunStore, doc: Doc) -> Optional[Doc]:
     """The advice stored with a survey's runs (`memfx advise` in the
     survey), or None."""
     for d in doc.get("documents") or []:
@@ -381,7 +434,8 @@ def survey_advice(store, doc):
     return None
 
 
-def compare_history(store, a_doc, b_doc, points=False):
+def compare_history(store: RunStore, a_doc: Doc, b_doc: Doc, points: bool = False
+                    ) -> Tuple[Optional[Dict[str, List[Any]]], int]:
     """The machine's history for `compare`: complete surveys of the one
     machine both sides were measured on (None when they differ) started
     before the EARLIER side: the surveys between the two may already be
@@ -394,16 +448,17 @@ def compare_history(store, a_doc, b_doc, points=False):
         return None, 0
     exclude = {d.get("survey_id") for d in (a_doc, b_doc)}
     before = min(str(d.get("started") or "") for d in (a_doc, b_doc)) or None
-    history = machine_point_history if points else machine_history
+    history: Callable[..., Tuple[Optional[Dict[str, List[Any]]], int]] = \
+        machine_point_history if points else machine_history
     return history(store, mids.pop(), exclude=exclude, before=before)
 
 
-def run_documents(doc):
+def run_documents(doc: Doc) -> List[Doc]:
     """The run documents of a compare side: a survey's, or the run's own."""
     return list(doc.get("documents") or []) if doc.get("kind") == "survey" else [doc]
 
 
-def ran_in_guest(doc):
+def ran_in_guest(doc: Doc) -> bool:
     """Whether a run's or a survey's document was measured in a VM guest
     (its fingerprint's hypervisor, else the CPUID hypervisor flag)."""
     from .results import ran_in_guest as machine_in_guest
@@ -411,7 +466,8 @@ def ran_in_guest(doc):
     return any(machine_in_guest(d.get("machine")) for d in docs)
 
 
-def comparison(store, a, b, limit=0.05, pattern=None, group_by=None):
+def comparison(store: RunStore, a: str, b: str, limit: float = 0.05, pattern: Optional[str] = None,
+               group_by: Optional[str] = None) -> Doc:
     """The comparison document of `memfx compare A B [QUESTIONS]` (and
     memfx.compare): sides resolved as side() does (or as CPU models of the
     fleet with ``group_by="cpu-model"``), only the questions matching the
@@ -419,7 +475,9 @@ def comparison(store, a, b, limit=0.05, pattern=None, group_by=None):
     import fnmatch
 
     from .compare_curves import compare_all
-    history, n_history, guest, point_history = None, 0, False, None
+    history: Optional[Dict[str, List[Any]]] = None
+    point_history: Optional[Dict[str, List[Any]]] = None
+    n_history, guest = 0, False
     if group_by == "cpu-model":
         fleet = fleet_with_runs(store)       # every machine's runs analysed once
         a_label, a_answers, a_runs = group_side(store, a, fleet)
@@ -433,10 +491,11 @@ def comparison(store, a, b, limit=0.05, pattern=None, group_by=None):
             point_history, _ = compare_history(store, a_doc, b_doc, points=True)
         guest = ran_in_guest(a_doc) or ran_in_guest(b_doc)
     if pattern:
-        def keep(answers):
+        def keep(answers: List[Doc]) -> List[Doc]:
             return [x for x in answers if fnmatch.fnmatchcase(str(x.get("question")), pattern)]
 
-        def keep_runs(docs):    # the curves of the experiments whose questions match
+        def keep_runs(docs: List[Doc]) -> List[Doc]:
+            # the curves of the experiments whose questions match
             return [d for d in docs if any(fnmatch.fnmatchcase(str(x.get("question")), pattern)
                                            for x in d.get("answers") or [])]
         a_answers, b_answers = keep(a_answers), keep(b_answers)
@@ -451,12 +510,12 @@ def comparison(store, a, b, limit=0.05, pattern=None, group_by=None):
 
 # ---- fleet views: every machine of a shared store ----------------------------
 
-def cpu_model(fingerprint) -> str:
+def cpu_model(fingerprint: Optional[Doc]) -> str:
     cpu = (fingerprint or {}).get("cpu") or {}
     return str(cpu.get("model_name") or cpu.get("vendor") or "unknown CPU").strip()
 
 
-def machines_document(store):
+def machines_document(store: RunStore) -> Doc:
     """Every machine in the store with its latest survey."""
     from ..lab.machine import label
     out = []
@@ -472,7 +531,8 @@ def machines_document(store):
             "store": str(store.path), "machines": out}
 
 
-def _machine_answers(store, machine, runs, docs=None):
+def _machine_answers(store: RunStore, machine: Doc, runs: List[Doc],
+                     docs: Optional[List[Doc]] = None) -> Tuple[List[str], List[Doc]]:
     """(sources, answers) of `machine`: the answers of its newest complete
     run of each experiment (else its newest run of it), so a later survey
     of a few experiments (--only) hides none of the others; `sources` are
@@ -490,7 +550,7 @@ def _machine_answers(store, machine, runs, docs=None):
     return sources, answers
 
 
-def fleet_document(store, group_by="machine"):
+def fleet_document(store: RunStore, group_by: str = "machine") -> Doc:
     """One row per question, one column per machine (group_by "machine": its
     newest complete run of each experiment) or
     per CPU model ("cpu-model": the median of its hosts' values, with the
@@ -498,7 +558,8 @@ def fleet_document(store, group_by="machine"):
     return _fleet(store, group_by)[0]
 
 
-def _fleet(store, group_by, docs=None):
+def _fleet(store: RunStore, group_by: str, docs: Optional[Dict[str, List[Doc]]] = None
+           ) -> Tuple[Doc, List[Doc]]:
     """(fleet_document, machines); ``docs``: a dict that gets each machine's
     run documents by machine id."""
     if group_by not in GROUPS:
@@ -506,7 +567,8 @@ def _fleet(store, group_by, docs=None):
     machines = machines_document(store)["machines"]
     if not machines:
         raise StoreError(f"no machines in {store.path} (run `memfx survey` or `memfx push` first)")
-    per_machine, sources = {}, {}
+    per_machine: Dict[str, Dict[str, Doc]] = {}
+    sources: Dict[str, List[str]] = {}
     runs = store.runs()
     for m in machines:
         mine = None if docs is None else docs.setdefault(m["machine_id"], [])
@@ -517,16 +579,16 @@ def _fleet(store, group_by, docs=None):
                     "machines": [m["machine_id"]], "sources": sources[m["machine_id"]]}
                    for m in machines]
     else:
-        models = {}
+        models: Dict[str, List[Doc]] = {}
         for m in machines:
             models.setdefault(m["cpu_model"], []).append(m)
         columns = [{"key": model, "label": model, "machines": [m["machine_id"] for m in ms],
                     "hosts": sorted({h for m in ms for h in m["hosts"]}),
                     "sources": list(dict.fromkeys(x for m in ms for x in sources[m["machine_id"]]))}
                    for model, ms in sorted(models.items())]
-    questions = {}
-    for answers in per_machine.values():
-        for qid, a in answers.items():
+    questions: Dict[str, Doc] = {}
+    for by_question in per_machine.values():
+        for qid, a in by_question.items():
             questions.setdefault(qid, {k: a.get(k) for k in ("question", "asks", "unit", "better",
                                                             "seed")})
     rows = []
@@ -541,7 +603,7 @@ def _fleet(store, group_by, docs=None):
     return doc, machines
 
 
-def _cell(answers, group_by):
+def _cell(answers: List[Doc], group_by: str) -> Doc:
     if not answers:
         return {"verdict": "not_measured", "value": None, "ci_low": None, "ci_high": None,
                 "n_hosts": 0}
@@ -550,17 +612,17 @@ def _cell(answers, group_by):
         return {k: a.get(k) for k in ("verdict", "value", "ci_low", "ci_high", "because")} | {
             "n_hosts": 1}
     values = [a["value"] for a in answers if isinstance(a.get("value"), (int, float))]
-    verdicts = {}
+    verdicts: Dict[Optional[str], int] = {}
     for a in answers:
         verdicts[a.get("verdict")] = verdicts.get(a.get("verdict"), 0) + 1
     return {"value": statistics.median(values) if values else None,
             "spread_low": min(values) if values else None,
             "spread_high": max(values) if values else None,
-            "verdict": max(verdicts, key=verdicts.get) if len(verdicts) == 1 else "mixed",
+            "verdict": next(iter(verdicts)) if len(verdicts) == 1 else "mixed",
             "verdicts": verdicts, "n_hosts": len(answers)}
 
 
-def group_answers(store, model_key):
+def group_answers(store: RunStore, model_key: str) -> Tuple[str, List[Doc]]:
     """(label, answers) of the machines whose CPU model contains `model_key`
     (case-insensitive; one model must match): per question the median of
     the hosts' values, and as its interval the spread min..max across hosts
@@ -569,7 +631,9 @@ def group_answers(store, model_key):
     return label, answers
 
 
-def group_side(store, model_key, fleet=None):
+def group_side(store: RunStore, model_key: str,
+               fleet: Optional[Tuple[Doc, Dict[str, List[Doc]]]] = None
+               ) -> Tuple[str, List[Doc], List[Doc]]:
     """group_answers() and, for `compare`'s curves, one document per
     experiment whose points are the hosts' (group_points).  ``fleet``: the
     (fleet document, {machine id: run documents}) of fleet_with_runs(), made
@@ -603,20 +667,20 @@ def group_side(store, model_key, fleet=None):
             group_points([per_machine.get(mid) or [] for mid in column["machines"]]))
 
 
-def fleet_with_runs(store):
+def fleet_with_runs(store: RunStore) -> Tuple[Doc, Dict[str, List[Doc]]]:
     """(the cpu-model fleet document, {machine id: its run documents})."""
-    per_machine = {}
+    per_machine: Dict[str, List[Doc]] = {}
     doc, _ = _fleet(store, "cpu-model", per_machine)
     return doc, per_machine
 
 
-def group_points(machine_docs):
+def group_points(machine_docs: Iterable[List[Doc]]) -> List[Doc]:
     """One document per experiment for the hosts of one CPU model
     (``machine_docs``: each host's run documents): per point the median of
     the hosts' medians, with each host's median as a replica (the host-to-
     host spread is what `compare` pools) and min..max of their CIs as its
     CI; one host's point as it is."""
-    by_exp = {}
+    by_exp: Dict[Any, Doc] = {}
     for docs in machine_docs:
         for d in docs:
             e = by_exp.setdefault(d.get("experiment"), {"points": {}, "doc": d})
@@ -624,9 +688,9 @@ def group_points(machine_docs):
                 key = (p.get("metric"), json.dumps([p.get("arm"), p.get("params")],
                                                    sort_keys=True, default=str))
                 e["points"].setdefault(key, []).append(p)
-    out = []
+    out: List[Doc] = []
     for exp, e in by_exp.items():
-        points = []
+        points: List[Doc] = []
         for hosts in e["points"].values():
             valued = [p for p in hosts if isinstance(p.get("median"), (int, float))]
             if len(valued) < 2:
@@ -648,14 +712,14 @@ def group_points(machine_docs):
 
 # ---- a `memfx tune` record -------------------------------------------------------
 
-def tune_answers(doc):
+def tune_answers(doc: Doc) -> List[Doc]:
     """One answer per checked candidate (question tune.<tunable>), so that
     `memfx compare` sets two tune records side by side."""
-    out = []
+    out: List[Doc] = []
     for c in doc.get("candidates") or []:
         r = c.get("result") or {}
         verdict = {"faster": fnd.DETECTED, "slower": fnd.DETECTED,
-                   "no_difference": fnd.NOT_DETECTED}.get(r.get("verdict"), fnd.INCONCLUSIVE)
+                   "no_difference": fnd.NOT_DETECTED}.get(str(r.get("verdict")), fnd.INCONCLUSIVE)
         out.append({"question": f"tune.{c['tunable']}",
                     "asks": f"How much faster does the program run with {c['tunable']} changed?",
                     "seed": "002", "unit": "x", "better": "higher", "verdict": verdict,
@@ -667,7 +731,7 @@ def tune_answers(doc):
     return out
 
 
-def tune_result_text(r):
+def tune_result_text(r: Optional[Doc]) -> str:
     if not r or r.get("speedup") is None:
         return "not measured"
     gain, lo, hi = (signed_percent(r[k] - 1) for k in ("speedup", "ci_low", "ci_high"))

@@ -8,11 +8,16 @@ import math
 import statistics
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..model import findings as fnd
 from ..model import stats
+
+if TYPE_CHECKING:
+    from ..experiments.base import Experiment
+    from ..model.answers import Answer, Question
 
 # 1: findings (round 1).  2: answers, one per declared question (findings
 # kept as a flat view of the answers for readers of version 1).  3: answers
@@ -32,24 +37,24 @@ RESULT_SCHEMA_VERSION = 4
 class RunData:
     """What an experiment's analyze() sees."""
     experiment: str
-    params: dict
-    machine: dict
-    points: list                      # point dicts (see build_points)
-    samples: list = field(default_factory=list)   # accepted samples
+    params: Dict[str, Any]
+    machine: Dict[str, Any]
+    points: List[Dict[str, Any]]                 # point dicts (see build_points)
+    samples: List[Dict[str, Any]] = field(default_factory=list)   # accepted samples
 
-    def select(self, arm=None, **match):
+    def select(self, arm: Optional[str] = None, **match: Any) -> List[Dict[str, Any]]:
         """Points of one arm whose params contain every key=value given."""
         return [p for p in self.points
                 if (arm is None or p["arm"] == arm)
                 and all(p["params"].get(k) == v for k, v in match.items())]
 
-    def values(self, arm, **match):
+    def values(self, arm: Optional[str], **match: Any) -> np.ndarray:
         """Per-sample values of the first matching point (for bootstraps)."""
         pts = self.select(arm, **match)
         return np.asarray(pts[0]["values"], float) if pts else np.array([])
 
 
-def _key(sample):
+def _key(sample: Dict[str, Any]) -> Tuple[str, str, str]:
     return sample["arm"], json.dumps(sample["point"], sort_keys=True), sample["metric"]
 
 
@@ -81,7 +86,8 @@ BEST_LOW, BEST_HIGH = 0.10, 0.90
 REPLICA_CI = "ranks"
 
 
-def build_points(samples, seed=0, n_boot=2000, ci_method="bootstrap"):
+def build_points(samples: Sequence[Dict[str, Any]], seed: int = 0, n_boot: int = 2000,
+                 ci_method: Optional[str] = "bootstrap") -> List[Dict[str, Any]]:
     """One summary per (arm, point params, metric); see ESTIMATOR.
 
     Each point has the typical figure (`median`, with a bootstrap CI when it
@@ -90,8 +96,8 @@ def build_points(samples, seed=0, n_boot=2000, ci_method="bootstrap"):
     `flags`: "bimodal" when its samples form two groups (stats.bimodal_split;
     a shared last-level cache that a neighbour sometimes takes), with the two
     groups in `modes` -- the median of such a point is not a level."""
-    groups = OrderedDict()
-    rejected = {}
+    groups: Dict[Tuple[str, str, str], List[Dict[str, Any]]] = OrderedDict()
+    rejected: Dict[Tuple[str, str, str], int] = {}
     for s in samples:
         k = _key(s)
         groups.setdefault(k, [])
@@ -101,7 +107,7 @@ def build_points(samples, seed=0, n_boot=2000, ci_method="bootstrap"):
         else:
             groups[k].append(s)
     min_ci = fnd.threshold("min_ci_samples")
-    points = []
+    points: List[Dict[str, Any]] = []
     for k, accepted in groups.items():
         arm, params_json, metric = k
         params = json.loads(params_json)
@@ -117,26 +123,28 @@ def build_points(samples, seed=0, n_boot=2000, ci_method="bootstrap"):
         # Each replica (worker process) calibrates its own run lengths: its
         # longest length's samples are its values, and the point's values
         # are every replica's.
-        by_replica = OrderedDict()
+        by_replica: Dict[int, List[Dict[str, Any]]] = OrderedDict()
         for s in accepted:
             by_replica.setdefault(s.get("replica") or 0, []).append(s)
-        longest, groups, overhead = [], [], (None, None)
+        longest: List[Dict[str, Any]] = []
+        replica_values: List[List[float]] = []
+        overhead: Tuple[Optional[float], Optional[float]] = (None, None)
         for replica in sorted(by_replica):
             mine = by_replica[replica]
             lengths = sorted({s["length"] for s in mine})
             chosen = [s for s in mine if s["length"] == lengths[-1]]
             longest.extend(chosen)
-            groups.append([s["value"] for s in chosen])
+            replica_values.append([s["value"] for s in chosen])
             if metric.startswith("ns_per_") and len(lengths) >= 2 and overhead[0] is None:
                 overhead = _call_overhead(mine, lengths[0], lengths[-1])
         values = np.array([s["value"] for s in longest], float)
         # with two or more replicas the CI is the hierarchical one: no
         # bootstrap of the pooled samples (it was discarded)
         summ = stats.summarize(values, seed=seed, n_boot=n_boot,
-                               ci=ci_method if len(groups) < 2 else None)
+                               ci=ci_method if len(replica_values) < 2 else None)
         ci = (summ.ci_low, summ.ci_high)
-        if len(groups) >= 2:      # the CI holds the spread between replicas
-            ci = stats.hierarchical_ci(groups, confidence=fnd.threshold("ci_level"), seed=seed,
+        if len(replica_values) >= 2:      # the CI holds the spread between replicas
+            ci = stats.hierarchical_ci(replica_values, confidence=fnd.threshold("ci_level"), seed=seed,
                                        n_boot=min(n_boot, 1000))
         p10, p90 = (float(q) for q in np.quantile(values, [BEST_LOW, BEST_HIGH]))
         higher_is_better = not metric.startswith("ns_per_")
@@ -146,8 +154,8 @@ def build_points(samples, seed=0, n_boot=2000, ci_method="bootstrap"):
                      ci_high=ci[1] if summ.n >= min_ci else None,
                      p10=p10, p90=p90, best=p90 if higher_is_better else p10,
                      best_quantile="p90" if higher_is_better else "p10")
-        if len(groups) >= 2:
-            point["replicas"] = [float(np.median(g)) for g in groups]
+        if len(replica_values) >= 2:
+            point["replicas"] = [float(np.median(g)) for g in replica_values]
         if overhead[0] is not None:       # from the first replica with two run lengths
             point["call_overhead_ns"], point["call_overhead_se_ns"] = overhead
         split = stats.bimodal_split(values, min_separation=fnd.threshold("bimodal_separation"),
@@ -163,7 +171,8 @@ def build_points(samples, seed=0, n_boot=2000, ci_method="bootstrap"):
     return points
 
 
-def _call_overhead(samples, short_len, long_len):
+def _call_overhead(samples: Sequence[Dict[str, Any]], short_len: float, long_len: float
+                   ) -> Tuple[Optional[float], Optional[float]]:
     """(a, standard error of a): the fixed ns per call from the medians of two
     run lengths (t = a + b * length, so a = (L*m_S - S*m_L) / (L - S)), each
     median's standard error taken as 1.2533 * sigma / sqrt(n) with sigma =
@@ -176,16 +185,16 @@ def _call_overhead(samples, short_len, long_len):
     ms, ml = float(np.median(short)), float(np.median(long_))
     span = long_len - short_len
 
-    def median_se(x):
+    def median_se(x: np.ndarray) -> float:
         return 1.2533 * 1.4826 * stats.mad_of(x) / math.sqrt(len(x))
     intercept = (long_len * ms - short_len * ml) / span
     se = math.hypot(long_len * median_se(short), short_len * median_se(long_)) / span
     return intercept, se
 
 
-def flag_cautions(points):
+def flag_cautions(points: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """One caution per flag (e.g. bimodal), listing the flagged points."""
-    out = []
+    out: List[Dict[str, Any]] = []
     flagged = [p for p in points if "bimodal" in (p.get("flags") or [])]
     if flagged:
         names = [fnd.point_label(p) for p in flagged]
@@ -202,7 +211,8 @@ def flag_cautions(points):
     return out
 
 
-def _cycles_estimate(metric, samples, median, naive_median):
+def _cycles_estimate(metric: str, samples: Sequence[Dict[str, Any]], median: float,
+                     naive_median: float) -> Optional[float]:
     """Est. core cycles per operation (time metrics) or bytes per cycle (bandwidth)."""
     good = [s for s in samples if s.get("cycles_est") and s["ns"]]
     if not good or not naive_median:
@@ -213,12 +223,12 @@ def _cycles_estimate(metric, samples, median, naive_median):
     return None
 
 
-def _median_counters(samples):
+def _median_counters(samples: Sequence[Dict[str, Any]]) -> Dict[str, float]:
     """Median of each numeric counter, per operation-independent sample."""
     # statistics.median, not np.median: the same value, but a point has a
     # dozen counters of ~10 samples each and np.median's per-call overhead
     # made this loop most of a survey report's analysis time
-    columns = {}
+    columns: Dict[str, List[float]] = {}
     for s in samples:
         for k, v in (s.get("counters") or {}).items():
             if isinstance(v, (int, float)) and not k.startswith(BUSY_PREFIX):
@@ -226,14 +236,17 @@ def _median_counters(samples):
     return {n: float(statistics.median(columns[n])) for n in sorted(columns)}
 
 
-def run_data(run, samples, n_boot=2000, ci_method="bootstrap"):
+def run_data(run: Dict[str, Any], samples: Sequence[Dict[str, Any]], n_boot: int = 2000,
+             ci_method: Optional[str] = "bootstrap") -> RunData:
     accepted = [s for s in samples]
     return RunData(run["experiment"], run.get("params") or {}, run.get("machine") or {},
                    build_points(accepted, n_boot=n_boot, ci_method=ci_method),
                    [s for s in samples if not s.get("rejected")])
 
 
-def analyze(run, samples, experiment=None):
+def analyze(run: Dict[str, Any], samples: Sequence[Dict[str, Any]],
+            experiment: Optional[Experiment] = None
+            ) -> Tuple[RunData, List[Dict[str, Any]], List[Dict[str, Any]], List[str]]:
     """(RunData, answers, cautions, errors) for a stored run.
 
     ``answers`` holds exactly one answer dict per question the experiment
@@ -243,13 +256,15 @@ def analyze(run, samples, experiment=None):
     from ..model.answers import complete_answers
     data = run_data(run, samples)
     exp = experiment or get_experiment(run["experiment"], missing_ok=True)
-    answers, errors = [], []
+    answers: List[Dict[str, Any]] = []
+    errors: List[str] = []
     if exp is not None and not exp.questions:
         errors.append(f"experiment {exp.name} declares no questions: nothing is answered")
         return data, [], point_cautions(data.points), errors
     if exp is not None:
         questions = exp.questions
-        given, failure = [], None
+        given: List[Answer] = []
+        failure: Optional[str] = None
         if not data.points:
             failure = "no samples were measured"
         else:
@@ -274,12 +289,14 @@ def analyze(run, samples, experiment=None):
     return data, answers, cautions, errors
 
 
-def _replica_answers(exp, run, samples, replicas, pooled, qmap):
+def _replica_answers(exp: Experiment, run: Dict[str, Any], samples: Sequence[Dict[str, Any]],
+                     replicas: Sequence[int], pooled: Sequence[Dict[str, Any]],
+                     qmap: Dict[str, Question]) -> List[Dict[str, Any]]:
     """Each question's answer from every replica's samples (``pooled``), its
     CI and verdict from the answers of each replica analysed alone
     (answers.combine_replicas)."""
     from ..model.answers import combine_replicas
-    per = []
+    per: List[Dict[str, Dict[str, Any]]] = []
     for r in replicas:
         mine = [s for s in samples if (s.get("replica") or 0) == r]
         data = run_data(run, mine, ci_method=REPLICA_CI)
@@ -295,7 +312,7 @@ def _replica_answers(exp, run, samples, replicas, pooled, qmap):
             for a in pooled]
 
 
-def ran_in_guest(machine) -> bool:
+def ran_in_guest(machine: Optional[Dict[str, Any]]) -> bool:
     """Whether a fingerprint was taken in a VM guest (its hypervisor entry,
     else the CPUID hypervisor flag)."""
     machine = machine or {}
@@ -306,7 +323,7 @@ def ran_in_guest(machine) -> bool:
     return bool(isinstance(flags, dict) and flags.get("hypervisor"))
 
 
-def point_cautions(points):
+def point_cautions(points: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
     summaries = [{"arm": p["arm"], "params": p["params"], "cv": p.get("cv") or 0.0,
                   "n": p["n"], "rejected": p["rejected"]} for p in points]
     out = [c.as_dict() for c in fnd.noise_cautions(summaries)]
@@ -317,14 +334,15 @@ def point_cautions(points):
     return out
 
 
-def busy_summary(samples):
+def busy_summary(samples: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """How busy the machine was while a run measured, from its cells'
     busy_* counters and its samples: {wall_s, others_cpus (CPU-equivalents
     other processes used, on average), steal_share, load_1m (the highest
     seen), rejected_share (of every sample taken), busy (bool)}; None when
     no cell recorded it (older runs)."""
     sums = {"busy_wall_s": 0.0, "busy_others_s": 0.0, "busy_steal_s": 0.0, "busy_all_s": 0.0}
-    load, cells = None, 0
+    load: Optional[float] = None
+    cells = 0
     for s in samples:
         c = s.get("counters") or {}
         if "busy_wall_s" not in c:
@@ -350,7 +368,7 @@ def busy_summary(samples):
                          or steal >= fnd.threshold("busy_steal"))}
 
 
-def busy_caution(busy):
+def busy_caution(busy: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """The caution of a run that measured on a busy machine, or None."""
     if not busy or not busy.get("busy"):
         return None
@@ -369,12 +387,12 @@ def busy_caution(busy):
     ).as_dict()
 
 
-def calibration_caution(points):
+def calibration_caution(points: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """Flag blocks whose cycle-estimate calibration moved between the
     dependent-add chains run before and after them (frequency changed)."""
     limit = fnd.threshold("calibration_drift")
-    drifts = [(p.get("counters") or {}).get("calibration_drift") for p in points]
-    drifts = [d for d in drifts if d is not None]
+    found = [(p.get("counters") or {}).get("calibration_drift") for p in points]
+    drifts: List[float] = [d for d in found if d is not None]
     bad = [d for d in drifts if d > limit]
     if not bad:
         return None
@@ -387,17 +405,17 @@ def calibration_caution(points):
     ).as_dict()
 
 
-def _machine_id(machine):
+def _machine_id(machine: Optional[Dict[str, Any]]) -> Optional[str]:
     from ..lab.machine import machine_id
     return machine_id(machine) if machine else None
 
 
-def plot_dicts(exp):
+def plot_dicts(exp: Optional[Experiment]) -> List[Dict[str, Any]]:
     """The experiment's declared plots as plain data (none for an unknown one)."""
     return [spec.to_dict() for spec in getattr(exp, "plots", ()) or ()]
 
 
-def experiment_info(exp):
+def experiment_info(exp: Optional[Experiment]) -> Optional[Dict[str, Any]]:
     """What a reader shows of the experiment besides its answers: title,
     question, seeds, its parameters (name, kind, help) and the values of its
     full preset (what a lighter preset traded away); None for an unknown one."""
@@ -413,30 +431,33 @@ def experiment_info(exp):
             "full_preset": full}
 
 
-def machine_warnings(machine):
+def machine_warnings(machine: Dict[str, Any]) -> List[Dict[str, Any]]:
     """The machine's noise cautions, each marked as the machine's (a
     reader lists them once per machine, not once per run)."""
     from ..lab.machine import cautions
     return [dict(c, source="machine") for c in cautions(machine)]
 
 
-def machine_capabilities(machine):
+def machine_capabilities(machine: Dict[str, Any]) -> Dict[str, Any]:
     from ..lab.machine import capabilities
     return capabilities(machine)
 
 
-def document(run, samples, experiment=None, include_values=False):
+def document(run: Dict[str, Any], samples: Sequence[Dict[str, Any]],
+             experiment: Optional[Experiment] = None,
+             include_values: bool = False) -> Dict[str, Any]:
     """The versioned result document of one run; include_values keeps each
     point's per-sample values (for plots)."""
     from ..experiments import get_experiment
     exp = experiment or get_experiment(run["experiment"], missing_ok=True)
     data, answers, cautions, errors = analyze(run, samples, exp)
     machine = run.get("machine") or {}
-    warnings = []
+    warnings: List[Dict[str, Any]] = []
     try:
         warnings.extend(machine_warnings(machine))
     except Exception:
         pass
+    capabilities: Optional[Dict[str, Any]]
     try:
         capabilities = machine_capabilities(machine)
     except Exception:

@@ -6,8 +6,11 @@ registry, shared helpers, an effect's helpers split off by concern) sits
 below the effects.  May import the model, the lab (the C core only through
 memfx.lab.lab) and the store; an effect imports the kit, never another
 effect."""
+from __future__ import annotations
+
 import importlib
 import pkgutil
+from typing import Literal, overload
 
 from ..model.errors import MemfxError
 from .base import REGISTRY, Experiment, Param, Point, Region, Trial, register
@@ -20,21 +23,29 @@ for _m in sorted(m.name for m in pkgutil.iter_modules(__path__)):
         importlib.import_module(f"{__name__}.{_m}")
 
 
-def get_experiment(name, missing_ok=False):
+@overload
+def get_experiment(name: str, missing_ok: Literal[False] = ...) -> Experiment: ...
+
+
+@overload
+def get_experiment(name: str, missing_ok: bool) -> Experiment | None: ...
+
+
+def get_experiment(name: str, missing_ok: bool = False) -> Experiment | None:
     exp = REGISTRY.get(name)
     if exp is None and not missing_ok:
         raise MemfxError(f"unknown experiment {name!r}; known: {', '.join(sorted(REGISTRY))}")
     return exp
 
 
-def declared_params(name):
+def declared_params(name: str) -> dict[str, Param]:
     """{parameter name: Param} the experiment ``name`` declares; {} for an
     experiment this version does not know."""
     exp = REGISTRY.get(name)
     return {p.name: p for p in exp.all_params()} if exp is not None else {}
 
 
-def all_experiments():
+def all_experiments() -> list[Experiment]:
     """Registered experiments in survey order (each declares ``order``)."""
     return sorted(REGISTRY.values(), key=lambda e: (getattr(e, "order", 100), e.name))
 

@@ -3,12 +3,17 @@ and presets, its arms, how to set up one trial, and how to analyse the
 samples.  Experiments never time anything, open the store or draw."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Iterable
+
 # The protocol types live in memfx.model.protocol (the lab imports them without
 # importing any experiment); re-exported here for the experiments.
 from ..model.errors import ParamError
 from ..model.protocol import COMMON_PARAMS, COMMON_PRESETS, PARSERS, Param, Point, Region, Trial  # noqa: F401
 
-REGISTRY: dict[str, "Experiment"] = {}
+if TYPE_CHECKING:
+    from ..model.answers import Answer, Question
+
+REGISTRY: dict[str, Experiment] = {}
 
 
 def register(cls):
@@ -49,13 +54,13 @@ class Experiment:
     name = ""
     title = ""
     question = ""
-    seeds: tuple = ()
-    params: list = []
-    presets: dict = {"quick": {}, "full": {}}
-    arms: tuple = ()
+    seeds: tuple[str, ...] = ()
+    params: list[Param] = []
+    presets: dict[str, dict[str, Any]] = {"quick": {}, "full": {}}
+    arms: tuple[str, ...] = ()
     # The questions this experiment answers on every run (answers.Question),
     # declared once; analyze() returns answers.Answer objects for them.
-    questions: tuple = ()
+    questions: tuple[Question, ...] = ()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -65,10 +70,11 @@ class Experiment:
                 setattr(cls, name, _only_selected_arms(method))
 
     # -- parameters --
-    def all_params(self):
+    def all_params(self) -> list[Param]:
         return list(self.params) + COMMON_PARAMS
 
-    def resolve(self, preset="quick", overrides=None):
+    def resolve(self, preset: str = "quick", overrides: dict[str, Any] | None = None
+                ) -> dict[str, Any]:
         """Defaults, then the preset, then --set overrides; every value parsed."""
         table = {p.name: p for p in self.all_params()}
         if preset not in self.presets:
@@ -84,7 +90,7 @@ class Experiment:
         values["arms"] = self._check_arms(values["arms"])
         return values
 
-    def _check_arms(self, arms):
+    def _check_arms(self, arms: Iterable[str]) -> list[str]:
         """The `arms` parameter: ["all"] -> every arm; names checked against self.arms."""
         if list(arms) == ["all"]:
             return list(self.arms)
@@ -107,14 +113,14 @@ class Experiment:
     def verify(self, lab, params: dict) -> None:
         """In the worker, before any timing: check the kernels compute the right thing."""
 
-    def analyze(self, data) -> list:
+    def analyze(self, data: Any) -> list[Answer]:
         """Answers (answers.Answer, one per declared question at most) from a
         RunData (points with statistics, accepted samples).  Questions left
         unanswered become not_measured; an answer to an undeclared question
         is an error."""
         return []
 
-    def declared(self, name):
+    def declared(self, name: str) -> Question:
         """The declared question ``<experiment>.<name>`` (or the full id)."""
         # ids use the experiment's name with '_' for '-' (store_forward.entry_28_vs_32)
         qid = name if "." in name else f"{self.name.replace('-', '_')}.{name}"

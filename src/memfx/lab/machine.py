@@ -33,6 +33,7 @@ import json
 import os
 import platform
 import re
+from typing import Any
 
 from memfx.lab.cpuid import (  # noqa: F401 (public names re-exported)
     _bit,
@@ -559,7 +560,7 @@ def _get(fp, *keys):
     return cur
 
 
-def cautions(fp):
+def cautions(fp: dict[str, Any]) -> list[dict[str, Any]]:
     """What makes results on this machine noisy, as a list of
     {"id", "message", "value", "threshold", "advice"}.  Unknown values
     (None) never raise a caution."""
@@ -638,7 +639,7 @@ def cautions(fp):
     return out
 
 
-def capabilities(fp):
+def capabilities(fp: dict[str, Any]) -> dict[str, Any]:
     """A compact yes/no summary of what this machine lets memfx do."""
     f = fp.get("flags") or {}
     thp = _get(fp, "memory", "thp_enabled")

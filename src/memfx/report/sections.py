@@ -381,7 +381,7 @@ def _warning_rows(views, groups) -> list:
         for c in machine_cautions:
             rows.append([e(where), f"<b>{e(c.get('id'))}</b>: {e(c.get('message'))}",
                          e(c.get("advice") or "–")])
-        machine_ids |= {c.get("id") for c in machine_cautions}
+        machine_ids |= {str(c.get("id")) for c in machine_cautions if c.get("id")}
     for v in views:
         for w in (v.doc or {}).get("warnings") or []:
             if w.get("source") == "machine" or w.get("id") in machine_ids \

@@ -207,6 +207,8 @@ class PostgresStore(Store):
     backend = "postgresql"
     # psycopg behind the sqlite3 calls the shared query code makes (_Connection)
     _conn: _Connection | None  # type: ignore[assignment]
+    # the URL with its password masked, where the SQLite store has its file
+    path: str  # type: ignore[assignment]
 
     def __init__(self, url: str, memfx_version: str = "0", fallback_path=None, notify=None):
         try:
