@@ -71,7 +71,7 @@ def _key(sample: Dict[str, Any]) -> Tuple[str, str, str]:
 # the two lengths' samples): an intercept within two of them of zero -- or
 # below zero, which no call costs -- is noise, not a fixed cost.
 ESTIMATOR = "per-sample median"
-# counters that say how busy the machine was over a cell (_lab.busy_between):
+# counters that say how busy the machine was over a cell (lab/busy.py: busy_between):
 # on one record per cell, added up over a run, never a point's median
 BUSY_PREFIX = "busy_"
 # Which quantile is the "best sustained" figure: the fast tail, i.e. the low

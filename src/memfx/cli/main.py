@@ -79,7 +79,7 @@ def _number_arg(text):
 _int_arg.__name__, _number_arg.__name__ = "int", "float"    # the names argparse shows
 
 
-from .args import (  # noqa: E402,F401 (cli_show and the tests use them from here too)
+from .args import (  # noqa: E402,F401 (show.py and the tests use them from here too)
     SQLITE_SIBLING_SUFFIXES,
     _console,
     _db_path,

@@ -58,7 +58,7 @@ def check_rotating(lab, kernel, value, aux, src_word, region, chunk, calls):
 
 
 def check_kernel(row_index, value, aux, src_word, count=1, max_size=4096, max_offset=64):
-    """Byte-exact check in C (see _lab.fill_check); None or a failure tuple.
+    """Byte-exact check in C (see lab.fill_check); None or a failure tuple.
     Kept for bandwidth.verify_kernel, which checks by row index; the fill
     experiment checks through Lab.fill_check."""
     from ..lab.lab import fill_check

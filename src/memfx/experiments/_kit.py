@@ -140,7 +140,7 @@ def read_area(region, threads):
 def overlap_of_shorter(slots):
     """Share of the shorter thread's run during which every other thread ran
     too (1.0 for one thread): the lab's one overlap rule for a team that runs
-    together (_lab.team_overlap)."""
+    together (lab.team_overlap)."""
     from ..lab.lab import team_overlap
     return team_overlap("together", slots)
 

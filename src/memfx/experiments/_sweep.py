@@ -19,7 +19,7 @@ def index_itemsize(n):
 def shuffled_order(n, seed):
     """The random arm's visiting order: a uniformly random permutation of
     0..n-1 in the narrowest index type, a function of `seed` (an int or a
-    list of them), shuffled by the core (_lab.shuffle_in_place: 0.19 s for
+    list of them), shuffled by the core (lab.shuffle_in_place: 0.19 s for
     the 15.7M lines of a 960 MiB set on a 2-vCPU guest, numpy's shuffle
     0.75 s)."""
     order = np.arange(n, dtype=np.int32 if index_itemsize(n) == 4 else np.int64)

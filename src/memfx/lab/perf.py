@@ -1,7 +1,7 @@
 """The lab's perf counters: one perf_event group of software events (page
 faults, context switches, migrations), always tried, and one of hardware
 events (cycles, instructions, and raw events an experiment adds) where a PMU
-exists, read from user space with every sample.  Moved out of _lab.py,
+exists, read from user space with every sample.  Moved out of lab.py,
 which re-exports every name."""
 from __future__ import annotations
 
