@@ -30,10 +30,11 @@ def test_memfx_jobs_never_put_the_repositorys_src_on_the_path(peers):
 
 @pytest.mark.measuring
 def test_a_memfx_without_its_c_core_is_one_clear_error(peers, tmp_path, monkeypatch, capsys):
-    # what the repository's src/ looks like before a build: memfx/_core is a
-    # directory without the extension, so it imports as an empty namespace
-    (tmp_path / "memfx" / "_core").mkdir(parents=True)
+    # what the repository's src/ looks like before a build: memfx/lab/_core is
+    # a directory without the extension, so it imports as an empty namespace
+    (tmp_path / "memfx" / "lab" / "_core").mkdir(parents=True)
     (tmp_path / "memfx" / "__init__.py").write_text("")
+    (tmp_path / "memfx" / "lab" / "__init__.py").write_text("")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     problem = peers.memfx_problem(sys.executable)
     assert problem and "kernels" in problem and "pip install" in problem

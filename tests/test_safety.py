@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import memfx
 from conftest import run_cli
 from memfx.advice.advise import run_libc_child
 from memfx.cli import main as cli
@@ -24,7 +25,7 @@ from memfx.store.store import Store
 
 TINY = ["--set", "max_size=64K", "--set", "samples=3", "--set", "min_sample_ms=0.05",
         "--set", "per_octave=1", "--set", "refine=false"]
-SRC = os.path.dirname(os.path.dirname(os.path.abspath(cli.__file__)))
+SRC = os.path.dirname(os.path.dirname(os.path.abspath(memfx.__file__)))
 
 
 def dump(db):
