@@ -258,3 +258,37 @@ def test_a_preempted_dram_sample_is_corrected_a_cached_one_retaken(monkeypatch):
     assert waited["rejected"] and waited["reason"] == "context_switch"
     unknown_llc = _preempted_sample(monkeypatch, 64 * mib, None, 20e6, 8e6)
     assert unknown_llc["rejected"]
+
+
+def test_a_cell_whose_samples_are_all_preempted_ends_its_retakes_on_the_time_budget(monkeypatch):
+    """Every sample rejected (a busy machine): the planned visits run, the
+    retakes stop once they have taken as long as the plan did (or
+    RETAKE_MIN_SECONDS), and the cell says it was cut short."""
+    import random
+
+    from memfx import _worker
+    from test_protocol import ColdStartLab, TwoArms
+
+    clock = [0.0]
+    monkeypatch.setattr(_worker.time, "monotonic", lambda: clock[0])
+
+    class Preempted(ColdStartLab):
+        def sample(self, trial, count, cycles_per_tick):
+            clock[0] += 0.1                   # each sample takes 0.1 s of the clock
+            rec = super().sample(trial, count, cycles_per_tick)
+            return dict(rec, rejected=True, reason="context_switch")
+
+    exp = TwoArms()
+    lab = Preempted({"slow": 1.0, "fast": 1.0}, amplitude=0.0)
+    monkeypatch.setattr(_worker, "settle", lambda *a, **k: {})
+    recs = _worker.measure_cell(exp, exp.plan({}, {}), {"samples": 20}, lab, random.Random(1))
+    planned = 2 * 20 * 1               # two arms x 20 samples; a rejected N stops the N/2N pair
+    retakes = len(recs) - planned
+    # the plan took 4 s: its retakes get 2 s (20 samples); without the
+    # budget they would make another 40
+    assert 0 < retakes <= _worker.RETAKE_SHARE * 4.0 / 0.1 + 1 < 40
+    assert recs[0]["counters"].get("retakes_cut") == 1
+    # a quiet cell never hits it
+    lab = ColdStartLab({"slow": 1.0, "fast": 1.0}, amplitude=0.0)
+    recs = _worker.measure_cell(exp, exp.plan({}, {}), {"samples": 5}, lab, random.Random(1))
+    assert "retakes_cut" not in recs[0]["counters"]
