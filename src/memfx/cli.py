@@ -191,8 +191,10 @@ def _progress_runner(store, fp, name, preset, overrides, quiet, survey_id=None, 
         return run_experiment(name, store, fp, preset, overrides, survey_id=survey_id,
                               labels=labels)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[label]}"),
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(bar_width=20),
+                  TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                  TimeRemainingColumn(compact=True),
+                  TextColumn("{task.fields[label]}", markup=False),
                   transient=True, console=_console_err()) as prog:
         task = prog.add_task(name, total=None, label="")
 
@@ -203,8 +205,8 @@ def _progress_runner(store, fp, name, preset, overrides, quiet, survey_id=None, 
 
 
 def _console_err():
-    from rich.console import Console
-    return Console(stderr=True)
+    from .screen import console
+    return console(stderr=True)
 
 
 def cmd_run(args):
@@ -377,7 +379,8 @@ def cmd_advise(args):
     if not args.run_missing:
         copy_sources(store)         # fails now, before anything is measured
     fp = _machine()
-    err = Console(stderr=True)
+    from .screen import console
+    err = console(stderr=True)
     from rich.markup import escape
 
     def run_missing(name):          # --run-missing is the user's consent to measure

@@ -51,6 +51,16 @@ def term_width(stream=None) -> int:
         return PIPE_WIDTH
 
 
+def console(stderr: bool = False):
+    """memfx's one way to a terminal: a rich Console on stdout (results) or
+    stderr (progress, warnings), as wide as term_width() says, with emoji
+    codes and automatic highlighting off -- text from a measurement, a user
+    or a program (`libcall:-1:noalign`, a command line) prints as it is."""
+    from rich.console import Console
+    return Console(stderr=stderr, width=term_width(sys.stderr if stderr else sys.stdout),
+                   emoji=False, highlight=False)
+
+
 def fit(line: str, width: int) -> str:
     """``line`` cut to ``width`` terminal cells, ending in an ellipsis when cut."""
     line = clean(line)
@@ -114,12 +124,13 @@ def answer_lines(answers: Sequence[Mapping[str, Any]], width: int, indent: str =
             out += textwrap.wrap(because, width=max(20, width - len(sub)),
                                  initial_indent=sub, subsequent_indent=sub) or []
             continue
-        if cell_len(head) > width - MIN_BECAUSE:     # a long value: the id is kept whole
+        if cell_len(head) > width - MIN_BECAUSE:     # a long value: id and value kept whole
             line = f"{indent}{qid}  {t}"
-            out.append(line if cell_len(line) <= width else f"{indent}{qid}  " +
-                       fit(t, max(1, width - cell_len(indent + qid) - 2)))
+            out += [line] if cell_len(line) <= width else [f"{indent}{qid}", f"{indent}    {t}"]
             continue
-        out.append((head + "  " + fit(because, room)).rstrip() if because and room >= MIN_BECAUSE
+        # the sentence only whole: a sentence cut after twenty characters
+        # says less than none (`memfx show --full` has every one)
+        out.append((head + "  " + because).rstrip() if because and cell_len(because) <= room
                    else head.rstrip())
     return out
 
@@ -199,7 +210,19 @@ def advice_lines(advice: Optional[Mapping[str, Any]], width: int) -> List[str]:
                     else "not checked")
         out.append(f"  prefetch ({i.get('decision')}): {i.get('advice') or i.get('reason') or '-'}"
                    f" ({measured})")
-    return [fit(x, width) for x in out]
+    return [line for x in out for line in wrap_whole(x, width)]
+
+
+def wrap_whole(text: str, width: int, indent: str = "    ") -> List[str]:
+    """``text`` wrapped at spaces to ``width``, continuation lines indented;
+    a word is never broken (a flag, a tunable, a path or an id longer than
+    the width stands whole on its own line), so what a user copies is exact."""
+    text = clean(text)
+    lead = text[:len(text) - len(text.lstrip())]
+    return textwrap.wrap(text, width=max(20, width), initial_indent="",
+                         subsequent_indent=lead + indent, break_long_words=False,
+                         break_on_hyphens=False, drop_whitespace=True) or [text] \
+        if cell_len(text) > width else [text]
 
 
 def noisy_points(documents: Iterable[Mapping[str, Any]]):
