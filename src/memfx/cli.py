@@ -14,7 +14,7 @@ from .cli_show import (cmd_compare, cmd_export, cmd_machines, cmd_prune, cmd_rm,
                        cmd_runs, cmd_show, emit_document, emit_tune_document)
 from .errors import MemfxError
 
-# Exit statuses (README "Bad input ..." paragraph, `memfx --help`): 1 is a
+# Exit statuses (the README's exit-status table, `memfx --help`): 1 is a
 # command's own verdict (compare: regressed; survey: an experiment failed;
 # tune: the program failed; push: a run refused), never an error of memfx.
 EXIT_USAGE = 2          # bad input or an unusable store: nothing was changed

@@ -62,18 +62,16 @@ def console(stderr: bool = False):
 
 
 def fit(line: str, width: int) -> str:
-    """``line`` cut to ``width`` terminal cells, ending in an ellipsis when cut."""
-    line = clean(line)
-    if cell_len(line) <= width:
-        return line
-    out, used = [], 0
-    for ch in line:
-        w = cell_len(ch)
-        if used + w > width - 1:
-            break
-        out.append(ch)
-        used += w
-    return "".join(out).rstrip() + "…"
+    """``line`` fitted to ``width`` terminal cells by wrapping it at spaces
+    (continuation lines indented, joined by newlines): never cut, and a word
+    longer than the width (a flag, a path, an id) stands whole on its own
+    line (wrap_whole).  Screens split the result into lines (_lines)."""
+    return "\n".join(wrap_whole(line, width))
+
+
+def _lines(out: Iterable[str]) -> List[str]:
+    """A screen's entries as terminal lines (a fitted entry may hold several)."""
+    return [line for entry in out for line in str(entry).split("\n")]
 
 
 def _pad(text: str, width: int) -> str:
@@ -132,7 +130,7 @@ def answer_lines(answers: Sequence[Mapping[str, Any]], width: int, indent: str =
         # says less than none (`memfx show --full` has every one)
         out.append((head + "  " + because).rstrip() if because and cell_len(because) <= room
                    else head.rstrip())
-    return out
+    return _lines(out)
 
 
 # ---- the parts of a screen ----------------------------------------------------------
@@ -151,7 +149,7 @@ def headline_lines(answers: Sequence[Mapping[str, Any]], width: int) -> List[str
         out.append(fit(seed_heading(seed), width))
         out += answer_lines([a for a in heads if str(a.get("seed") or "") == seed], width,
                             indent="  ")
-    return out
+    return _lines(out)
 
 
 def _pct(x) -> str:
@@ -210,7 +208,7 @@ def advice_lines(advice: Optional[Mapping[str, Any]], width: int) -> List[str]:
                     else "not checked")
         out.append(f"  prefetch ({i.get('decision')}): {i.get('advice') or i.get('reason') or '-'}"
                    f" ({measured})")
-    return [line for x in out for line in wrap_whole(x, width)]
+    return _lines(fit(x, width) for x in out)
 
 
 def wrap_whole(text: str, width: int, indent: str = "    ") -> List[str]:
@@ -280,7 +278,7 @@ def warning_lines(documents: Sequence[Mapping[str, Any]], width: int) -> List[st
         out.append(fit(f"{d.get('experiment')} run {d.get('run_id')}: {len(ws)} warnings", width))
         for w in ws:
             out.append(fit(f"  {w.get('id')}: {w.get('message')}", width))
-    return out
+    return _lines(out)
 
 
 # ---- whole screens ---------------------------------------------------------------
@@ -294,8 +292,8 @@ def survey_screen(doc: Mapping[str, Any], width: int, advice=None, show_all=Fals
             + (f" on {doc['machine_id']}" if doc.get("machine_id") else ""))
     if pattern:
         chosen = select(answers, pattern)
-        return ([fit(f"{head}: {len(chosen)} of {len(answers)} answers match {pattern!r}", width)]
-                + answer_lines(chosen, width, full=full))
+        return _lines([fit(f"{head}: {len(chosen)} of {len(answers)} answers match "
+                           f"{pattern!r}", width)] + answer_lines(chosen, width, full=full))
     out = [fit(head, width)]
     out += headline_lines(answers, width)
     advised = advice_lines(advice, width)
@@ -313,7 +311,7 @@ def survey_screen(doc: Mapping[str, Any], width: int, advice=None, show_all=Fals
                                 width, indent="  ", full=full)
     elif rest:
         out.append(fit(f"{len(rest)} more answers: memfx show {sid} --all", width))
-    return out
+    return _lines(out)
 
 
 def run_screen(doc: Mapping[str, Any], width: int, full=False, pattern=None) -> List[str]:
@@ -326,7 +324,7 @@ def run_screen(doc: Mapping[str, Any], width: int, full=False, pattern=None) -> 
                f"{doc.get('preset') or '?'} preset): {what}", width)]
     out += answer_lines(chosen, width, indent="  ", full=full)
     out.append(quality_line([doc], str(doc.get("run_id")), width))
-    return out
+    return _lines(out)
 
 
 # ---- compare ------------------------------------------------------------------------
@@ -377,4 +375,4 @@ def curve_lines(doc: Mapping[str, Any], width: int, show_all=False) -> List[str]
         out.append(fit("details changed:", width))
         for c in changes:
             out.append(fit(f"  {clean(str(c.get('question')))}  {clean(detail_text(c))}", width))
-    return out
+    return _lines(out)
