@@ -145,6 +145,16 @@ def _param_value_text(kind, value):
     return str(value)
 
 
+def _preset_values(rec, text):
+    """'quick (the default) 5, full 11': the value each preset runs with (a
+    parameter's own default is only what a preset starts from)."""
+    presets = rec["presets"]
+    if not presets:
+        return f"default {text(rec['default'])}"
+    return ", ".join(f"{name}{' (the default)' if name == 'quick' else ''} {text(v)}"
+                     for name, v in presets.items())
+
+
 def experiment_help(exp):
     """`memfx run EXP --help`: that experiment's parameters only."""
     lines = [f"{exp.name}: {exp.question}", "",
@@ -152,8 +162,7 @@ def experiment_help(exp):
     for rec in param_records(exp):
         text = lambda v, kind=rec["kind"]: _param_value_text(kind, v)  # noqa: E731
         lines.append(f"  {rec['name']} ({rec['kind']}): {rec['help']}")
-        values = [f"default {text(rec['default'])}"]
-        values += [f"{preset} {text(v)}" for preset, v in rec["presets"].items()]
+        values = [_preset_values(rec, text)]
         if rec["choices"]:
             values.append("one of " + ", ".join(map(str, rec["choices"])))
         if rec["min"] is not None or rec["max"] is not None:
@@ -445,8 +454,11 @@ def _params_help():
     lines = ["parameters (--set NAME=VALUE; sizes take K/M/G suffixes):"]
     for e in all_experiments():
         lines.append(f"  {e.name}:")
-        for p in e.all_params():
-            lines.append(f"    {p.describe()}")
+        for rec in param_records(e):
+            text = lambda v, kind=rec["kind"]: _param_value_text(kind, v)  # noqa: E731
+            ex = f"  (e.g. --set {rec['name']}={rec['example']})" if rec["example"] else ""
+            lines.append(f"    {rec['name']} [{rec['kind']}; {_preset_values(rec, text)}]: "
+                         f"{rec['help']}{ex}")
     return "\n".join(lines)
 
 
@@ -514,9 +526,9 @@ def build_parser():
     db(sp)
     sp = add("compare", cmd_compare, "compare two runs, surveys or machines question by question; "
              "exit 1 when anything regressed beyond the threshold",
-             epilog="example: memfx compare s-20261123-1200-ab12 latest --threshold 5%%")
-    sp.add_argument("a", help="run id, survey id (s-...), machine id (m-...), 'latest' or "
-                    "'latest-survey'")
+             epilog="example: memfx compare previous latest-survey --threshold 5%")
+    sp.add_argument("a", help="run id, survey id (s-...), machine id (m-...), 'latest', "
+                    "'latest-survey', 'previous' (the survey before it) or 'latest-survey~N'")
     sp.add_argument("b", help="the same, compared against A (ratios are B/A)")
     sp.add_argument("pattern", nargs="?", metavar="QUESTIONS",
                     help="only the questions whose id matches this glob, e.g. 'copy.*'")

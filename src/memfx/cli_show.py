@@ -210,7 +210,8 @@ def _is_survey_key(store, key):
     """Whether ``key`` names a survey (and no run)."""
     from .errors import StoreError
     key = str(key)
-    if key.startswith("s-") or key == "latest-survey":
+    from .store_sql import surveys_back
+    if key.startswith("s-") or surveys_back(key) is not None:
         return True
     try:
         store.run(key)

@@ -347,6 +347,20 @@ def _check_status(status: str, allowed=STATUSES) -> None:
 
 
 LATEST_SURVEY = "latest-survey"
+PREVIOUS_SURVEY = "previous"
+_SURVEYS_BACK = re.compile(r"latest-survey~([0-9]{1,6})")
+
+
+def surveys_back(key: str) -> Optional[int]:
+    """How many complete surveys before the latest one ``key`` names:
+    "latest-survey" 0, "previous" 1, "latest-survey~N" N; None for any
+    other key.  (The one rule for relative survey ids.)"""
+    if key == LATEST_SURVEY:
+        return 0
+    if key == PREVIOUS_SURVEY:
+        return 1
+    m = _SURVEYS_BACK.fullmatch(str(key))
+    return int(m.group(1)) if m else None
 
 _INSERT_SAMPLE = ("INSERT INTO samples(run_id, seq, " + ", ".join(SAMPLE_DEFAULTS) + ")"
                   " VALUES (" + ", ".join("?" * (len(SAMPLE_DEFAULTS) + 2)) + ")")

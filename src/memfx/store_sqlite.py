@@ -22,7 +22,7 @@ from .errors import StoreError
 from .schema import EXPORT_FORMAT, EXPORT_FORMAT_VERSION, MACHINE, readable
 from .status import COMPLETE, FINAL_STATUSES, INTERRUPTED, RUNNING
 from .store_sql import (
-    APPLICATION_ID, BUSY_TIMEOUT_MS, _INSERT_SAMPLE, LATEST_SURVEY, MIGRATIONS, _NEWEST_FIRST,
+    APPLICATION_ID, BUSY_TIMEOUT_MS, _INSERT_SAMPLE, MIGRATIONS, surveys_back, _NEWEST_FIRST,
     _RUN_COLUMNS, _SCHEMA_V1, _SELECT_RUNS, _UNREADABLE, _check_export_doc, check_labels,
     _check_status, _csv_cell, default_db_path, _dumps, _exists, _imported_as_settled,
     _insert_survey, _is_busy, _iso_to_unix, _labels_of, _loads, _pid_alive, _run_dict,
@@ -731,10 +731,17 @@ class Store:
         if not _exists(conn, "runs", run_id):
             raise StoreError(f"no run {run_id!r} in {shown(self.path)}")
 
+    @staticmethod
+    def _count_complete_surveys(conn) -> int:
+        return conn.execute("SELECT count(*) FROM surveys WHERE status = ?",
+                            (COMPLETE,)).fetchone()[0]
+
     def _resolve(self, conn: sqlite3.Connection, table: str, kind: str, key: str) -> str:
         """Full id, unique prefix, "latest" or (runs) "latest:EXPERIMENT" or
-        (surveys) "latest-survey" -> full id.  For runs, latest means the
-        latest complete run; latest-survey is the latest complete survey."""
+        (surveys) "latest-survey", "latest-survey~N" or "previous" -> full
+        id.  For runs, latest means the latest complete run; latest-survey
+        is the latest complete survey, ~N the Nth complete one before it,
+        previous the one before it (surveys_back)."""
         if table == "runs" and (key == "latest" or key.startswith("latest:")):
             experiment = key[len("latest:"):] if ":" in key else None
             if experiment == "":
@@ -747,13 +754,17 @@ class Store:
                 what = f"complete {experiment} run" if experiment else "complete run"
                 raise StoreError(f"no {what} in {shown(self.path)}")
             return row[0]
-        if key == LATEST_SURVEY:
+        back = surveys_back(key)
+        if back is not None:
             if table != "surveys":
-                raise StoreError(f"no {kind} {key!r}: latest-survey names a survey")
+                raise StoreError(f"no {kind} {key!r}: {key} names a survey")
             row = conn.execute("SELECT id FROM surveys WHERE status = ? ORDER BY started DESC,"
-                               " rowid DESC LIMIT 1", (COMPLETE,)).fetchone()
+                               " rowid DESC LIMIT 1 OFFSET ?", (COMPLETE, back)).fetchone()
             if row is None:
-                raise StoreError(f"no complete survey in {shown(self.path)}")
+                raise StoreError(
+                    f"no complete survey {key!r} in {shown(self.path)}: it has "
+                    f"{self._count_complete_surveys(conn)} complete surveys" if back
+                    else f"no complete survey in {shown(self.path)}")
             return row[0]
         if key == "latest":
             row = conn.execute(f"SELECT id FROM {table} ORDER BY started DESC, rowid DESC"
