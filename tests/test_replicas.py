@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from memfx import stats
-from memfx.answers import (EFFECT_BAND, Answer, Question, band_verdict, combine_replicas,
-                           effect)
+from memfx.answers import EFFECT_BAND, Answer, Question, combine_replicas, effect
 from memfx.compare import (CHANGED, CHANGED_ANSWER, NOISY, NOT_JUDGED, REGRESSED, UNCHANGED,
                            compare, compare_answers, history_spread)
-from memfx.findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, threshold
+from memfx.findings import (DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, band_verdict,
+                            effect_verdict, threshold)
 from memfx.results import build_points, document
 
 
@@ -89,6 +89,15 @@ def test_points_carry_replica_medians_and_a_replica_level_ci():
 
 
 # ---- verdicts with a margin --------------------------------------------------
+
+def test_one_verdict_rule_decides_answers_and_details_alike():
+    """findings.band_verdict is the rule; effect_verdict only adds the sample
+    count and the default band (issue 44: two rules with 3 % and 5 % bands)."""
+    band = (0.95, 1.05)
+    for lo, hi in ((1.10, 1.30), (0.97, 1.03), (1.02, 1.08), (0.5, 0.9)):
+        assert effect_verdict(1.0, lo, hi, 9, 9, band=band) == band_verdict(band, lo, hi)
+    assert effect_verdict(1.0, 0.97, 1.03, 1, 9, band=band) == INCONCLUSIVE
+
 
 def test_band_verdict():
     band = (0.95, 1.05)

@@ -24,8 +24,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import stats
-from .findings import (DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, effect_verdict,
-                       jsonable, threshold)
+from .findings import (DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, band_verdict,
+                       effect_verdict, jsonable, threshold)
 from .units import format_ci, format_number, format_value
 
 NOT_MEASURED = "not_measured"
@@ -54,7 +54,7 @@ CHOICE_UNITS = frozenset({"ways", "sets", "elements"})
 __all__ = ["Question", "Answer", "NOT_MEASURED", "ANSWER_VERDICTS", "LOWER", "HIGHER",
            "NEITHER", "point_key", "evidence_keys", "not_measured", "measured",
            "effect", "pooled_values", "complete_answers", "EFFECT_BAND", "DISCRETE_UNITS",
-           "band_verdict", "combine_replicas", "SEEDS", "explain_inconclusive"]
+           "combine_replicas", "SEEDS", "explain_inconclusive"]
 
 
 @dataclass(frozen=True)
@@ -232,12 +232,8 @@ def effect(q: Question, a, b, because: str, *, evidence=(), details=(),
         return not_measured(q, "one side of the comparison has no samples")
     r = stats.ratio_of_medians(a, b, confidence=threshold("ci_level"), seed=seed)
     band = q.no_effect_band() if effect_min is None else None
-    if band is not None:
-        verdict = (band_verdict(band, r["ci_low"], r["ci_high"])
-                   if min(r["n_a"], r["n_b"]) >= threshold("min_samples") else INCONCLUSIVE)
-    else:
-        verdict = effect_verdict(r["ratio"], r["ci_low"], r["ci_high"], r["n_a"], r["n_b"],
-                                 effect_min=effect_min)
+    verdict = effect_verdict(r["ratio"], r["ci_low"], r["ci_high"], r["n_a"], r["n_b"],
+                             effect_min=effect_min, band=band)
     lo, hi = (r["ci_low"], r["ci_high"]) if min(a.size, b.size) >= threshold("min_ci_samples") \
         else (None, None)
     return Answer(question=q.id, verdict=verdict, because=because, value=r["ratio"],
@@ -264,19 +260,6 @@ def complete_answers(questions: Sequence[Question], given: Iterable[Answer],
         by_id[a.question] = a
     reason = failure or "the analysis gave no answer (the sweep did not reach it)"
     return [by_id.get(q.id) or not_measured(q, reason) for q in questions]
-
-
-def band_verdict(band, ci_low, ci_high) -> str:
-    """detected when the CI lies wholly outside ``band`` (low, high), not
-    detected when wholly inside it, inconclusive otherwise or without a CI."""
-    if ci_low is None or ci_high is None or not (math.isfinite(ci_low) and math.isfinite(ci_high)):
-        return INCONCLUSIVE
-    low, high = band
-    if ci_low > high or ci_high < low:
-        return DETECTED
-    if ci_low >= low and ci_high <= high:
-        return NOT_DETECTED
-    return INCONCLUSIVE
 
 
 # --------------------------------------------------------------------------
