@@ -277,7 +277,10 @@ def widen_for_drift(value, lo, hi, cv):
 
 # Units of absolute figures: between sessions they move with the clock the
 # host gives a guest's vCPU (guest_clock_cv); ratios of two arms cancel it.
-CLOCK_UNITS = ("ns", "GB/s")
+# Cycles too: without a PMU they are TSC ticks times a cycles-per-tick
+# estimate (a dependent-add chain timed beside each block), which follows
+# the same host clock.
+CLOCK_UNITS = ("ns", "GB/s", "cycles")
 
 
 def guest_drift_cv(unit: str, host_shared: bool) -> float:
