@@ -429,11 +429,11 @@ class PostgresStore(Store):
                 store._journal_runs[run_id]["artifacts"][name] = data
         return self._journaled(set_artifact, run_id, name, data)
 
-    def finish_run(self, run_id, status, error=None):
-        def finish_run(store, run_id, status, error):
-            Store.finish_run(store, run_id, status, error)
+    def finish_run(self, run_id, status, error=None, measured_s=None):
+        def finish_run(store, run_id, status, error, measured_s):
+            Store.finish_run(store, run_id, status, error, measured_s)
             store._journal_runs.pop(run_id, None)     # safe in PostgreSQL now
-        return self._journaled(finish_run, run_id, status, error)
+        return self._journaled(finish_run, run_id, status, error, measured_s)
 
 
 def _read_from_fallback(name):

@@ -332,15 +332,25 @@ class Store:
             conn.executemany(_INSERT_SAMPLE,
                              [(run_id, first + i, *row) for i, row in enumerate(rows)])
 
-    def finish_run(self, run_id: str, status: str, error: str | None = None) -> None:
+    def finish_run(self, run_id: str, status: str, error: str | None = None,
+                   measured_s: float | None = None) -> None:
+        """Mark a run ended.  Its duration is ``measured_s``, the seconds its
+        replicas measured, when given (a survey measures a run's replicas in
+        rounds minutes apart: its start-to-end span counts the other
+        experiments' rounds too), else the span from its start."""
         _check_status(status, FINAL_STATUSES)
         now = time.time()
         with self._write() as conn:
             self._require_run(conn, run_id)
-            conn.execute(
-                "UPDATE runs SET status = ?, error = ?, finished = ?,"
-                " duration_s = ? - started_unix WHERE id = ?",
-                (status, error, utcnow_iso(now), now, run_id))
+            if measured_s is None:
+                conn.execute(
+                    "UPDATE runs SET status = ?, error = ?, finished = ?,"
+                    " duration_s = ? - started_unix WHERE id = ?",
+                    (status, error, utcnow_iso(now), now, run_id))
+            else:
+                conn.execute("UPDATE runs SET status = ?, error = ?, finished = ?, duration_s = ?"
+                             " WHERE id = ?", (status, error, utcnow_iso(now),
+                                               float(measured_s), run_id))
 
     def runs(self, experiment: str | None = None, survey_id: str | None = None,
              status: str | None = None, labels: dict | None = None) -> list[dict]:
