@@ -348,9 +348,9 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
             # a choice the pooled samples made that most replicas did not
             # (prefetch.stream_distance: pooled 2, replicas 2, 8, 8 in an
             # A/A whose other surveys all read 8)
-            overruled = (f"the replicas' choice is {format_value(top, q.unit)} "
-                         f"({votes.count(top)} of {len(votes)}), not the pooled samples' "
-                         f"{format_value(value, q.unit)}")
+            # what was found leads (issue 42); the pooled claim follows it
+            overruled = (f"{format_value(top, q.unit)}, the choice of {votes.count(top)} of "
+                         f"{len(votes)} replicas, each analysed alone")
             value = out["value"] = top
     elif value is not None and len(valued) >= 2:
         c = stats.combine_replicas([a["value"] for a in valued],
@@ -373,8 +373,8 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
                 # (prefetch.stream_gain 1.145 from replicas of 1.05, 1.05
                 # and 1.12, and 0.975 from 0.99, 0.98 and 1.04, in an A/A
                 # on a Zen 4 guest: compare read a 15 % regression)
-                overruled = (f"the replicas' estimate is {format_value(c['value'], q.unit)}, "
-                             f"not the pooled samples' {format_value(value, q.unit)}")
+                overruled = (f"{format_value(c['value'], q.unit)} by the replicas, each "
+                             f"analysed alone")
                 value = out["value"] = c["value"]
             lo, hi = min(c["ci_low"], value), max(c["ci_high"], value)
         out["ci_scope"] = f"{len(valued)} replicas"

@@ -187,6 +187,20 @@ def _plain(value):
     return text(value)
 
 
+# a detail's value and its CI bounds are in the detail's unit: shown as the
+# answer's are (sizes for bytes), so that a table never reads 8291179 beside
+# an answer of 7.9 MiB
+_IN_UNIT = ("value", "ci_low", "ci_high")
+
+
+def _detail_cell(d, k):
+    v = d.get(k)
+    if k in _IN_UNIT and d.get("unit") == "bytes" and isinstance(v, (int, float)) \
+            and not isinstance(v, bool):
+        return format_size(v)
+    return format_number(v) if isinstance(v, float) else v
+
+
 def details_tables(answers, width=100):
     """Per answer with details: its sub-results, in tables ``width`` wide."""
     out = []
@@ -203,8 +217,7 @@ def details_tables(answers, width=100):
         for k in keys[:7]:
             t.add_column(k)
         for d in det[:60]:
-            t.add_row(*[_plain(format_number(d.get(k)) if isinstance(d.get(k), float) else d.get(k))
-                        for k in keys[:7]])
+            t.add_row(*[_plain(_detail_cell(d, k)) for k in keys[:7]])
         if len(det) > 60:
             t.caption = f"{len(det) - 60} more rows in --json"
         out.append(t)
