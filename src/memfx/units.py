@@ -53,6 +53,9 @@ MISSING = "–"
 NOT_FINITE = "n/a"
 _BINARY_UNITS = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 _RATIO_UNITS = ("x", "ratio")
+# A share (of a time, of the CPU time) is stored as a fraction and printed as
+# a percentage: "15.2%", never "0.152x", which reads as a speed-up.
+SHARE_UNIT = "share"
 # Units printed right after the number, without a space.
 _ATTACHED_UNITS = ("x", "%")
 
@@ -185,11 +188,15 @@ def format_value(v, unit="") -> str:
         return format_number(v)
     if unit == "bytes":
         return format_size(v)
+    if unit == SHARE_UNIT:
+        return format_number(v * 100) + "%"
     return _with_unit(format_number(v), unit)
 
 
 def _bare(v, unit) -> str:
     """A CI bound without its unit (sizes keep theirs: they differ in unit)."""
+    if _not_a_value(v) is None and unit == SHARE_UNIT:
+        return format_number(v * 100)
     return format_size(v) if unit == "bytes" and _not_a_value(v) is None else format_number(v)
 
 
@@ -201,7 +208,8 @@ def format_ci(lo, hi, unit="") -> str:
     unit = unit or ""
     if unit == "bytes":
         return f"{_bare(lo, unit)}–{_bare(hi, unit)}"
-    return _with_unit(f"{_bare(lo, unit)}–{_bare(hi, unit)}", unit)
+    return _with_unit(f"{_bare(lo, unit)}–{_bare(hi, unit)}",
+                      "%" if unit == SHARE_UNIT else unit)
 
 
 def format_estimate(v, lo, hi, unit="") -> str:
