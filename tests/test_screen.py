@@ -203,3 +203,16 @@ def test_every_flag_and_tunable_is_printed_verbatim_at_any_width(width):
     printed = con.file.getvalue()
     assert f"-mmemcpy-strategy={LONG_GCC}" in printed and "[/dim] :-1: [bold]x" in printed
     assert "👎" not in printed
+
+
+def test_a_count_is_compared_as_equal_or_different_never_as_a_ratio():
+    """Issue 42: compare printed `copy.best_strategy 0.429` (3 ranges / 7)."""
+    from memfx.compare import ratio_text
+    row = {"question": "copy.best_strategy", "unit": "ranges", "verdict": "changed-answer",
+           "a": 7.0, "b": 3.0, "ratio": 3 / 7, "ratio_ci_low": None, "ratio_ci_high": None}
+    assert ratio_text(row) == "–"
+    doc = {"rows": [row], "counts": {"changed-answer": 1}, "threshold": 0.05, "a": "A", "b": "B"}
+    line = next(x for x in screen.compare_lines(doc, 100)
+                if "copy.best_strategy" in x)
+    assert "0.429" not in line and "7 ranges -> 3 ranges" in line
+    assert ratio_text(dict(row, unit="ns")) == "0.429"

@@ -59,7 +59,7 @@ import numpy as np
 from . import stats
 from .answers import DISCRETE_UNITS, guest_drift_cv
 from .findings import DETECTED, NOT_DETECTED, threshold
-from .units import format_ratio, format_value
+from .units import MISSING, format_ratio, format_value
 
 REGRESSED, IMPROVED, CHANGED = "regressed", "improved", "changed"
 CHANGED_ANSWER, UNCHANGED, NOT_COMPARABLE = "changed-answer", "unchanged", "not comparable"
@@ -501,7 +501,10 @@ def changed(rows) -> List[Mapping[str, Any]]:
 
 
 def ratio_text(r) -> str:
-    """A row's ratio B/A with its CI: "1.003 [0.998–1.010]"."""
+    """A row's ratio B/A with its CI: "1.003 [0.998–1.010]"; a count or a
+    choice (ranges, ways, ...) is equal or different, never a ratio: "–"."""
+    if r.get("unit") in DISCRETE_UNITS:
+        return MISSING
     return format_ratio(r.get("ratio"), r.get("ratio_ci_low"), r.get("ratio_ci_high"))
 
 
@@ -559,7 +562,6 @@ def markdown(doc: Mapping[str, Any], max_lines: int = MARKDOWN_LINES) -> str:
         for verdict in dict.fromkeys(r["verdict"] for r in rest):
             items = [r for r in rest if r["verdict"] == verdict]
             lines.append(f"{verdict} ({len(items)}): " + ", ".join(
-                f"`{r['question']}` {format_ratio(r.get('ratio'))}"
-                for r in items) + "<br>")
+                f"`{r['question']}` {ratio_text(r)}" for r in items) + "<br>")
         lines.append("</details>")
     return "\n".join(lines[:max_lines])
