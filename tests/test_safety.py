@@ -391,6 +391,7 @@ def test_python_dash_m_memfx(tmp_path):
 @pytest.mark.measuring
 def test_run_exp_help_lists_that_experiments_parameters_with_preset_values():
     from memfx.experiments import REGISTRY
+    from memfx.units import param_value_text
     fill, latency = REGISTRY["fill"], REGISTRY["latency"]
     p = run_cli("run", "fill", "--help")
     assert p.returncode == 0, p.stderr
@@ -405,8 +406,8 @@ def test_run_exp_help_lists_that_experiments_parameters_with_preset_values():
     line = p.stdout.split(f"  {q.name} ({q.kind})")[1].splitlines()[1]
     # the preset each run uses, the default one named (issue 42: "default 11;
     # quick 5" read as if 11 were what a plain `memfx run` does)
-    assert f"quick (the default) {cli._param_value_text(q.kind, quick[q.name])}" in line
-    assert f"full {cli._param_value_text(q.kind, full[q.name])}" in line
+    assert f"quick (the default) {param_value_text(q.name, quick[q.name], q.kind)}" in line
+    assert f"full {param_value_text(q.name, full[q.name], q.kind)}" in line
     assert "--set " in p.stdout
 
 

@@ -72,8 +72,8 @@ def test_survey_screen_fits_80_columns_with_every_headline_in_40_lines():
                                                 if a.get("headline")})
     # the advice with its measured gain, one data-quality line, the way to the rest
     text = "\n".join(lines)
-    assert "advise -mmemcpy-strategy=libcall:-1:noalign: measured +3.1 % [+1.0, +5.3]" in text
-    assert "keep glibc's x86_rep_movsb_threshold 2048; 8192 measured +0.0 %" in text
+    assert "advise -mmemcpy-strategy=libcall:-1:noalign: measured +3.1% [+1.0%, +5.3%]" in text
+    assert "keep glibc's x86_rep_movsb_threshold 2048; 8192 measured +0.0%" in text
     assert sum(line.startswith("data quality:") for line in lines) == 1
     rest = len(doc["answers"]) - len(heads)
     assert lines[-1].startswith(f"{rest} more answers: memfx show {doc['survey_id']} --all")
@@ -216,3 +216,20 @@ def test_a_count_is_compared_as_equal_or_different_never_as_a_ratio():
                 if "copy.best_strategy" in x)
     assert "0.429" not in line and "7 ranges -> 3 ranges" in line
     assert ratio_text(dict(row, unit="ns")) == "0.429"
+
+
+def test_one_formatter_for_parameters_and_gains():
+    """Issue 44: a parameter's value and a check's gain read alike wherever
+    they are printed (units.param_value_text, units.gain_text)."""
+    from memfx import render, report_html
+    from memfx.units import gain_text, param_value_text
+    assert param_value_text("size_bytes", 4096) == "4 KiB"
+    assert param_value_text("max_size", 1 << 26, "size") == "64 MiB"
+    assert param_value_text("arms", ["a", "b"], "list:str") == "a,b"
+    assert param_value_text("refine", True) == "true"
+    assert report_html.param_text("arms", ["a", "b"], "list:str") == "a, b"
+    assert report_html.param_text("size_bytes", 4096) == "4 KiB"
+    assert not hasattr(render, "_param_text")
+    assert gain_text(0.8, 0.7, 0.9) == "+25.0% [+11.1%, +42.9%]"
+    assert gain_text(1.0, 0.966, 3.23).startswith("+0.0% [-69.0%")      # never below -100 %
+    assert gain_text(None) == "–"

@@ -9,10 +9,12 @@ import json
 import os
 import stat
 import sys
+from functools import partial
 
 from .cli_show import (cmd_compare, cmd_export, cmd_machines, cmd_prune, cmd_rm,
                        cmd_runs, cmd_show, emit_document, emit_tune_document)
 from .errors import MemfxError
+from .units import param_value_text
 
 # Exit statuses (the README's exit-status table, `memfx --help`): 1 is a
 # command's own verdict (compare: regressed; survey: an experiment failed;
@@ -133,18 +135,6 @@ def param_records(exp):
             for p in exp.all_params()]
 
 
-def _param_value_text(kind, value):
-    from .units import format_size
-    if isinstance(value, list):
-        return ",".join(_param_value_text(kind[5:] if kind.startswith("list:") else kind, v)
-                        for v in value)
-    if kind == "size" and isinstance(value, int) and not isinstance(value, bool):
-        return format_size(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 def _preset_values(rec, text):
     """'quick (the default) 5, full 11': the value each preset runs with (a
     parameter's own default is only what a preset starts from)."""
@@ -160,7 +150,7 @@ def experiment_help(exp):
     lines = [f"{exp.name}: {exp.question}", "",
              f"parameters of {exp.name} (--set NAME=VALUE; sizes take K/M/G suffixes):"]
     for rec in param_records(exp):
-        text = lambda v, kind=rec["kind"]: _param_value_text(kind, v)  # noqa: E731
+        text = partial(param_value_text, rec["name"], kind=rec["kind"])
         lines.append(f"  {rec['name']} ({rec['kind']}): {rec['help']}")
         values = [_preset_values(rec, text)]
         if rec["choices"]:
@@ -455,7 +445,7 @@ def _params_help():
     for e in all_experiments():
         lines.append(f"  {e.name}:")
         for rec in param_records(e):
-            text = lambda v, kind=rec["kind"]: _param_value_text(kind, v)  # noqa: E731
+            text = partial(param_value_text, rec["name"], kind=rec["kind"])
             ex = f"  (e.g. --set {rec['name']}={rec['example']})" if rec["example"] else ""
             lines.append(f"    {rec['name']} [{rec['kind']}; {_preset_values(rec, text)}]: "
                          f"{rec['help']}{ex}")

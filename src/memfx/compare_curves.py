@@ -60,7 +60,7 @@ from .compare import (CHANGED, IMPROVED, INCONCLUSIVE, NOISY, REGRESSED, band_of
 from .findings import DETECTED, NOT_DETECTED, threshold
 from .machine_view import Fingerprint
 from .stats import z_of
-from .units import format_size
+from .units import format_size, param_value_text
 
 # Parameters that are a working set's size: a point whose working set is
 # larger than the machine's private caches rests on what a VM's host shares.
@@ -262,9 +262,8 @@ def swept_parameter(points: Sequence[Mapping[str, Any]]) -> Optional[str]:
 
 
 def _param_text(name: str, v) -> str:
-    if name.endswith("_bytes") and _number(v):
-        return f"{name}={format_size(v)}"
-    return str(v) if isinstance(v, str) else f"{name}={v}"
+    """'offset=52', 'size_bytes=4 KiB'; a word alone ('copy', 'throughput')."""
+    return str(v) if isinstance(v, str) else f"{name}={param_value_text(name, v)}"
 
 
 def _span(name: Optional[str], lo, hi) -> str:

@@ -8,7 +8,7 @@ import re
 from rich.table import Table
 from rich.text import Text
 
-from .units import format_ci, format_number, format_size, format_value
+from .units import format_ci, format_number, format_size, format_value, param_value_text
 
 # C0 controls, DEL and C1 controls (which include the CSI introducer 0x9b):
 # stored strings come from imports and /proc, and an escape sequence in one
@@ -56,12 +56,6 @@ def add_row(table: Table, *cells) -> None:
 
 VERDICT_STYLE = {"detected": "bold green", "not_detected": "yellow",
                  "inconclusive": "magenta", "measured": "cyan"}
-
-
-def _param_text(k, v):
-    if k.endswith("_bytes") and isinstance(v, (int, float)):
-        return format_size(v)
-    return str(v)
 
 
 def machine_table(fp, cautions, caps):
@@ -154,13 +148,13 @@ def points_table(doc, max_rows=400):
     t.add_column("rej", justify="right")
     for p in pts[:max_rows]:
         cv = p.get("cv")
-        add_row(t, *[_param_text(k, p["params"].get(k, "")) for k in pkeys], p["arm"],
+        add_row(t, *[param_value_text(k, p["params"].get(k, "")) for k in pkeys], p["arm"],
                 format_value(p['median'], p.get('unit')), format_ci(p['ci_low'], p['ci_high'], p.get('unit')),
                 format_value(p["min"], p.get('unit')), format_number(p.get("cycles_est")),
                 text(f"{cv:.1%}" if cv is not None else "-", "red" if cv and cv >= 0.1 else ""),
                 str(p["n"]), str(p["rejected"]))
     caption = [f"metric: {metric}"] if metric else []
-    caption += [f"{k}={_param_text(k, v)}" for k, v in constant.items()]
+    caption += [f"{k}={param_value_text(k, v)}" for k, v in constant.items()]
     if len(pts) > max_rows:
         caption.append(f"{len(pts) - max_rows} more points: memfx export {doc['run_id']}")
     t.caption = text("; ".join(caption))

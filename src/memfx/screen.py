@@ -20,7 +20,7 @@ from typing import Any, Iterable, List, Mapping, Optional, Sequence
 from rich.cells import cell_len
 
 from .render import clean
-from .units import format_estimate, format_value
+from .units import format_estimate, format_value, gain_text
 
 MIN_WIDTH = 80
 # Width when standard output is not a terminal and COLUMNS is not set.
@@ -152,19 +152,12 @@ def headline_lines(answers: Sequence[Mapping[str, Any]], width: int) -> List[str
     return _lines(out)
 
 
-def _pct(x) -> str:
-    return "-" if x is None else f"{x * 100:+.1f} %"
-
-
 def _gain_text(overall: Optional[Mapping[str, Any]]) -> str:
-    """'gain +3.1 % [+1.2, +5.0]' from a check's overall ratio (advised /
-    current): gain = 1 / ratio - 1, never below -100 %."""
+    """'measured +3.1% [+1.0%, +5.3%]' (units.gain_text), or 'not measured'."""
     if not overall or not overall.get("ratio"):
         return "not measured"
-    g = 1 / overall["ratio"] - 1
-    lo, hi = overall.get("ci_low"), overall.get("ci_high")
-    ci = (f" [{(1 / hi - 1) * 100:+.1f}, {(1 / lo - 1) * 100:+.1f}]" if lo and hi else "")
-    return f"measured {_pct(g)}{ci}"
+    return "measured " + gain_text(overall.get("ratio"), overall.get("ci_low"),
+                                   overall.get("ci_high"))
 
 
 def advice_lines(advice: Optional[Mapping[str, Any]], width: int) -> List[str]:

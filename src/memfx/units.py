@@ -247,3 +247,35 @@ def format_change(change, lo=None, hi=None) -> str:
     if _not_a_value(lo) is not None or _not_a_value(hi) is not None:
         return signed_percent(change)
     return f"{signed_percent(change)} [{signed_percent(lo)}, {signed_percent(hi)}]"
+
+
+def param_value_text(name, value, kind="") -> str:
+    """A parameter's value for people, as `--set` takes it: sizes as K/M/G
+    (a Param of kind "size", or a name ending in _bytes), lists joined by
+    commas, booleans as true/false, floats as format_number.  The one
+    parameter formatter (the CLI's help, the tables, the report)."""
+    import json as _json
+    kind = kind or ""
+    if isinstance(value, (list, tuple)):
+        inner = kind[5:] if kind.startswith("list:") else ""
+        return ",".join(param_value_text(name, v, inner) for v in value)
+    if _is_number(value) and _not_a_value(value) is None \
+            and (kind == "size" or str(name).endswith("_bytes")):
+        return format_size(value)
+    if isinstance(value, dict):
+        return _json.dumps(value, sort_keys=True)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return format_number(value) if isinstance(value, float) else str(value)
+
+
+def gain_text(ratio, lo=None, hi=None) -> str:
+    """A check's gain from its time ratio advised / current and the ratio's
+    CI: gain = 1 / ratio - 1, bounds likewise ("+8.7% [+5.3%, +12.4%]"); a
+    ratio's CI comes from a log-scale bootstrap, so a gain is never below
+    -100 %.  MISSING when no ratio was measured.  The one gain formatter."""
+    if not (_is_number(ratio) and _not_a_value(ratio) is None and ratio > 0):
+        return MISSING
+    if not all(_is_number(x) and _not_a_value(x) is None and x > 0 for x in (lo, hi)):
+        return signed_percent(1 / ratio - 1)
+    return format_change(1 / ratio - 1, 1 / hi - 1, 1 / lo - 1)
