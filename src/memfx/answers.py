@@ -50,6 +50,13 @@ DISCRETE_UNITS = frozenset({"ranges", "levels", "ways", "sets", "elements"})
 # Discrete answers whose value is one choice (not a count of the ranges or
 # levels their details list): the replicas' majority is their estimate.
 CHOICE_UNITS = frozenset({"ways", "sets", "elements"})
+# Counts located at a step of a swept curve (a TLB's entries: the last page
+# count that stays fast): each replica's CI is the bracket of the sizes it
+# measured around the step, a resolution and not a sampling error, so
+# replicas on the same grid do not narrow it; the combined CI holds every
+# replica's bracket (a Student-t floor over three replicas read 99
+# [97.3, 101] from brackets of 96 and 102 pages).
+BRACKET_UNITS = frozenset({"entries"})
 
 __all__ = ["Question", "Answer", "NOT_MEASURED", "ANSWER_VERDICTS", "LOWER", "HIGHER",
            "NEITHER", "point_key", "evidence_keys", "not_measured", "measured",
@@ -377,6 +384,10 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
                              f"analysed alone")
                 value = out["value"] = c["value"]
             lo, hi = min(c["ci_low"], value), max(c["ci_high"], value)
+            if q.unit in BRACKET_UNITS:
+                lows = [a["ci_low"] for a in valued if a.get("ci_low") is not None]
+                highs = [a["ci_high"] for a in valued if a.get("ci_high") is not None]
+                lo, hi = min([lo] + lows), max([hi] + highs)
         out["ci_scope"] = f"{len(valued)} replicas"
         states = host_states(q, valued)
         if states:

@@ -31,7 +31,7 @@ samples of a point -- issue 16)
      core cycle from the dependent-add calibration run beside every cell.
 
 Kinds (the arms)
-  read               sum of every 64-bit word (bw_read_*)
+  read               load every byte, loads only (bw_read_*; checked by their summing twins bw_sum_*)
   write              fill with a non-zero byte (fill.c's fill_* rows; rep stosb as width "rep")
   copy               src -> dst, each half the working set (copy.c's copy_* rows; rep movsb)
   rmw                add 1 to every 64-bit word in place (bw_rmw_*)
