@@ -59,7 +59,8 @@ def run(experiment, preset="quick", db=None, **params):
 
 
 def load(id="latest", db=None):
-    """The document of a stored run, re-analysed from its samples (a run id,
+    """The document of a stored run, as stored when it was analysed (again
+    from its samples when memfx's analysis changed since) (a run id,
     unique prefix, ``latest`` or ``latest:EXP``), or of a survey (``s-...``,
     ``latest-survey``: ``kind`` is ``"survey"``, with every run's answers)."""
     from .documents import document_of

@@ -473,6 +473,11 @@ def build_parser():
     def label(sp, help_):
         sp.add_argument("--label", action="append", metavar="KEY=VALUE", help=help_)
 
+    def reanalysing(sp):        # the commands that read result documents
+        sp.add_argument("--reanalyse", action="store_true",
+                        help="analyse the runs' samples again (and store the new documents) "
+                             "instead of reading the stored ones")
+
     sp = add("machine", cmd_machine, "fingerprint and capabilities of this machine")
     sp.add_argument("--json", action="store_true", help="print JSON")
     sp = add("list", cmd_list, "the experiments, one line each")
@@ -500,7 +505,7 @@ def build_parser():
     label(sp, "only runs with this label (repeatable: all must match)")
     sp.add_argument("--json", action="store_true")
     db(sp)
-    sp = add("show", cmd_show, "one run's or survey's answers, re-analysed from its samples; "
+    sp = add("show", cmd_show, "one run's or survey's answers (analysed once, then read from the store); "
              "a survey leads with the seed questions' answers",
              epilog="example: memfx show latest-survey 'fill.*'")
     sp.add_argument("run", help="run or survey id, unique prefix, 'latest-survey' (the latest "
@@ -513,6 +518,7 @@ def build_parser():
     sp.add_argument("--details", action="store_true",
                     help="every answer with its whole sentence, its details and the point table")
     sp.add_argument("--warnings", action="store_true", help="also every run's warnings")
+    reanalysing(sp)
     db(sp)
     sp = add("compare", cmd_compare, "compare two runs, surveys or machines question by question; "
              "exit 1 when anything regressed beyond the threshold",
@@ -532,6 +538,7 @@ def build_parser():
     sp.add_argument("--group-by", choices=("cpu-model",),
                     help="A and B name CPU models: each side is the median of its machines "
                          "(newest runs), with the spread across hosts as its interval")
+    reanalysing(sp)
     db(sp)
     sp = add("export", cmd_export, "write a run or a survey as a result document (json), raw "
              "samples (raw, a run) or CSV")
@@ -542,6 +549,7 @@ def build_parser():
                          "importable run with samples; csv = a run: one row per sample, a "
                          "survey: one row per answer")
     sp.add_argument("-o", "--output", metavar="FILE", help="file to write (default stdout)")
+    reanalysing(sp)
     db(sp)
     sp = add("import", cmd_import, "import a run written by `memfx export --format raw`")
     sp.add_argument("file")
@@ -576,6 +584,7 @@ def build_parser():
     sp.add_argument("--group-by", choices=("machine", "cpu-model"),
                     help="with --fleet: a column per machine (default) or per CPU model "
                          "(median and spread across hosts)")
+    reanalysing(sp)
     db(sp)
 
     sp = add("machines", cmd_machines, "every machine in the store with its latest survey")
@@ -718,6 +727,9 @@ def main(argv=None):
         if not getattr(args, "fn", None):
             parser.print_help()
             return EXIT_USAGE
+        if getattr(args, "reanalyse", False) or "memfx.documents" in sys.modules:
+            from .documents import reanalyse      # this command's, not an earlier main()'s
+            reanalyse(getattr(args, "reanalyse", False))
         status = args.fn(args)
         if _stdout_failed():
             raise OSError(errno.EIO, os.strerror(errno.EIO))

@@ -234,9 +234,8 @@ def write_answers_csv(doc, out):
 
 
 def cmd_export(args):
-    from .documents import survey_document
+    from .documents import run_document, survey_document
     from .outputs import check_output_path, write_text_output
-    from .results import document
     cli = _cli()
     db = cli._db_path(args)
     if args.output is not None:
@@ -264,7 +263,7 @@ def cmd_export(args):
                 json.dump(store.export_run(run["id"]), out, indent=1)
                 out.write("\n")
             else:
-                json.dump(document(run, store.samples(run["id"])), out, indent=2, default=str)
+                json.dump(run_document(store, run["id"]), out, indent=2, default=str)
                 out.write("\n")
     if args.output is None:
         write(sys.stdout)

@@ -107,6 +107,7 @@ def _translate_schema(sqlite_schema: str) -> str:
                  sqlite_schema)
     sql = re.sub(r"\bINTEGER\b(?! GENERATED)", "BIGINT", sql)
     sql = re.sub(r"\bREAL\b", "DOUBLE PRECISION", sql)
+    sql = re.sub(r"\bBLOB\b", "BYTEA", sql)
     for table in ("surveys", "runs"):
         sql = sql.replace(f"CREATE TABLE {table} (", f"CREATE TABLE {table} (rowid BIGSERIAL,")
     return sql
@@ -173,6 +174,11 @@ class _Connection:
         cursor = self.raw.cursor(row_factory=_row_factory)
         cursor.execute(_pg_sql(sql), tuple(params))
         return cursor
+
+    @staticmethod
+    def translate_schema(sql: str) -> str:
+        """A migration's CREATE in PostgreSQL's types (store_sql._add_analyses)."""
+        return _translate_schema(sql)
 
     def executemany(self, sql: str, rows) -> None:
         rows = [tuple(r) for r in rows]
@@ -449,5 +455,6 @@ def _read_from_fallback(name):
 
 for _name in ("runs", "run", "samples", "survey", "surveys", "artifacts", "export_run",
               "samples_csv", "machines", "remove", "prune", "mark_stale_running", "import_run",
-              "push_run", "settle_survey", "adopt_run", "adopt_survey"):
+              "push_run", "settle_survey", "adopt_run", "adopt_survey", "analysis",
+              "save_analysis"):
     setattr(PostgresStore, _name, _read_from_fallback(_name))

@@ -27,12 +27,12 @@ from .store_sql import (
     _check_status, _csv_cell, default_db_path, _dumps, _exists, _imported_as_settled,
     _insert_survey, _is_busy, _iso_to_unix, _labels_of, _loads, _pid_alive, _run_dict,
     _sample_dict, _sample_row, _slug, _stamp, _survey_dict, redact_argv, redact_commands, shown,
-    utcnow_iso)
+    utcnow_iso, StoredAnalyses)
 from .store_files import (SQLITE_SIBLING_SUFFIXES, NotWritable, check_writable,  # noqa: F401
                           file_uri, lacks_write, open_error, read_only_connection, sqlite_path)
 
 
-class Store:
+class Store(StoredAnalyses):
     """The results database; also a context manager that closes it.
     `for_reading`: the caller only reads, so an existing file that cannot be
     written (read-only media, no write permission) is opened read-only."""
@@ -657,7 +657,7 @@ class Store:
                          (survey["status"], survey.get("finished"), survey["id"], RUNNING))
 
     def _delete_runs(self, conn, run_ids: list[str]) -> None:
-        for table in ("samples", "artifacts"):
+        for table in ("samples", "artifacts", "analyses"):     # a run's analyses go with it
             conn.executemany(f"DELETE FROM {table} WHERE run_id = ?", [(r,) for r in run_ids])
         conn.executemany("DELETE FROM runs WHERE id = ?", [(r,) for r in run_ids])
 
