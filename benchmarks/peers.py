@@ -20,8 +20,8 @@ write bytes, so their figures are halved here).  The bandwidth group (issue
 11) puts memfx's `bandwidth` experiment, single thread, widest vector kernel,
 beside likwid-bench load/store/copy/store_mem (_avx512 where the CPU has it),
 clamchowder's MemoryBandwidth read, STREAM Copy and tinymembench's NT fill:
-sequential read at mid-L1, mid-L2, 64 MiB (and 1 GiB), write, copy and NT
-write at 64 MiB.
+sequential read at mid-L1, mid-L2, 64 MiB (and 1 GiB), write at mid-L1 and
+64 MiB, copy and NT write at 64 MiB.
 
 This is a benchmark, not a test: nothing in CI runs it and no test depends on
 it.  The peers' sources never enter this repository; README.md ("Comparing
@@ -103,6 +103,8 @@ class Plan:
     copy_size: int
     zero_size: int
     read_sizes: dict[str, int] = field(default_factory=dict)   # name -> bytes (bandwidth group)
+    # the bandwidth group's cache-resident writes (issue 45: the store port limit)
+    write_sizes: dict[str, int] = field(default_factory=dict)
     measures: list[Measure] = field(default_factory=list)
 
     def measure(self, key: str) -> Measure:
@@ -125,7 +127,7 @@ def make_plan(cpu: int, quick: bool, only: set[str] | None, match: list[str] | N
     if not quick:
         read_sizes["1 GiB"] = 1 * GiB
     plan = Plan(latency_sizes, fill_sizes, copy_size=64 * MiB, zero_size=256 * MiB,
-                read_sizes=read_sizes)
+                read_sizes=read_sizes, write_sizes={"mid-L1": l1 // 2})
     measures = []
     for name, size in latency_sizes.items():
         for pages, pages_label in (("4k", "4 KiB pages"), ("thp", "THP")):
@@ -149,6 +151,9 @@ def make_plan(cpu: int, quick: bool, only: set[str] | None, match: list[str] | N
     for name, size in read_sizes.items():
         label = f"read {name}" + (f" ({size_label(size)})" if name.startswith("mid") else "")
         measures.append(Measure(f"bwread_{size}", label, "GB/s", True, "bandwidth"))
+    for name, size in plan.write_sizes.items():
+        measures.append(Measure(f"bwwrite_{size}", f"write (store) {name} ({size_label(size)})",
+                                "GB/s", True, "bandwidth"))
     size = plan.copy_size
     measures.append(Measure(f"bwwrite_{size}", f"write (store) {size_label(size)}", "GB/s", True,
                             "bandwidth"))
@@ -511,6 +516,14 @@ def memfx_bandwidth_jobs(base, common, env, plan, keys):
         jobs.append(Job(base + ["bandwidth"] + common + single + [
             "--set", "kinds=read", "--set", f"min_size={size}", "--set", f"max_size={size}"],
             parse_read, env, keys=(f"bwread_{size}",)))
+    for size in plan.write_sizes.values():
+        if f"bwwrite_{size}" not in keys:
+            continue
+        def parse_l1_write(out, err, info, size=size):
+            return {f"bwwrite_{size}": memfx_point(memfx_document(out), "write", size)["median"]}
+        jobs.append(Job(base + ["bandwidth"] + common + single + [
+            "--set", "kinds=write", "--set", f"min_size={size}", "--set", f"max_size={size}"],
+            parse_l1_write, env, keys=(f"bwwrite_{size}",)))
     size = plan.copy_size
     if f"bwwrite_{size}" in keys:
         def parse_write(out, err, info, size=size):
@@ -648,8 +661,9 @@ def likwid_jobs(tool, path, plan, ctx):
     for read_size in plan.read_sizes.values():
         if f"bwread_{read_size}" in keys:
             jobs.append(job(f"load_{wide}", read_size, f"bwread_{read_size}", 1))
-    if f"bwwrite_{size}" in keys:
-        jobs.append(job(f"store_{wide}", size, f"bwwrite_{size}", 1))
+    for write_size in [*plan.write_sizes.values(), size]:
+        if f"bwwrite_{write_size}" in keys:
+            jobs.append(job(f"store_{wide}", write_size, f"bwwrite_{write_size}", 1))
     if f"bwcopy_{size}" in keys:
         jobs.append(job(f"copy_{wide}", 2 * size, f"bwcopy_{size}", 2))
     if f"bwntwrite_{size}" in keys:

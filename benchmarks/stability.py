@@ -179,14 +179,17 @@ def advice_of(db):
         return {"error": (r.stderr.strip().splitlines() or ["?"])[-1]}
     doc = json.loads(r.stdout)
     adv = doc.get("advice") or doc
+    def withheld(why):
+        return "not advised: unstable" if "unstable" in (why or "") else "not advised"
+
     out = {}
     for fn, g in (adv.get("gcc") or {}).items():
-        out[f"-m{fn}-strategy"] = ("not advised" if g.get("not_advised") or not g.get("string")
-                                   else g["string"])
+        out[f"-m{fn}-strategy"] = (withheld(g.get("not_advised")) if g.get("not_advised")
+                                   or not g.get("string") else g["string"])
     for t in (adv.get("glibc") or {}).get("tunables") or []:
-        out[t.get("tunable") or t.get("name")] = ("not advised" if t.get("not_advised")
-                                                 or t.get("proposed") is None
-                                                 else t["proposed"])
+        out[t.get("tunable") or t.get("name")] = (
+            withheld(t.get("not_advised")) if t.get("not_advised")
+            else "keep" if t.get("proposed") is None else t["proposed"])
     return out
 
 
@@ -278,7 +281,11 @@ def cmd_aa(args):
     if advice:
         keys = sorted({k for a in advice for k in a})
         same = [k for k in keys if len({json.dumps(a.get(k)) for a in advice}) == 1]
-        print(f"advice: {len(same)} of {len(keys)} items the same in all {len(advice)} surveys")
+        # issue 39: identical in every survey, or marked unstable where it is not
+        held = [k for k in keys if len({json.dumps(a.get(k)) for a in advice
+                                        if a.get(k) != "not advised: unstable"}) <= 1]
+        print(f"advice: {len(same)} of {len(keys)} items the same in all {len(advice)} surveys; "
+              f"{len(held)} of {len(keys)} the same or marked unstable")
         for k in keys:
             if k not in same:
                 print(f"  {k}: " + " | ".join(str(a.get(k)) for a in advice))
@@ -438,6 +445,24 @@ def busy_survey(db, only, label):
     return doc["survey_id"], took, r.returncode, failed
 
 
+def stored_survey(db, survey_id):
+    """A quiet survey measured before (an A/A's, in the same database):
+    (its id, the seconds it took by its stored start and end, 0, [])."""
+    import sqlite3
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        row = con.execute("SELECT started, finished FROM surveys WHERE id = ?",
+                          (survey_id,)).fetchone()
+    finally:
+        con.close()
+    if not row or not row[1]:
+        sys.exit(f"stability: no finished survey {survey_id} in {db}")
+    from datetime import datetime
+    took = (datetime.fromisoformat(row[1].replace("Z", "+00:00"))
+            - datetime.fromisoformat(row[0].replace("Z", "+00:00"))).total_seconds()
+    return survey_id, took, 0, []
+
+
 OPPOSITE = {("detected", "not_detected"), ("not_detected", "detected")}
 
 
@@ -449,7 +474,10 @@ def cmd_busy(args):
     db = args.db or str(Path(tempfile.mkdtemp(prefix="memfx-busy-")) / "busy.db")
     print(f"busy ({args.neighbours}): {args.runs} quiet + {args.runs} busy quick surveys "
           f"into {db}", file=sys.stderr)
-    quiet = [busy_survey(db, args.only, f"quiet {i + 1}") for i in range(args.runs)]
+    if args.quiet:
+        quiet = [stored_survey(db, sid) for sid in args.quiet.split(",")]
+    else:
+        quiet = [busy_survey(db, args.only, f"quiet {i + 1}") for i in range(args.runs)]
     procs = neighbours(args.neighbours)
     try:
         busy = [busy_survey(db, args.only, f"busy {i + 1}") for i in range(args.runs)]
@@ -520,6 +548,9 @@ def main(argv=None):
             p.add_argument("--neighbours", choices=("cpu", "memory"), default="cpu",
                            help="cpu: one spinning process per CPU; memory: a streaming copy "
                                 "on one CPU (default: %(default)s)")
+            p.add_argument("--quiet", default=None,
+                           help="the quiet side: these surveys of --db (comma-separated ids, "
+                                "e.g. an A/A's) instead of measuring --runs new ones")
         if name == "ab":
             p.add_argument("--change", choices=("glibc", "tunable", "hog"), required=True,
                            help="glibc: hide glibc's vector and string features; tunable: B runs "

@@ -307,7 +307,7 @@ def test_reported_gains_read_the_ratio_on_the_log_scale():
     overall = {"ratio": 1.0, "ci_low": 0.966, "ci_high": 3.23, "gain": 0.0}
     text = R._gain_text({"overall": overall})
     assert text == "+0.0% [-69.0%, +3.5%]"              # 1 - ratio read [-223.0%, +3.4%]
-    assert "[-69.0, +3.5]" in screen._gain_text(overall)
+    assert screen._gain_text(overall) == "measured " + text        # one formatter (units.gain_text)
 
 
 # ---- 4. a crossover located no better than x2 drives no advice --------------------------
@@ -435,3 +435,19 @@ def test_advise_neither_checks_nor_advises_what_does_not_hold(db_path):
     assert g["decision"] == "keep" and g["checked"] is False
     assert g["check_reason"] == g["not_advised"]
     assert adv["glibc"]["advised_env"] is None
+
+
+def test_keeping_the_current_value_is_unstable_when_a_replica_would_change_it():
+    """The pooled curves propose no change, one replica analysed alone
+    proposes one: "keep" holds no better than a change would, and says so."""
+    from memfx.advice.advise import hold
+    pooled = {"name": "x86_non_temporal_threshold", "current": 3 << 20, "proposed": None}
+    replica = {"glibc": {"tunables": [dict(pooled, proposed=1310720)]}, "gcc": {}}
+    keeper = {"glibc": {"tunables": [dict(pooled)]}, "gcc": {}}
+    adv = {"gcc": {}, "glibc": {"tunables": [dict(pooled)]}}
+    hold(adv, {}, {"copy": {}, "set": {}}, [replica, keeper, keeper])
+    why = adv["glibc"]["tunables"][0]["not_advised"]
+    assert why.startswith("not advised: unstable: 1 of 3 replicas") and "1.25 MiB" in why
+    adv = {"gcc": {}, "glibc": {"tunables": [dict(pooled)]}}
+    hold(adv, {}, {"copy": {}, "set": {}}, [keeper, keeper, keeper])
+    assert adv["glibc"]["tunables"][0]["not_advised"] is None

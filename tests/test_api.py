@@ -54,6 +54,12 @@ def test_load_answers_and_compare_take_survey_ids(tmp_path):
     assert survey["kind"] == "survey" and memfx.load("latest-survey", db=db)["survey_id"] == sid
     assert [a["question"] for a in survey["answers"]] == [a["question"] for a in doc["answers"]]
     assert {r["machine_id"] for r in memfx.runs(db=db)} == {doc["machine_id"]}
+    # points take a survey (its runs' points) or an id, as the CLI does (issue 42)
+    by_survey = memfx.points(survey)
+    assert by_survey and {r["run_id"] for r in by_survey} == {doc["run_id"] + "-s"}
+    assert len(memfx.points("latest-survey", db=db)) == len(by_survey) == len(doc["points"])
+    with pytest.raises(memfx.MemfxError):
+        memfx.points("previous", db=db)                 # one survey only: no previous one
     diff = memfx.compare(doc["run_id"], sid, questions="latency.l1*", db=db)
     assert {r["question"] for r in diff["rows"]} == {"latency.l1d", "latency.l1d_capacity"}
     assert diff["compare_schema_version"] >= 2 and not diff["regressed"]

@@ -12,6 +12,7 @@ import pytest
 from conftest import run_cli
 from memfx.analysis.results import document
 from memfx.experiments import get_experiment
+from memfx.experiments._bandwidth_kernels import check_load_kernel, read_twin, verify_kernel
 from memfx.experiments.bandwidth import (
     KERNELS,
     LEVEL_KINDS,
@@ -58,9 +59,11 @@ def test_every_named_kernel_is_a_row_of_the_core():
     for name in ("fill_sse", "fill_avx2", "fill_avx512", "fill_nt_sse"):
         assert ROWS[name]["group"] == "fill"
     own = [r for r in ROWS.values() if r["group"] == "bandwidth"]
+    # and each timed read row's summing twin (its check)
     assert {r["name"] for r in own} == {n for k in ("read", "rmw", "random", "write_readback",
                                                     "nt_write_readback")
-                                        for n in KERNELS[k].values()}
+                                        for n in KERNELS[k].values()} | {
+        read_twin(n) for n in KERNELS["read"].values()}
     for r in own:
         assert r["op"] == "pass" and r["ops_per_iter"] == 1
 
@@ -68,7 +71,7 @@ def test_every_named_kernel_is_a_row_of_the_core():
 @pytest.mark.measuring
 @pytest.mark.parametrize("width", list(WIDTH_ISA))
 def test_read_checksum_matches_numpy(width):
-    idx = _index(f"bw_read_{width}")
+    idx = _index(f"bw_sum_{width}")
     rng = np.random.default_rng(7)
     data = rng.integers(0, 256, 100_003, dtype=np.uint8).tobytes()
     for off, n in ((0, 100_000), (3, 99_997), (13, 4099), (1, 0)):
@@ -79,10 +82,24 @@ def test_read_checksum_matches_numpy(width):
 @pytest.mark.measuring
 @pytest.mark.parametrize("width", list(WIDTH_ISA))
 def test_read_kernels_pass_their_checker_and_it_catches_a_wrong_size(width):
-    idx = _index(f"bw_read_{width}")
+    idx = _index(f"bw_sum_{width}")
     assert check_read_kernel(idx) is None
     bad = check_read_kernel(idx, max_size=300, size_skew=1)
     assert bad and "checksum" in bad
+
+
+@pytest.mark.measuring
+@pytest.mark.parametrize("width", list(WIDTH_ISA))
+def test_timed_read_rows_only_load_and_walk_each_byte_once(width):
+    # the timed row walks size bytes a pass (its checker catches a wrong
+    # size), and the verify hook checks its summing twin's checksum first
+    idx = _index(f"bw_read_{width}")
+    assert check_load_kernel(idx) is None
+    bad = check_load_kernel(idx, max_size=300, size_skew=1)
+    assert bad and "walked" in bad
+    from memfx.lab.lab import kernel_table
+    assert verify_kernel(kernel_table()[f"bw_read_{width}"]) is None
+    assert "sum" in ROWS[f"bw_sum_{width}"]["doc"] and "only" in ROWS[f"bw_read_{width}"]["doc"]
 
 
 @pytest.mark.measuring

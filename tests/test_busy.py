@@ -217,3 +217,78 @@ def test_compare_marks_a_side_that_ran_busy():
     assert "survey s-b ran on a busy machine" in summary(doc)
     lines = compare_lines(doc, 120)
     assert any("latency.memory" in x and "(B busy)" in x for x in lines)
+
+
+def _preempted_sample(monkeypatch, size, llc_bytes, window_ns, waited_ns):
+    """One set_sse sample of `size` bytes whose window lasted window_ns and
+    saw one context switch with waited_ns of run-queue wait (the core call,
+    the counters and the schedstat file faked; the rule under test is the
+    lab's, not the scheduler's)."""
+    from memfx.lab.lab import Lab
+    lab = Lab(cpu=-1)
+    lab.llc_bytes = llc_bytes
+    ticks = window_ns * lab.tsc_hz / 1e9
+    monkeypatch.setattr(lab, "_call", lambda row, trial, count: (ticks, 0, 0, 0, None))
+    monkeypatch.setattr(lab.perf, "decode", lambda deltas: {"context_switches": 1})
+    waits = iter([1_000_000, 1_000_000 + waited_ns])
+    monkeypatch.setattr(lab, "_run_queue_wait", lambda: next(waits))
+    trial = Trial("set_sse", size=size, metric="bandwidth", difference=False)
+    try:
+        return lab.sample(trial, 1, 3.0)
+    finally:
+        lab.close()
+
+
+@pytest.mark.measuring
+def test_a_preempted_dram_sample_is_corrected_a_cached_one_retaken(monkeypatch):
+    """A working set beyond the last-level cache streams from DRAM whether or
+    not a neighbour ran: its preempted sample keeps the time it ran (window
+    less run-queue wait); a cached one, or one that mostly waited, is rejected."""
+    from memfx.lab.lab import PREEMPT_CORRECT_MAX_SHARE
+    mib = 1 << 20
+    rec = _preempted_sample(monkeypatch, 64 * mib, 32 * mib, 20e6, 8e6)
+    assert not rec["rejected"], rec
+    assert rec["ns"] == pytest.approx(12e6) and rec["counters"]["wall_ns"] == pytest.approx(20e6)
+    assert rec["value"] == pytest.approx(64 * mib / 12e6)          # GB/s of the 12 ms it ran
+    cached = _preempted_sample(monkeypatch, 16 * mib, 32 * mib, 20e6, 8e6)
+    assert cached["rejected"] and cached["reason"] == "context_switch"
+    assert cached["ns"] == pytest.approx(20e6) and "wall_ns" not in cached["counters"]
+    waited = _preempted_sample(monkeypatch, 64 * mib, 32 * mib, 20e6,
+                               (PREEMPT_CORRECT_MAX_SHARE + 0.05) * 20e6)
+    assert waited["rejected"] and waited["reason"] == "context_switch"
+    unknown_llc = _preempted_sample(monkeypatch, 64 * mib, None, 20e6, 8e6)
+    assert unknown_llc["rejected"]
+
+
+def test_a_cell_whose_samples_are_all_preempted_ends_its_retakes_on_the_time_budget(monkeypatch):
+    """Every sample rejected (a busy machine): the planned visits run, the
+    retakes stop once they have taken as long as the plan did (or
+    RETAKE_MIN_SECONDS), and the cell says it was cut short."""
+    import random
+
+    from memfx.running import worker as _worker
+    from test_protocol import ColdStartLab, TwoArms
+
+    clock = [0.0]
+    monkeypatch.setattr(_worker.time, "monotonic", lambda: clock[0])
+
+    class Preempted(ColdStartLab):
+        def sample(self, trial, count, cycles_per_tick):
+            clock[0] += 0.1                   # each sample takes 0.1 s of the clock
+            rec = super().sample(trial, count, cycles_per_tick)
+            return dict(rec, rejected=True, reason="context_switch")
+
+    exp = TwoArms()
+    lab = Preempted({"slow": 1.0, "fast": 1.0}, amplitude=0.0)
+    monkeypatch.setattr(_worker, "settle", lambda *a, **k: {})
+    recs = _worker.measure_cell(exp, exp.plan({}, {}), {"samples": 20}, lab, random.Random(1))
+    planned = 2 * 20 * 1               # two arms x 20 samples; a rejected N stops the N/2N pair
+    retakes = len(recs) - planned
+    # the plan took 4 s: its retakes get 2 s (20 samples); without the
+    # budget they would make another 40
+    assert 0 < retakes <= _worker.RETAKE_SHARE * 4.0 / 0.1 + 1 < 40
+    assert recs[0]["counters"].get("retakes_cut") == 1
+    # a quiet cell never hits it
+    lab = ColdStartLab({"slow": 1.0, "fast": 1.0}, amplitude=0.0)
+    recs = _worker.measure_cell(exp, exp.plan({}, {}), {"samples": 5}, lab, random.Random(1))
+    assert "retakes_cut" not in recs[0]["counters"]

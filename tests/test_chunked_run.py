@@ -38,12 +38,12 @@ def test_a_chunked_fill_writes_the_chunks_after_the_first_and_nothing_else():
 def test_a_chunked_read_sums_each_chunk_it_visits():
     rng = np.random.default_rng(3)
     data = rng.integers(0, 256, 4 * CHUNK, dtype=np.uint8).tobytes()
-    got = _run("bw_read_scalar", None, data, CHUNK, 0, 5, 4, 1, 0, CHUNK)   # 1 2 3 0 1
+    got = _run("bw_sum_scalar", None, data, CHUNK, 0, 5, 4, 1, 0, CHUNK)   # 1 2 3 0 1
     sums = [bw._reference_sums(data, i * CHUNK, CHUNK) for i in range(4)]
     assert got == (sums[1] * 2 + sums[2] + sums[3] + sums[0]) % (1 << 64)
     # the same as one whole pass when the calls go round once
-    whole = call_kernel(_index("bw_read_scalar"), None, 0, data, 0, 4 * CHUNK)
-    assert _run("bw_read_scalar", None, data, CHUNK, 0, 4, 4, 0, 0, CHUNK) == whole
+    whole = call_kernel(_index("bw_sum_scalar"), None, 0, data, 0, 4 * CHUNK)
+    assert _run("bw_sum_scalar", None, data, CHUNK, 0, 4, 4, 0, 0, CHUNK) == whole
 
 
 def test_a_chunked_random_read_reaches_every_line_of_the_set():

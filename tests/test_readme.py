@@ -91,3 +91,28 @@ def test_answers_without_pandas_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "pandas", None)      # as if it were not installed
     with pytest.raises(memfx.MemfxError, match=r"memfx\[pandas\]"):
         memfx.answers({"answers": []})
+
+
+def test_the_readme_is_a_front_door():
+    """Issue 42: at most 150 lines, the two quick-start commands, no round's
+    figures or dates (they live in docs/stability.md and docs/peers.md), and
+    every doc it links to exists."""
+    text = README.read_text()
+    assert len(text.splitlines()) <= 150
+    quick = text.split("## Quick start", 1)[1].split("```", 2)[1].strip().splitlines()
+    assert quick == ["pip install . && memfx survey --quick",
+                     "pip install '.[test]' && python -m pytest -q"]
+    assert not re.search(r"\b20\d\d-\d\d-\d\d\b", text)
+    for link in re.findall(r"\]\((docs/[^)#]+)", text):
+        assert (ROOT / link).exists(), link
+    assert "EXAMPLE_SCREEN" not in text
+
+
+def test_the_glossary_names_every_seed_and_term_the_screens_use():
+    from memfx.model.answers import SEEDS
+    glossary = (ROOT / "docs" / "glossary.md").read_text()
+    for number, (title, question) in SEEDS.items():
+        assert f"| {number} | {title} | {question} |" in glossary
+    for term in ("answer", "arm", "band", "busy", "cell", "CI", "host state", "host-shared",
+                 "replica", "seed", "survey"):
+        assert f"**{term}**" in glossary, term

@@ -268,7 +268,7 @@ def test_a_survey_in_which_every_experiment_failed_is_failed_and_markup_prints_a
     out = capsys.readouterr()
     assert status == 1, out.err
     assert "Traceback" not in out.err and "MarkupError" not in out.err
-    assert "report: [/]r.html" in out.out and "[/] disk full [bold" in out.out
+    assert "report: [/]r.html" in out.out and "[/] disk full [bold" in out.err
     assert (tmp_path / "[" / "]r.html").exists()
     (s,) = Store(db).surveys()
     assert s["status"] == "failed"

@@ -19,15 +19,16 @@ from memfx.analysis.compare import (
 )
 from memfx.analysis.results import build_points, document
 from memfx.model import stats
-from memfx.model.answers import (
-    EFFECT_BAND,
-    Answer,
-    Question,
+from memfx.model.answers import EFFECT_BAND, Answer, Question, combine_replicas, effect
+from memfx.model.findings import (
+    DETECTED,
+    INCONCLUSIVE,
+    MEASURED,
+    NOT_DETECTED,
     band_verdict,
-    combine_replicas,
-    effect,
+    effect_verdict,
+    threshold,
 )
-from memfx.model.findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, threshold
 
 # ---- the CI holds the spread between replicas --------------------------------
 
@@ -103,6 +104,15 @@ def test_points_carry_replica_medians_and_a_replica_level_ci():
 
 
 # ---- verdicts with a margin --------------------------------------------------
+
+def test_one_verdict_rule_decides_answers_and_details_alike():
+    """findings.band_verdict is the rule; effect_verdict only adds the sample
+    count and the default band (issue 44: two rules with 3 % and 5 % bands)."""
+    band = (0.95, 1.05)
+    for lo, hi in ((1.10, 1.30), (0.97, 1.03), (1.02, 1.08), (0.5, 0.9)):
+        assert effect_verdict(1.0, lo, hi, 9, 9, band=band) == band_verdict(band, lo, hi)
+    assert effect_verdict(1.0, 0.97, 1.03, 1, 9, band=band) == INCONCLUSIVE
+
 
 def test_band_verdict():
     band = (0.95, 1.05)
@@ -448,8 +458,9 @@ def test_a_choice_most_replicas_did_not_make_gives_way_to_theirs():
     per = [{"verdict": MEASURED, "value": v} for v in (2.0, 8.0, 8.0)]
     out = combine_replicas(q, pooled, per)
     assert out["value"] == 8.0 and out["ci_low"] is None
-    assert out["because"].startswith("The replicas' choice is 8 elements (2 of 3), not the "
-                                     "pooled samples' 2 elements")
+    # what was found first, then the pooled samples' claim (issue 42)
+    assert out["because"].startswith("8 elements, the choice of 2 of 3 replicas, each analysed "
+                                     "alone (every replica's samples pooled: 2 elements ahead")
     # no majority (or the majority's own choice): the pooled choice stands
     for votes in ((2.0, 8.0, 32.0), (2.0, 2.0, 8.0)):
         out = combine_replicas(q, pooled, [{"verdict": MEASURED, "value": v} for v in votes])
@@ -474,9 +485,8 @@ def test_a_pooled_value_no_replica_supports_gives_way_to_the_replicas_estimate()
     out = combine_replicas(q, pooled, per)
     assert out["value"] == pytest.approx(50958, rel=0.002)
     assert out["ci_high"] < 55902 and out["ci_low"] <= out["value"] <= out["ci_high"]
-    assert out["because"].startswith("The replicas' estimate is 49.8 KiB, not the pooled "
-                                     "samples' 54.6 KiB (every replica's samples pooled: "
-                                     "the L1d holds")
+    assert out["because"].startswith("49.8 KiB by the replicas, each analysed alone (every "
+                                     "replica's samples pooled: the L1d holds about 54.6 KiB")
     # a pooled value inside the replicas' range (or on its edge, to rounding) stands
     inside = combine_replicas(q, dict(pooled, value=51000.0), per)
     assert inside["value"] == 51000.0 and inside["because"] == pooled["because"]
@@ -500,6 +510,6 @@ def test_a_pooled_ratio_beyond_every_replica_gives_way_to_the_replicas_estimate(
     out = combine_replicas(q, pooled, per)
     assert out["value"] == pytest.approx((1.05 * 1.047 * 1.121) ** (1 / 3), rel=1e-9)
     assert out["ci_low"] < out["value"] < out["ci_high"] < 1.2
-    assert out["because"].startswith("The replicas' estimate is 1.07")
+    assert out["because"].startswith("1.07x by the replicas")
     inside = combine_replicas(q, dict(pooled, value=1.06), per)
     assert inside["value"] == 1.06 and inside["because"].startswith("1.15x")

@@ -69,7 +69,7 @@ def test_show_survey_fits_80_columns_with_the_headline_answers_first(survey_db):
 def test_show_filters_by_glob_and_refuses_a_glob_that_matches_nothing(survey_db):
     db, doc = survey_db
     p = _show(db, SURVEY, "latency.l*")
-    ids = [line.split()[0] for line in p.stdout.splitlines()[1:]]
+    ids = [line.split()[0] for line in p.stdout.splitlines()[1:] if not line.startswith("    ")]
     assert p.returncode == 0 and ids and all(i.startswith("latency.l") for i in ids)
     assert "latency.memory" not in ids
     j = json.loads(_show(db, doc["run_id"], "latency.l1*", "--json").stdout)
@@ -116,8 +116,10 @@ def test_compare_summary_changed_rows_glob_and_markdown(survey_db):
     db, doc = survey_db
     p = run_cli("compare", doc["run_id"], "latest-survey", db=db, env={"COLUMNS": "80"})
     assert p.returncode == 0, p.stderr
-    lines = p.stdout.splitlines()
+    # a line that does not fit the 80 columns wraps: its continuation is indented
+    lines = [x for x in p.stdout.splitlines() if not x.startswith("    ")]
     assert "unchanged" in lines[0] and lines[1].startswith("A = run ")
+    assert all(len(x) <= 80 for x in p.stdout.splitlines()) and "…" not in p.stdout
     full = json.loads(run_cli("compare", doc["run_id"], "latest-survey", "--json", db=db).stdout)
     quiet = {"unchanged", "not judged", "not comparable"}
     changed = [r["question"] for r in full["rows"] if r["verdict"] not in quiet]

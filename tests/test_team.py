@@ -280,7 +280,7 @@ def test_members_may_share_one_buffer(lab):
     region = lab.buffer(8192)
     data = np.random.default_rng(3).integers(0, 256, 8192, dtype=np.uint8)
     np.frombuffer(region.buffer, np.uint8, count=8192, offset=region.offset)[:] = data
-    trial = Trial("bw_read_sse2", size=8192, src=region,
+    trial = Trial("bw_sum_sse2", size=8192, src=region,
                   team=Team([TeamMember(cpus[0]), TeamMember(cpus[1])]))
     threads = lab.team_call(trial, 3)["threads"]
     want = _reference_sums(data.tobytes(), 0, 8192) * 3 % (1 << 64)

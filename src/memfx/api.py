@@ -59,7 +59,8 @@ def run(experiment, preset="quick", db=None, **params):
 
 
 def load(id="latest", db=None):
-    """The document of a stored run, re-analysed from its samples (a run id,
+    """The document of a stored run, as stored when it was analysed (again
+    from its samples when memfx's analysis changed since) (a run id,
     unique prefix, ``latest`` or ``latest:EXP``), or of a survey (``s-...``,
     ``latest-survey``: ``kind`` is ``"survey"``, with every run's answers)."""
     from .analysis.documents import document_of
@@ -136,9 +137,15 @@ def samples(run_id="latest", db=None):
     return out
 
 
-def points(doc):
-    """A result document's points as flat records (DataFrame-ready)."""
+def points(doc, db=None):
+    """A result document's points as flat records (DataFrame-ready); a
+    survey's document gives every run's points, and an id (as load() takes)
+    is loaded first."""
     from .model.errors import MemfxError
+    if isinstance(doc, str):
+        doc = load(doc, db=db)
+    if isinstance(doc, dict) and doc.get("kind") == "survey":
+        return [rec for d in _document_arg(doc, "points", "documents") for rec in points(d)]
     for p in _document_arg(doc, "points", "points"):
         if not isinstance(p.get("params"), dict) or any(
                 not isinstance(p.get(k) or kind(), kind)

@@ -274,6 +274,16 @@ def hold(adv, copy_doc, curves, replicas):
             p["stability"] = tunable_stability(p, theirs, curves)
             if p["stability"] and not p["stability"]["stable"]:
                 p["not_advised"] = p["not_advised"] or p["stability"]["reason"]
+        elif len(replicas) >= 2:
+            # the pooled curves keep the current value; a replica, analysed
+            # alone, that would change it makes "keep" as unstable as a change
+            changes = sorted({t["proposed"] for t in theirs if t.get("proposed") is not None})
+            if changes:
+                p["not_advised"] = (
+                    f"not advised: unstable: {sum(t.get('proposed') is not None for t in theirs)}"
+                    f" of {len(theirs)} replicas, each analysed alone, propose "
+                    + " or ".join(format_size(v) for v in changes)
+                    + ", the pooled curves no change")
 
 
 def replica_documents(run, samples, mode=None):

@@ -71,7 +71,7 @@ import numpy as np
 from ..model import stats
 from ..model.answers import DISCRETE_UNITS, guest_drift_cv
 from ..model.findings import DETECTED, NOT_DETECTED, threshold
-from ..model.units import format_ratio, format_value
+from ..model.units import MISSING, format_ratio, format_value
 
 if TYPE_CHECKING:
     from typing import TypeGuard
@@ -523,7 +523,10 @@ def changed(rows: Iterable[Mapping[str, Any]]) -> List[Mapping[str, Any]]:
 
 
 def ratio_text(r: Mapping[str, Any]) -> str:
-    """A row's ratio B/A with its CI: "1.003 [0.998–1.010]"."""
+    """A row's ratio B/A with its CI: "1.003 [0.998–1.010]"; a count or a
+    choice (ranges, ways, ...) is equal or different, never a ratio: "–"."""
+    if r.get("unit") in DISCRETE_UNITS:
+        return MISSING
     return format_ratio(r.get("ratio"), r.get("ratio_ci_low"), r.get("ratio_ci_high"))
 
 
@@ -581,7 +584,6 @@ def markdown(doc: Mapping[str, Any], max_lines: int = MARKDOWN_LINES) -> str:
         for verdict in dict.fromkeys(r["verdict"] for r in rest):
             items = [r for r in rest if r["verdict"] == verdict]
             lines.append(f"{verdict} ({len(items)}): " + ", ".join(
-                f"`{r['question']}` {format_ratio(r.get('ratio'))}"
-                for r in items) + "<br>")
+                f"`{r['question']}` {ratio_text(r)}" for r in items) + "<br>")
         lines.append("</details>")
     return "\n".join(lines[:max_lines])

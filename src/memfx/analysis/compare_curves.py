@@ -58,7 +58,7 @@ from ..model.answers import HIGHER, LOWER, NEITHER, point_key
 from ..model.findings import DETECTED, NOT_DETECTED, threshold
 from ..model.machine_view import Fingerprint
 from ..model.stats import z_of
-from ..model.units import format_size
+from ..model.units import format_size, param_value_text
 from .compare import (
     CHANGED,
     IMPROVED,
@@ -273,9 +273,8 @@ def swept_parameter(points: Sequence[Mapping[str, Any]]) -> Optional[str]:
 
 
 def _param_text(name: str, v: Any) -> str:
-    if name.endswith("_bytes") and _number(v):
-        return f"{name}={format_size(v)}"
-    return str(v) if isinstance(v, str) else f"{name}={v}"
+    """'offset=52', 'size_bytes=4 KiB'; a word alone ('copy', 'throughput')."""
+    return str(v) if isinstance(v, str) else f"{name}={param_value_text(name, v)}"
 
 
 def _span(name: Optional[str], lo: Any, hi: Any) -> str:

@@ -16,6 +16,7 @@ from typing import (
     Dict,
     Iterable,
     List,
+    Mapping,
     Optional,
     Protocol,
     Sequence,
@@ -63,12 +64,80 @@ FLEET_SCHEMA_VERSION = 1
 GROUPS = ("machine", "cpu-model")
 
 
+# ---- a run's document: analysed once, then read from the store ----------------
+# A run's result document (with every point's values) is analysed when the
+# run has ended and stored with the version of the analysis that made it
+# (answer_cache.analysis_key: memfx's sources and numpy's version).  Every
+# reader takes the stored one, and analyses again only when none is stored,
+# the run is still running (its samples are still coming), the run changed
+# since (its status, end or labels differ from the document's), the version
+# differs, or the process was asked to (--reanalyse) -- then stores the new
+# one where the store can be written (a read-only store just computes).
+
+_REANALYSE: Dict[str, Any] = {"on": False, "done": set()}   # this process's --reanalyse, and what it redid
+
+
+def reanalyse(on: bool = True) -> None:
+    """Make this process analyse every run it reads again (once each: a run
+    read twice, as both sides of a compare, is analysed once) and store the
+    new documents: the command line's --reanalyse."""
+    _REANALYSE["on"] = bool(on)
+    _REANALYSE["done"].clear()
+
+
+def _current(run: Mapping[str, Any], doc: Any) -> bool:
+    """Whether a stored document still describes ``run`` as it is now."""
+    return (isinstance(doc, dict) and doc.get("run_id") == run["id"]
+            and all(doc.get(k) == run.get(k) for k in ("status", "finished"))
+            and (doc.get("labels") or {}) == (run.get("labels") or {}))
+
+
+def stored_document(store: RunStore, run: Mapping[str, Any]) -> Optional[Doc]:
+    """The stored document (with values) of ``run`` (a store.run() dict)
+    when it is current (see above), else None."""
+    from ..model.status import RUNNING
+    from .answer_cache import analysis_key
+    if run.get("status") == RUNNING:
+        return None               # still measuring: never served stale
+    if _REANALYSE["on"] and (str(store.path), run["id"]) not in _REANALYSE["done"]:
+        return None
+    keeps = getattr(store, "analysis", None)
+    doc = keeps(run["id"], analysis_key()) if keeps else None
+    return doc if _current(run, doc) else None
+
+
+def keep_document(store: RunStore, run: Mapping[str, Any], doc: Doc) -> None:
+    """Store ``doc`` (with values) as ``run``'s document by this analysis;
+    a running run's is not kept (more samples come), nor is anything on a
+    store that cannot be written."""
+    from ..model.status import RUNNING
+    from .answer_cache import analysis_key
+    _REANALYSE["done"].add((str(store.path), run["id"]))
+    if run.get("status") == RUNNING or not hasattr(store, "save_analysis"):
+        return
+    store.save_analysis(run["id"], analysis_key(), doc)
+
+
+def run_values_document(store: RunStore, run: Dict[str, Any],
+                        samples: Optional[List[Any]] = None) -> Doc:
+    """The document with values of ``run``: the stored one, else analysed
+    from its samples (``samples``, or read here) and stored.  Raises what
+    the analysis raises."""
+    doc = stored_document(store, run)
+    if doc is None:
+        doc = document(run, store.samples(run["id"]) if samples is None else samples,
+                       include_values=True)
+        keep_document(store, run, doc)
+    return doc
+
+
 def run_document(store: RunStore, run_id: str, include_values: bool = False) -> Doc:
-    """A run's result document; a `memfx tune` record also carries its tune
-    document (``tune``) and one answer per checked candidate."""
+    """A run's result document (stored, else analysed and stored); a `memfx
+    tune` record also carries its tune document (``tune``) and one answer
+    per checked candidate."""
     run = store.run(run_id)
-    return _finished(store, run, document(run, store.samples(run["id"]),
-                                          include_values=include_values))
+    return _finished(store, run, _without_values(run_values_document(store, run),
+                                                 include_values))
 
 
 def _finished(store: RunStore, run: Doc, doc: Doc) -> Doc:
@@ -92,16 +161,21 @@ def _analysed(task: Tuple[Doc, List[Doc]]) -> Optional[Doc]:
 
 def survey_run_documents(store: RunStore, survey_id: str,
                          jobs: Optional[int] = None) -> Dict[str, Doc]:
-    """{run id: document with values} of a survey's runs, each analysed once
-    for both the report and the survey document, in forked processes (one
-    per CPU: every measurement is done by then); the store is read here
-    only.  A run whose analysis fails is left out: the report analyses it
+    """{run id: document with values} of a survey's runs, for both the
+    report and the survey document: each the stored one, else analysed (in
+    forked processes, one per CPU: every measurement is done by then) and
+    stored.  A run whose analysis fails is left out: the report analyses it
     again and shows the error."""
     runs = [store.run(r["id"]) for r in store.survey(survey_id)["runs"]]
-    tasks = [(run, store.samples(run["id"])) for run in runs]
+    kept = {run["id"]: stored_document(store, run) for run in runs}
+    tasks = [(run, store.samples(run["id"])) for run in runs if kept[run["id"]] is None]
     docs = fork_map(_analysed, tasks, jobs, cost=lambda task: len(task[1]))
+    for (run, _), doc in zip(tasks, docs):
+        if doc is not None:
+            keep_document(store, run, doc)
+            kept[run["id"]] = doc
     return {run["id"]: _finished(store, run, doc)
-            for (run, _), doc in zip(tasks, docs) if doc is not None}
+            for run in runs if (doc := kept[run["id"]]) is not None}
 
 
 def _without_values(doc: Doc, include_values: bool) -> Doc:
@@ -272,7 +346,8 @@ def history_survey(store: RunStore, survey_id: str) -> SurveyHistory:
     from . import answer_cache
     from .compare_curves import point_medians
     runs = store.survey(survey_id)["runs"]
-    kept = answer_cache.load_survey(store.path, survey_id, runs)
+    # --reanalyse: the documents are made again, and so what comes of them
+    kept = None if _REANALYSE["on"] else answer_cache.load_survey(store.path, survey_id, runs)
     if kept is None:
         doc = analysed_survey(store, survey_id)
         kept = {"answers": doc["answers"], "points": point_medians(doc["documents"])}

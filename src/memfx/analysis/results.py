@@ -342,12 +342,14 @@ def busy_summary(samples: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     no cell recorded it (older runs)."""
     sums = {"busy_wall_s": 0.0, "busy_others_s": 0.0, "busy_steal_s": 0.0, "busy_all_s": 0.0}
     load: Optional[float] = None
-    cells = 0
+    cells, cut, corrected = 0, 0, 0
     for s in samples:
         c = s.get("counters") or {}
+        corrected += "wall_ns" in c and not s.get("rejected")
         if "busy_wall_s" not in c:
             continue
         cells += 1
+        cut += bool(c.get("retakes_cut"))
         for k in sums:
             v = c.get(k)
             if isinstance(v, (int, float)) and math.isfinite(v):
@@ -364,6 +366,7 @@ def busy_summary(samples: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     return {"wall_s": round(sums["busy_wall_s"], 3), "others_cpus": round(others, 3),
             "steal_share": round(steal, 4), "load_1m": load,
             "rejected_share": round(rejected / taken, 4) if taken else 0.0,
+            "cells": cells, "cells_cut_short": cut, "samples_corrected": corrected,
             "busy": bool(others >= fnd.threshold("busy_cpus")
                          or steal >= fnd.threshold("busy_steal"))}
 
@@ -378,6 +381,12 @@ def busy_caution(busy: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     if busy.get("load_1m") is not None:
         said.append(f"load average up to {busy['load_1m']:.1f}")
     said.append(f"{busy['rejected_share']:.0%} of samples rejected")
+    if busy.get("cells_cut_short"):
+        said.append(f"{busy['cells_cut_short']} of {busy['cells']} cells ended their retakes "
+                    "on the time budget")
+    if busy.get("samples_corrected"):
+        said.append(f"{busy['samples_corrected']} preempted DRAM samples kept with their "
+                    "wait taken out")
     return fnd.Caution(
         id="busy_machine",
         message="the machine was busy while this run measured: " + ", ".join(said),

@@ -65,7 +65,5 @@ def _labels(pairs):
 
 
 def _console():
-    from rich.console import Console
-
-    from ..report.screen import term_width
-    return Console(width=term_width())     # COLUMNS, the tty's width, or 100 when piped
+    from ..report.screen import console
+    return console()          # COLUMNS, the tty's width, or 100 when piped

@@ -8,8 +8,10 @@ import errno
 import json
 import os
 import sys
+from functools import partial
 
 from ..model.errors import MemfxError
+from ..model.units import param_value_text
 from .show import (
     cmd_compare,
     cmd_export,
@@ -22,7 +24,7 @@ from .show import (
     emit_tune_document,
 )
 
-# Exit statuses (README "Bad input ..." paragraph, `memfx --help`): 1 is a
+# Exit statuses (the README's exit-status table, `memfx --help`): 1 is a
 # command's own verdict (compare: regressed; survey: an experiment failed;
 # tune: the program failed; push: a run refused), never an error of memfx.
 EXIT_USAGE = 2          # bad input or an unusable store: nothing was changed
@@ -148,16 +150,14 @@ def param_records(exp):
             for p in exp.all_params()]
 
 
-def _param_value_text(kind, value):
-    from ..model.units import format_size
-    if isinstance(value, list):
-        return ",".join(_param_value_text(kind[5:] if kind.startswith("list:") else kind, v)
-                        for v in value)
-    if kind == "size" and isinstance(value, int) and not isinstance(value, bool):
-        return format_size(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+def _preset_values(rec, text):
+    """'quick (the default) 5, full 11': the value each preset runs with (a
+    parameter's own default is only what a preset starts from)."""
+    presets = rec["presets"]
+    if not presets:
+        return f"default {text(rec['default'])}"
+    return ", ".join(f"{name}{' (the default)' if name == 'quick' else ''} {text(v)}"
+                     for name, v in presets.items())
 
 
 def experiment_help(exp):
@@ -165,10 +165,9 @@ def experiment_help(exp):
     lines = [f"{exp.name}: {exp.question}", "",
              f"parameters of {exp.name} (--set NAME=VALUE; sizes take K/M/G suffixes):"]
     for rec in param_records(exp):
-        text = lambda v, kind=rec["kind"]: _param_value_text(kind, v)  # noqa: E731
+        text = partial(param_value_text, rec["name"], kind=rec["kind"])
         lines.append(f"  {rec['name']} ({rec['kind']}): {rec['help']}")
-        values = [f"default {text(rec['default'])}"]
-        values += [f"{preset} {text(v)}" for preset, v in rec["presets"].items()]
+        values = [_preset_values(rec, text)]
         if rec["choices"]:
             values.append("one of " + ", ".join(map(str, rec["choices"])))
         if rec["min"] is not None or rec["max"] is not None:
@@ -212,8 +211,10 @@ def _progress_runner(store, fp, name, preset, overrides, quiet, survey_id=None, 
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[label]}"),
+    with Progress(TextColumn("{task.description}", markup=False), BarColumn(bar_width=20),
+                  TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                  TimeRemainingColumn(compact=True),
+                  TextColumn("{task.fields[label]}", markup=False),
                   transient=True, console=_console_err()) as prog:
         task = prog.add_task(name, total=None, label="")
 
@@ -224,8 +225,8 @@ def _progress_runner(store, fp, name, preset, overrides, quiet, survey_id=None, 
 
 
 def _console_err():
-    from rich.console import Console
-    return Console(stderr=True)
+    from ..report.screen import console
+    return console(stderr=True)
 
 
 def cmd_run(args):
@@ -387,7 +388,6 @@ def cmd_push(args):
 
 
 def cmd_advise(args):
-    from rich.console import Console
 
     from ..advice.advise import NoCopyResults, advise, copy_sources, render
     from ..running.runner import run_experiment
@@ -398,7 +398,8 @@ def cmd_advise(args):
     if not args.run_missing:
         copy_sources(store)         # fails now, before anything is measured
     fp = _machine()
-    err = Console(stderr=True)
+    from ..report.screen import console
+    err = console(stderr=True)
     from rich.markup import escape
 
     def run_missing(name):          # --run-missing is the user's consent to measure
@@ -469,8 +470,11 @@ def _params_help():
     lines = ["parameters (--set NAME=VALUE; sizes take K/M/G suffixes):"]
     for e in all_experiments():
         lines.append(f"  {e.name}:")
-        for p in e.all_params():
-            lines.append(f"    {p.describe()}")
+        for rec in param_records(e):
+            text = partial(param_value_text, rec["name"], kind=rec["kind"])
+            ex = f"  (e.g. --set {rec['name']}={rec['example']})" if rec["example"] else ""
+            lines.append(f"    {rec['name']} [{rec['kind']}; {_preset_values(rec, text)}]: "
+                         f"{rec['help']}{ex}")
     return "\n".join(lines)
 
 
@@ -494,6 +498,11 @@ def build_parser():
 
     def label(sp, help_):
         sp.add_argument("--label", action="append", metavar="KEY=VALUE", help=help_)
+
+    def reanalysing(sp):        # the commands that read result documents
+        sp.add_argument("--reanalyse", action="store_true",
+                        help="analyse the runs' samples again (and store the new documents) "
+                             "instead of reading the stored ones")
 
     sp = add("machine", cmd_machine, "fingerprint and capabilities of this machine")
     sp.add_argument("--json", action="store_true", help="print JSON")
@@ -522,7 +531,7 @@ def build_parser():
     label(sp, "only runs with this label (repeatable: all must match)")
     sp.add_argument("--json", action="store_true")
     db(sp)
-    sp = add("show", cmd_show, "one run's or survey's answers, re-analysed from its samples; "
+    sp = add("show", cmd_show, "one run's or survey's answers (analysed once, then read from the store); "
              "a survey leads with the seed questions' answers",
              epilog="example: memfx show latest-survey 'fill.*'")
     sp.add_argument("run", help="run or survey id, unique prefix, 'latest-survey' (the latest "
@@ -535,12 +544,13 @@ def build_parser():
     sp.add_argument("--details", action="store_true",
                     help="every answer with its whole sentence, its details and the point table")
     sp.add_argument("--warnings", action="store_true", help="also every run's warnings")
+    reanalysing(sp)
     db(sp)
     sp = add("compare", cmd_compare, "compare two runs, surveys or machines question by question; "
              "exit 1 when anything regressed beyond the threshold",
-             epilog="example: memfx compare s-20261123-1200-ab12 latest --threshold 5%%")
-    sp.add_argument("a", help="run id, survey id (s-...), machine id (m-...), 'latest' or "
-                    "'latest-survey'")
+             epilog="example: memfx compare previous latest-survey --threshold 5%")
+    sp.add_argument("a", help="run id, survey id (s-...), machine id (m-...), 'latest', "
+                    "'latest-survey', 'previous' (the survey before it) or 'latest-survey~N'")
     sp.add_argument("b", help="the same, compared against A (ratios are B/A)")
     sp.add_argument("pattern", nargs="?", metavar="QUESTIONS",
                     help="only the questions whose id matches this glob, e.g. 'copy.*'")
@@ -554,6 +564,7 @@ def build_parser():
     sp.add_argument("--group-by", choices=("cpu-model",),
                     help="A and B name CPU models: each side is the median of its machines "
                          "(newest runs), with the spread across hosts as its interval")
+    reanalysing(sp)
     db(sp)
     sp = add("export", cmd_export, "write a run or a survey as a result document (json), raw "
              "samples (raw, a run) or CSV")
@@ -564,6 +575,7 @@ def build_parser():
                          "importable run with samples; csv = a run: one row per sample, a "
                          "survey: one row per answer")
     sp.add_argument("-o", "--output", metavar="FILE", help="file to write (default stdout)")
+    reanalysing(sp)
     db(sp)
     sp = add("import", cmd_import, "import a run written by `memfx export --format raw`")
     sp.add_argument("file")
@@ -598,6 +610,7 @@ def build_parser():
     sp.add_argument("--group-by", choices=("machine", "cpu-model"),
                     help="with --fleet: a column per machine (default) or per CPU model "
                          "(median and spread across hosts)")
+    reanalysing(sp)
     db(sp)
 
     sp = add("machines", cmd_machines, "every machine in the store with its latest survey")
@@ -740,6 +753,9 @@ def main(argv=None):
         if not getattr(args, "fn", None):
             parser.print_help()
             return EXIT_USAGE
+        if getattr(args, "reanalyse", False) or "memfx.documents" in sys.modules:
+            from ..analysis.documents import reanalyse  # this command's, not an earlier main()'s
+            reanalyse(getattr(args, "reanalyse", False))
         status = args.fn(args)
         if _stdout_failed():
             raise OSError(errno.EIO, os.strerror(errno.EIO))

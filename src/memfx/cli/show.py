@@ -210,7 +210,8 @@ def _is_survey_key(store, key):
     """Whether ``key`` names a survey (and no run)."""
     from ..model.errors import StoreError
     key = str(key)
-    if key.startswith("s-") or key == "latest-survey":
+    from ..store.sql import surveys_back
+    if key.startswith("s-") or surveys_back(key) is not None:
         return True
     try:
         store.run(key)
@@ -233,8 +234,7 @@ def write_answers_csv(doc, out):
 
 
 def cmd_export(args):
-    from ..analysis.documents import survey_document
-    from ..analysis.results import document
+    from ..analysis.documents import run_document, survey_document
     from ..model.outputs import check_output_path, write_text_output
     cli = _cli()
     db = cli._db_path(args)
@@ -263,7 +263,7 @@ def cmd_export(args):
                 json.dump(store.export_run(run["id"]), out, indent=1)
                 out.write("\n")
             else:
-                json.dump(document(run, store.samples(run["id"])), out, indent=2, default=str)
+                json.dump(run_document(store, run["id"]), out, indent=2, default=str)
                 out.write("\n")
     if args.output is None:
         write(sys.stdout)

@@ -8,8 +8,6 @@ import statistics
 import sys
 import time
 
-from rich.markup import escape
-
 from ..model.errors import MemfxError
 
 
@@ -89,22 +87,28 @@ def run_survey(args, get_machine, open_store, console):
         guesses["advise"] = ADVICE_SECONDS[preset]
     past_seconds = past_survey_seconds(store, preset, names, with_advice)
     survey_id = store.begin_survey(preset, sys.argv[1:], labels=getattr(args, "labels", None))
-    if getattr(args, "json", False):     # stdout carries only the survey document
-        from rich.console import Console
-        con = Console(stderr=True)
-    else:
-        con = console()
+    # stdout carries the results only (the answers, or --json's document);
+    # the progress and the step lines go to stderr
+    out = None if getattr(args, "json", False) else console()
+    con = _stderr_console()
+    quiet = bool(getattr(args, "quiet", False))
     status, t0 = "complete", time.monotonic()
     failures, durations = {}, {}
     documents = None            # {run id: result document}, made once after the runs
+    guessed = sum(guesses.values())
     how_long = (f"about {past_seconds:.0f} s (earlier surveys here)" if past_seconds else
-                 f"about {sum(guesses.values()):.0f} s (a rough guess)")
-    con.print(f"[bold]memfx survey {survey_id}[/bold] ({preset}): {len(names)} experiments, "
-              f"{how_long}")
+                f"about {guessed:.0f} s (a rough guess)")
+    # the bar's seconds: each step's guess, scaled to this machine's history
+    scale = past_seconds / guessed if past_seconds and guessed else 1.0
+    if not quiet:
+        con.print(f"memfx survey {survey_id} ({preset}): {len(names)} experiment"
+                  f"{'s' if len(names) != 1 else ''}, {how_long}",
+                  markup=False, highlight=False, soft_wrap=True)
+    steps = _Steps(con, quiet)
     open_runs = {}              # name -> Measurement begun and not yet finished
     try:
-        with _progress(args.quiet) as prog:
-            overall = prog.add_task("survey", total=sum(guesses.values()), label="") if prog else None
+        with _progress(con, quiet) as prog:
+            bar = prog.add_task("survey", total=guessed * scale, label="") if prog else None
             # Rounds: replica r of every experiment, then replica r + 1 of
             # every experiment, ... so that a run's replicas are minutes apart
             # and a host that is busy for a while hits one replica of many
@@ -120,23 +124,24 @@ def run_survey(args, get_machine, open_store, console):
                                                           survey_id=survey_id)
                         except MemfxError as e:
                             failures[name] = str(e)
-                            con.print(f"[red]{name} failed:[/red] {escape(str(e))}")
+                            steps.failed(name, e)
                             continue
                     m = open_runs.get(name)
                     if m is None or rnd >= m.replicas:
                         continue
                     start = time.monotonic()
-                    base = sum(durations.values())
-                    title = f"{i}/{len(names)} {name}" + (f" ({rnd + 1}/{rounds})" if rounds > 1 else "")
-                    task = prog.add_task(title, total=None, label="") if prog else None
+                    base = sum(durations.values()) * scale
+                    title = f"{i}/{len(names)} {name}" + (f", round {rnd + 1}/{rounds}"
+                                                          if rounds > 1 else "")
+                    if prog:
+                        prog.update(bar, description=title, label="")
 
-                    def on_progress(done, total, label, task=task, name=name, start=start,
-                                    base=base, share=guesses[name] / m.replicas):
+                    def on_progress(done, total, label, start=start, base=base,
+                                    share=guesses[name] * scale / m.replicas):
                         if not prog:
                             return
-                        # the run's bar counts every replica's cells; show this round's
-                        prog.update(task, completed=done, total=total, label=label[:40])
-                        prog.update(overall, completed=base + min(time.monotonic() - start, share))
+                        prog.update(bar, label=_cell_label(done, total, label),
+                                    completed=base + min(time.monotonic() - start, share))
 
                     try:
                         m.measure_replica(rnd, on_progress=on_progress)
@@ -146,22 +151,22 @@ def run_survey(args, get_machine, open_store, console):
                     except MemfxError as e:   # one experiment failing does not end the survey
                         failures[name] = str(e)
                         open_runs.pop(name, None)
-                        con.print(f"[red]{name} failed:[/red] {escape(str(e))}")
+                        steps.failed(name, e)
                     durations[name] = durations.get(name, 0.0) + time.monotonic() - start
                     if prog:
-                        prog.update(task, visible=False)
-                        prog.update(overall, completed=sum(durations.values()))
-                    con.print(f"  {name}" + (f" replica {rnd + 1}" if rounds > 1 else "")
-                              + f": {time.monotonic() - start:.1f} s")
+                        prog.update(bar, completed=sum(durations.values()) * scale)
+                    steps.done(f"{name}" + (f" replica {rnd + 1}" if rounds > 1 else ""),
+                               time.monotonic() - start)
         # the survey's runs are analysed once, here, for the advice, the
         # report and the survey document alike
-        documents = _analyse(store, survey_id, durations, con)
+        documents = _analyse(store, survey_id, durations, steps)
         if with_advice and "copy" not in failures:
-            con.print("  advise: deriving GCC/glibc advice from the copy run and checking it by measurement")
+            steps.begin("advise: deriving GCC/glibc advice from the copy run and checking it "
+                        "by measurement")
             start = time.monotonic()
             _advise(store, fp, preset, con, documents)
             durations["advise"] = time.monotonic() - start
-            con.print(f"  advise: {durations['advise']:.1f} s")
+            steps.done("advise", durations["advise"])
     except (RunInterrupted, KeyboardInterrupt):
         status = "interrupted"
         for m in open_runs.values():     # begun, waiting for a later round
@@ -169,13 +174,14 @@ def run_survey(args, get_machine, open_store, console):
                 m.finish("interrupted", error="interrupted by the user (Ctrl-C) after "
                          f"{m.measured} of {m.replicas} replicas")
         open_runs.clear()
-        con.print("[yellow]interrupted: keeping the finished runs and writing the report[/yellow]")
+        con.print("interrupted: keeping the finished runs and writing the report",
+                  style="yellow", markup=False, highlight=False)
     if status == "complete" and names and len(failures) == len(names):
         status = "failed"          # nothing was measured: not a complete survey
     store.finish_survey(survey_id, status)
     if documents is None:
-        documents = _analyse(store, survey_id, durations, con)
-    con.print("  writing the report")
+        documents = _analyse(store, survey_id, durations, steps)
+    steps.begin("writing the report")
     start = time.monotonic()
     with atomic_output(args.output, protect=[store.path]) as tmp:   # never over the database
         write_report(store, [survey_id], tmp, documents=documents)
@@ -184,33 +190,39 @@ def run_survey(args, get_machine, open_store, console):
     durations["report"] = time.monotonic() - start
     elapsed = time.monotonic() - t0
     over = budget_caution(preset, elapsed, durations) if status == "complete" else None
-    if getattr(args, "json", False):
-        out = {k: v for k, v in doc.items() if k != "documents"}
-        out["timing"] = timing(preset, elapsed, durations)
-        out["warnings"] = [over] if over else []
-        print(json.dumps(out, indent=2, default=str))
+    # the time breakdown and any warning first (stderr), then the answers
+    # (stdout), so that the answers are what the screen ends with
+    plain = {"markup": False, "highlight": False, "soft_wrap": True}
+    if not quiet or over:
+        con.print(timing_line(preset, elapsed, durations), **plain)
+    if over:
+        con.print(f"warning ({over['id']}): {over['message']}; {over['advice']}",
+                  style="yellow", **plain)
+    if failures:
+        con.print("failed experiments: " + "; ".join(f"{n}: {e}" for n, e in failures.items()),
+                  style="red", **plain)
+    if out is None:
+        doc_out = {k: v for k, v in doc.items() if k != "documents"}
+        doc_out["timing"] = timing(preset, elapsed, durations)
+        doc_out["warnings"] = [over] if over else []
+        print(json.dumps(doc_out, indent=2, default=str))
     else:
         from ..analysis.documents import survey_advice
         from ..report.screen import survey_screen, term_width
         for line in survey_screen(doc, term_width(), advice=survey_advice(store, doc)):
-            con.print(line, markup=False, highlight=False, soft_wrap=True)
-    con.print(timing_line(preset, elapsed, durations))
-    if over:
-        con.print(f"[yellow]warning ({over['id']}):[/yellow] " + escape(f"{over['message']}; {over['advice']}"))
-    con.print(f"survey {survey_id} {status} in {elapsed:.0f} s; report: {escape(str(path))}")
-    if failures:
-        con.print("[red]failed experiments:[/red] " + escape("; ".join(f"{n}: {e}" for n, e in failures.items())))
+            out.print(line, **plain)
+        out.print(f"survey {survey_id} {status} in {elapsed:.0f} s; report: {path}", **plain)
     return 130 if status == "interrupted" else (1 if failures else 0)
 
 
-def _analyse(store, survey_id, durations, con):
+def _analyse(store, survey_id, durations, steps):
     """{run id: result document} of the survey's runs, timed as the step "analysis"."""
     from ..analysis.documents import survey_run_documents
-    con.print("  analysing every run")
+    steps.begin("analysing every run")
     start = time.monotonic()
     documents = survey_run_documents(store, survey_id)
     durations["analysis"] = time.monotonic() - start
-    con.print(f"  analysis: {durations['analysis']:.1f} s")
+    steps.done("analysis", durations["analysis"])
     return documents
 
 
@@ -280,7 +292,7 @@ def _advise(store, fp, preset, con, documents=None):
         advise(store, fp, check=True, rounds_gcc=rounds_gcc, rounds_glibc=rounds_glibc,
                documents=documents, control_max=ADVICE_CONTROL_MAX[preset])
     except MemfxError as e:
-        con.print(f"[red]advice failed:[/red] {escape(str(e))}")
+        con.print(f"advice failed: {e}", style="red", markup=False, highlight=False)
 
 
 class _NoProgress:
@@ -291,10 +303,19 @@ class _NoProgress:
         return False
 
 
-def _progress(quiet):
-    if quiet:
+def _stderr_console():
+    from ..report.screen import console
+    return console(stderr=True)
+
+
+def _progress(con, quiet):
+    """One live region on stderr, redrawn in place and gone at the end
+    (transient): where the survey is, the current experiment and round, the
+    cell being measured, the time so far and left.  None when stderr is not
+    a terminal (piped: one line per finished step instead, _Steps) or with
+    --quiet."""
+    if quiet or not con.is_terminal:
         return _NoProgress()
-    from rich.console import Console
     from rich.progress import (
         BarColumn,
         Progress,
@@ -302,6 +323,34 @@ def _progress(quiet):
         TimeElapsedColumn,
         TimeRemainingColumn,
     )
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), TimeElapsedColumn(),
-                    TimeRemainingColumn(), TextColumn("{task.fields[label]}"),
-                    console=Console(stderr=True), transient=True)
+    return Progress(TextColumn("{task.description}", markup=False), BarColumn(bar_width=20),
+                    TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(compact=True),
+                    TextColumn("{task.fields[label]}", markup=False), console=con,
+                    transient=True, redirect_stdout=False, redirect_stderr=False)
+
+
+def _cell_label(done, total, label):
+    """'cell 3/12 size_bytes=4096' (the live region cuts it to the terminal)."""
+    return f"cell {done}/{total} {label}" if total else str(label or "")
+
+
+class _Steps:
+    """The step lines of a survey: at a terminal the live region says it all
+    and nothing is printed; piped, one line per finished step on stderr;
+    nothing with --quiet.  Failures are always said."""
+
+    def __init__(self, con, quiet):
+        self.con, self.quiet = con, quiet
+        self.lines = not quiet and not con.is_terminal
+
+    def begin(self, what):
+        if self.lines:
+            self.con.print(f"  {what}", markup=False, highlight=False, soft_wrap=True)
+
+    def done(self, what, seconds):
+        if self.lines:
+            self.con.print(f"  {what}: {seconds:.1f} s", markup=False, highlight=False)
+
+    def failed(self, name, error):
+        self.con.print(f"{name} failed: {error}", style="red", markup=False, highlight=False,
+                       soft_wrap=True)

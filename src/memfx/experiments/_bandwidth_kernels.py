@@ -41,7 +41,7 @@ KINDS = tuple(KERNELS)
 LEVEL_KINDS = ("read", "write", "copy", "rmw", "nt_write")
 LEVELS = ("l1d", "l2", "l3", "dram")
 LEVEL_LABEL = {"l1d": "L1d", "l2": "L2", "l3": "L3", "dram": "DRAM"}
-KIND_WORDS = {"read": "sequential read (sum)", "write": "sequential write (fill)",
+KIND_WORDS = {"read": "sequential read (loads)", "write": "sequential write (fill)",
               "copy": "copy", "rmw": "read-modify-write (increment in place)",
               "nt_write": "non-temporal write"}
 
@@ -78,6 +78,27 @@ def check_read_kernel(index, max_size=4096, per_size=2, count=2, size_skew=0, se
             if got != want:
                 return f"checksum {got:#x} != {want:#x} (size {n}, misalignment {off})"
     return None
+
+
+def check_load_kernel(index, max_size=4096, per_size=2, count=2, size_skew=0):
+    """A loads-only read row (bw_read_*) walks exactly `size` bytes per pass,
+    for every size 0..max_size at rotating misalignments: it returns the
+    bytes its pointer advanced plus the tail's, summed over its passes.
+    Its summing twin (bw_sum_*, the same loop text with adds) carries the
+    checksum.  None, or the first mismatch as a message."""
+    from ..lab.lab import call_kernel
+    buf = bytearray(max_size + 64 + 64)
+    for n in range(max_size + 1):
+        for off in _rotating_offsets(n, per_size):
+            got = call_kernel(index, None, 0, buf, off, max(0, n + size_skew), 0, count, 0)
+            if got != n * count:
+                return f"walked {got} bytes, not {n * count} (size {n}, misalignment {off})"
+    return None
+
+
+def read_twin(name):
+    """The summing row whose loop a loads-only read row shares (bandwidth.c)."""
+    return "bw_sum_" + name[len("bw_read_"):]
 
 
 def check_random_kernel(index, max_lines=64, count=2, seed=1):
@@ -175,7 +196,7 @@ def check_write_read_kernel(index, max_size=4096, per_size=2, count=2, byte=FILL
 
 def verify_kernel(row):
     """Check one kernel row as timed here; None or a message."""
-    from ..lab.lab import verify_copy
+    from ..lab.lab import kernel_table, verify_copy
     from ._fill_checks import check_kernel as check_fill_kernel
     name = row.name
     if row.group == "fill":
@@ -185,6 +206,14 @@ def verify_kernel(row):
     if row.group == "copy":
         return verify_copy(row.index, 4096, 64, False, 0, 1)
     if name.startswith("bw_read_"):
+        # the timed row only loads: its twin's checksum proves the loop
+        # reads each byte once, its own count that it walks the region
+        twin = kernel_table()[read_twin(name)]
+        bad = check_read_kernel(twin.index)
+        if bad:
+            return f"{twin.name}: {bad}"
+        return check_load_kernel(row.index)
+    if name.startswith("bw_sum_"):
         return check_read_kernel(row.index)
     if name.startswith("bw_random_"):
         return check_random_kernel(row.index)
@@ -209,8 +238,12 @@ def check_team(lab, cpus, kind, kernel, sizes=(0, 1, 63, 4096 + 24), seed=1):
             pattern = rng.integers(0, 256, off + size + GUARD, dtype=np.uint8).tobytes()
             buf = bytearray(pattern)
             if kind == "read":
+                # a loads-only row returns the bytes it walked, a summing
+                # row the checksum
                 members.append(TeamMember(cpu, src=Region(buf, off, size), size=size))
-                expect.append((buf, pattern, off, None, _reference_sums(pattern, off, size)))
+                sums = not kernel.startswith("bw_read_")
+                expect.append((buf, pattern, off, None,
+                               _reference_sums(pattern, off, size) if sums else size))
             elif kind == "copy":
                 source = rng.integers(0, 256, size + 64, dtype=np.uint8).tobytes()
                 members.append(TeamMember(cpu, dst=Region(buf, off, size),

@@ -204,7 +204,8 @@ def _questions():
                      f"crossing of nt with the lower envelope of {rep} and libc (the same rule)"),
             Question(f"copy.{peak}", f"What is the peak {fn} bandwidth?", "GB/s", "002",
                      "bytes the kernel row declares (read + written) per call / the fastest "
-                     "point's time per call, throughput mode", better=ans.HIGHER),
+                     "point's time per call, throughput mode", better=ans.HIGHER,
+                     host_shared=True),      # a core's throughput: see bandwidth.LEVEL_SHARED
             Question(f"copy.{libc}", f"How much slower than the best strategy is libc {fn}?",
                      "ratio", "002",
                      "geometric mean over the sizes measured of libc / the fastest strategy "

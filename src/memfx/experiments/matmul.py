@@ -219,13 +219,13 @@ class Matmul(Experiment):
     }
     questions = (
         Question("matmul.transposed", "What share of the naive loop's time does the "
-                 "transposed form take?", "ratio", "004",
+                 "transposed form take?", "share", "004",
                  "ratio of medians transposed / naive at the largest N measured (Drepper: "
                  "0.234)", headline=True, band=ans.EFFECT_BAND),
         Question("matmul.blocked", "What share does the blocked form (SM = line / 8) take?",
-                 "ratio", "004", "ratio of medians blocked / naive (Drepper: 0.173)", band=ans.EFFECT_BAND),
+                 "share", "004", "ratio of medians blocked / naive (Drepper: 0.173)", band=ans.EFFECT_BAND),
         Question("matmul.blocked_simd", "What share does the blocked SSE2 form take?",
-                 "ratio", "004", "ratio of medians blocked_simd / naive (Drepper: 0.0947)", band=ans.EFFECT_BAND),
+                 "share", "004", "ratio of medians blocked_simd / naive (Drepper: 0.0947)", band=ans.EFFECT_BAND),
         Question("matmul.init_column_vs_row", "How much longer does initialising a matrix "
                  "column by column take than row by row?", "ratio", "004",
                  "ratio of medians init_column / init_row (time per matrix) at the largest "

@@ -285,7 +285,7 @@ class Prefetch(Experiment):
                  "ratio of medians, dearest invalid target vs the L1 line, prefetcht0, "
                  "throughput mode", band=ans.EFFECT_BAND),
         Question("prefetch.traps", "Does a prefetch of an invalid address ever trap into the "
-                 "kernel (system time, page faults)?", "ratio", "001",
+                 "kernel (system time, page faults)?", "share", "001",
                  f"system-time share of the prefetch loops' CPU time (getrusage) over all "
                  f"invalid targets; detected above {TRAP_SYSTEM_SHARE:.0%}", headline=True,
                  band=(0.0, TRAP_SYSTEM_SHARE), scale="linear"),

@@ -417,7 +417,7 @@ class StoreForward(Experiment):
                     "ci_low": r["ci_low"] if enough else None,
                     "ci_high": r["ci_high"] if enough else None,
                     "verdict": effect_verdict(r["ratio"], r["ci_low"], r["ci_high"], r["n_a"],
-                                              r["n_b"]),
+                                              r["n_b"], band=q.no_effect_band()),
                     "arm": arm, "widest": w, "cycles_28": a.get("cycles_est"),
                     "cycles_32": b.get("cycles_est"),
                     "points": evidence_keys([a, b])})

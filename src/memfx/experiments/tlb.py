@@ -48,6 +48,11 @@ ELEMENT = PAGE + LINE
 CACHE_KNEE_FACTOR = 2.0
 GIB_PAGE = 1 << 30   # x86-64 PDPE page, where CPUID reports Page1GB (pdpe1gb; SDM Vol. 3A 4.5)
 GIB_SYSFS = "/sys/kernel/mm/hugepages/hugepages-1048576kB"
+# Page counts refinement adds above a step's last fast count, at most: 2 x
+# the resolution apart, they reach two thirds of a doubling past an L2 TLB
+# step of a few thousand entries at resolution_pct = 2, twice the quick
+# grid's spacing (per_octave = 3).
+REFINE_POINTS = 16
 
 
 # Why a run has no 1g arm, by the code recorded with its 4k samples
@@ -105,6 +110,30 @@ def page_grid(lo, hi, per_octave, anchors=()):
     return sorted(out)
 
 
+def resolution(params, count):
+    """The declared half-width (entries) of a count's bracket at count."""
+    return max(params.get("resolution_entries") or 2,
+               count * (params.get("resolution_pct") or 0) / 100.0)
+
+
+def count_at_step(level, sizes, res):
+    """(count, ci_low, ci_high, first_slow) of the step after `level`.
+
+    A count of entries is the last measured size that stays on the fast
+    plateau (find_levels' knee_low): a TLB holds n entries when n pages stay
+    fast and n + 1 do not, so the step lies between that size and the next
+    one measured (`first_slow`), and a CI narrower than that bracket would
+    claim sizes nobody measured.  The CI is the bracket widened to
+    +- `res`, the declared resolution: the last fast size itself is judged
+    against the plateau's noise, and a replacement policy that is not LRU
+    makes the first sizes past the reach only a little slower."""
+    low = level.knee_low
+    after = [s for s in sizes if s > low]
+    first_slow = min(after) if after else level.knee_high
+    return (float(low), max(1.0, low - res), max(float(first_slow), low + res),
+            first_slow)
+
+
 def _cache_lines(machine):
     """Capacity in lines of each data/unified cache sysfs reports."""
     return [c.size_bytes // (c.line_bytes or LINE) for c in Fingerprint.of(machine).caches]
@@ -122,8 +151,19 @@ def tlb_knees(curve4k, cache_lines=()):
     per page) is a cache step and left out.  Returns (tlb, levels): tlb =
     [(index into levels, level)] whose knee is a TLB's, in order."""
     levels = stats.find_levels(*curve4k)
-    tlb = [(i, lv) for i, lv in enumerate(levels[:-1])
-           if lv.knee_size and not _near(lv.knee_size, cache_lines)]
+    tlb = []
+    for i, lv in enumerate(levels[:-1]):
+        if not lv.knee_size or _near(lv.knee_size, cache_lines):
+            continue
+        # A knee within CACHE_KNEE_FACTOR of the last TLB knee is the same
+        # TLB's ramp (a replacement policy that is not LRU makes the first
+        # pages past the reach a little slower, then more), not the next
+        # level: no x86 core's L2 TLB holds fewer than 8x its L1 DTLB's
+        # entries (64 -> 1536/2048 Intel, 72/96 -> 3072/4096 AMD), and a
+        # quick run on a 96-entry DTLB read a second knee at 141 pages.
+        if tlb and _near(lv.knee_size, [tlb[-1][1].knee_size]):
+            continue
+        tlb.append((i, lv))
     return tlb, levels
 
 
@@ -152,6 +192,14 @@ class Tlb(Experiment):
               "32768", minimum=4, maximum=1 << 20),
         Param("per_octave", "int", 4, "page counts per doubling (geometric steps)", "6",
               minimum=1, maximum=16),
+        Param("resolution_entries", "int", 2, "declared resolution of a TLB count (+- entries): "
+              "refinement measures page counts 2x this apart past each step's last fast "
+              "count, and a count's CI is never narrower", "4", minimum=1, maximum=4096),
+        Param("resolution_pct", "float", 2.0, "the same resolution relative to the count "
+              "(percent), where it is the wider (an L2 TLB's thousands of entries)", "5",
+              minimum=0.0, maximum=50.0),
+        Param("refine", "bool", True, "after the first pass, measure page counts at the "
+              "declared resolution past each TLB step", "false"),
         Param("pages", "list:str", ["4k", "thp", "1g"], "page sizes: 4k, thp (transparent huge "
               "pages, the control) and 1g (1 GiB hugetlb pages, where reserved)", "4k",
               choices=("4k", "thp", "1g")),
@@ -164,11 +212,13 @@ class Tlb(Experiment):
     }
     questions = (
         Question("tlb.l1_entries", "How many 4 KiB translations does the L1 data TLB hold?",
-                 "entries", "004", "first knee of the 4 KiB curve (pages visited, "
-                 "stats.find_levels) away from every cache's capacity in lines; CI = the "
-                 "bracketing page counts", headline=True),
+                 "entries", "004", "the last page count on the fast plateau before the first "
+                 "step of the 4 KiB curve (stats.find_levels) away from every cache's "
+                 "capacity in lines; CI = that count and the next one measured, at least "
+                 "+- the declared resolution", headline=True),
         Question("tlb.l2_entries", "How many 4 KiB translations does the L2 TLB hold?",
-                 "entries", "004", "second such knee; CI = the bracketing page counts"),
+                 "entries", "004", "the same at the second such step; CI = the bracket of "
+                 "measured page counts around it, at least +- the declared resolution"),
         Question("tlb.walk_ns", "What does a page walk add to a load, over an L2 TLB hit?",
                  "ns", "004", "the step of the 4 KiB curve at the L2 TLB's knee: median of the "
                  "first two page counts after it minus the plateau before (bootstrap CI of the "
@@ -209,6 +259,27 @@ class Tlb(Experiment):
         return [Point(arm, {"page_count": n}) for n in page_grid(lo, hi, params["per_octave"],
                                                                  anchors)
                 for arm in arms]
+
+    def refine(self, data, params, machine):
+        """After the first pass: page counts 2 x the declared resolution
+        apart past each TLB step's last fast count, up to the first count on
+        the next plateau (at most REFINE_POINTS), so that one round brings
+        the bracket around the step within the resolution."""
+        if not params.get("refine", True):
+            return []
+        pts = sorted((p for p in data.points if p["arm"] == "4k" and p["n"] and p["median"]),
+                     key=lambda p: p["params"]["page_count"])
+        if len(pts) < 3:
+            return []
+        have = {p["params"]["page_count"] for p in pts}
+        tlb, _levels = tlb_knees(([p["params"]["page_count"] for p in pts],
+                                  [p["median"] for p in pts]), _cache_lines(machine))
+        extra = set()
+        for _i, lv in tlb[:2]:
+            low, high = lv.knee_low, lv.knee_high
+            step = max(1, int(2 * resolution(params, low)))
+            extra |= {n for n in range(low + step, high, step)[:REFINE_POINTS] if n not in have}
+        return [Point("4k", {"page_count": n}) for n in sorted(extra)]
 
     def estimate_seconds(self, params, machine):
         pts = self.plan(params, machine)
@@ -282,8 +353,14 @@ class Tlb(Experiment):
                 continue
             i, lv = tlb[k]
             after = levels[i + 1]
+            sizes = [p["params"]["page_count"] for p in pts4]
+            res = resolution(data.params, lv.knee_low)
+            count, lo, hi, first_slow = count_at_step(lv, sizes, res)
+            wide = ("" if first_slow - lv.knee_low <= 2 * res else
+                    f" (nothing measured between: a bracket wider than the declared "
+                    f"resolution, +-{res:.0f})")
             rep = reported[k + 1]
-            cmp = (f"; CPUID reports {rep} entries ({lv.knee_size / rep:.2f}x)" if rep
+            cmp = (f"; CPUID reports {rep} entries ({count / rep:.2f}x)" if rep
                    else "; CPUID reports no figure for it")
             shared = shared_knee(lv.knee_size, xy(huge) if huge else None)
             control = ("" if shared is None else
@@ -291,20 +368,20 @@ class Tlb(Experiment):
                        "host maps with 4 KiB pages keep 4 KiB TLB entries)" if shared else
                        "; the huge-page curve does not take it")
             a = ans.Answer(q.id, ans.MEASURED,
-                           f"the time per load steps from {lv.latency_ns:.2f} to "
-                           f"{after.latency_ns:.2f} ns at about {lv.knee_size} pages (between "
-                           f"{lv.knee_low} and {lv.knee_high}), away from every cache's "
-                           f"capacity in lines{control}{cmp}",
-                           value=float(lv.knee_size), ci_low=lv.knee_low, ci_high=lv.knee_high,
+                           f"a load takes {lv.latency_ns:.2f} ns up to {lv.knee_low} pages, "
+                           f"is slower at {first_slow}{wide}, and reaches "
+                           f"{after.latency_ns:.2f} ns by {lv.knee_high} pages, away from "
+                           f"every cache's capacity in lines{control}{cmp}",
+                           value=count, ci_low=lo, ci_high=hi,
                            evidence=ans.evidence_keys(
                                [p for p in pts4 if lv.knee_low <= p["params"]["page_count"]
                                 <= lv.knee_high]),
                            details=details + [{"label": "CPUID", "value": rep,
                                                "unit": "entries", "ci_low": None,
                                                "ci_high": None}],
-                           estimator="knee of stats.find_levels (midpoint crossing in "
-                                     "log2 pages); CI = last page count on the plateau before "
-                                     "and first on the one after")
+                           estimator="last page count on the plateau before the knee "
+                                     "(stats.find_levels' knee_low); CI = it and the next count "
+                                     "measured, widened to +- the declared resolution")
             out.append(a)
         out.append(self._walk_answer(qw, tlb, levels, pts4, huge_by_n, share))
         out.append(self._gib_answer(data, pts4))

@@ -53,6 +53,15 @@ MIN_CYCLES_PER_DEPENDENT_LOAD = 2.0
 # longer negligible, so short samples are always rejected.
 PREEMPT_MIN_SAMPLE_NS = 10e6
 PREEMPT_MAX_SHARE = 0.005
+# A working set beyond the last-level cache streams from DRAM whether or not
+# another task ran in between: a preempted sample of it is corrected (its
+# run-queue wait taken out) instead of retaken, when it ran for at least
+# PREEMPT_CORRECT_MIN_RUN_NS and waited at most PREEMPT_CORRECT_MAX_SHARE of
+# its window.  With two CPU-bound neighbours on two vCPUs each long DRAM
+# sample waits ~45 % of its window, so retaking them all made fill 4x slower
+# (issue 40); a switch costs microseconds against milliseconds of run.
+PREEMPT_CORRECT_MIN_RUN_NS = 2e6
+PREEMPT_CORRECT_MAX_SHARE = 0.8
 
 # A team sample counts only when its threads really ran side by side: in
 # "together" mode the shortest member's run overlaps every other member's
@@ -344,6 +353,12 @@ class Lab:
             grow = target / max(ticks, 1) * 1.2
             count = max(count * 2, int(count * min(grow, 1000)))
 
+    def _correctable(self, row, trial, ns, waited):
+        """A preempted sample whose wait can be taken out (PREEMPT_CORRECT_*)."""
+        return (waited is not None and 0 < waited <= PREEMPT_CORRECT_MAX_SHARE * ns
+                and ns - waited >= PREEMPT_CORRECT_MIN_RUN_NS
+                and _streams_from_dram(row, trial, self.llc_bytes))
+
     def sample(self, trial: Trial, count: int, cycles_per_tick: float):
         """Time one sample; return the sample record (without arm/point)."""
         row = self._row(trial)
@@ -368,6 +383,10 @@ class Lab:
         waited = wait1 - wait0 if wait0 is not None and wait1 is not None else None
         if waited is not None:
             counters["run_queue_wait_ns"] = waited
+        if counters.get("context_switches") and self._correctable(row, trial, ns, waited):
+            counters["wall_ns"] = ns      # the window; ns and ticks: the part that ran
+            ticks *= (ns - waited) / ns
+            ns -= waited
         counters.update(trial.extra)
         rd, wr = row.traffic(trial.size, count)
         cycles = counters.get("cycles") or ticks * cycles_per_tick
@@ -381,7 +400,8 @@ class Lab:
             reason = "migrated"
         elif counters.get("cpu_migrations"):
             reason = "migrated"
-        elif counters.get("context_switches") and not _preemption_negligible(ns, waited):
+        elif counters.get("context_switches") and not (
+                "wall_ns" in counters or _preemption_negligible(ns, waited)):
             reason = "context_switch"
         elif trial.reject_page_faults and counters.get("page_faults"):
             reason = "page_fault"
@@ -713,6 +733,13 @@ def _open_schedstat():
         return open("/proc/thread-self/schedstat", "rb", buffering=0)
     except OSError:
         return None
+
+
+def _streams_from_dram(row, trial, llc_bytes):
+    """True when the trial's working set (every region it reads or writes)
+    is larger than the last-level cache, so no cache holds it."""
+    regions = (row.read_per_byte > 0) + (row.write_per_byte > 0)
+    return bool(llc_bytes) and trial.size * max(trial.chunks, 1) * regions > llc_bytes
 
 
 def _preemption_negligible(sample_ns, waited_ns):

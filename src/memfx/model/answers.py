@@ -29,6 +29,7 @@ from .findings import (
     INCONCLUSIVE,
     MEASURED,
     NOT_DETECTED,
+    band_verdict,
     effect_verdict,
     jsonable,
     threshold,
@@ -57,11 +58,18 @@ DISCRETE_UNITS = frozenset({"ranges", "levels", "ways", "sets", "elements"})
 # Discrete answers whose value is one choice (not a count of the ranges or
 # levels their details list): the replicas' majority is their estimate.
 CHOICE_UNITS = frozenset({"ways", "sets", "elements"})
+# Counts located at a step of a swept curve (a TLB's entries: the last page
+# count that stays fast): each replica's CI is the bracket of the sizes it
+# measured around the step, a resolution and not a sampling error, so
+# replicas on the same grid do not narrow it; the combined CI holds every
+# replica's bracket (a Student-t floor over three replicas read 99
+# [97.3, 101] from brackets of 96 and 102 pages).
+BRACKET_UNITS = frozenset({"entries"})
 
 __all__ = ["Question", "Answer", "NOT_MEASURED", "ANSWER_VERDICTS", "LOWER", "HIGHER",
            "NEITHER", "point_key", "evidence_keys", "not_measured", "measured",
            "effect", "pooled_values", "complete_answers", "EFFECT_BAND", "DISCRETE_UNITS",
-           "band_verdict", "combine_replicas", "SEEDS", "explain_inconclusive"]
+           "combine_replicas", "SEEDS", "explain_inconclusive"]
 
 
 @dataclass(frozen=True)
@@ -241,12 +249,8 @@ def effect(q: Question, a: Iterable[float], b: Iterable[float], because: str, *,
         return not_measured(q, "one side of the comparison has no samples")
     r = stats.ratio_of_medians(va, vb, confidence=threshold("ci_level"), seed=seed)
     band = q.no_effect_band() if effect_min is None else None
-    if band is not None:
-        verdict = (band_verdict(band, r["ci_low"], r["ci_high"])
-                   if min(r["n_a"], r["n_b"]) >= threshold("min_samples") else INCONCLUSIVE)
-    else:
-        verdict = effect_verdict(r["ratio"], r["ci_low"], r["ci_high"], int(r["n_a"]),
-                                 int(r["n_b"]), effect_min=effect_min)
+    verdict = effect_verdict(r["ratio"], r["ci_low"], r["ci_high"], int(r["n_a"]), int(r["n_b"]),
+                             effect_min=effect_min, band=band)
     lo, hi = (r["ci_low"], r["ci_high"]) if min(va.size, vb.size) >= threshold("min_ci_samples") \
         else (None, None)
     return Answer(question=q.id, verdict=verdict, because=because, value=r["ratio"],
@@ -275,20 +279,6 @@ def complete_answers(questions: Sequence[Question], given: Iterable[Answer],
     return [by_id.get(q.id) or not_measured(q, reason) for q in questions]
 
 
-def band_verdict(band: Tuple[float, float], ci_low: Optional[float],
-                 ci_high: Optional[float]) -> str:
-    """detected when the CI lies wholly outside ``band`` (low, high), not
-    detected when wholly inside it, inconclusive otherwise or without a CI."""
-    if ci_low is None or ci_high is None or not (math.isfinite(ci_low) and math.isfinite(ci_high)):
-        return INCONCLUSIVE
-    low, high = band
-    if ci_low > high or ci_high < low:
-        return DETECTED
-    if ci_low >= low and ci_high <= high:
-        return NOT_DETECTED
-    return INCONCLUSIVE
-
-
 # --------------------------------------------------------------------------
 # replicas: one answer from the answers of independent worker processes
 
@@ -304,7 +294,10 @@ def widen_for_drift(value: float, lo: float, hi: float, cv: float) -> Tuple[floa
 
 # Units of absolute figures: between sessions they move with the clock the
 # host gives a guest's vCPU (guest_clock_cv); ratios of two arms cancel it.
-CLOCK_UNITS = ("ns", "GB/s")
+# Cycles too: without a PMU they are TSC ticks times a cycles-per-tick
+# estimate (a dependent-add chain timed beside each block), which follows
+# the same host clock.
+CLOCK_UNITS = ("ns", "GB/s", "cycles")
 
 
 def guest_drift_cv(unit: str, host_shared: bool) -> float:
@@ -372,9 +365,9 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
             # a choice the pooled samples made that most replicas did not
             # (prefetch.stream_distance: pooled 2, replicas 2, 8, 8 in an
             # A/A whose other surveys all read 8)
-            overruled = (f"the replicas' choice is {format_value(top, q.unit)} "
-                         f"({votes.count(top)} of {len(votes)}), not the pooled samples' "
-                         f"{format_value(value, q.unit)}")
+            # what was found leads (issue 42); the pooled claim follows it
+            overruled = (f"{format_value(top, q.unit)}, the choice of {votes.count(top)} of "
+                         f"{len(votes)} replicas, each analysed alone")
             value = out["value"] = top
     elif value is not None and len(valued) >= 2:
         c = stats.combine_replicas([a["value"] for a in valued],
@@ -398,10 +391,14 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
                 # (prefetch.stream_gain 1.145 from replicas of 1.05, 1.05
                 # and 1.12, and 0.975 from 0.99, 0.98 and 1.04, in an A/A
                 # on a Zen 4 guest: compare read a 15 % regression)
-                overruled = (f"the replicas' estimate is {format_value(c_value, q.unit)}, "
-                             f"not the pooled samples' {format_value(value, q.unit)}")
+                overruled = (f"{format_value(c_value, q.unit)} by the replicas, each "
+                             f"analysed alone")
                 value = out["value"] = c_value
             lo, hi = min(c_low, value), max(c_high, value)
+            if q.unit in BRACKET_UNITS:
+                lows = [a["ci_low"] for a in valued if a.get("ci_low") is not None]
+                highs = [a["ci_high"] for a in valued if a.get("ci_high") is not None]
+                lo, hi = min([lo] + lows), max([hi] + highs)
         out["ci_scope"] = f"{len(valued)} replicas"
         states = host_states(q, valued)
         if states:

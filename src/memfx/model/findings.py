@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -235,28 +235,39 @@ def _finite(*xs: Optional[float]) -> bool:
     return all(x is not None and math.isfinite(x) for x in xs)
 
 
+def band_verdict(band: Tuple[float, float], ci_low: Optional[float],
+                 ci_high: Optional[float]) -> str:
+    """The one verdict rule: detected when the CI lies wholly outside the
+    no-effect ``band`` (low, high), not detected when wholly inside it,
+    inconclusive otherwise or without a finite CI."""
+    if ci_low is None or ci_high is None or not _finite(ci_low, ci_high):
+        return INCONCLUSIVE
+    low, high = band
+    if ci_low > high or ci_high < low:
+        return DETECTED
+    if ci_low >= low and ci_high <= high:
+        return NOT_DETECTED
+    return INCONCLUSIVE
+
+
 def effect_verdict(ratio: float, ci_low: float, ci_high: float, n_a: int, n_b: int,
                    effect_min: Optional[float] = None,
-                   min_samples: Optional[int] = None) -> str:
-    """Verdict on a ratio of medians a/b (1.0 = no effect) and its CI.
-
-    - fewer than ``min_samples`` samples in either arm, or a missing/NaN
-      ratio or bound -> INCONCLUSIVE;
-    - CI entirely beyond 1 ± ``effect_min`` (either direction) -> DETECTED;
-    - CI entirely within [1 - effect_min, 1 + effect_min] -> NOT_DETECTED;
-    - otherwise (CI reaches across an edge of that band) -> INCONCLUSIVE.
-
-    Defaults come from the thresholds ``effect_min`` and ``min_samples``.
+                   min_samples: Optional[int] = None,
+                   band: Optional[Tuple[float, float]] = None) -> str:
+    """Verdict on a ratio of medians a/b (1.0 = no effect) and its CI, by
+    band_verdict: ``band`` (low, high) is the question's no-effect band
+    (Question.no_effect_band); without one, 1 ± ``effect_min``.  Fewer than
+    ``min_samples`` samples in either arm, or a missing/NaN ratio or bound,
+    is INCONCLUSIVE.  Defaults come from the thresholds ``effect_min`` and
+    ``min_samples``.
     """
-    e = _or_default(effect_min, "effect_min")
     need = _or_default(min_samples, "min_samples")
     if min(n_a, n_b) < need or not _finite(ratio, ci_low, ci_high):
         return INCONCLUSIVE
-    if ci_low > 1.0 + e or ci_high < 1.0 - e:
-        return DETECTED
-    if ci_low >= 1.0 - e and ci_high <= 1.0 + e:
-        return NOT_DETECTED
-    return INCONCLUSIVE
+    if band is None:
+        e = _or_default(effect_min, "effect_min")
+        band = (1.0 - e, 1.0 + e)
+    return band_verdict(band, ci_low, ci_high)
 
 
 # --------------------------------------------------------------------------

@@ -59,6 +59,9 @@ MISSING = "–"
 NOT_FINITE = "n/a"
 _BINARY_UNITS = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 _RATIO_UNITS = ("x", "ratio")
+# A share (of a time, of the CPU time) is stored as a fraction and printed as
+# a percentage: "15.2%", never "0.152x", which reads as a speed-up.
+SHARE_UNIT = "share"
 # Units printed right after the number, without a space.
 _ATTACHED_UNITS = ("x", "%")
 
@@ -191,11 +194,15 @@ def format_value(v: Any, unit: str | None = "") -> str:
         return format_number(v)
     if unit == "bytes":
         return format_size(v)
+    if unit == SHARE_UNIT:
+        return format_number(v * 100) + "%"
     return _with_unit(format_number(v), unit)
 
 
 def _bare(v: Any, unit: str) -> str:
     """A CI bound without its unit (sizes keep theirs: they differ in unit)."""
+    if _not_a_value(v) is None and unit == SHARE_UNIT:
+        return format_number(v * 100)
     return format_size(v) if unit == "bytes" and _not_a_value(v) is None else format_number(v)
 
 
@@ -207,7 +214,8 @@ def format_ci(lo: Any, hi: Any, unit: str | None = "") -> str:
     unit = unit or ""
     if unit == "bytes":
         return f"{_bare(lo, unit)}–{_bare(hi, unit)}"
-    return _with_unit(f"{_bare(lo, unit)}–{_bare(hi, unit)}", unit)
+    return _with_unit(f"{_bare(lo, unit)}–{_bare(hi, unit)}",
+                      "%" if unit == SHARE_UNIT else unit)
 
 
 def format_estimate(v: Any, lo: Any, hi: Any, unit: str | None = "") -> str:
@@ -247,3 +255,35 @@ def format_change(change: float | None, lo: float | None = None,
     if _not_a_value(lo) is not None or _not_a_value(hi) is not None:
         return signed_percent(change)
     return f"{signed_percent(change)} [{signed_percent(lo)}, {signed_percent(hi)}]"
+
+
+def param_value_text(name: str, value: Any, kind: str = "") -> str:
+    """A parameter's value for people, as `--set` takes it: sizes as K/M/G
+    (a Param of kind "size", or a name ending in _bytes), lists joined by
+    commas, booleans as true/false, floats as format_number.  The one
+    parameter formatter (the CLI's help, the tables, the report)."""
+    import json as _json
+    kind = kind or ""
+    if isinstance(value, (list, tuple)):
+        inner = kind[5:] if kind.startswith("list:") else ""
+        return ",".join(param_value_text(name, v, inner) for v in value)
+    if _is_number(value) and _not_a_value(value) is None \
+            and (kind == "size" or str(name).endswith("_bytes")):
+        return format_size(value)
+    if isinstance(value, dict):
+        return _json.dumps(value, sort_keys=True)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return format_number(value) if isinstance(value, float) else str(value)
+
+
+def gain_text(ratio: Any, lo: Any = None, hi: Any = None) -> str:
+    """A check's gain from its time ratio advised / current and the ratio's
+    CI: gain = 1 / ratio - 1, bounds likewise ("+8.7% [+5.3%, +12.4%]"); a
+    ratio's CI comes from a log-scale bootstrap, so a gain is never below
+    -100 %.  MISSING when no ratio was measured.  The one gain formatter."""
+    if not (_is_number(ratio) and _not_a_value(ratio) is None and ratio > 0):
+        return MISSING
+    if not all(_is_number(x) and _not_a_value(x) is None and x > 0 for x in (lo, hi)):
+        return signed_percent(1 / ratio - 1)
+    return format_change(1 / ratio - 1, 1 / hi - 1, 1 / lo - 1)

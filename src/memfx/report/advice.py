@@ -5,7 +5,7 @@ screen shows."""
 from __future__ import annotations
 
 from ..model.errors import StoreError
-from ..model.units import MISSING, format_change, format_ratio
+from ..model.units import MISSING, format_ratio, gain_text
 from .html import _finite, code, e, json_html, table
 
 ADVICE_ARTIFACT = "advice"
@@ -62,16 +62,9 @@ def advice_html(advice_items, views) -> str:
 
 
 def _gain_text(check) -> str:
-    """'+8.7% [+5.3%, +12.4%]' from a check's overall ratio advised/current
-    and its CI: gain = 1 / ratio - 1, the CI's bounds likewise (a ratio's CI
-    is a log-scale bootstrap, so a gain is never below -100 %; 1 - ratio
-    read -223 % for a ratio CI reaching 3.23), or '–' when nothing was
-    measured."""
+    """A check's overall gain (units.gain_text), or '–' when nothing was measured."""
     overall = (check or {}).get("overall") or {}
-    ratio, lo, hi = overall.get("ratio"), overall.get("ci_low"), overall.get("ci_high")
-    if not (_finite(ratio) and _finite(lo) and _finite(hi)) or min(ratio, lo, hi) <= 0:
-        return "–"
-    return format_change(1 / ratio - 1, 1 / hi - 1, 1 / lo - 1)
+    return gain_text(overall.get("ratio"), overall.get("ci_low"), overall.get("ci_high"))
 
 
 def _slower_at(item):

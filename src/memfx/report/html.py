@@ -11,7 +11,7 @@ import math
 import re
 from typing import TYPE_CHECKING
 
-from ..model.units import format_number, format_size
+from ..model.units import format_number, format_size, param_value_text
 
 if TYPE_CHECKING:
     from typing import TypeGuard
@@ -72,18 +72,12 @@ def _kind(params, name) -> str:
 
 
 def param_text(name, value, kind="") -> str:
-    """A parameter value for people; kind is the Param kind (sizes as K/M)."""
-    kind = kind or ""
+    """A parameter value for people (units.param_value_text; a list reads
+    with ", " in a table cell)."""
     if isinstance(value, (list, tuple)):
-        inner = kind[5:] if kind.startswith("list:") else ""
-        return ", ".join(param_text(name, v, inner) for v in value)
-    if _finite(value) and (kind == "size" or str(name).endswith("_bytes")):
-        return format_size(value)
-    if isinstance(value, dict):
-        return json.dumps(value, sort_keys=True)
-    if isinstance(value, bool):
-        return "true" if value else "false"      # as --set takes it
-    return format_number(value) if isinstance(value, float) else str(value)
+        inner = kind[5:] if (kind or "").startswith("list:") else ""
+        return ", ".join(param_value_text(name, v, inner) for v in value)
+    return param_value_text(name, value, kind)
 
 
 def _first_line(text) -> str:

@@ -8,7 +8,7 @@ import re
 from rich.table import Table
 from rich.text import Text
 
-from ..model.units import format_ci, format_number, format_size, format_value
+from ..model.units import format_ci, format_number, format_size, format_value, param_value_text
 
 # C0 controls, DEL and C1 controls (which include the CSI introducer 0x9b):
 # stored strings come from imports and /proc, and an escape sequence in one
@@ -56,12 +56,6 @@ def add_row(table: Table, *cells) -> None:
 
 VERDICT_STYLE = {"detected": "bold green", "not_detected": "yellow",
                  "inconclusive": "magenta", "measured": "cyan"}
-
-
-def _param_text(k, v):
-    if k.endswith("_bytes") and isinstance(v, (int, float)):
-        return format_size(v)
-    return str(v)
 
 
 def machine_table(fp, cautions, caps):
@@ -155,13 +149,13 @@ def points_table(doc, max_rows=400):
     t.add_column("rej", justify="right")
     for p in pts[:max_rows]:
         cv = p.get("cv")
-        add_row(t, *[_param_text(k, p["params"].get(k, "")) for k in pkeys], p["arm"],
+        add_row(t, *[param_value_text(k, p["params"].get(k, "")) for k in pkeys], p["arm"],
                 format_value(p['median'], p.get('unit')), format_ci(p['ci_low'], p['ci_high'], p.get('unit')),
                 format_value(p["min"], p.get('unit')), format_number(p.get("cycles_est")),
                 text(f"{cv:.1%}" if cv is not None else "-", "red" if cv and cv >= 0.1 else ""),
                 str(p["n"]), str(p["rejected"]))
     caption = [f"metric: {metric}"] if metric else []
-    caption += [f"{k}={_param_text(k, v)}" for k, v in constant.items()]
+    caption += [f"{k}={param_value_text(k, v)}" for k, v in constant.items()]
     if len(pts) > max_rows:
         caption.append(f"{len(pts) - max_rows} more points: memfx export {doc['run_id']}")
     t.caption = text("; ".join(caption))
@@ -188,6 +182,20 @@ def _plain(value):
     return text(value)
 
 
+# a detail's value and its CI bounds are in the detail's unit: shown as the
+# answer's are (sizes for bytes), so that a table never reads 8291179 beside
+# an answer of 7.9 MiB
+_IN_UNIT = ("value", "ci_low", "ci_high")
+
+
+def _detail_cell(d, k):
+    v = d.get(k)
+    if k in _IN_UNIT and d.get("unit") == "bytes" and isinstance(v, (int, float)) \
+            and not isinstance(v, bool):
+        return format_size(v)
+    return format_number(v) if isinstance(v, float) else v
+
+
 def details_tables(answers, width=100):
     """Per answer with details: its sub-results, in tables ``width`` wide."""
     out = []
@@ -204,8 +212,7 @@ def details_tables(answers, width=100):
         for k in keys[:7]:
             t.add_column(k)
         for d in det[:60]:
-            t.add_row(*[_plain(format_number(d.get(k)) if isinstance(d.get(k), float) else d.get(k))
-                        for k in keys[:7]])
+            t.add_row(*[_plain(_detail_cell(d, k)) for k in keys[:7]])
         if len(det) > 60:
             t.caption = f"{len(det) - 60} more rows in --json"
         out.append(t)

@@ -277,14 +277,22 @@ def run_tasks(tasks, jobs=None) -> list:
 
 def draw_views(store, runs, documents=None, jobs=None) -> list:
     """The runs' views with their figures drawn; a run without a document
-    in ``documents`` is analysed from its stored samples (read here, in
-    this process) along with its drawing."""
-    from ..analysis.documents import experiment_about
-    documents = documents or {}
+    in ``documents`` takes its stored one (documents.stored_document), else
+    is analysed from its stored samples (read here, in this process) along
+    with its drawing, and that document is stored (documents.keep_document)."""
+    from ..analysis.documents import experiment_about, keep_document, stored_document
+    documents = dict(documents or {})
+    for run in runs:
+        if run["id"] not in documents:
+            stored = stored_document(store, run)
+            if stored is not None:
+                documents[run["id"]] = stored
     tasks = [(run, documents.get(run["id"]),
               None if run["id"] in documents else store.samples(run["id"])) for run in runs]
     views = []
     for i, (run, (doc, error, plot)) in enumerate(zip(runs, run_tasks(tasks, jobs))):
+        if run["id"] not in documents and doc is not None:
+            keep_document(store, run, doc)
         views.append(RunView(run, doc, error, experiment_about(doc, run["experiment"]),
                              _anchor(run, i), plot))
     return views

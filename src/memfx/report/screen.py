@@ -19,7 +19,7 @@ from typing import Any, Iterable, List, Mapping, Optional, Sequence
 
 from rich.cells import cell_len
 
-from ..model.units import format_estimate, format_value
+from ..model.units import format_estimate, format_value, gain_text
 from .render import clean
 
 MIN_WIDTH = 80
@@ -51,19 +51,27 @@ def term_width(stream=None) -> int:
         return PIPE_WIDTH
 
 
+def console(stderr: bool = False):
+    """memfx's one way to a terminal: a rich Console on stdout (results) or
+    stderr (progress, warnings), as wide as term_width() says, with emoji
+    codes and automatic highlighting off -- text from a measurement, a user
+    or a program (`libcall:-1:noalign`, a command line) prints as it is."""
+    from rich.console import Console
+    return Console(stderr=stderr, width=term_width(sys.stderr if stderr else sys.stdout),
+                   emoji=False, highlight=False)
+
+
 def fit(line: str, width: int) -> str:
-    """``line`` cut to ``width`` terminal cells, ending in an ellipsis when cut."""
-    line = clean(line)
-    if cell_len(line) <= width:
-        return line
-    out, used = [], 0
-    for ch in line:
-        w = cell_len(ch)
-        if used + w > width - 1:
-            break
-        out.append(ch)
-        used += w
-    return "".join(out).rstrip() + "…"
+    """``line`` fitted to ``width`` terminal cells by wrapping it at spaces
+    (continuation lines indented, joined by newlines): never cut, and a word
+    longer than the width (a flag, a path, an id) stands whole on its own
+    line (wrap_whole).  Screens split the result into lines (_lines)."""
+    return "\n".join(wrap_whole(line, width))
+
+
+def _lines(out: Iterable[str]) -> List[str]:
+    """A screen's entries as terminal lines (a fitted entry may hold several)."""
+    return [line for entry in out for line in str(entry).split("\n")]
 
 
 def _pad(text: str, width: int) -> str:
@@ -114,14 +122,15 @@ def answer_lines(answers: Sequence[Mapping[str, Any]], width: int, indent: str =
             out += textwrap.wrap(because, width=max(20, width - len(sub)),
                                  initial_indent=sub, subsequent_indent=sub) or []
             continue
-        if cell_len(head) > width - MIN_BECAUSE:     # a long value: the id is kept whole
+        if cell_len(head) > width - MIN_BECAUSE:     # a long value: id and value kept whole
             line = f"{indent}{qid}  {t}"
-            out.append(line if cell_len(line) <= width else f"{indent}{qid}  " +
-                       fit(t, max(1, width - cell_len(indent + qid) - 2)))
+            out += [line] if cell_len(line) <= width else [f"{indent}{qid}", f"{indent}    {t}"]
             continue
-        out.append((head + "  " + fit(because, room)).rstrip() if because and room >= MIN_BECAUSE
+        # the sentence only whole: a sentence cut after twenty characters
+        # says less than none (`memfx show --full` has every one)
+        out.append((head + "  " + because).rstrip() if because and cell_len(because) <= room
                    else head.rstrip())
-    return out
+    return _lines(out)
 
 
 # ---- the parts of a screen ----------------------------------------------------------
@@ -140,22 +149,15 @@ def headline_lines(answers: Sequence[Mapping[str, Any]], width: int) -> List[str
         out.append(fit(seed_heading(seed), width))
         out += answer_lines([a for a in heads if str(a.get("seed") or "") == seed], width,
                             indent="  ")
-    return out
-
-
-def _pct(x) -> str:
-    return "-" if x is None else f"{x * 100:+.1f} %"
+    return _lines(out)
 
 
 def _gain_text(overall: Optional[Mapping[str, Any]]) -> str:
-    """'gain +3.1 % [+1.2, +5.0]' from a check's overall ratio (advised /
-    current): gain = 1 / ratio - 1, never below -100 %."""
+    """'measured +3.1% [+1.0%, +5.3%]' (units.gain_text), or 'not measured'."""
     if not overall or not overall.get("ratio"):
         return "not measured"
-    g = 1 / overall["ratio"] - 1
-    lo, hi = overall.get("ci_low"), overall.get("ci_high")
-    ci = (f" [{(1 / hi - 1) * 100:+.1f}, {(1 / lo - 1) * 100:+.1f}]" if lo and hi else "")
-    return f"measured {_pct(g)}{ci}"
+    return "measured " + gain_text(overall.get("ratio"), overall.get("ci_low"),
+                                   overall.get("ci_high"))
 
 
 def advice_lines(advice: Optional[Mapping[str, Any]], width: int) -> List[str]:
@@ -199,7 +201,19 @@ def advice_lines(advice: Optional[Mapping[str, Any]], width: int) -> List[str]:
                     else "not checked")
         out.append(f"  prefetch ({i.get('decision')}): {i.get('advice') or i.get('reason') or '-'}"
                    f" ({measured})")
-    return [fit(x, width) for x in out]
+    return _lines(fit(x, width) for x in out)
+
+
+def wrap_whole(text: str, width: int, indent: str = "    ") -> List[str]:
+    """``text`` wrapped at spaces to ``width``, continuation lines indented;
+    a word is never broken (a flag, a tunable, a path or an id longer than
+    the width stands whole on its own line), so what a user copies is exact."""
+    text = clean(text)
+    lead = text[:len(text) - len(text.lstrip())]
+    return textwrap.wrap(text, width=max(20, width), initial_indent="",
+                         subsequent_indent=lead + indent, break_long_words=False,
+                         break_on_hyphens=False, drop_whitespace=True) or [text] \
+        if cell_len(text) > width else [text]
 
 
 def noisy_points(documents: Iterable[Mapping[str, Any]]):
@@ -257,7 +271,7 @@ def warning_lines(documents: Sequence[Mapping[str, Any]], width: int) -> List[st
         out.append(fit(f"{d.get('experiment')} run {d.get('run_id')}: {len(ws)} warnings", width))
         for w in ws:
             out.append(fit(f"  {w.get('id')}: {w.get('message')}", width))
-    return out
+    return _lines(out)
 
 
 # ---- whole screens ---------------------------------------------------------------
@@ -271,8 +285,8 @@ def survey_screen(doc: Mapping[str, Any], width: int, advice=None, show_all=Fals
             + (f" on {doc['machine_id']}" if doc.get("machine_id") else ""))
     if pattern:
         chosen = select(answers, pattern)
-        return ([fit(f"{head}: {len(chosen)} of {len(answers)} answers match {pattern!r}", width)]
-                + answer_lines(chosen, width, full=full))
+        return _lines([fit(f"{head}: {len(chosen)} of {len(answers)} answers match "
+                           f"{pattern!r}", width)] + answer_lines(chosen, width, full=full))
     out = [fit(head, width)]
     out += headline_lines(answers, width)
     advised = advice_lines(advice, width)
@@ -290,7 +304,7 @@ def survey_screen(doc: Mapping[str, Any], width: int, advice=None, show_all=Fals
                                 width, indent="  ", full=full)
     elif rest:
         out.append(fit(f"{len(rest)} more answers: memfx show {sid} --all", width))
-    return out
+    return _lines(out)
 
 
 def run_screen(doc: Mapping[str, Any], width: int, full=False, pattern=None) -> List[str]:
@@ -303,7 +317,7 @@ def run_screen(doc: Mapping[str, Any], width: int, full=False, pattern=None) -> 
                f"{doc.get('preset') or '?'} preset): {what}", width)]
     out += answer_lines(chosen, width, indent="  ", full=full)
     out.append(quality_line([doc], str(doc.get("run_id")), width))
-    return out
+    return _lines(out)
 
 
 # ---- compare ------------------------------------------------------------------------
@@ -354,4 +368,4 @@ def curve_lines(doc: Mapping[str, Any], width: int, show_all=False) -> List[str]
         out.append(fit("details changed:", width))
         for c in changes:
             out.append(fit(f"  {clean(str(c.get('question')))}  {clean(detail_text(c))}", width))
-    return out
+    return _lines(out)

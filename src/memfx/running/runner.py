@@ -141,6 +141,7 @@ class Measurement:
         self.run_id = store.begin_run(name, self.params, preset, machine, survey_id=survey_id,
                                       labels=labels)
         self.measured = 0          # replicas measured so far
+        self.measured_s = 0.0      # seconds the replicas took, whatever ran between them
         self.finished = False
 
     def measure_replica(self, replica, on_progress=None, on_info=None):
@@ -154,11 +155,13 @@ class Measurement:
         state = {"cells": len(self.points), "done": 0, "error": None, "finished": False,
                  "replica": replica, "replicas": self.replicas}
         host = worker_host()
+        started = time.monotonic()
         try:
             with off_the_measuring_cpu(measuring_cpu(self.params.get("cpu"))):
                 for line in host.submit(job):
                     _handle(line, store, run_id, state, on_progress, on_info)
         except KeyboardInterrupt:
+            self.measured_s += time.monotonic() - started
             host.stop()
             for line in host.remaining():       # keep what was already measured
                 _handle(line, store, run_id, state, None, None)
@@ -166,8 +169,10 @@ class Measurement:
             raise RunInterrupted(run_id) from None
         except BaseException:
             host.stop()
+            self.measured_s += time.monotonic() - started
             self.finish("failed", error="the runner stopped unexpectedly")
             raise
+        self.measured_s += time.monotonic() - started
         code = host.returncode
         if state["finished"] and code == 0:
             self.measured += 1
@@ -189,7 +194,8 @@ class Measurement:
                                 f"kept)")
 
     def finish(self, status="complete", error=None):
-        self.store.finish_run(self.run_id, status, error=error)
+        self.store.finish_run(self.run_id, status, error=error,
+                              measured_s=self.measured_s or None)
         self.finished = True
 
 

@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import sys
+import time
 import traceback
 from collections import OrderedDict
 
@@ -108,6 +109,14 @@ SHARED_CALIBRATION_SAMPLES = 10
 # linear drift hits every arm alike, and an arm is switched (and re-warmed)
 # at most 2 * arms - 1 times per cell instead of at every sample.
 VISITS_PER_ARM = 2
+# Rejected samples are retaken (up to twice the planned samples) for at most
+# RETAKE_SHARE of the time the planned visits took, or RETAKE_MIN_SECONDS: on a machine
+# whose CPUs are all busy a cell's retakes are preempted as often as its
+# samples, and without a time bound a cell could retake its whole plan
+# twice over.  A cell that stops short ends with what it has; its points
+# read noisy (rejected share) and their CIs widen with fewer samples.
+RETAKE_SHARE = 0.5
+RETAKE_MIN_SECONDS = 0.5
 
 
 def settle(lab, trial, count, cycles_per_tick, pass_iters=0, tolerance=SETTLE_TOLERANCE,
@@ -275,7 +284,7 @@ def measure_cell(exp, cell, params, lab, rng, uncacheable_from=None):
     warm_state = {}
     steady_speed = {}          # per trial: ns per iteration of its last visit's samples
 
-    def take(i, quota=None, visits_after=0):
+    def take(i, quota=None, visits_after=0, deadline=None):
         """Samples of trial i; quota None = its share of what is still
         planned, `visits_after` more visits of it to come."""
         nonlocal last
@@ -302,6 +311,8 @@ def measure_cell(exp, cell, params, lab, rng, uncacheable_from=None):
         disturbed = False
         visit_ns, visit_iters = 0.0, 0
         for _ in range(quota):
+            if deadline is not None and time.monotonic() > deadline:
+                break
             if disturbed:
                 # a rejected sample means another task ran here and may have
                 # evicted this arm's lines and translations: settle again
@@ -332,17 +343,25 @@ def measure_cell(exp, cell, params, lab, rng, uncacheable_from=None):
         if visit_iters:
             steady_speed[i] = visit_ns / visit_iters
 
+    started = time.monotonic()
     for i in order:            # the planned visits: samples split evenly
         visits[i] -= 1
         take(i, visits_after=visits[i])
+    retake_until = time.monotonic() + max(RETAKE_MIN_SECONDS,
+                                          RETAKE_SHARE * (time.monotonic() - started))
+    retakes_cut = False
     while True:                # rejected samples are retaken (each retake visit re-warmed),
         short = [i for i in range(len(trials))     # up to twice the planned samples
                  if accepted[i] < wanted[i] and attempts[i] < 2 * wanted[i]]
         if not short:
             break
+        if time.monotonic() > retake_until:
+            retakes_cut = True
+            break
         rng.shuffle(short)
         for i in short:
-            take(i, min(wanted[i] - accepted[i], 2 * wanted[i] - attempts[i]))
+            take(i, min(wanted[i] - accepted[i], 2 * wanted[i] - attempts[i]),
+                 deadline=retake_until)
     cpt_after, spread_after = lab.cycles_per_tick()
     drift = abs(cpt_after - cpt_before) / cpt_before
     for rec in records:
@@ -352,6 +371,8 @@ def measure_cell(exp, cell, params, lab, rng, uncacheable_from=None):
         # the cell's share of how busy the machine was: on its first record
         # only (results.busy_summary adds them up over a run)
         records[0]["counters"].update(busy_between(busy_before, cpu_snapshot()))
+        if retakes_cut:
+            records[0]["counters"]["retakes_cut"] = 1
     lab.release()
     return records
 

@@ -116,6 +116,7 @@ def _translate_schema(sqlite_schema: str) -> str:
                  sqlite_schema)
     sql = re.sub(r"\bINTEGER\b(?! GENERATED)", "BIGINT", sql)
     sql = re.sub(r"\bREAL\b", "DOUBLE PRECISION", sql)
+    sql = re.sub(r"\bBLOB\b", "BYTEA", sql)
     for table in ("surveys", "runs"):
         sql = sql.replace(f"CREATE TABLE {table} (", f"CREATE TABLE {table} (rowid BIGSERIAL,")
     return sql
@@ -182,6 +183,11 @@ class _Connection:
         cursor = self.raw.cursor(row_factory=_row_factory)
         cursor.execute(_pg_sql(sql), tuple(params))
         return cursor
+
+    @staticmethod
+    def translate_schema(sql: str) -> str:
+        """A migration's CREATE in PostgreSQL's types (store_sql._add_analyses)."""
+        return _translate_schema(sql)
 
     def executemany(self, sql: str, rows) -> None:
         rows = [tuple(r) for r in rows]
@@ -443,11 +449,11 @@ class PostgresStore(Store):
                 store._journal_runs[run_id]["artifacts"][name] = data
         return self._journaled(set_artifact, run_id, name, data)
 
-    def finish_run(self, run_id, status, error=None):
-        def finish_run(store, run_id, status, error):
-            Store.finish_run(store, run_id, status, error)
+    def finish_run(self, run_id, status, error=None, measured_s=None):
+        def finish_run(store, run_id, status, error, measured_s):
+            Store.finish_run(store, run_id, status, error, measured_s)
             store._journal_runs.pop(run_id, None)     # safe in PostgreSQL now
-        return self._journaled(finish_run, run_id, status, error)
+        return self._journaled(finish_run, run_id, status, error, measured_s)
 
 
 def _read_from_fallback(name):
@@ -463,5 +469,6 @@ def _read_from_fallback(name):
 
 for _name in ("runs", "run", "samples", "survey", "surveys", "artifacts", "export_run",
               "samples_csv", "machines", "remove", "prune", "mark_stale_running", "import_run",
-              "push_run", "settle_survey", "adopt_run", "adopt_survey"):
+              "push_run", "settle_survey", "adopt_run", "adopt_survey", "analysis",
+              "save_analysis"):
     setattr(PostgresStore, _name, _read_from_fallback(_name))

@@ -1,6 +1,7 @@
 """What the SQLite and the PostgreSQL store share: the schema (as created,
 then migrated), the constants, and the conversions between rows and dicts
-(runs, surveys, samples, labels, the raw export).  No connection is opened
+(runs, surveys, samples, labels, the raw export), and the stored analyses
+(StoredAnalyses, a part of both stores' class).  No connection is opened
 here; sqlite.Store and postgres.PostgresStore run the queries."""
 from __future__ import annotations
 
@@ -11,17 +12,19 @@ import os
 import re
 import sqlite3
 import time
+import zlib
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..model.errors import StoreError
 from ..model.status import INTERRUPTED, RUNNING, STATUSES
 from .schema import MACHINE, POINT, SchemaError, readable, readable_params, validate_export
 
-SCHEMA_VERSION = 6
-# The oldest schema whose tables and columns are today's: schema 6 only
-# rewrote stored data (redacted command lines, which reading redacts too), so
-# a role that may not migrate a schema-5 PostgreSQL store still reads it.
+SCHEMA_VERSION = 7
+# The oldest schema a role that may not migrate a PostgreSQL store still
+# reads: schema 6 only rewrote stored data (redacted command lines, which
+# reading redacts too), and schema 7 only added the analyses table, derived
+# data a reader without it computes instead (StoredAnalyses).
 SAME_TABLES_SINCE = 5
 APPLICATION_ID = 0x4D454D46  # "MEMF": marks the file as a memfx results DB
 
@@ -157,8 +160,85 @@ def _redact_command_lines(conn: sqlite3.Connection) -> None:
                          (_dumps(redact_commands(data), "artifact"), run_id, name))
 
 
+# The analyses table (schema 7); "BLOB" is PostgreSQL's bytea (pgstore).  IF
+# NOT EXISTS: a store whose version was set back by hand keeps its table.
+ANALYSES_TABLE = """CREATE TABLE IF NOT EXISTS analyses (
+    run_id TEXT NOT NULL, analysis TEXT NOT NULL, made TEXT NOT NULL, doc BLOB NOT NULL,
+    PRIMARY KEY (run_id, analysis)
+)"""
+
+
+def _add_analyses(conn: sqlite3.Connection) -> None:
+    # Schema 7: each run's result document as the analysis of a given
+    # version made it (zlib-compressed JSON), so that reading a run does not
+    # analyse its samples again (StoredAnalyses).  A store of schema 6 has
+    # none: its runs are analysed on their first read.
+    translate = getattr(conn, "translate_schema", None)     # PostgreSQL's types
+    conn.execute(translate(ANALYSES_TABLE) if translate else ANALYSES_TABLE)
+
+
 MIGRATIONS: dict[int, Migration] = {1: _add_labels, 2: _add_machine_state, 3: _add_replica,
-                                    4: _name_machine_columns, 5: _redact_command_lines}
+                                    4: _name_machine_columns, 5: _redact_command_lines,
+                                    6: _add_analyses}
+
+
+class StoredAnalyses:
+    """A run's result document as an analysis made it, kept in the store
+    (the analyses table), one per run: derived data, which the raw export,
+    import and push leave out, and which goes with its run.  The store does
+    not judge whether a document is still current (documents.py does); it
+    keeps the version (``analysis``) it was given and hands back only a
+    document of the version asked for.  A store that cannot hold one (open
+    read-only, a role that may not write, a PostgreSQL store a read-only
+    role left at schema 6) reads as holding none and keeps none."""
+
+    # what the store class this is mixed into provides (its connections)
+    if TYPE_CHECKING:
+        def _read(self) -> Any: ...
+        def _write(self) -> Any: ...
+
+    def analysis(self, run_id: str, analysis: str) -> Optional[dict]:
+        """The stored document of run ``run_id`` made by analysis version
+        ``analysis``, or None (none stored, another version, unreadable)."""
+        try:
+            with self._read() as conn:
+                row = conn.execute("SELECT doc FROM analyses WHERE run_id = ? AND analysis = ?",
+                                   (run_id, analysis)).fetchone()
+        except StoreError:
+            return None               # no analyses table (a schema-6 store read as it is)
+        if row is None:
+            return None
+        try:
+            doc = json.loads(zlib.decompress(bytes(row[0])))
+        except (zlib.error, ValueError, TypeError):
+            return None               # damaged: analysed again, and replaced
+        return doc if isinstance(doc, dict) else None
+
+    def save_analysis(self, run_id: str, analysis: str, doc: dict) -> bool:
+        """Keep ``doc`` as run ``run_id``'s document by analysis version
+        ``analysis``, replacing the run's documents of any other version;
+        False when this store cannot keep it (see the class) or the run is
+        gone.  Its params and tune record are redacted here too (the one
+        rule, redact_commands): what reaches the store is never a secret."""
+        if getattr(self, "_read_only", None):
+            return False
+        doc = dict(doc, params=redact_commands(doc.get("params")))
+        if isinstance(doc.get("tune"), dict):
+            doc["tune"] = redact_commands(doc["tune"])
+        try:
+            blob = zlib.compress(json.dumps(doc, separators=(",", ":"), default=str).encode(), 6)
+        except (TypeError, ValueError):
+            return False
+        try:
+            with self._write() as conn:
+                if not _exists(conn, "runs", run_id):
+                    return False      # removed meanwhile: nothing to attach it to
+                conn.execute("DELETE FROM analyses WHERE run_id = ?", (run_id,))
+                conn.execute("INSERT INTO analyses(run_id, analysis, made, doc) VALUES (?, ?, ?, ?)",
+                             (run_id, analysis, utcnow_iso(), blob))
+        except StoreError:
+            return False
+        return True
 
 
 # ---- secrets: the one rule for every message and every stored command line ----
@@ -347,6 +427,20 @@ def _check_status(status: str, allowed=STATUSES) -> None:
 
 
 LATEST_SURVEY = "latest-survey"
+PREVIOUS_SURVEY = "previous"
+_SURVEYS_BACK = re.compile(r"latest-survey~([0-9]{1,6})")
+
+
+def surveys_back(key: str) -> Optional[int]:
+    """How many complete surveys before the latest one ``key`` names:
+    "latest-survey" 0, "previous" 1, "latest-survey~N" N; None for any
+    other key.  (The one rule for relative survey ids.)"""
+    if key == LATEST_SURVEY:
+        return 0
+    if key == PREVIOUS_SURVEY:
+        return 1
+    m = _SURVEYS_BACK.fullmatch(str(key))
+    return int(m.group(1)) if m else None
 
 _INSERT_SAMPLE = ("INSERT INTO samples(run_id, seq, " + ", ".join(SAMPLE_DEFAULTS) + ")"
                   " VALUES (" + ", ".join("?" * (len(SAMPLE_DEFAULTS) + 2)) + ")")

@@ -40,8 +40,8 @@ from .sql import (
     _UNREADABLE,
     APPLICATION_ID,
     BUSY_TIMEOUT_MS,
-    LATEST_SURVEY,
     MIGRATIONS,
+    StoredAnalyses,
     _check_export_doc,
     _check_status,
     _csv_cell,
@@ -65,11 +65,12 @@ from .sql import (
     redact_argv,
     redact_commands,
     shown,
+    surveys_back,
     utcnow_iso,
 )
 
 
-class Store:
+class Store(StoredAnalyses):
     """The results database; also a context manager that closes it.
     `for_reading`: the caller only reads, so an existing file that cannot be
     written (read-only media, no write permission) is opened read-only."""
@@ -369,15 +370,25 @@ class Store:
             conn.executemany(_INSERT_SAMPLE,
                              [(run_id, first + i, *row) for i, row in enumerate(rows)])
 
-    def finish_run(self, run_id: str, status: str, error: str | None = None) -> None:
+    def finish_run(self, run_id: str, status: str, error: str | None = None,
+                   measured_s: float | None = None) -> None:
+        """Mark a run ended.  Its duration is ``measured_s``, the seconds its
+        replicas measured, when given (a survey measures a run's replicas in
+        rounds minutes apart: its start-to-end span counts the other
+        experiments' rounds too), else the span from its start."""
         _check_status(status, FINAL_STATUSES)
         now = time.time()
         with self._write() as conn:
             self._require_run(conn, run_id)
-            conn.execute(
-                "UPDATE runs SET status = ?, error = ?, finished = ?,"
-                " duration_s = ? - started_unix WHERE id = ?",
-                (status, error, utcnow_iso(now), now, run_id))
+            if measured_s is None:
+                conn.execute(
+                    "UPDATE runs SET status = ?, error = ?, finished = ?,"
+                    " duration_s = ? - started_unix WHERE id = ?",
+                    (status, error, utcnow_iso(now), now, run_id))
+            else:
+                conn.execute("UPDATE runs SET status = ?, error = ?, finished = ?, duration_s = ?"
+                             " WHERE id = ?", (status, error, utcnow_iso(now),
+                                               float(measured_s), run_id))
 
     def runs(self, experiment: str | None = None, survey_id: str | None = None,
              status: str | None = None, labels: dict | None = None) -> list[dict]:
@@ -684,7 +695,7 @@ class Store:
                          (survey["status"], survey.get("finished"), survey["id"], RUNNING))
 
     def _delete_runs(self, conn, run_ids: list[str]) -> None:
-        for table in ("samples", "artifacts"):
+        for table in ("samples", "artifacts", "analyses"):     # a run's analyses go with it
             conn.executemany(f"DELETE FROM {table} WHERE run_id = ?", [(r,) for r in run_ids])
         conn.executemany("DELETE FROM runs WHERE id = ?", [(r,) for r in run_ids])
 
@@ -768,10 +779,17 @@ class Store:
         if not _exists(conn, "runs", run_id):
             raise StoreError(f"no run {run_id!r} in {shown(self.path)}")
 
+    @staticmethod
+    def _count_complete_surveys(conn) -> int:
+        return conn.execute("SELECT count(*) FROM surveys WHERE status = ?",
+                            (COMPLETE,)).fetchone()[0]
+
     def _resolve(self, conn: sqlite3.Connection, table: str, kind: str, key: str) -> str:
         """Full id, unique prefix, "latest" or (runs) "latest:EXPERIMENT" or
-        (surveys) "latest-survey" -> full id.  For runs, latest means the
-        latest complete run; latest-survey is the latest complete survey."""
+        (surveys) "latest-survey", "latest-survey~N" or "previous" -> full
+        id.  For runs, latest means the latest complete run; latest-survey
+        is the latest complete survey, ~N the Nth complete one before it,
+        previous the one before it (surveys_back)."""
         if table == "runs" and (key == "latest" or key.startswith("latest:")):
             experiment = key[len("latest:"):] if ":" in key else None
             if experiment == "":
@@ -784,13 +802,17 @@ class Store:
                 what = f"complete {experiment} run" if experiment else "complete run"
                 raise StoreError(f"no {what} in {shown(self.path)}")
             return row[0]
-        if key == LATEST_SURVEY:
+        back = surveys_back(key)
+        if back is not None:
             if table != "surveys":
-                raise StoreError(f"no {kind} {key!r}: latest-survey names a survey")
+                raise StoreError(f"no {kind} {key!r}: {key} names a survey")
             row = conn.execute("SELECT id FROM surveys WHERE status = ? ORDER BY started DESC,"
-                               " rowid DESC LIMIT 1", (COMPLETE,)).fetchone()
+                               " rowid DESC LIMIT 1 OFFSET ?", (COMPLETE, back)).fetchone()
             if row is None:
-                raise StoreError(f"no complete survey in {shown(self.path)}")
+                raise StoreError(
+                    f"no complete survey {key!r} in {shown(self.path)}: it has "
+                    f"{self._count_complete_surveys(conn)} complete surveys" if back
+                    else f"no complete survey in {shown(self.path)}")
             return row[0]
         if key == "latest":
             row = conn.execute(f"SELECT id FROM {table} ORDER BY started DESC, rowid DESC"

@@ -8,13 +8,15 @@
  * One iteration = one pass over the whole region (`count` passes per call),
  * as a program sweeps its data: no chunking.
  *
- * The checksum.  Every read kernel returns, summed over its passes (mod
+ * The checksum.  Every summing kernel (bw_sum_*, bw_random_*, the reads of
+ * the write-then-read rows) returns, summed over its passes (mod
  * 2^64), the sum of the region's 64-bit little-endian words taken from its
  * start -- words [p + 8k, p + 8k + 8) for k < size / 8 -- plus each of the
  * last size % 8 bytes zero-extended.  Integer addition is associative, so
  * the scalar, SSE2, AVX2 and AVX-512 kernels (lane-wise 64-bit adds, lanes
  * summed at the end) all return the same number, which a test compares with
- * numpy's; a kernel that skipped or re-read a byte would not.
+ * numpy's; a kernel that skipped or re-read a byte would not.  The timed
+ * sequential reads (bw_read_*) only load; see "sequential read" below.
  *
  * Main loops are inline asm so the compiler cannot drop or reshape the
  * loads; wide kernels carry target attributes and are only called when the
@@ -68,127 +70,175 @@ ALWAYS_INLINE void tail_add(char *p, size_t n, uint64_t v)
     __asm__ __volatile__("" ::: "memory");
 }
 
-/* ---- sequential read (sum) ---------------------------------------------- */
+/* ---- sequential read ------------------------------------------------------ */
 
-/* 8-byte loads added into 4 independent accumulators, 64 bytes per loop. */
-static uint64_t bw_read_scalar(const struct mfx_args *a)
+/* Each width has two rows built from one loop text: bw_sum_<w> adds every
+ * loaded word or vector into accumulators and returns the checksum above,
+ * and bw_read_<w>, the row timed as the read bandwidth, issues the same
+ * loads at the same offsets into registers it then discards.  The adds are
+ * not free: a 64-byte vpaddq from memory is a load and a vector ALU uop,
+ * and on a core with two 512-bit load ports the summing loop ran at ~0.85
+ * of a loads-only one over an L1-resident buffer (as likwid-bench's
+ * load_* tests do), so a figure timed with the adds is not the port limit.
+ * The proof that the timed row reads every byte once is the summing twin's
+ * checksum (the loop text differs only in the instruction), checked before
+ * timing, and its own return value: the bytes its pointer walked plus the
+ * tail's, per pass, which a row that skipped or repeated a stride would
+ * miss. */
+
+/* One loop text per width: OP(offset, accumulator) per access, then the
+ * pointer step.  STEP bytes per loop. */
+#define SCALAR_LOOP(OP) "1:\n\t" OP(0, s0) OP(8, s1) OP(16, s2) OP(24, s3) OP(32, s0)     \
+    OP(40, s1) OP(48, s2) OP(56, s3) "add $64, %[p]\n\tsub $64, %[m]\n\tjnz 1b\n"
+#define SSE2_LOOP(OP) "1:\n\t" OP(0, x0, t0) OP(16, x1, t1) OP(32, x2, t2) OP(48, x3, t3)  \
+    OP(64, x0, t0) OP(80, x1, t1) OP(96, x2, t2) OP(112, x3, t3)                          \
+    "add $128, %[p]\n\tsub $128, %[m]\n\tjnz 1b\n"
+#define AVX2_LOOP(OP) "1:\n\t" OP(0, y0) OP(32, y1) OP(64, y2) OP(96, y3) OP(128, y4)     \
+    OP(160, y5) OP(192, y6) OP(224, y7) "add $256, %[p]\n\tsub $256, %[m]\n\tjnz 1b\n"
+#define AVX512_LOOP(OP) "1:\n\t" OP(0, z0) OP(64, z1) OP(128, z2) OP(192, z3) OP(256, z4) \
+    OP(320, z5) OP(384, z6) OP(448, z7) "add $512, %[p]\n\tsub $512, %[m]\n\tjnz 1b\n"
+
+#define SCALAR_SUM(off, r) "add " #off "(%[p]), %[" #r "]\n\t"
+#define SCALAR_LOAD(off, r) "mov " #off "(%[p]), %[" #r "]\n\t"
+#define SSE2_SUM(off, r, t) "movdqu " #off "(%[p]), %[" #t "]\n\tpaddq %[" #t "], %[" #r "]\n\t"
+#define SSE2_LOAD(off, r, t) "movdqu " #off "(%[p]), %[" #t "]\n\t"
+#define VEC_SUM(off, r) "vpaddq " #off "(%[p]), %[" #r "], %[" #r "]\n\t"
+#define AVX2_LOAD(off, r) "vmovdqu " #off "(%[p]), %[" #r "]\n\t"
+#define AVX512_LOAD(off, r) "vmovdqu64 " #off "(%[p]), %[" #r "]\n\t"
+
+/* What a loads-only row returns for one pass: the bytes its pointer walked
+ * in the main loop plus the tail's, whose bytes it also loads (tail_sum,
+ * kept by the asm there). */
+ALWAYS_INLINE uint64_t walked(const char *base, const char *p, size_t n, size_t main)
 {
-    const char *base = a->src;
-    size_t n = a->size, main = n & ~(size_t)63;
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, total = 0;
-    for (uint64_t pass = 0; pass < a->count; pass++) {
-        const char *p = base;
-        size_t m = main;
-        if (m)
-            __asm__ __volatile__(
-                "1:\n\t"
-                "add 0(%[p]), %[s0]\n\tadd 8(%[p]), %[s1]\n\tadd 16(%[p]), %[s2]\n\tadd 24(%[p]), %[s3]\n\t"
-                "add 32(%[p]), %[s0]\n\tadd 40(%[p]), %[s1]\n\tadd 48(%[p]), %[s2]\n\tadd 56(%[p]), %[s3]\n\t"
-                "add $64, %[p]\n\tsub $64, %[m]\n\tjnz 1b\n"
-                : [p] "+r"(p), [m] "+r"(m), [s0] "+r"(s0), [s1] "+r"(s1), [s2] "+r"(s2), [s3] "+r"(s3)
-                :
-                : "memory", "cc");
-        total += tail_sum(base + main, n - main);
-    }
-    return total + s0 + s1 + s2 + s3;
+    (void)tail_sum(base + main, n - main);
+    return (uint64_t)(p - base) + (n - main);
 }
 
-/* 16-byte movdqu loads, paddq into 4 accumulators, 128 bytes per loop. */
-static uint64_t bw_read_sse2(const struct mfx_args *a)
-{
-    const char *base = a->src;
-    size_t n = a->size, main = n & ~(size_t)127;
-    __m128i x0 = _mm_setzero_si128(), x1 = x0, x2 = x0, x3 = x0, t0, t1, t2, t3;
-    uint64_t total = 0;
-    for (uint64_t pass = 0; pass < a->count; pass++) {
-        const char *p = base;
-        size_t m = main;
-        if (m)
-            __asm__ __volatile__(
-                "1:\n\t"
-                "movdqu 0(%[p]), %[t0]\n\tmovdqu 16(%[p]), %[t1]\n\t"
-                "movdqu 32(%[p]), %[t2]\n\tmovdqu 48(%[p]), %[t3]\n\t"
-                "paddq %[t0], %[x0]\n\tpaddq %[t1], %[x1]\n\tpaddq %[t2], %[x2]\n\tpaddq %[t3], %[x3]\n\t"
-                "movdqu 64(%[p]), %[t0]\n\tmovdqu 80(%[p]), %[t1]\n\t"
-                "movdqu 96(%[p]), %[t2]\n\tmovdqu 112(%[p]), %[t3]\n\t"
-                "paddq %[t0], %[x0]\n\tpaddq %[t1], %[x1]\n\tpaddq %[t2], %[x2]\n\tpaddq %[t3], %[x3]\n\t"
-                "add $128, %[p]\n\tsub $128, %[m]\n\tjnz 1b\n"
-                : [p] "+r"(p), [m] "+r"(m), [x0] "+x"(x0), [x1] "+x"(x1), [x2] "+x"(x2),
-                  [x3] "+x"(x3), [t0] "=&x"(t0), [t1] "=&x"(t1), [t2] "=&x"(t2), [t3] "=&x"(t3)
-                :
-                : "memory", "cc");
-        total += tail_sum(base + main, n - main);
-    }
-    uint64_t lanes[2];
-    _mm_storeu_si128((__m128i *)lanes, _mm_add_epi64(_mm_add_epi64(x0, x1), _mm_add_epi64(x2, x3)));
-    return total + lanes[0] + lanes[1];
-}
+#define SCALAR_OPERANDS                                                        \
+    : [p] "+r"(p), [m] "+r"(m), [s0] "+r"(s0), [s1] "+r"(s1), [s2] "+r"(s2),   \
+      [s3] "+r"(s3) : : "memory", "cc"
 
-/* 32-byte vpaddq with a memory operand into 8 accumulators, 256 bytes per loop. */
-TARGET_AVX2 static uint64_t bw_read_avx2(const struct mfx_args *a)
-{
-    const char *base = a->src;
-    size_t n = a->size, main = n & ~(size_t)255;
-    __m256i y0 = _mm256_setzero_si256(), y1 = y0, y2 = y0, y3 = y0, y4 = y0, y5 = y0, y6 = y0,
-            y7 = y0;
-    uint64_t total = 0;
-    for (uint64_t pass = 0; pass < a->count; pass++) {
-        const char *p = base;
-        size_t m = main;
-        if (m)
-            __asm__ __volatile__(
-                "1:\n\t"
-                "vpaddq 0(%[p]), %[y0], %[y0]\n\tvpaddq 32(%[p]), %[y1], %[y1]\n\t"
-                "vpaddq 64(%[p]), %[y2], %[y2]\n\tvpaddq 96(%[p]), %[y3], %[y3]\n\t"
-                "vpaddq 128(%[p]), %[y4], %[y4]\n\tvpaddq 160(%[p]), %[y5], %[y5]\n\t"
-                "vpaddq 192(%[p]), %[y6], %[y6]\n\tvpaddq 224(%[p]), %[y7], %[y7]\n\t"
-                "add $256, %[p]\n\tsub $256, %[m]\n\tjnz 1b\n"
-                : [p] "+r"(p), [m] "+r"(m), [y0] "+x"(y0), [y1] "+x"(y1), [y2] "+x"(y2),
-                  [y3] "+x"(y3), [y4] "+x"(y4), [y5] "+x"(y5), [y6] "+x"(y6), [y7] "+x"(y7)
-                :
-                : "memory", "cc");
-        total += tail_sum(base + main, n - main);
+/* 8-byte loads (added into 4 accumulators in bw_sum_scalar), 64 bytes per loop. */
+#define SCALAR_KERNEL(NAME, OP, SUM)                                           \
+    static uint64_t NAME(const struct mfx_args *a)                             \
+    {                                                                          \
+        const char *base = a->src;                                             \
+        size_t n = a->size, main = n & ~(size_t)63;                            \
+        uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, total = 0;                    \
+        for (uint64_t pass = 0; pass < a->count; pass++) {                     \
+            const char *p = base;                                              \
+            size_t m = main;                                                   \
+            if (m)                                                             \
+                __asm__ __volatile__(SCALAR_LOOP(OP) SCALAR_OPERANDS);         \
+            total += SUM ? tail_sum(base + main, n - main)                     \
+                         : walked(base, p, n, main);                           \
+        }                                                                      \
+        return SUM ? total + s0 + s1 + s2 + s3 : total;                        \
     }
-    __m256i s = _mm256_add_epi64(_mm256_add_epi64(_mm256_add_epi64(y0, y1), _mm256_add_epi64(y2, y3)),
-                                 _mm256_add_epi64(_mm256_add_epi64(y4, y5), _mm256_add_epi64(y6, y7)));
-    uint64_t lanes[4];
-    _mm256_storeu_si256((__m256i *)lanes, s);
-    _mm256_zeroupper();
-    return total + lanes[0] + lanes[1] + lanes[2] + lanes[3];
-}
+SCALAR_KERNEL(bw_sum_scalar, SCALAR_SUM, 1)
+SCALAR_KERNEL(bw_read_scalar, SCALAR_LOAD, 0)
 
-/* 64-byte vpaddq (EVEX) with a memory operand into 8 accumulators, 512
- * bytes per loop. */
-TARGET_AVX512 static uint64_t bw_read_avx512(const struct mfx_args *a)
-{
-    const char *base = a->src;
-    size_t n = a->size, main = n & ~(size_t)511;
-    __m512i z0 = _mm512_setzero_si512(), z1 = z0, z2 = z0, z3 = z0, z4 = z0, z5 = z0, z6 = z0,
-            z7 = z0;
-    uint64_t total = 0;
-    for (uint64_t pass = 0; pass < a->count; pass++) {
-        const char *p = base;
-        size_t m = main;
-        if (m)
-            __asm__ __volatile__(
-                "1:\n\t"
-                "vpaddq 0(%[p]), %[z0], %[z0]\n\tvpaddq 64(%[p]), %[z1], %[z1]\n\t"
-                "vpaddq 128(%[p]), %[z2], %[z2]\n\tvpaddq 192(%[p]), %[z3], %[z3]\n\t"
-                "vpaddq 256(%[p]), %[z4], %[z4]\n\tvpaddq 320(%[p]), %[z5], %[z5]\n\t"
-                "vpaddq 384(%[p]), %[z6], %[z6]\n\tvpaddq 448(%[p]), %[z7], %[z7]\n\t"
-                "add $512, %[p]\n\tsub $512, %[m]\n\tjnz 1b\n"
-                : [p] "+r"(p), [m] "+r"(m), [z0] "+v"(z0), [z1] "+v"(z1), [z2] "+v"(z2),
-                  [z3] "+v"(z3), [z4] "+v"(z4), [z5] "+v"(z5), [z6] "+v"(z6), [z7] "+v"(z7)
-                :
-                : "memory", "cc");
-        total += tail_sum(base + main, n - main);
+/* 16-byte movdqu loads (paddq into 4 accumulators in bw_sum_sse2), 128 bytes per loop. */
+#define SSE2_KERNEL(NAME, OP, SUM)                                             \
+    static uint64_t NAME(const struct mfx_args *a)                             \
+    {                                                                          \
+        const char *base = a->src;                                             \
+        size_t n = a->size, main = n & ~(size_t)127;                           \
+        __m128i x0 = _mm_setzero_si128(), x1 = x0, x2 = x0, x3 = x0, t0, t1, t2, t3; \
+        uint64_t total = 0;                                                    \
+        for (uint64_t pass = 0; pass < a->count; pass++) {                     \
+            const char *p = base;                                              \
+            size_t m = main;                                                   \
+            if (m)                                                             \
+                __asm__ __volatile__(                                          \
+                    SSE2_LOOP(OP)                                              \
+                    : [p] "+r"(p), [m] "+r"(m), [x0] "+x"(x0), [x1] "+x"(x1),  \
+                      [x2] "+x"(x2), [x3] "+x"(x3), [t0] "=&x"(t0),            \
+                      [t1] "=&x"(t1), [t2] "=&x"(t2), [t3] "=&x"(t3)           \
+                    :                                                          \
+                    : "memory", "cc");                                         \
+            total += SUM ? tail_sum(base + main, n - main)                     \
+                         : walked(base, p, n, main);                           \
+        }                                                                      \
+        if (!SUM)                                                              \
+            return total;                                                      \
+        uint64_t lanes[2];                                                     \
+        _mm_storeu_si128((__m128i *)lanes,                                     \
+                         _mm_add_epi64(_mm_add_epi64(x0, x1), _mm_add_epi64(x2, x3))); \
+        return total + lanes[0] + lanes[1];                                    \
     }
-    __m512i s = _mm512_add_epi64(_mm512_add_epi64(_mm512_add_epi64(z0, z1), _mm512_add_epi64(z2, z3)),
-                                 _mm512_add_epi64(_mm512_add_epi64(z4, z5), _mm512_add_epi64(z6, z7)));
-    uint64_t r = total + (uint64_t)_mm512_reduce_add_epi64(s);
-    _mm256_zeroupper();
-    return r;
-}
+SSE2_KERNEL(bw_sum_sse2, SSE2_SUM, 1)
+SSE2_KERNEL(bw_read_sse2, SSE2_LOAD, 0)
+
+/* 32-byte loads (vpaddq from memory into 8 accumulators in bw_sum_avx2),
+ * 256 bytes per loop. */
+#define AVX2_KERNEL(NAME, OP, SUM)                                             \
+    TARGET_AVX2 static uint64_t NAME(const struct mfx_args *a)                 \
+    {                                                                          \
+        const char *base = a->src;                                             \
+        size_t n = a->size, main = n & ~(size_t)255;                           \
+        __m256i y0 = _mm256_setzero_si256(), y1 = y0, y2 = y0, y3 = y0, y4 = y0, \
+                y5 = y0, y6 = y0, y7 = y0;                                     \
+        uint64_t total = 0;                                                    \
+        for (uint64_t pass = 0; pass < a->count; pass++) {                     \
+            const char *p = base;                                              \
+            size_t m = main;                                                   \
+            if (m)                                                             \
+                __asm__ __volatile__(                                          \
+                    AVX2_LOOP(OP)                                              \
+                    : [p] "+r"(p), [m] "+r"(m), [y0] "+x"(y0), [y1] "+x"(y1),  \
+                      [y2] "+x"(y2), [y3] "+x"(y3), [y4] "+x"(y4), [y5] "+x"(y5), \
+                      [y6] "+x"(y6), [y7] "+x"(y7)                             \
+                    :                                                          \
+                    : "memory", "cc");                                         \
+            total += SUM ? tail_sum(base + main, n - main)                     \
+                         : walked(base, p, n, main);                           \
+        }                                                                      \
+        __m256i s = _mm256_add_epi64(                                          \
+            _mm256_add_epi64(_mm256_add_epi64(y0, y1), _mm256_add_epi64(y2, y3)), \
+            _mm256_add_epi64(_mm256_add_epi64(y4, y5), _mm256_add_epi64(y6, y7))); \
+        uint64_t lanes[4];                                                     \
+        _mm256_storeu_si256((__m256i *)lanes, s);                              \
+        _mm256_zeroupper();                                                    \
+        return SUM ? total + lanes[0] + lanes[1] + lanes[2] + lanes[3] : total; \
+    }
+AVX2_KERNEL(bw_sum_avx2, VEC_SUM, 1)
+AVX2_KERNEL(bw_read_avx2, AVX2_LOAD, 0)
+
+/* 64-byte loads (EVEX vpaddq from memory into 8 accumulators in
+ * bw_sum_avx512), 512 bytes per loop. */
+#define AVX512_KERNEL(NAME, OP, SUM)                                           \
+    TARGET_AVX512 static uint64_t NAME(const struct mfx_args *a)               \
+    {                                                                          \
+        const char *base = a->src;                                             \
+        size_t n = a->size, main = n & ~(size_t)511;                           \
+        __m512i z0 = _mm512_setzero_si512(), z1 = z0, z2 = z0, z3 = z0, z4 = z0, \
+                z5 = z0, z6 = z0, z7 = z0;                                     \
+        uint64_t total = 0;                                                    \
+        for (uint64_t pass = 0; pass < a->count; pass++) {                     \
+            const char *p = base;                                              \
+            size_t m = main;                                                   \
+            if (m)                                                             \
+                __asm__ __volatile__(                                          \
+                    AVX512_LOOP(OP)                                            \
+                    : [p] "+r"(p), [m] "+r"(m), [z0] "+v"(z0), [z1] "+v"(z1),  \
+                      [z2] "+v"(z2), [z3] "+v"(z3), [z4] "+v"(z4), [z5] "+v"(z5), \
+                      [z6] "+v"(z6), [z7] "+v"(z7)                             \
+                    :                                                          \
+                    : "memory", "cc");                                         \
+            total += SUM ? tail_sum(base + main, n - main)                     \
+                         : walked(base, p, n, main);                           \
+        }                                                                      \
+        __m512i s = _mm512_add_epi64(                                          \
+            _mm512_add_epi64(_mm512_add_epi64(z0, z1), _mm512_add_epi64(z2, z3)), \
+            _mm512_add_epi64(_mm512_add_epi64(z4, z5), _mm512_add_epi64(z6, z7))); \
+        uint64_t r = SUM ? total + (uint64_t)_mm512_reduce_add_epi64(s) : total; \
+        _mm256_zeroupper();                                                    \
+        return r;                                                              \
+    }
+AVX512_KERNEL(bw_sum_avx512, VEC_SUM, 1)
+AVX512_KERNEL(bw_read_avx512, AVX512_LOAD, 0)
 
 /* ---- random line order (Drepper's "Random Addnextlast" without the chain) */
 
@@ -460,32 +510,32 @@ ALWAYS_INLINE uint64_t write_then_read(const struct mfx_args *a, const char *fil
 
 static uint64_t bw_write_read_sse2(const struct mfx_args *a)
 {
-    return write_then_read(a, "fill_sse", bw_read_sse2);
+    return write_then_read(a, "fill_sse", bw_sum_sse2);
 }
 
 static uint64_t bw_ntwrite_read_sse2(const struct mfx_args *a)
 {
-    return write_then_read(a, "fill_nt_sse", bw_read_sse2);
+    return write_then_read(a, "fill_nt_sse", bw_sum_sse2);
 }
 
 TARGET_AVX2 static uint64_t bw_write_read_avx2(const struct mfx_args *a)
 {
-    return write_then_read(a, "fill_avx2", bw_read_avx2);
+    return write_then_read(a, "fill_avx2", bw_sum_avx2);
 }
 
 TARGET_AVX2 static uint64_t bw_ntwrite_read_avx2(const struct mfx_args *a)
 {
-    return write_then_read(a, "fill_nt_sse", bw_read_avx2);
+    return write_then_read(a, "fill_nt_sse", bw_sum_avx2);
 }
 
 TARGET_AVX512 static uint64_t bw_write_read_avx512(const struct mfx_args *a)
 {
-    return write_then_read(a, "fill_avx512", bw_read_avx512);
+    return write_then_read(a, "fill_avx512", bw_sum_avx512);
 }
 
 TARGET_AVX512 static uint64_t bw_ntwrite_read_avx512(const struct mfx_args *a)
 {
-    return write_then_read(a, "fill_nt_sse", bw_read_avx512);
+    return write_then_read(a, "fill_nt_sse", bw_sum_avx512);
 }
 
 /* ---- footprints ---------------------------------------------------------- */
@@ -526,13 +576,21 @@ static void random_footprint(const struct mfx_args *a, struct mfx_footprint *f)
 
 MFX_KERNEL_TABLE(bandwidth) = {
     ROW(bw_read_scalar, "", read_footprint, 1, 0,
-        "sum of 8-byte words (add from memory into 4 accumulators), one pass per iteration"),
+        "8-byte loads only (bw_sum_scalar's loop), one pass per iteration; returns bytes walked"),
     ROW(bw_read_sse2, "sse2", read_footprint, 1, 0,
-        "sum with 16-byte movdqu + paddq into 4 accumulators, one pass per iteration"),
+        "16-byte movdqu loads only (bw_sum_sse2's loop); returns bytes walked"),
     ROW(bw_read_avx2, "avx2", read_footprint, 1, 0,
-        "sum with 32-byte vpaddq from memory into 8 accumulators, one pass per iteration"),
+        "32-byte vmovdqu loads only (bw_sum_avx2's loop); returns bytes walked"),
     ROW(bw_read_avx512, "avx512f", read_footprint, 1, 0,
-        "sum with 64-byte vpaddq from memory into 8 accumulators, one pass per iteration"),
+        "64-byte vmovdqu64 loads only (bw_sum_avx512's loop); returns bytes walked"),
+    ROW(bw_sum_scalar, "", read_footprint, 1, 0,
+        "sum of 8-byte words (add from memory into 4 accumulators): bw_read_scalar's check"),
+    ROW(bw_sum_sse2, "sse2", read_footprint, 1, 0,
+        "sum with 16-byte movdqu + paddq into 4 accumulators: bw_read_sse2's check"),
+    ROW(bw_sum_avx2, "avx2", read_footprint, 1, 0,
+        "sum with 32-byte vpaddq from memory into 8 accumulators: bw_read_avx2's check"),
+    ROW(bw_sum_avx512, "avx512f", read_footprint, 1, 0,
+        "sum with 64-byte vpaddq from memory into 8 accumulators: bw_read_avx512's check"),
     ROW(bw_random_scalar, "", random_footprint, 1, 0,
         "sum of the 64-byte lines of src in the uint32 line order at dst, 8-byte adds"),
     ROW(bw_random_sse2, "sse2", random_footprint, 1, 0,
