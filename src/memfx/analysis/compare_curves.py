@@ -35,7 +35,12 @@ faster at 4-24 KiB left it "unchanged".  So:
 - A range's ratio is the geometric mean of its points' ratios; its CI
   exp(mean log ratio +- z x sqrt(sum se_i^2) / m) over the m points with a
   CI, each point's se read from its CI's half-width as z of them (t(df) of
-  them in fact: conservative).  The rule above decides, not this CI.
+  them in fact: conservative).  The rule above decides, not this CI; but
+  a range judged against the other arms regresses (or improves) only when
+  this CI of its own ratio is beyond the band the same way as well: arms do
+  not always move alike with the host (half a core slows vector loops and
+  rep movs differently), and an arm that kept its speed while the others
+  moved has not regressed (it reads "changed").
 
 Detail lists (answers' ``details``) are compared by content where the
 content is discrete: the sizes a "range" detail covers (libc slower at
@@ -349,6 +354,15 @@ def _range(sweep: Optional[str], members: Sequence[Mapping[str, Any]]) -> Dict[s
         rng["verdict"] = CHANGED
         rng["reason"] = ("moved, with no other arm measured at these sizes to tell the "
                          "host's drift from a change (curve_reference_arms)")
+    elif (longest >= threshold("curve_min_points") or far) and not (
+            lo is not None and (lo > 1 + band if move > 0 else hi < 1 / (1 + band))):
+        # beyond the band against the other arms, but not on its own: arms
+        # do not always move alike (a host lending half a core slows
+        # vector loops and rep movs differently), so an arm that merely
+        # kept its speed while the others moved is not a regression
+        rng["verdict"] = CHANGED
+        rng["reason"] = ("moved against the other arms at these sizes, not beyond the band "
+                         "on its own")
     elif longest >= threshold("curve_min_points") or far:
         if not better:
             rng["verdict"] = CHANGED
@@ -389,7 +403,8 @@ def merge_ranges(rows: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
 
 RULE = ("a range: {k:g} neighbours' CIs in a row beyond the band, or one beyond {f:g}x it "
         "at a Bonferroni level, each point judged against the median of the other arms at "
-        "its parameters (a curve with fewer than {r:g} others there is reported as moved)")
+        "its parameters (a curve with fewer than {r:g} others there is reported as moved); "
+        "regressed or improved only when its own CI is beyond the band the same way too")
 
 
 def compare_curves(a_docs: Sequence[Mapping[str, Any]], b_docs: Sequence[Mapping[str, Any]],
