@@ -5,6 +5,7 @@ is faster in every size class it changes, with gains from a log-scale
 bootstrap, and never from a crossover located no better than a factor of
 two.  All on synthetic curves and samples: nothing is measured."""
 import math
+import time
 
 import numpy as np
 import pytest
@@ -89,7 +90,7 @@ def test_replicas_that_agree_give_the_string():
         assert g["string"] and g["not_advised"] is None
         assert g["stability"]["agree"] and g["stability"]["stable"]
         assert g["stability"]["replica_strings"] == [g["string"]] * 3
-        assert "every one of 3 replicas" in g["stability"]["reason"]
+        assert "every one of the 3 replicas" in g["stability"]["reason"]
 
 
 def test_boundaries_sit_where_the_algorithms_cross_on_a_round_size():
@@ -326,7 +327,7 @@ def test_a_crossover_whose_ci_spans_more_than_two_drives_no_tunable():
     wide = A.build_advice(doc(CROSSING, answers=_crossover_answer(896.0, 6.7e6)), GLIBC)
     p = next(t for t in wide["glibc"]["tunables"] if t["name"] == "rep_movsb_threshold")
     assert p["proposed"] is not None                   # proposed from the curves ...
-    assert p["not_advised"].startswith("not advised: the crossover")   # ... but not advised
+    assert p["not_advised"].startswith("not advised: unstable: the crossover")   # ... but not advised
     assert "copy.rep_movsb_crossover" in p["not_advised"] and "crossover_max_span" in p["not_advised"]
     assert "896 B" in p["not_advised"] and p["crossover_cis"][0]["span"] > 7000
     narrow = A.build_advice(doc(CROSSING, answers=_crossover_answer(4096.0, 7168.0, 5800.0)),
@@ -362,15 +363,18 @@ def _libc(threshold):
     return lambda s: 1 + (LOOP["avx2"](s) if s <= threshold else LOOP["rep_movsb"](s))
 
 
-def _store_copy_run(store, threshold, seed, odd=None):
+def _store_copy_run(store, threshold, seed, odd=None, odd_replicas=(2,), preset="quick"):
     """A complete copy run of three replicas whose libc follows `threshold`
-    (the last replica's strategies from `odd` where it names them)."""
-    run_id = store.begin_run("copy", {}, "quick", {"flags": FLAGS})
+    (the strategies of the replicas in `odd_replicas` from `odd` where it
+    names them)."""
+    run_id = store.begin_run("copy", {}, preset, {
+        "flags": FLAGS, "glibc": {"version": "2.36", "diagnostics": {
+            "thresholds": {"rep_movsb_threshold": threshold}}}})
     rng = np.random.default_rng(seed)
     model = dict(LOOP, libc=_libc(threshold))
     samples = []
     for replica in range(3):
-        for arm, f in dict(model, **((odd or {}) if replica == 2 else {})).items():
+        for arm, f in dict(model, **((odd or {}) if replica in odd_replicas else {})).items():
             for s in LOOP_SIZES:
                 if arm == "nt" and s < 4096:
                     continue
@@ -447,7 +451,88 @@ def test_keeping_the_current_value_is_unstable_when_a_replica_would_change_it():
     adv = {"gcc": {}, "glibc": {"tunables": [dict(pooled)]}}
     hold(adv, {}, {"copy": {}, "set": {}}, [replica, keeper, keeper])
     why = adv["glibc"]["tunables"][0]["not_advised"]
-    assert why.startswith("not advised: unstable: 1 of 3 replicas") and "1.25 MiB" in why
+    assert why.startswith("not advised: unstable: 1 of the 3 replicas") and "1.25 MiB" in why
     adv = {"gcc": {}, "glibc": {"tunables": [dict(pooled)]}}
     hold(adv, {}, {"copy": {}, "set": {}}, [keeper, keeper, keeper])
     assert adv["glibc"]["tunables"][0]["not_advised"] is None
+
+
+# ---- the machine's earlier runs vote too -------------------------------------------------
+
+# a host state that lasts longer than a run: rep movsb 3x faster from 1 KiB
+# in every replica of one run
+REP_FAST = {"rep_movsb": lambda s: LOOP["rep_movsb"](s) / (3 if s >= 1024 else 1)}
+
+
+def test_an_earlier_run_in_another_host_state_makes_the_advice_unstable():
+    """Every replica of this run agrees; an earlier run of the machine, in
+    another state, picks rep movsb from 1 KiB: the string is not advised,
+    and the reason names the earlier run as a voter."""
+    replicas = [doc(noise=0.002, seed=i) for i in range(3)]
+    fast = {**LOOP, **REP_FAST}
+    earlier = [doc(model={**MODEL, **{k: v for k, v in fast.items() if k in MODEL}}, seed=9)]
+    alone = A.build_advice(doc(), GLIBC, replica_docs=replicas)
+    assert alone["gcc"]["memcpy"]["not_advised"] is None
+    adv = A.build_advice(doc(), GLIBC, replica_docs=replicas, earlier_docs=earlier)
+    g = adv["gcc"]["memcpy"]
+    assert g["string"] == alone["gcc"]["memcpy"]["string"]      # the pooled pick is this run's
+    assert g["not_advised"].startswith("not advised: unstable: the 3 replicas and 1 earlier run "
+                                       "on this machine disagree at ")
+    assert g["stability"]["earlier_strings"] and not g["stability"]["stable"]
+
+
+def test_earlier_runs_that_agree_keep_the_advice():
+    replicas = [doc(noise=0.002, seed=i) for i in range(3)]
+    earlier = [doc(noise=0.002, seed=10 + i) for i in range(2)]
+    adv = A.build_advice(doc(), GLIBC, replica_docs=replicas, earlier_docs=earlier)
+    for g in adv["gcc"].values():
+        assert g["not_advised"] is None and g["stability"]["agree"]
+        assert "every one of the 3 replicas and 2 earlier runs on this machine" \
+            in g["stability"]["reason"]
+
+
+def test_an_earlier_run_that_would_change_a_kept_tunable_makes_keep_unstable():
+    from memfx.advice.advise import hold
+    pooled = {"name": "x86_non_temporal_threshold", "current": 3 << 20, "proposed": None}
+    keeper = {"glibc": {"tunables": [dict(pooled)]}, "gcc": {}}
+    changer = {"glibc": {"tunables": [dict(pooled, proposed=1310720)]}, "gcc": {}}
+    adv = {"gcc": {}, "glibc": {"tunables": [dict(pooled)]}}
+    hold(adv, {}, {"copy": {}, "set": {}}, [keeper, keeper, keeper], [changer])
+    why = adv["glibc"]["tunables"][0]["not_advised"]
+    assert why.startswith("not advised: unstable: 1 of the 3 replicas and 1 earlier run")
+
+
+def test_advise_reads_the_machines_earlier_runs_of_the_same_libc(db_path):
+    """advise() takes the earlier complete copy runs of the same machine,
+    preset and libc configuration as voters: a run in another host state
+    makes the next run's string unstable; a run measured under other glibc
+    tunables (or another preset) does not vote."""
+    with Store(db_path) as store:
+        first = _store_copy_run(store, 2112, seed=1)
+        adv1 = A.advise(store, check=False, glibc=GLIBC)
+        assert adv1["earlier_runs"] == [] and adv1["gcc"]["memcpy"]["not_advised"] is None
+        time.sleep(1.1)          # runs are ordered by their start (whole seconds)
+        _store_copy_run(store, 2112, seed=2, odd=REP_FAST, odd_replicas=(0, 1, 2))
+        adv2 = A.advise(store, check=False, glibc=GLIBC)
+        assert adv2["earlier_runs"] == [first]
+        assert "1 earlier run on this machine disagree" in adv2["gcc"]["memcpy"]["not_advised"]
+        time.sleep(1.1)
+        # another libc configuration and another preset: neither earlier run votes
+        _store_copy_run(store, 8192, seed=3)
+        _store_copy_run(store, 2112, seed=4, preset="full")
+        adv3 = A.advise(store, check=False, glibc=GLIBC)
+        assert adv3["earlier_runs"] == []
+        assert adv3["gcc"]["memcpy"]["not_advised"] is None
+
+
+def test_earlier_copy_documents_takes_at_most_the_history_limit(db_path):
+    with Store(db_path) as store:
+        ids = []
+        for i in range(3):
+            ids.append(_store_copy_run(store, 2112, seed=i))
+            time.sleep(1.1)
+        newest = store.run(_store_copy_run(store, 2112, seed=5))
+        got = A.earlier_copy_documents(store, newest, limit=2)
+        assert [d["run_id"] for d in got] == [ids[2], ids[1]]
+        assert A.earlier_copy_documents(store, newest, limit=0) == []
+        assert A.earlier_copy_documents(store, store.run(ids[0])) == []

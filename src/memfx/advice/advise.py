@@ -52,6 +52,7 @@ from .common import (  # noqa: F401 (re-exported: advise's names stay importable
     replica_disagreement,
     size_class,
     slower_sizes,
+    voters_text,
 )
 from .gcc import (  # noqa: F401 (re-exported: advise's names stay importable here)
     _C_FUNCS,
@@ -200,13 +201,14 @@ def _related_notes(store, runs, documents=None):
     return notes
 
 
-def build_advice(copy_doc, glibc, machine=None, replica_docs=None):
+def build_advice(copy_doc, glibc, machine=None, replica_docs=None, earlier_docs=None):
     """The unchecked advice from a copy result document and the glibc
     diagnostics (memfx.lab.machine.glibc_tunables()).  Pure.  ``replica_docs``:
-    each replica's points alone (replica_documents); an item the replicas
-    do not give alike (beyond the band) or a tunable whose crossover is
-    located no better than crossover_max_span gets ``not_advised``, the
-    reason (hold)."""
+    each replica's points alone (replica_documents); ``earlier_docs``: the
+    documents of this machine's earlier copy runs (earlier_copy_documents).
+    An item the replicas and earlier runs do not give alike (beyond the
+    band) or a tunable whose crossover is located no better than
+    crossover_max_span gets ``not_advised``, the reason (hold)."""
     points = copy_doc.get("points") or []
     flags = _machine_flags(copy_doc.get("machine") or machine)
     out = {"best": {}, "gcc": {}, "glibc": {}, "warnings": []}
@@ -244,46 +246,102 @@ def build_advice(copy_doc, glibc, machine=None, replica_docs=None):
                     "mode": modes_of(points, "copy")[0] if modes_of(points, "copy") else None,
                     "tunables": props}
     out["flags"] = flags
-    replicas = []
-    for d in replica_docs or []:
-        try:
-            replicas.append(build_advice(d, glibc, machine))
-        except Exception:    # a replica's partial data: the others still vote
-            continue
-    hold(out, copy_doc, curves, replicas)
+    def advice_of(docs):
+        made = []
+        for d in docs or []:
+            try:
+                made.append(build_advice(d, glibc, machine))
+            except Exception:    # one voter's partial data: the others still vote
+                continue
+        return made
+    hold(out, copy_doc, curves, advice_of(replica_docs), advice_of(earlier_docs))
+    out["earlier_runs"] = [d.get("run_id") for d in earlier_docs or []]
     return out
 
 
-def hold(adv, copy_doc, curves, replicas):
+def hold(adv, copy_doc, curves, replicas, earlier=()):
     """Marks what does not hold (`not_advised`: why): a GCC string or
-    tunable that the replicas, each analysed alone, do not give alike where
+    tunable that the replicas, each analysed alone, and the machine's
+    earlier runs (``earlier``: their pooled advice) do not give alike where
     it costs more than the band (gcc_stability, tunable_stability), and a
     tunable resting on a crossover located no better than
-    crossover_max_span (crossover_check)."""
+    crossover_max_span (crossover_check).  Replicas are minutes apart; the
+    host can hold one state for longer, and advice that flips from one
+    survey to the next is no advice (issue 39)."""
+    voters = len(replicas) + len(earlier)
     for fn, g in adv["gcc"].items():
         g["not_advised"] = None
-        if len(replicas) >= 2 and g.get("string"):
+        if voters >= 2 and g.get("string"):
             g["stability"] = gcc_stability(g, [r["gcc"].get(fn) for r in replicas],
-                                           curves[g["op"]])
+                                           curves[g["op"]],
+                                           earlier=[r["gcc"].get(fn) for r in earlier])
             if g["stability"] and not g["stability"]["stable"]:
                 g["not_advised"] = g["stability"]["reason"]
-    for i, p in enumerate(adv["glibc"]["tunables"]):
-        theirs = [r["glibc"]["tunables"][i] for r in replicas]
-        p["crossover_cis"], p["not_advised"] = crossover_check(p, copy_doc, theirs)
-        if len(replicas) >= 2 and p.get("proposed") is not None:
-            p["stability"] = tunable_stability(p, theirs, curves)
+
+    def same_tunable(advice, name):
+        return next((t for t in advice["glibc"]["tunables"] if t.get("name") == name), None)
+    for p in adv["glibc"]["tunables"]:
+        theirs = [same_tunable(r, p.get("name")) for r in replicas]
+        before = [same_tunable(r, p.get("name")) for r in earlier]
+        p["crossover_cis"], p["not_advised"] = crossover_check(p, copy_doc,
+                                                              [t for t in theirs if t])
+        if voters >= 2 and p.get("proposed") is not None:
+            p["stability"] = tunable_stability(p, theirs, curves, earlier=before)
             if p["stability"] and not p["stability"]["stable"]:
                 p["not_advised"] = p["not_advised"] or p["stability"]["reason"]
-        elif len(replicas) >= 2:
+        elif voters >= 2:
             # the pooled curves keep the current value; a replica, analysed
-            # alone, that would change it makes "keep" as unstable as a change
-            changes = sorted({t["proposed"] for t in theirs if t.get("proposed") is not None})
+            # alone, or an earlier run that would change it makes "keep" as
+            # unstable as a change
+            changes = [t["proposed"] for t in theirs + before
+                       if t and t.get("proposed") is not None]
             if changes:
                 p["not_advised"] = (
-                    f"not advised: unstable: {sum(t.get('proposed') is not None for t in theirs)}"
-                    f" of {len(theirs)} replicas, each analysed alone, propose "
-                    + " or ".join(format_size(v) for v in changes)
+                    f"not advised: unstable: {len(changes)} of the "
+                    f"{voters_text(len(theirs), len(before))}, each analysed alone, propose "
+                    + " or ".join(format_size(v) for v in sorted(set(changes)))
                     + ", the pooled curves no change")
+
+
+def libc_config(machine):
+    """What libc's string functions did when a run measured: glibc's version
+    and the thresholds in force (ld.so's diagnostics in the run's
+    fingerprint, which GLIBC_TUNABLES changes).  libcall's cost follows it."""
+    glibc = (machine or {}).get("glibc") or {}
+    return {"version": glibc.get("version"),
+            "thresholds": ((glibc.get("diagnostics") or {}).get("thresholds") or None)}
+
+
+def earlier_copy_documents(store, copy_run, limit=None, documents=None):
+    """The result documents of this machine's earlier complete copy runs
+    (same machine id, preset and libc configuration, started before
+    ``copy_run``), newest first, at most advice_history_runs: they vote on
+    the advice as the replicas do.  A run measured under other glibc
+    tunables does not vote (its libc took other paths: a change the user
+    made, not a state of the host).  Their stored analyses are read
+    (analysed and stored when missing); a run that cannot be analysed does
+    not vote."""
+    from ..analysis.documents import run_values_document
+    limit = int(fnd.threshold("advice_history_runs")) if limit is None else limit
+    mid, started = copy_run.get("machine_id"), copy_run.get("started") or ""
+    out = []
+    if not mid or limit <= 0:
+        return out
+    config = libc_config(copy_run.get("machine"))
+    for r in store.runs(experiment="copy"):
+        if len(out) >= limit:
+            break
+        if (r["id"] == copy_run["id"] or r.get("status") != "complete"
+                or r.get("machine_id") != mid or r.get("preset") != copy_run.get("preset")
+                or (r.get("started") or "") >= started):
+            continue
+        try:
+            doc = (documents or {}).get(r["id"]) or run_values_document(store, store.run(r["id"]))
+        except Exception:    # another analysis's failure must not break advice
+            continue
+        if libc_config(doc.get("machine")) == config:
+            out.append(doc)
+    return out
 
 
 def replica_documents(run, samples, mode=None):
@@ -320,7 +378,8 @@ def advise(store, machine=None, check=True, run_missing=False, runner=None, glib
     # each replica's advice too: what they do not give alike is not advised
     modes = modes_of(copy_doc.get("points") or [], "copy")
     replicas = replica_documents(copy_run, samples, modes[0] if modes else None)
-    adv = build_advice(copy_doc, glibc, machine, replicas)
+    earlier = earlier_copy_documents(store, copy_run, documents=documents)
+    adv = build_advice(copy_doc, glibc, machine, replicas, earlier)
     for item in [*adv["gcc"].values(), *adv["glibc"]["tunables"]]:
         item["run_id"] = copy_run["id"]          # the measurement each one rests on
     say = progress or (lambda msg: None)
@@ -389,6 +448,7 @@ def advise(store, machine=None, check=True, run_missing=False, runner=None, glib
         "checked": bool(check),
         "sources": {name: ({"run_id": r["id"], "started": r.get("started"), "preset": r.get("preset")}
                            if r else None) for name, r in runs.items()},
+        "earlier_runs": adv.get("earlier_runs") or [],
         "flags": adv["flags"],
         "best": adv["best"],
         "gcc": adv["gcc"],

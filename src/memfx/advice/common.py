@@ -161,21 +161,32 @@ def replica_disagreement(sizes, pooled_pick, replica_picks, cost, band=None):
     return {"agree": not spans, "stable": stable, "band": band, "spans": spans}
 
 
-def disagreement_text(d, n_replicas, what="pick"):
-    """The sentence for replica_disagreement's result."""
+def voters_text(n_replicas, n_earlier=0):
+    """Who voted on a piece of advice: "3 replicas", or "3 replicas and 2
+    earlier runs on this machine" when the machine's history voted too."""
+    who = f"{n_replicas} replica{'' if n_replicas == 1 else 's'}"
+    if n_earlier:
+        who += f" and {n_earlier} earlier run{'' if n_earlier == 1 else 's'} on this machine"
+    return who
+
+
+def disagreement_text(d, n_replicas, what="pick", n_earlier=0):
+    """The sentence for replica_disagreement's result (``n_earlier`` of the
+    voters are earlier runs of this machine, the rest this run's replicas)."""
     def span(sp):
         where = (format_size(sp["min_size"]) if sp["min_size"] == sp["max_size"] else
                  f"{format_size(sp['min_size'])}–{format_size(sp['max_size'])}")
         cost = "unmeasured" if math.isinf(sp["cost_ratio"]) else f"x{sp['cost_ratio']:.2f}"
         return f"{where} ({' vs '.join(map(str, sp['picks']))}: {cost})"
+    who = voters_text(n_replicas, n_earlier)
     if d["agree"]:
-        return f"every one of {n_replicas} replicas gives the same advice"
+        return f"every one of the {who} gives the same advice"
     band = f"the ±{d['band']:.0%} no-effect band"
     if d["stable"]:
-        return (f"the {n_replicas} replicas differ only where their {what}s cost within {band} "
+        return (f"the {who} differ only where their {what}s cost within {band} "
                 f"on the pooled data: " + "; ".join(span(sp) for sp in d["spans"]))
     costly = [sp for sp in d["spans"] if sp["cost_ratio"] > 1 + d["band"]]
-    return (f"not advised: unstable: the {n_replicas} replicas disagree at "
+    return (f"not advised: unstable: the {who} disagree at "
             + "; ".join(span(sp) for sp in costly) + f", beyond {band} on the pooled data")
 
 

@@ -335,21 +335,24 @@ def alg_at(string, size):
     return None
 
 
-def gcc_stability(pooled, replicas, curves, vector_strategies=BASELINE_VECTOR):
+def gcc_stability(pooled, replicas, curves, vector_strategies=BASELINE_VECTOR, earlier=()):
     """Does the pooled string hold across the replicas (each analysed alone:
-    replicas' {"string"})?  common.replica_disagreement over the sizes
-    compared, each algorithm costed by its fastest strategy on the pooled
-    curves.  None without a pooled string or replicas."""
+    replicas' {"string"}) and the machine's earlier runs (``earlier``, each
+    one's pooled {"string"}: a host state this run's replicas never saw is
+    still a state the advice must hold in)?  common.replica_disagreement
+    over the sizes compared, each algorithm costed by its fastest strategy
+    on the pooled curves.  None without a pooled string or two voters."""
     strings = [r.get("string") for r in replicas if r and r.get("string")]
-    if not pooled.get("string") or len(strings) < 2:
+    before = [r.get("string") for r in earlier if r and r.get("string")]
+    if not pooled.get("string") or len(strings) + len(before) < 2:
         return None
     table = alg_table(curves, vector_strategies)
     sizes = complete_sizes(table)
-    picks = [(lambda z, s=s: alg_at(s, z) if s else None) for s in strings]
+    picks = [(lambda z, s=s: alg_at(s, z) if s else None) for s in strings + before]
     d = replica_disagreement(sizes, lambda z: alg_at(pooled["string"], z), picks,
                              lambda z, alg: None if alg is None else _cost(table, z, alg))
-    return {**d, "replica_strings": strings,
-            "reason": disagreement_text(d, len(strings), "algorithm")}
+    return {**d, "replica_strings": strings, "earlier_strings": before,
+            "reason": disagreement_text(d, len(strings), "algorithm", len(before))}
 
 
 def _geo_ratio(table, sizes, alg_a, alg_b):

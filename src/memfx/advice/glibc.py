@@ -252,16 +252,17 @@ def threshold_in_use(prop):
     return prop.get("proposed") if prop.get("proposed") is not None else prop.get("current")
 
 
-def tunable_stability(pooled, replicas, curves):
+def tunable_stability(pooled, replicas, curves, earlier=()):
     """Does the pooled proposal hold across the replicas (each analysed
-    alone)?  Their thresholds route the sizes between them differently;
-    common.replica_disagreement costs each path there on the pooled
-    curves ({"copy": {strategy: curve}, "set": ...}).  None without a
-    proposal or replicas."""
+    alone) and the machine's earlier runs (``earlier``: each one's pooled
+    proposal for the same tunable)?  Their thresholds route the sizes
+    between them differently; common.replica_disagreement costs each path
+    there on the pooled curves ({"copy": {strategy: curve}, "set": ...}).
+    None without a proposal or two voters."""
     t = threshold_in_use(pooled)
-    values = [threshold_in_use(r) for r in replicas if r]
-    values = [v for v in values if v is not None]
-    if pooled.get("proposed") is None or t is None or len(values) < 2:
+    values = [v for v in (threshold_in_use(r) for r in replicas if r) if v is not None]
+    before = [v for v in (threshold_in_use(r) for r in earlier if r) if v is not None]
+    if pooled.get("proposed") is None or t is None or len(values) + len(before) < 2:
         return None
     below = _curve_named(curves, pooled.get("below"))
     above = _curve_named(curves, pooled.get("above"))
@@ -273,9 +274,10 @@ def tunable_stability(pooled, replicas, curves):
     def cost(z, name):
         curve = below if name == names["below"] else above
         return _as_stat(curve[z])[0] if z in curve else None
-    d = replica_disagreement(sorted(set(below) & set(above)), pick(t), [pick(v) for v in values],
-                             cost)
-    return {**d, "replica_values": values, "reason": disagreement_text(d, len(values), "path")}
+    d = replica_disagreement(sorted(set(below) & set(above)), pick(t),
+                             [pick(v) for v in values + before], cost)
+    return {**d, "replica_values": values, "earlier_values": before,
+            "reason": disagreement_text(d, len(values), "path", len(before))}
 
 
 def crossover_check(prop, copy_doc, replica_props=()):
@@ -318,7 +320,9 @@ def crossover_check(prop, copy_doc, replica_props=()):
     wide = [f for f in found if f["span"] > limit]
     if not wide:
         return found, None
-    return found, ("not advised: the crossover it rests on is located no better than "
+    # a crossover that cannot be placed is a location the next run moves:
+    # the advice resting on it is unstable, as one the replicas disagree on
+    return found, ("not advised: unstable: the crossover it rests on is located no better than "
                    f"x{limit:g} (crossover_max_span): " + "; ".join(
                        f"{f['what']} ~{format_size(f['value'])}, CI {format_size(f['ci_low'])}–"
                        f"{format_size(f['ci_high'])} (x{format_number(f['span'])})" for f in wide))

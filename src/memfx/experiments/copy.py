@@ -619,8 +619,15 @@ class Copy(Experiment):
     presets = {
         # quick stops at 32 MiB: larger copies take tens of ms per call, so most
         # samples on a shared machine see a context switch and are retaken
-        "quick": {"modes": "throughput", "small_step": 8, "per_octave": 1, "samples": 5,
-                  "min_sample_ms": 0.2, "refine_steps": 3, "max_size": "32M"},
+        # four sizes per doubling up to 64 KiB (one above): glibc switches
+        # memcpy/memset between its vector loops and rep movsb/stosb at a
+        # few KiB (x86_rep_movsb_threshold/x86_rep_stosb_threshold; with FSRM
+        # 2112 B, as `ld.so --list-diagnostics` shows), and its tunables move
+        # that switch within 2-64 KiB; with one size per doubling a path
+        # change over 2.1-4 KiB fell between two points.  These sizes are
+        # cheap (tens of ns a call).
+        "quick": {"modes": "throughput", "small_step": 8, "per_octave": 4, "sparse_from": "64K",
+                  "samples": 5, "min_sample_ms": 0.2, "refine_steps": 3, "max_size": "32M"},
         # the fine part every 4 B (1-16 B every size): at every size it was
         # 256 sizes x 3 modes x 2 ops of ~8 strategies, about half of a full
         # copy replica (150 s on a 2-vCPU guest); refine still adds every

@@ -79,6 +79,11 @@ THRESHOLDS: Dict[str, Threshold] = _thresholds(
               "widest CI (ci_high / ci_low) of a crossover that `memfx advise` sets a threshold "
               "from: a crossover located no better than this drives no advice (a tunable resting "
               "on copy.rep_movsb_crossover's 896 B-6.7 MB CI had been advised)"),
+    Threshold("advice_history_runs", 4, "runs",
+              "earlier complete copy runs of the same machine id and preset that vote on "
+              "`memfx advise` beside the run's replicas: a strategy or tunable they do not give "
+              "alike (beyond the band) is not advised, unstable (nine quick surveys of one "
+              "unchanged machine had given six different fastest-strategy lists)"),
     Threshold("history_min_surveys", 3, "surveys",
               "earlier surveys of the same machine id from which `compare` widens a question's "
               "band by its run-to-run spread"),
