@@ -183,3 +183,28 @@ def test_list_and_machine(tmp_path):
     assert isinstance(m["warnings"], list)
     p = run_cli("run", "--help")
     assert p.returncode == 0 and "max_size" in p.stdout and "--set" in p.stdout
+
+
+def test_run_stores_its_analysis_and_plot_reads_it(tiny_db, tmp_path):
+    """`memfx run` analyses the run once and stores the document with the
+    analysis that made it; `memfx plot` then reads it (issue 42 item 2)."""
+    from memfx.analysis.answer_cache import analysis_key
+    db, doc = tiny_db
+    con = sqlite3.connect(db)
+    try:
+        kept = con.execute("SELECT run_id, analysis FROM analyses").fetchall()
+    finally:
+        con.close()
+    assert kept == [(doc["run_id"], analysis_key())]
+    from memfx.analysis import documents, results
+    from memfx.cli.main import main
+
+    def no_analysis(*args, **kwargs):
+        raise AssertionError("plot analysed the run again instead of reading its stored document")
+    documents.reanalyse(False)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(documents, "document", no_analysis)
+        mp.setattr(results, "document", no_analysis)
+        out = tmp_path / "p.png"
+        assert main(["plot", doc["run_id"], "-o", str(out), "--db", db]) == 0
+    assert out.stat().st_size > 1000

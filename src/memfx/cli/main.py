@@ -230,7 +230,7 @@ def _console_err():
 
 
 def cmd_run(args):
-    from ..analysis.results import document
+    from ..analysis.documents import run_document
     from ..running.runner import RunInterrupted, prepare
     overrides = _overrides(args.set)
     labels = _labels(args.label)
@@ -246,8 +246,9 @@ def cmd_run(args):
         sys.stderr.write(f"memfx: interrupted: run {e.run_id} kept with {run['n_samples']} samples, "
                          f"marked interrupted\n")
         return EXIT_INTERRUPTED
-    doc = document(store.run(run_id), store.samples(run_id))
-    return emit_document(doc, args)
+    # analysed once, here, and stored with the analysis that made it: show,
+    # compare, report and plot read it from then on
+    return emit_document(run_document(store, run_id), args)
 
 
 def cmd_import(args):
@@ -289,7 +290,7 @@ PLOT_EXTENSIONS = (".png", ".svg", ".pdf")
 
 
 def cmd_plot(args):
-    from ..analysis.results import document
+    from ..analysis.documents import run_values_document
     from ..model.outputs import atomic_output, check_output_path, safe_name_part
     from ..report.plots import plot_document
     db = _db_path(args)
@@ -300,7 +301,7 @@ def cmd_plot(args):
     store = _open_store(args, must_exist=True)
     run = store.run(args.run)
     out = args.output or f"memfx-{safe_name_part(run['id'])}.png"
-    doc = document(run, store.samples(run["id"]), include_values=True)
+    doc = run_values_document(store, run)      # the stored analysis, else analysed and stored
     with atomic_output(out, protect=[db]) as tmp:
         plot_document(doc, tmp)
     print(out)
