@@ -498,7 +498,8 @@ def test_gcc_check_compiles_and_measures_a_tiny_case():
         assert set(default) == set(advised) >= {"mfx_copy_64", "mfx_copy_1024", "mfx_set_1024"}
         assert advised["mfx_copy_1024"] == "gpr loop"
         assert advised["mfx_set_1024"] == "rep stosb"
-        vals = A.GccCheck.run_binary(built["advised"]["binary"], "copy", 2, 20000, A._child_cpu())
+        vals = A.GccCheck.run_library(built["advised"]["library"], "copy", [64, 1024], 2, 0.02,
+                                      A._child_cpu())
         assert sorted(vals) == [64, 1024] and all(len(v) == 2 and min(v) > 0 for v in vals.values())
     res = A.gcc_check(strings, {"memcpy": [64, 1024], "memset": [1024]}, rounds=2, samples=2, min_ms=0.02)
     cp = res["memcpy"]

@@ -56,7 +56,6 @@ from .common import (  # noqa: F401 (re-exported: advise's names stay importable
 )
 from .gcc import (  # noqa: F401 (re-exported: advise's names stay importable here)
     _C_FUNCS,
-    _C_HARNESS,
     _MISSING_PENALTY,
     BASELINE_VECTOR,
     CHECK_MAX_SIZE,
@@ -101,13 +100,11 @@ from .gcc import (  # noqa: F401 (re-exported: advise's names stay importable he
     validate_strategy,
 )
 from .glibc import (  # noqa: F401 (re-exported: advise's names stay importable here)
-    _CHILD,
     CROSSOVER_QUESTION,
     NT_MINIMUM,
     TUNABLES,
     _as_stat,
     _clear_log_ratio,
-    _core_path,
     _threshold_evidence,
     best_threshold,
     crossover_check,

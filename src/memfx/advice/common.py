@@ -3,14 +3,18 @@ variants, interleaved rounds, keep-or-advise), the pinned child process,
 the newest complete run of an experiment, and printing to a console."""
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
+import subprocess
+import sys
 
 import numpy as np
 
 from ..model import findings as fnd
 from ..model import stats
+from ..model.errors import MemfxError
 from ..model.units import format_change, format_size, signed_percent
 
 # ---- statistics of a check -------------------------------------------------------
@@ -217,6 +221,33 @@ def _pinned(cpu):
     def pin():
         os.sched_setaffinity(0, {cpu})
     return pin
+
+
+def run_child(spec, env=None, cpu=None, timeout=300, what="check"):
+    """{size: [ns per call]} from advice's child process (child.py: the
+    lab's harness and the core's timed loop, in a fresh interpreter pinned
+    to ``cpu``), for ``spec`` (child.py's fields; the core's and the
+    harness's paths are added here).  A child that fails, or says why it
+    could not measure, raises MemfxError."""
+    from ..lab.lab import core_file, harness_file
+    from . import child
+    spec = dict(spec, core=core_file(), harness=harness_file())
+    cpu = _child_cpu() if cpu is None else cpu
+    # -I: the current directory is not on the child's sys.path, so a json.py
+    # there cannot run inside it; -S: no site-packages (standard library only)
+    try:
+        proc = subprocess.run([sys.executable, "-I", "-S", child.__file__, json.dumps(spec)],
+                              capture_output=True, text=True, env=env, timeout=timeout,
+                              preexec_fn=_pinned(cpu))
+    except subprocess.TimeoutExpired:
+        raise MemfxError(f"{what} child did not finish in {timeout:g} s") from None
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        raise MemfxError(f"{what} child failed: {tail}")
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    if "error" in data:
+        raise MemfxError(data["error"])
+    return {int(k): v for k, v in data.items()}
 
 
 # ---- shared by the advice modules -----------------------------------------------

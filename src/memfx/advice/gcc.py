@@ -16,11 +16,11 @@ from ..model.errors import MemfxError
 from .common import (
     _child_cpu,
     _interleave,
-    _pinned,
     compare_variants,
     decide,
     disagreement_text,
     replica_disagreement,
+    run_child,
 )
 
 # ---- GCC -m{memcpy,memset}-strategy= --------------------------------------
@@ -467,66 +467,9 @@ SIZES
 const size_t mfx_table_len = sizeof mfx_table / sizeof mfx_table[0];
 """
 
-# The timing harness: compiled once, without the strategy flags, and linked
-# first, so the timed loop is the same code at the same address in both builds.
-_C_HARNESS = r"""#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-struct mfx_entry { size_t size; void (*copy)(char *, const char *); void (*set)(char *, int); };
-extern const struct mfx_entry mfx_table[];
-extern const size_t mfx_table_len;
-volatile int fill_value = 0x5a;
-
-static double now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
-__attribute__((noinline, aligned(64)))
-static double run(const struct mfx_entry *e, int copy, char *d, const char *s, long iters)
-{
-    int c = fill_value;
-    double t0 = now_ns();
-    if (copy)
-        for (long i = 0; i < iters; i++) e->copy(d, s);
-    else
-        for (long i = 0; i < iters; i++) e->set(d, c);
-    return now_ns() - t0;
-}
-
-int main(int argc, char **argv)
-{
-    if (argc != 4) { fprintf(stderr, "usage: %s copy|set SAMPLES MIN_NS\n", argv[0]); return 2; }
-    int copy = strcmp(argv[1], "copy") == 0;
-    int samples = atoi(argv[2]);
-    double min_ns = atof(argv[3]);
-    size_t max = 0;
-    for (size_t i = 0; i < mfx_table_len; i++) if (mfx_table[i].size > max) max = mfx_table[i].size;
-    char *src, *dst;
-    /* Page-aligned and (dst - src) % 4096 == 0: no 4K aliasing between the
-       loads and the stores still in flight. */
-    if (posix_memalign((void **)&src, 4096, max + 4096) || posix_memalign((void **)&dst, 4096, max + 4096))
-        return 3;
-    memset(src, 1, max + 4096);
-    memset(dst, 2, max + 4096);
-    for (size_t i = 0; i < mfx_table_len; i++) {
-        const struct mfx_entry *e = &mfx_table[i];
-        long iters = 1;
-        while (run(e, copy, dst, src, iters) < min_ns && iters < (1L << 40)) iters *= 2;
-        for (int k = 0; k < samples; k++)
-            printf("%zu %.6f\n", e->size, run(e, copy, dst, src, iters) / iters);
-    }
-    return 0;
-}
-"""
-
-
 def gcc_test_source(sizes):
-    """The C file of the functions under test (the harness is _C_HARNESS)."""
+    """The C file of the functions under test (built into a shared object
+    that advice's child times with the lab's harness: child.py)."""
     sizes = sorted({int(s) for s in sizes})
     return _C_FUNCS % {"sizes": " ".join(f"X({s})" for s in sizes)}
 
@@ -618,42 +561,34 @@ class GccCheck:
         return proc
 
     def build(self, sizes, strings):
-        """Compile the test for `sizes` twice; returns {variant: {"binary", "flags",
-        "codegen": {fn: kind}, "bodies"}}."""
+        """Compile the functions for `sizes` twice, into two shared objects:
+        GCC's default and with the strings; returns {variant: {"library",
+        "flags", "codegen": {fn: kind}, "bodies"}}.  The timed loop is the
+        core's (child.py), so only the functions differ between the two."""
         funcs = os.path.join(self.workdir, "strategy_funcs.c")
-        harness = os.path.join(self.workdir, "strategy_harness.c")
         with open(funcs, "w") as f:
             f.write(gcc_test_source(sizes))
-        with open(harness, "w") as f:
-            f.write(_C_HARNESS)
-        # Baseline x86-64 on purpose (no native-CPU tuning flags): the strings are advice
-        # for code built the portable way, and this is how memfx is built.
-        harness_obj = os.path.join(self.workdir, "harness.o")
-        self._gcc(["-O2", "-std=gnu11", "-c", "-o", harness_obj, harness])
         out = {}
         for variant, flags in (("default", []), ("advised", gcc_flags(strings))):
-            common = ["-O2", "-std=gnu11", *flags]
-            obj = os.path.join(self.workdir, f"funcs_{variant}.o")
-            binary = os.path.join(self.workdir, f"check_{variant}")
-            self._gcc([*common, "-c", "-o", obj, funcs])
-            self._gcc(["-o", binary, harness_obj, obj])
+            # Baseline x86-64 on purpose (no native-CPU tuning flags): the
+            # strings are advice for code built the portable way, and this is
+            # how memfx is built.  -fPIC: the functions are a shared object.
+            common = ["-O2", "-std=gnu11", "-fPIC", *flags]
+            library = os.path.join(self.workdir, f"funcs_{variant}.so")
+            self._gcc([*common, "-shared", "-o", library, funcs])
             code = parse_codegen(self._gcc([*common, "-S", "-o", "-", funcs]).stdout)
-            out[variant] = {"binary": binary, "flags": flags,
+            out[variant] = {"library": library, "flags": flags,
                             "codegen": {k: v[0] for k, v in code.items()},
                             "bodies": {k: v[1] for k, v in code.items()}}
         return out
 
     @staticmethod
-    def run_binary(binary, op, samples, min_ns, cpu, timeout=120):
-        proc = subprocess.run([binary, op, str(samples), str(min_ns)], capture_output=True,
-                              text=True, timeout=timeout, preexec_fn=_pinned(cpu))
-        if proc.returncode != 0:
-            raise MemfxError(f"strategy check binary failed with status {proc.returncode}")
-        vals = {}
-        for line in proc.stdout.splitlines():
-            size, ns = line.split()
-            vals.setdefault(int(size), []).append(float(ns))
-        return vals
+    def run_library(library, op, sizes, samples, min_ms, cpu, timeout=120):
+        """{size: [ns per call]} of the library's mfx_<op>_<size> functions,
+        timed in advice's child process."""
+        return run_child({"what": "library", "library": library, "op": op,
+                          "sizes": sorted(int(s) for s in sizes), "samples": samples,
+                          "min_ms": min_ms}, cpu=cpu, timeout=timeout, what="strategy check")
 
 
 def check_sizes(ranges, base=CHECK_SIZES, limit=CHECK_MAX_SIZE):
@@ -692,9 +627,9 @@ def gcc_check(strings, sizes, rounds=9, samples=5, min_ms=0.5, seed=0, gcc=None,
                 if differs:
                     affected.append(s)
 
-            def run_one(variant, op=op):
-                vals = GccCheck.run_binary(built[variant]["binary"], op, samples, min_ms * 1e6, cpu)
-                return {s: v for s, v in vals.items() if s in want}
+            def run_one(variant, op=op, want=want):
+                return GccCheck.run_library(built[variant]["library"], op, want, samples, min_ms,
+                                            cpu)
             data = _interleave(("default", "advised"), rounds, seed, run_one, on_round)
             cmp = compare_variants(data["default"], data["advised"], affected, seed=seed)
             decision, reason = decide(cmp["overall"], cmp["per_size"], cmp["classes"])

@@ -3,25 +3,22 @@ copy run's curves, and the check that measures them in child processes
 (advise.py gathers, advises and re-exports every name)."""
 from __future__ import annotations
 
-import json
 import math
 import os
 import subprocess
-import sys
 
 from ..experiments import copy as copy_analysis
 from ..model import findings as fnd
 from ..model import stats
-from ..model.errors import MemfxError
 from ..model.units import format_number, format_size
 from .common import (
     _child_cpu,
     _interleave,
-    _pinned,
     compare_variants,
     decide,
     disagreement_text,
     replica_disagreement,
+    run_child,
 )
 
 # ---- glibc tunables ------------------------------------------------------------
@@ -330,70 +327,18 @@ def crossover_check(prop, copy_doc, replica_props=()):
 
 # ---- the glibc check ------------------------------------------------------------------
 
-# Runs in a fresh interpreter (so glibc reads GLIBC_TUNABLES at its start) and
-# loads only the C core, straight from its file, so start-up stays ~20 ms.
-_CHILD = r"""
-import json, mmap, sys, importlib.machinery, importlib.util
-path, kernel, sizes = sys.argv[1], sys.argv[2], sys.argv[3]
-samples, min_ms = int(sys.argv[4]), float(sys.argv[5])
-loader = importlib.machinery.ExtensionFileLoader("memfx.lab._core", path)
-spec = importlib.util.spec_from_loader("memfx.lab._core", loader)
-core = importlib.util.module_from_spec(spec)
-loader.exec_module(core)
-rows = {k["name"]: k for k in core.kernels()}
-if kernel not in rows or not rows[kernel]["supported"]:
-    print(json.dumps({"error": "kernel %s not available" % kernel})); sys.exit(0)
-index = rows[kernel]["index"]
-sizes = [int(s) for s in sizes.split(",")]
-hz = core.tsc_hz(10.0)
-page = mmap.PAGESIZE
-top = max(sizes) + page
-src = mmap.mmap(-1, top)
-dst = mmap.mmap(-1, top)
-core.touch(src, 0, top, page)
-core.touch(dst, 0, top, page)
-out = {}
-for size in sizes:
-    count = 1
-    while True:
-        ticks = core.run(index, dst, 0, src, 0, size, 0x5a, count, 0)[0]
-        if ticks * 1e3 / hz >= min_ms or count >= 1 << 40:
-            break
-        count *= 2
-    out[size] = [core.run(index, dst, 0, src, 0, size, 0x5a, count, 0)[0] * 1e9 / hz / count
-                 for _ in range(samples)]
-print(json.dumps(out))
-"""
-
-
-def _core_path():
-    """The core's file, for the child to load (the lab's: only the lab
-    imports the core)."""
-    from ..lab.lab import core_file
-    return core_file()
-
-
 def run_libc_child(kernel, sizes, tunables_value, samples=3, min_ms=1.0, cpu=None, timeout=300):
     """{size: [ns per call]} of `kernel` (copy_libc / set_libc) in a child
-    process started with GLIBC_TUNABLES=tunables_env (None = unset)."""
+    process started with GLIBC_TUNABLES=tunables_value (None = unset):
+    glibc reads its tunables once, at process start."""
     env = dict(os.environ)
     env.pop("GLIBC_TUNABLES", None)
     if tunables_value:
         env["GLIBC_TUNABLES"] = tunables_value
-    cpu = _child_cpu() if cpu is None else cpu
-    # -I: the current directory is not on the child's sys.path, so a json.py
-    # there cannot run inside it (the child needs the standard library only).
-    proc = subprocess.run([sys.executable, "-I", "-S", "-c", _CHILD, _core_path(), kernel,
-                           ",".join(str(int(s)) for s in sizes), str(samples), str(min_ms)],
-                          capture_output=True, text=True, env=env, timeout=timeout,
-                          preexec_fn=_pinned(cpu))
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or ["?"])[-1]
-        raise MemfxError(f"libc check child failed: {tail}")
-    data = json.loads(proc.stdout.strip().splitlines()[-1])
-    if "error" in data:
-        raise MemfxError(data["error"])
-    return {int(k): v for k, v in data.items()}
+    return run_child({"what": "kernel", "kernel": kernel, "sizes": [int(s) for s in sizes],
+                      "samples": samples, "min_ms": min_ms},
+                     env=env, cpu=_child_cpu() if cpu is None else cpu, timeout=timeout,
+                     what="libc check")
 
 
 def tunables_env(base, name, value):

@@ -18,6 +18,7 @@ from ..model.protocol import Region, Trial
 from ..model.units import format_size
 from . import _core
 from .busy import Plausibility
+from .harness import calibrated_count
 from .perf import (  # noqa: F401
     HARDWARE_EVENTS,
     PERF_TYPE_HARDWARE,
@@ -345,13 +346,7 @@ class Lab:
         warmed = self._warmed
         if warmed is not None and warmed[0] is trial and warmed[1] >= WARM_CALL_SAMPLES * target:
             return 1
-        count = 1
-        while True:
-            ticks = self._call(row, trial, count)[0]
-            if ticks >= target or count >= 1 << 40:
-                return count
-            grow = target / max(ticks, 1) * 1.2
-            count = max(count * 2, int(count * min(grow, 1000)))
+        return calibrated_count(lambda count: self._call(row, trial, count)[0], target)
 
     def _correctable(self, row, trial, ns, waited):
         """A preempted sample whose wait can be taken out (PREEMPT_CORRECT_*)."""
@@ -779,8 +774,14 @@ def now():
 
 def core_file():
     """The core's shared object, for a child that loads it by path with the
-    standard library only (the glibc check's: `python -I -S`, no numpy)."""
+    standard library only (advice's: `python -I -S`, no numpy)."""
     return _core.__file__
+
+
+def harness_file():
+    """The lab's sampling harness (harness.py), for the same child."""
+    from . import harness
+    return harness.__file__
 
 
 def isa_supported(isa):

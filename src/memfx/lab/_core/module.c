@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "core.h"
+#include "call.h"
 #include "team.h"
 
 #ifndef MFX_CFLAGS
@@ -1256,6 +1257,9 @@ static PyMethodDef methods[] = {
      "perf_map(fd) -> PerfPage: the perf event's mmap page (fd must be a perf_event fd)"},
     {"address", py_address, METH_VARARGS, "address(buffer) -> int"},
     {"touch", py_touch, METH_VARARGS, "touch(buf, offset, length, stride)"},
+    {"time_call", (PyCFunction)(void (*)(void))mfx_py_time_call, METH_VARARGS | METH_KEYWORDS,
+     "time_call(fn, kind, dst, src, size, count, value=0x5a) -> TSC ticks of count calls of the "
+     "function at address fn (kind: copy, set, memcpy, memset)"},
     {NULL, NULL, 0, NULL},
 };
 
