@@ -371,9 +371,9 @@ def effective_thresholds(env_value, ld_so=None):
 def libc_check_sizes(prop, measured_sizes, limit=6, control_max=None):
     """Sizes whose path the proposal changes (up to `limit`, spread out) plus
     one control size on each side (none above `control_max` bytes, when
-    given: above a 240 MiB non-temporal threshold the upper control is
-    360 MiB, and faulting in two such buffers made each check process take
-    ~4 s instead of 0.6 s on a loaded 2-vCPU guest)."""
+    given: above a DRAM-sized non-temporal threshold the upper control is
+    half as large again, and faulting in two such buffers made each check
+    process take six times as long; docs/machine-notes.md)."""
     cur, new = prop.get("current"), prop.get("proposed")
     if cur is None:                 # current value unknown: look around the proposal
         cur = new * 2

@@ -273,13 +273,12 @@ def budget_caution(preset, total_s, durations):
 # trades CI width for time.
 ADVICE_ROUNDS = {"quick": (5, 5), "full": (9, 7)}
 # The quick survey's glibc checks use no control size above this: the
-# control above a 240 MiB non-temporal threshold is a 360 MiB copy, which
-# made each of the 10 check processes take 3.8-4.2 s instead of 0.6 s here
-# (2-vCPU KVM guest, load 4.5); the size below the changed range still
-# controls the check.
+# control above a DRAM-sized non-temporal threshold is a copy of hundreds of
+# MiB, which made each check process take six times as long (docs/machine-notes.md);
+# the size below the changed range still controls the check.
 ADVICE_CONTROL_MAX = {"quick": 64 << 20, "full": None}
-# What those checks took on a 2-vCPU KVM guest (seconds), for the estimate
-# (full: 17-18 s in three full surveys on 2026-11-26).
+# What those checks take (seconds), for the first estimate; the machine's
+# own past surveys replace it (docs/machine-notes.md).
 ADVICE_SECONDS = {"quick": 12.0, "full": 20.0}
 
 

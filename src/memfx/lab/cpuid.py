@@ -155,10 +155,10 @@ def _cpuid_legacy_l3(cpuid, vendor):
     units (AMD64 APM Vol. 3, CPUID Fn8000_0006_EDX "L3Size"), or None.
 
     In a VM this leaf can describe the host's L3 rather than the guest's
-    share: on the Zen 4 / Zen 5 KVM guests memfx was run on it said 320 /
-    384 MiB while leaf 8000_001DH and sysfs said 32 MiB -- and glibc sized
-    its cache-derived thresholds (non_temporal_threshold = 3/4 of it) from
-    the larger figure (ld.so --list-diagnostics: level3_cache_size)."""
+    share, ten times the one leaf 8000_001DH and sysfs report, and glibc
+    sizes its cache-derived thresholds (non_temporal_threshold = 3/4 of it)
+    from it (ld.so --list-diagnostics: level3_cache_size;
+    docs/machine-notes.md, "AMD's legacy L3 leaf in a VM")."""
     if cpuid is None or vendor not in ("AuthenticAMD", "HygonGenuine"):
         return None
     top = _max_leaf(cpuid, 0x80000000)

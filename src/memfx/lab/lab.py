@@ -228,9 +228,9 @@ class Lab:
         libc = _libc()
         # One reservation of five pages: RW, hole, RW, PROT_NONE, RW.  The
         # PROT_NONE page is made inside it (mprotect), not by a later mmap:
-        # a one-page mmap right after the munmap lands in the one-page hole
-        # the kernel has just freed (seen on a Zen 4 guest, kernel 6.18), and
-        # "unmapped" would then be a PROT_NONE page.
+        # a one-page mmap right after the munmap can land in the one-page
+        # hole the kernel has just freed, and "unmapped" would then be a
+        # PROT_NONE page (docs/machine-notes.md, "The unmapped hole").
         base = libc.mmap(None, ctypes.c_size_t(5 * page), 3, 0x22, -1, 0)  # RW, PRIVATE|ANON
         if base in (None, ctypes.c_void_p(-1).value):
             raise MemfxError("cannot map the pages for an unmapped hole")
@@ -566,8 +566,8 @@ class Lab:
         whole run under (`key`, hugepages): mapped and pre-faulted once, at
         least `capacity` bytes, and re-mapped only when a request outgrows it.
         For sweeps whose cells need only a working set of some size, not fresh
-        pages: mapping and faulting a new buffer per cell was a quarter of the
-        bandwidth sweep's time on a 480 MiB-LLC guest (1 GiB working sets).
+        pages: mapping and faulting a new buffer per cell was a quarter of a
+        bandwidth sweep's time (docs/machine-notes.md, "Pooled buffers").
         Its contents are whatever the previous cell left (each replica is its
         own process, so replicas still get fresh pages)."""
         pool = self.cache.setdefault("_pooled", {})

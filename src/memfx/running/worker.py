@@ -67,18 +67,12 @@ SETTLE_AFTER_PREEMPTION_MAX_SECONDS = 0.05
 SETTLE_FIRST_BLOCK = 0.25      # of a calibrated sample
 # A chunked stream's first visit (its region fresh to it) is steady only when
 # its newest pass is no faster than either of the two before, within up to
-# this many passes (and SETTLE_MAX_SECONDS).  On the 480 MiB-LLC KVM guest a
-# fresh 64 MiB read ran 11.0, 11.0, 13.3, 19.6, 23.9, 23.7, 25.6, 25.8 GB/s
-# pass after pass (the host's last-level cache takes the set in over ~6
-# passes; a 256 MiB set stays near 12).  Compared with the previous pass
-# only, and within 3 passes, the settle ended inside that ramp and so did
-# the samples: memfx read 0.54-0.78x likwid-bench at 64 MiB, 1.01x now.
-# Only a stream some cache could take in ramps so: one spanning DRAM_FROM
+# this many passes (and SETTLE_MAX_SECONDS): a host's last-level cache can
+# take a fresh set in over several passes, and a settle that compared one
+# pass with the last ended inside that ramp, and so did the samples.  Only
+# a stream some cache could take in ramps so: one spanning DRAM_FROM
 # (levels.py: 2x) times the last-level cache or more settles its first visit
-# like any other.  Fresh 960 MiB sets on the same guest read 13.2 13.5 13.3
-# 13.3 13.4 ... GB/s and filled 9.0 9.3 9.2 9.3 ... from their first pass
-# (a 180 MiB one still ramped, 13.6 -> 15.5 over 12 passes), and the fresh
-# rule's extra passes were ~0.6 s of every quick bandwidth replica.
+# like any other (docs/machine-notes.md, "The first visit of a stream").
 SETTLE_FRESH_STREAM_PASSES = 16
 SETTLE_FRESH_STREAM_LAG = 2
 SETTLE_MAX_BLOCK = 2           # samples: longer blocks are mostly preempted on a busy machine
@@ -86,8 +80,8 @@ SETTLE_MAX_BLOCK = 2           # samples: longer blocks are mostly preempted on 
 # between them (a cell of one arm: most bandwidth cells), is the settle's
 # first pass: its time per iteration is the first one compared, and it
 # counts against the budget.  Run again as a block of its own, it was one
-# more pass per cell -- a random read of 960 MiB takes 0.5 s per pass on a
-# 480 MiB-LLC guest, and its settle ended on the budget after two passes.
+# more pass per cell, and a DRAM cell's settle then ended on its budget
+# (docs/machine-notes.md, "The first visit of a stream").
 # Streams only: their blocks are whole passes, compared pass with pass.  A
 # block of a quarter sample right after a whole warm-up pass looks faster
 # than the pass's average, and the next one, as short, not, while a slow
@@ -96,9 +90,9 @@ SETTLE_MAX_BLOCK = 2           # samples: longer blocks are mostly preempted on 
 # Arms of a cell that differ only in their data (fill's value arms) share a
 # calibration when one call of the first lasted this many samples: one call
 # is then a sample for each of them, even one several times faster, and the
-# warm-up call is skipped (the first visit's settle makes a whole pass).  A
-# 960 MiB fill is 0.12 s per call on a 2-vCPU guest; quick fill warmed four
-# such calls per replica only to learn this.
+# warm-up call is skipped (the first visit's settle makes a whole pass): a
+# DRAM fill's call is a tenth of a second or more, and warming each arm's
+# only to learn this cost seconds a replica.
 SHARED_CALIBRATION_SAMPLES = 10
 # A visit after the first has the arm's own steady time per iteration from
 # its last visit's samples: a block made after the pass that lies within
@@ -143,10 +137,9 @@ def settle(lab, trial, count, cycles_per_tick, pass_iters=0, tolerance=SETTLE_TO
     if trial.chunks > 1 and fresh:
         lag, passes_budget = SETTLE_FRESH_STREAM_LAG, SETTLE_FRESH_STREAM_PASSES
     if trial.chunks > 1:
-        # a stream in chunks (Trial.chunks) is compared pass by pass: a fresh
-        # 64 MiB working set on a KVM guest kept speeding up for tens of
-        # passes (13 -> 24 GB/s), and blocks of a few chunks each looked
-        # steady within that drift (memfx read 0.73x likwid-bench there)
+        # a stream in chunks (Trial.chunks) is compared pass by pass: blocks
+        # of a few chunks each look steady inside a ramp that lasts tens of
+        # passes (docs/machine-notes.md, "The first visit of a stream")
         block = max(block, pass_iters)
     budget_ns = max_seconds * 1e9
 

@@ -151,9 +151,9 @@ int mfx_link_chain(char *base, size_t n, size_t element, const void *order, int 
  * pseudorandom number generators", ACM TOMS 2021) seeded with the four
  * words Python derives from the run's seed, each bound unbiased by
  * Lemire's multiply-and-reject ("Fast random integer generation in an
- * interval", ACM TOMACS 2019).  numpy's shuffle of the 15.7M lines of a
- * 960 MiB set took 0.75 s on a 2-vCPU KVM guest, this 0.19 s: the swaps
- * miss the cache alike, numpy spends the rest per element. */
+ * interval", ACM TOMACS 2019).  About 4x faster than numpy's shuffle of a
+ * DRAM-sized set (docs/machine-notes.md): the swaps miss the cache alike,
+ * numpy spends the rest per element. */
 static inline uint64_t rotl64(uint64_t x, int k)
 {
     return (x << k) | (x >> (64 - k));

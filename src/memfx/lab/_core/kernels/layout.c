@@ -223,8 +223,9 @@ static void col_sum_footprint(const struct mfx_args *a, struct mfx_footprint *f)
  * elements in row-major order for the naive and transposed loops, the next
  * MM_SM x MM_SM block (by row bands, then columns) for the blocked ones --
  * so a run of iterations makes the same accesses as one whole product cut
- * into pieces, and a sample lasts min_sample_ms at any n (a band of 8 rows
- * of the naive loop was 130 ms at n = 1024 on a 2-vCPU guest).  n * n /
+ * into pieces, and a sample lasts min_sample_ms at any n (a band of rows
+ * of the naive loop lasts a tenth of a second at n = 1024:
+ * docs/machine-notes.md).  n * n /
  * MM_TILE iterations from cursor 0 are one whole product; the cursor is
  * written back.  mm_transposed transposes mul2 whenever it starts over at
  * tile 0 (Drepper counts the transposition; it is n^2 of n^3 work).
