@@ -388,9 +388,8 @@ def combine_replicas(q: Question, pooled: Mapping[str, Any],
                 # replica's own value, too: a ratio of the pooled medians of
                 # two arms can take its numerator's median from one
                 # replica's level and its denominator's from another's
-                # (prefetch.stream_gain 1.145 from replicas of 1.05, 1.05
-                # and 1.12, and 0.975 from 0.99, 0.98 and 1.04, in an A/A
-                # on a Zen 4 guest: compare read a 15 % regression)
+                # (an A/A's compare read a 15 % regression of replicas that
+                # agreed: docs/machine-notes.md, "Replicas overrule pooled")
                 overruled = (f"{format_value(c_value, q.unit)} by the replicas, each "
                              f"analysed alone")
                 value = out["value"] = c_value

@@ -93,18 +93,16 @@ THRESHOLDS: Dict[str, Threshold] = _thresholds(
     Threshold("guest_drift_cv", 0.08, "CV",
               "run-to-run spread assumed for a value that rests on what a VM's host shares "
               "(Question.host_shared: the LLC, memory, the cores its vCPUs run on) when measured "
-              "in a guest: on a 2-vCPU "
-              "KVM guest L3 and DRAM bandwidths moved with a 6-10 % CV between quick surveys "
-              "minutes apart while their replicas within one survey agreed to 1-3 % (issue "
-              "22's A/A). It widens such an answer's CI (in quadrature, z x CV on the log "
+              "in a guest: such values move between surveys minutes apart several times more "
+              "than a survey's replicas agree (docs/machine-notes.md, \"Drift in a guest\"). "
+              "It widens such an answer's CI (in quadrature, z x CV on the log "
               "scale) and is `compare`'s band for it where the store has too few earlier "
               "surveys of the machine (history_sigmas x sqrt(2) x CV: 25 %)"),
     Threshold("guest_clock_cv", 0.03, "CV",
               "the same for any other value in absolute units (ns, GB/s) measured in a guest: "
-              "they move with the clock the host gives the vCPU; between quick surveys of a "
-              "KVM guest L1 and L2 latencies and bandwidths and uncontended lock adds moved with a "
-              "2-4 % CV while each survey's replicas agreed to about 1 %; "
-              "ratios of two arms of one run cancel it (compare's band: 9 %)"),
+              "they move with the clock the host gives the vCPU, beyond what a survey's "
+              "replicas show (docs/machine-notes.md); ratios of two arms of one run cancel it "
+              "(compare's band: 9 %)"),
     Threshold("noisy_margin", 2.0, "x band",
               "a regression between runs whose cautions say they were noisy is called one only "
               "when its CI clears this multiple of the band; else it reads `noisy`"),
@@ -158,8 +156,8 @@ THRESHOLDS: Dict[str, Threshold] = _thresholds(
     Threshold("bimodal_share", 0.20, "ratio",
               "each group of a bimodal split holds at least this share of the samples (and >= 2)"),
     # issue 13: the quick survey (every experiment, the checked advice and the
-    # report) stays within 2 minutes on the 2-vCPU KVM guest it was measured
-    # on, the full one within 15; raise only with a measured reason
+    # report) stays within 2 minutes on a 2-vCPU machine, the full one within
+    # 15; raise only with a measured reason (docs/stability.md)
     Threshold("survey_budget_quick", 120.0, "s",
               "wall time of `memfx survey --quick` (experiments, advice, report) above which the "
               "survey warns that it is over its budget"),
