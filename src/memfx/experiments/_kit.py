@@ -12,20 +12,25 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..lab.lab import core_layout
 from ..lab.machine import parse_cpu_list
 from ..model.errors import MemfxError, ParamError
 from ..model.protocol import Trial
 
-# ---- the shared area of kernels/sharing.c (byte offsets; mirrored here) ----
-HEADER, BARRIER, STOP, CPUS, SLOTS, SLOT_BYTES, COUNTERS = 0, 128, 256, 512, 1024, 128, 12288
-MAX_THREADS = 64
-MAX_DISTANCE = 65536
+# ---- the shared area of kernels/sharing.c (byte offsets), as the core was
+# built with it (lab/_core/layout_shared.h): read, never copied ----
+_LAYOUT = core_layout()
+HEADER, BARRIER, STOP, CPUS, SLOTS, SLOT_BYTES, COUNTERS = (
+    _LAYOUT[f"SH_{name}"] for name in ("HEADER", "BARRIER", "STOP", "CPUS", "SLOTS",
+                                       "SLOT_BYTES", "COUNTERS"))
+MAX_THREADS = _LAYOUT["SH_MAX_THREADS"]
+MAX_DISTANCE = _LAYOUT["SH_MAX_DISTANCE"]
 HEADER_FIELDS = ("status", "final", "expected", "tsc_entry", "tsc_exit", "threads")
 SLOT_FIELDS = ("cpu_asked", "cpu_start", "cpu_end", "tsc_start", "tsc_end", "switches",
                "address", "final", "ops", "checksum", "retries", "done", "ran")
 STATUS = {1: "thread count outside 1..64", 2: "CPU number too large or given twice", 3: "pthread_create failed",
           4: "ping-pong needs exactly two threads", 5: "distance not a multiple of 8 in 8..65536"}
-XCHG_TAG_SHIFT = 40
+XCHG_TAG_SHIFT = _LAYOUT["XCHG_TAG_SHIFT"]
 # A sample is concurrent when the shorter-running thread overlapped the
 # other for at least this share of its run, with no context switch.
 OVERLAP_MIN = 0.9

@@ -9,12 +9,15 @@ import struct
 
 import numpy as np
 
+from ..lab.lab import core_layout
 from ..model.errors import ParamError
 
 MATRIX_SIZES = (1, 2, 4, 8, 16, 32, 64)
 WINDOW_BYTES = 64            # the store's cache line: the matrix window
-ENTRY_MAX_BYTES = 64
-MAX_MOVES = 4                # the C kernels take up to 4 moves per copy
+# an entry's largest size and moves per copy, as the kernels were built
+# (lab/_core/layout_shared.h)
+ENTRY_MAX_BYTES = core_layout()["SF_SLOT_BYTES"]
+MAX_MOVES = core_layout()["SF_MAX_MOVES"]
 SLOT_DISTANCE = 128          # bytes between the entry slots A, B and C
 ENTRY_KERNEL_PREFIX = {"copy": "sf_entry_copy", "append": "sf_entry_append",
                        "registers": "sf_entry_regs"}

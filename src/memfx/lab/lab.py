@@ -778,6 +778,13 @@ def core_file():
     return _core.__file__
 
 
+def core_layout():
+    """The layouts the kernels share with the Python side (byte offsets and
+    limits of kernels/sharing.c's shared area and kernels/storefwd.c's
+    shape table), as the core was built with them (layout_shared.h)."""
+    return dict(_core.layout)
+
+
 def harness_file():
     """The lab's sampling harness (harness.py), for the same child."""
     from . import harness

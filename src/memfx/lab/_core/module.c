@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include "core.h"
 #include "call.h"
+#include "layout_shared.h"
 #include "team.h"
 
 #ifndef MFX_CFLAGS
@@ -1282,6 +1283,21 @@ PyMODINIT_FUNC PyInit__core(void)
         return NULL;
     Py_INCREF(&PerfPageType);
     if (PyModule_AddObject(m, "PerfPage", (PyObject *)&PerfPageType) < 0)
+        return NULL;
+    /* layout_shared.h's constants, for the Python side to read, not copy */
+    PyObject *layout = PyDict_New();
+    if (!layout)
+        return NULL;
+#define MFX_EXPORT(name)                                                                \
+    {                                                                                   \
+        PyObject *v = PyLong_FromLongLong((long long)(name));                           \
+        if (!v || PyDict_SetItemString(layout, #name, v) < 0)                           \
+            return NULL;                                                                \
+        Py_DECREF(v);                                                                   \
+    }
+    MFX_LAYOUT(MFX_EXPORT)
+#undef MFX_EXPORT
+    if (PyModule_AddObject(m, "layout", layout) < 0)
         return NULL;
     PyObject *info = Py_BuildValue("{s:s,s:s}", "compiler", "gcc " __VERSION__, "cflags", MFX_CFLAGS);
     if (!info || PyModule_AddObject(m, "build_info", info) < 0)

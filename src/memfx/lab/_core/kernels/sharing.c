@@ -40,16 +40,7 @@
 #include <unistd.h>
 #include "../core.h"
 #include "../team.h"
-
-#define SH_MAX_THREADS 64
-#define SH_HEADER 0
-#define SH_BARRIER 128     /* u64: threads arrived */
-#define SH_STOP 256        /* u64: thread 0 finished (writers of at_remote stop) */
-#define SH_CPUS 512
-#define SH_SLOTS 1024
-#define SH_SLOT_BYTES 128
-#define SH_COUNTERS 12288
-#define SH_MAX_DISTANCE 65536
+#include "../layout_shared.h"     /* SH_*: the shared area's layout */
 
 /* header words */
 enum { H_STATUS, H_FINAL, H_EXPECTED, H_TSC_ENTRY, H_TSC_EXIT, H_THREADS };
@@ -87,9 +78,7 @@ static uint64_t switches(void)
     return mfx_thread_switches();
 }
 
-/* xchg tags each value with the thread (bits 40..) and the operation's
- * number (1..count): the variable ends holding some thread's last value. */
-#define XCHG_TAG_SHIFT 40
+/* xchg tags: XCHG_TAG_SHIFT (layout_shared.h) */
 
 static void body(struct sh_call *c, unsigned i, volatile uint64_t *slot)
 {

@@ -24,12 +24,12 @@
  * turn them into a memcpy call. */
 #include <string.h>
 #include "../core.h"
+#include "../layout_shared.h"
 
 /* ---------------------------------------------------------------------- */
 /* Entry copies driven by a shape table                                    */
 
-#define SF_MAX_MOVES 4
-#define SF_SLOT_BYTES 64 /* an entry is at most 64 bytes */
+/* SF_MAX_MOVES, SF_SLOT_BYTES: layout_shared.h */
 
 /* The shape table in the src buffer: n, then n (offset, width) pairs.
  * Packed: the same layout (no padding either way), but the table may sit
