@@ -12,14 +12,23 @@ from memfx.analysis.results import document
 from memfx.experiments import get_experiment
 from memfx.experiments.prefetch import (
     INVALID_TARGETS,
+    KERNEL_TEXT,
     _order_cursor,
     expected_pages_check,
     expected_stride_check,
+    five_level_paging,
+    kernel_hole,
+    kernel_text_span,
+    mapping_at,
     page_order,
+    target_addresses,
+    target_problems,
+    user_limit,
 )
 from memfx.lab import _core
 from memfx.model.answers import NOT_MEASURED
 from memfx.model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
+from memfx.model.protocol import Point
 
 ROWS = {k["name"]: k for k in _core.kernels()}
 KERNELS = {name: i for i, name in enumerate(r["name"] for r in _core.kernels())}
@@ -62,6 +71,21 @@ def test_throughput_kernels_prefetch_each_target_in_turn_and_keep_their_place(ki
     got = _run(name, dst=buf, size=8 * len(addrs), count=3)
     assert got == int(np.sum(addrs[[2, 3, 4]], dtype=np.uint64))
     assert _cursor(buf, len(addrs)) == 0
+
+
+@pytest.mark.measuring
+@pytest.mark.parametrize("kind", ["none", "t0", "t1", "t2", "nta", "w"])
+def test_repeated_kernels_prefetch_the_one_address_count_times(kind):
+    name = f"pf_rep_{kind}"
+    if not _core.isa_supported(ROWS[name]["isa"] or ""):
+        pytest.skip(f"{name} needs {ROWS[name]['isa']}, which this CPU lacks")
+    addr = 0xFFFF800000000040
+    buf = _targets(np.array([addr], dtype=np.uint64))
+    # 8 per trip and a rest: 13 = one trip and 5, 8 = one trip, 3 = the rest only
+    for count in (13, 8, 3, 0):
+        assert _run(name, dst=buf, size=8, count=count) == addr * count % (1 << 64)
+    assert _run(name, dst=buf, size=7, count=5) == 0          # no address: nothing read
+    assert _core.footprint(ROWS[name]["index"], 8, 5, 0)[:2] == (8, 0)   # reads the one word
 
 
 @pytest.mark.measuring
@@ -190,9 +214,17 @@ def _maps():
 @pytest.mark.measuring
 def test_invalid_addresses_are_what_they_claim():
     lab = _lab()
-    addrs = lab.invalid_addresses()
+    addrs = target_addresses(lab)
     assert set(addrs) == set(INVALID_TARGETS)
+    assert target_problems(addrs) == []
     assert addrs["null"] == 0
+    # both kernel targets: canonical supervisor-half addresses, above every
+    # user address; the hole is not the kernel's text
+    for name in ("kernel", "kernel_hole"):
+        assert (1 << 64) - user_limit() <= addrs[name] < 1 << 64
+    text = kernel_text_span()
+    if text:
+        assert not text[0] <= addrs["kernel_hole"] < text[1]
     spans = _maps()
 
     def mapping(a):
@@ -240,9 +272,11 @@ def test_trap_answer_detects_system_time_and_says_no_without_it():
     assert a["prefetch.traps"]["value"] == 0.0
     trapping = quiet + _cost("null", "w", 40.0, sys_share=0.5)
     b = _doc(trapping)["prefetch.traps"]
-    # the value is the mean share over every invalid-target sample (30 at 0, 6 at 0.5),
-    # the worst target and kind is named in details
-    assert b["verdict"] in (DETECTED, INCONCLUSIVE) and b["value"] == pytest.approx(3 / 36)
+    # the value is the mean share over every invalid-target sample (6 per
+    # target at 0, 6 at 0.5), the worst target and kind is named in details
+    at_zero = 6 * len(INVALID_TARGETS)
+    assert b["verdict"] in (DETECTED, INCONCLUSIVE)
+    assert b["value"] == pytest.approx(3 / (at_zero + 6))
     assert b["ci_low"] <= b["value"] <= b["ci_high"]
     assert max(d["value"] for d in b["details"]) == pytest.approx(0.5)
     assert "null" in b["because"]
@@ -371,7 +405,7 @@ def test_quick_run_answers_every_question(tmp_path):
 
 
 def test_declared_plots_draw_every_panel(tmp_path):
-    import matplotlib
+    import matplotlib.pyplot as plt
 
     from memfx.report.plots import figure_for
     s = _cost("l1", "t0", 0.4) + _cost("null", "t0", 0.45) + _cost("null", "none", 0.4) \
@@ -390,4 +424,144 @@ def test_declared_plots_draw_every_panel(tmp_path):
     assert sorted(len(line.get_xdata()) for line in tlb.get_lines()) == [2, 2]
     # no stream point was measured: no empty panel for it
     assert not any("stream" in t for t in titles)
-    matplotlib.pyplot.close(fig)
+    plt.close(fig)
+
+
+# ---- issue 45: the targets are the addresses they are named after ---------
+
+def _libc():
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long)
+    libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    return libc
+
+
+@pytest.mark.measuring
+def test_target_problems_names_a_filled_hole_and_a_readable_prot_none_page():
+    lab = _lab()
+    addrs = target_addresses(lab)
+    hole, prot = addrs["unmapped"] & ~4095, addrs["prot_none"] & ~4095
+    libc = _libc()
+    # a mapping made into the hole (what a later one-page mmap may do) and
+    # the PROT_NONE page made readable: neither target is what it is named
+    assert libc.mmap(hole, 4096, 3, 0x22 | 0x10, -1, 0) == hole        # MAP_FIXED
+    assert libc.mprotect(prot, 4096, 1) == 0
+    problems = target_problems(addrs)
+    assert any("unmapped" in p and "is mapped" in p for p in problems)
+    assert any(p.startswith("prot_none") for p in problems)
+    lab.release()
+
+
+def test_target_problems_rejects_kernel_targets_in_the_user_half_and_canonical_noncanonical():
+    assert target_problems({"kernel": 0x7FFF_FFFF_F000}) != []
+    assert target_problems({"kernel_hole": 1 << 46}) != []
+    assert target_problems({"noncanonical": 0x7FFF_0000_0000}) != []
+    assert target_problems({"noncanonical": 0xFFFF_8000_0000_0000}) != []
+    assert target_problems({"null": 8}) != []
+    assert target_problems({"kernel": KERNEL_TEXT, "noncanonical": 0x4000_0000_0000_0000,
+                            "null": 0}) == []
+
+
+def test_kernel_hole_and_user_limit_follow_the_paging_in_use(tmp_path):
+    four, five = tmp_path / "four", tmp_path / "five"
+    four.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 pku\n")
+    five.write_text("processor\t: 0\nflags\t\t: fpu sse2 la57 pku\n")
+    assert not five_level_paging(str(four)) and five_level_paging(str(five))
+    assert user_limit(False) == 1 << 47 and user_limit(True) == 1 << 56
+    # the first address of the supervisor half in each mode
+    assert kernel_hole(False) == (1 << 64) - (1 << 47)
+    assert kernel_hole(True) == (1 << 64) - (1 << 56)
+
+
+def test_kernel_text_span_reads_kallsyms_and_refuses_hidden_addresses(tmp_path):
+    shown, hidden = tmp_path / "shown", tmp_path / "hidden"
+    shown.write_text("ffffffff81000000 T _stext\nffffffff81000000 T _text\n"
+                     "ffffffff81e00000 T _etext\n")
+    hidden.write_text("0000000000000000 T _text\n0000000000000000 T _etext\n")
+    assert kernel_text_span(str(shown)) == (0xFFFFFFFF81000000, 0xFFFFFFFF81E00000)
+    assert kernel_text_span(str(hidden)) is None
+    assert kernel_text_span(str(tmp_path / "absent")) is None
+
+
+@pytest.mark.measuring
+@pytest.mark.parametrize("mode", ["throughput", "latency"])
+def test_every_arm_of_a_cost_cell_prefetches_a_hole_that_is_still_unmapped(mode):
+    """All arms are prepared before any runs: a table mapped for a later arm
+    must not land in an earlier arm's hole."""
+    exp = get_experiment("prefetch")
+    lab = _lab()
+    params = {"kinds": ["t0", "nta", "t1"], "seed": 1}
+    trials = [exp.prepare(Point(arm, {"part": "cost", "mode": mode, "target": "unmapped"}),
+                          params, lab) for arm in ("none", "t0", "nta", "t1")]
+    kernels = [t.kernel for t in trials]
+    prefix = "pf_rep_" if mode == "throughput" else "pf_lat_"
+    assert kernels == [prefix + a for a in ("none", "t0", "nta", "t1")]
+    targets = set()
+    for t in trials:
+        n = t.size // 8
+        view = np.frombuffer(t.dst.buffer, dtype=np.uint64, count=n, offset=t.dst.offset)
+        targets |= set(int(x) for x in view)
+        del view
+    assert len(targets) == 1                     # one hole for the cell, in every slot
+    (addr,) = targets
+    assert mapping_at(addr) is None
+    assert mapping_at(addr - 4096) and mapping_at(addr + 4096)
+    # the tables themselves are not in the hole's page
+    assert all(not (t.dst.address <= addr < t.dst.address + t.size) for t in trials)
+    lab.release()
+
+
+@pytest.mark.measuring
+def test_kernel_target_is_the_kernel_text_when_kallsyms_shows_it():
+    text = kernel_text_span()
+    if text is None:
+        pytest.skip("/proc/kallsyms hides the kernel's addresses here")
+    exp = get_experiment("prefetch")
+    lab = _lab()
+    trial = exp.prepare(Point("t0", {"part": "cost", "mode": "throughput", "target": "kernel"}),
+                        {"kinds": ["t0"], "seed": 1}, lab)
+    assert trial.extra["target_is_kernel_text"] == int(text[0] <= KERNEL_TEXT < text[1])
+    lab.release()
+
+
+def test_cost_answers_name_the_loop_and_each_target_against_the_l1_line():
+    s = []
+    for target, ns in (("l1", 0.12), ("null", 0.12), ("unmapped", 0.36), ("kernel", 0.13)):
+        for arm, v in (("t0", ns), ("none", 0.04)):
+            for rec in _cost(target, arm, v):
+                rec["counters"]["repeated"] = 1
+                s.append(rec)
+    a = _doc(s)
+    because = a["prefetch.invalid_target_penalty"]["because"]
+    assert "unmapped 3.00x" in because and "null 1.00x" in because
+    assert "back to back" in because and "walks the page tables" in because
+    assert "back to back" in a["prefetch.null_cost"]["because"]
+    assert "(1.00x)" in a["prefetch.null_cost"]["because"]
+    # a run stored before the repeated loop: its samples say nothing of it
+    old = _doc(_cost("l1", "t0", 0.4) + _cost("null", "t0", 0.4) + _cost("unmapped", "t0", 0.41))
+    assert "one table load and add per prefetch" in old["prefetch.invalid_target_penalty"]["because"]
+
+
+@pytest.mark.measuring
+def test_probe_and_memfx_time_the_same_hot_loop(tmp_path):
+    """The runner compares like with like only when the probe's loop_reg and
+    memfx's pf_rep_t0 are both eight prefetcht0 of one register per trip."""
+    import importlib.util
+    import os
+    import shutil
+    if not (shutil.which("gcc") and shutil.which("objdump")):
+        pytest.skip("needs gcc and objdump")
+    path = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "probes",
+                        "prefetch_targets.py")
+    spec = importlib.util.spec_from_file_location("prefetch_targets", path)
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    exe = runner.build(str(tmp_path))
+    assert runner.check_eight_prefetches(exe, "loop_reg") is None
+    assert runner.check_eight_prefetches(_core.__file__, "pf_rep_t0") is None
+    # and the check does tell: the table loop has one prefetch per iteration
+    assert runner.check_eight_prefetches(exe, "loop_table") is not None
+    assert runner.check_eight_prefetches(_core.__file__, "pf_tput_t0") is not None

@@ -11,10 +11,13 @@ question.  The same questions, asked of the CPU at hand.
 Parts (each a set of cells; arms are interleaved inside a cell)
   cost    a prefetch of kind t0/t1/t2/nta/w at a target -- an L1-resident
           line, a DRAM-resident line, NULL, an unmapped page inside a mapped
-          range, a PROT_NONE page, a kernel-half and a non-canonical address
-          -- in throughput mode (independent prefetches) and latency mode (on
-          a dependent chain), against the same loop without the prefetch
-          ("none"); user and system CPU time and page faults per sample
+          range, a PROT_NONE page, the kernel's text, the guard hole at the
+          start of the kernel half and a non-canonical address -- in
+          throughput mode (prefetches back to back: one address in a
+          register, or for dram one line after another from a table) and
+          latency mode (on a dependent chain), against the same loop without
+          the prefetch ("none"); user and system CPU time and page faults per
+          sample
   list    the seed's loop: a list walk prefetching next->next, so the last
           nodes prefetch NULL: unguarded vs `if (nn)` guarded vs none, lists
           in L1, L2, the LLC and DRAM
@@ -38,7 +41,7 @@ import numpy as np
 from ..model import answers as ans
 from ..model import stats
 from ..model.answers import HIGHER, LOWER, Question
-from ..model.errors import ParamError
+from ..model.errors import MemfxError, ParamError
 from ..model.machine_view import Fingerprint
 from ..model.plotspec import PlotSpec
 from ..model.units import format_size
@@ -46,7 +49,14 @@ from .base import Experiment, Param, Point, Trial, register
 
 KINDS = ("t0", "t1", "t2", "nta", "w")
 VALID_TARGETS = ("l1", "dram")
-INVALID_TARGETS = ("null", "unmapped", "prot_none", "kernel", "noncanonical")
+INVALID_TARGETS = ("null", "unmapped", "prot_none", "kernel", "kernel_hole", "noncanonical")
+# Targets whose PTE is absent, so that a prefetch of them misses the TLB
+# every time: no TLB entry is kept for a translation that is not present
+# (SDM Vol. 3A, 4.10.2.2), and PROT_NONE pages are kept not present by Linux.
+# A non-canonical address is refused before translation (a load of one
+# raises #GP, not a page fault: SDM Vol. 1, 3.3.7.1), so its prefetch never
+# walks.
+WALKING_TARGETS = ("unmapped", "prot_none", "kernel_hole")
 TARGETS = VALID_TARGETS + INVALID_TARGETS
 MODES = ("throughput", "latency")
 PARTS = ("cost", "list", "tlb", "stream")
@@ -56,9 +66,17 @@ LIST_ARMS = ("none", "unguarded", "guarded")
 LIST_LEVELS = ("short", "l1", "l2", "llc", "dram")
 SHORT_LIST = 8
 
-# Entries in the target array of the cost part for targets that are one
+# Entries in the target array of the latency mode for targets that are one
 # address (it stays in L1 while the loop cycles through it).
 TARGET_SLOTS = 64
+# The first address of the kernel half with 4- and 5-level paging: the
+# guard hole that Linux reserves for a hypervisor and never maps
+# (Documentation/arch/x86/x86_64/mm.rst); canonical, supervisor half.
+KERNEL_HOLE_4LEVEL = 0xFFFF800000000000
+KERNEL_HOLE_5LEVEL = 0xFF00000000000000
+# Where x86-64 Linux links its text (mm.rst): the "kernel" target.  Mapped
+# (a supervisor translation the TLB may keep) unless KASLR moved the kernel.
+KERNEL_TEXT = 0xFFFFFFFF81000000
 # A system-time share of the prefetch loop's CPU time above this is a trap
 # into the kernel (the seed saw 52 %); below it, scheduler ticks and noise.
 TRAP_SYSTEM_SHARE = 0.05
@@ -100,6 +118,107 @@ def list_nodes(machine, level):
     size = {"l1": _cache_bytes(machine, 1) // 2, "l2": _cache_bytes(machine, 2) // 2,
             "llc": llc // 2, "dram": 4 * llc}[level]
     return max(2 * SHORT_LIST, size // LINE)
+
+
+def five_level_paging(cpuinfo="/proc/cpuinfo"):
+    """True when the kernel runs 5-level paging: it clears the la57 flag
+    when it does not, so the flag in /proc/cpuinfo is the paging in use."""
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return "la57" in line.split()
+    except OSError:
+        pass
+    return False
+
+
+def user_limit(five_level=None):
+    """One past the highest canonical user address: bit 47 (bit 56 with
+    5-level paging) and up, sign-extended, is the supervisor half (SDM Vol.
+    1, 3.3.7.1)."""
+    five = five_level_paging() if five_level is None else five_level
+    return 1 << (56 if five else 47)
+
+
+def kernel_hole(five_level=None):
+    five = five_level_paging() if five_level is None else five_level
+    return KERNEL_HOLE_5LEVEL if five else KERNEL_HOLE_4LEVEL
+
+
+def kernel_text_span(kallsyms="/proc/kallsyms"):
+    """(start, end) of the kernel's text from /proc/kallsyms (_text, _etext),
+    or None when it is unreadable or its addresses are hidden (zero, by
+    kernel.kptr_restrict)."""
+    got = {}
+    try:
+        with open(kallsyms) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 3 and parts[2] in ("_text", "_etext"):
+                    got[parts[2]] = int(parts[0], 16)
+                    if len(got) == 2:
+                        break
+    except (OSError, ValueError):
+        return None
+    start, end = got.get("_text"), got.get("_etext")
+    if not start or not end or end <= start:
+        return None
+    return start, end
+
+
+def mapping_at(addr, maps="/proc/self/maps"):
+    """(start, end, perms) of the mapping of this process that covers addr,
+    or None."""
+    with open(maps) as f:
+        for line in f:
+            head = line.split()
+            lo, hi = (int(x, 16) for x in head[0].split("-"))
+            if lo <= addr < hi:
+                return lo, hi, head[1]
+    return None
+
+
+def target_addresses(lab):
+    """The invalid targets by name: the lab's (NULL, an unmapped hole inside
+    a mapped range, a PROT_NONE page, the kernel's text, a non-canonical
+    address) and the kernel half's guard hole."""
+    addrs = dict(lab.invalid_addresses())
+    addrs["kernel_hole"] = kernel_hole()
+    return addrs
+
+
+def target_problems(addrs):
+    """Why a target is not what it is named: [] when every one is.  Read
+    from /proc/self/maps, so it is true of this process now."""
+    problems = []
+    if addrs.get("null", 0) != 0:
+        problems.append("null is not address 0")
+    if "unmapped" in addrs:
+        a = addrs["unmapped"]
+        if mapping_at(a) is not None:
+            problems.append(f"unmapped target {a:#x} is mapped: {mapping_at(a)}")
+        elif mapping_at(a - PAGE) is None or mapping_at(a + PAGE) is None:
+            problems.append(f"unmapped target {a:#x} is not inside a mapped range")
+    if "prot_none" in addrs:
+        m = mapping_at(addrs["prot_none"])
+        if m is None or not m[2].startswith("---"):
+            problems.append(f"prot_none target {addrs['prot_none']:#x} is {m}")
+    limit = user_limit()
+    for name in ("kernel", "kernel_hole"):
+        a = addrs.get(name)
+        if a is not None and (a < (1 << 64) - limit):
+            problems.append(f"{name} target {a:#x} is not in the supervisor half")
+    if "kernel_hole" in addrs:
+        text = kernel_text_span()
+        if text and text[0] <= addrs["kernel_hole"] < text[1]:
+            problems.append("kernel_hole target is inside the kernel's text")
+    a = addrs.get("noncanonical")
+    if a is not None and (a >> 63) == 0 and a < limit:
+        problems.append(f"noncanonical target {a:#x} is a canonical user address")
+    if a is not None and (a >> 63) == 1 and a >= (1 << 64) - limit:
+        problems.append(f"noncanonical target {a:#x} is a canonical supervisor address")
+    return problems
 
 
 def _target_table(lab, addrs):
@@ -227,6 +346,30 @@ def _tlb_inconclusive(best, control):
                 "prefetch running ahead")
     return (f"inconclusive: the CI [{_num(best.ci_low)}, {_num(best.ci_high)}] reaches across "
             f"1 +- effect_min")
+
+
+# What the per-target ratios of the cost part mean, said where they are.
+_WALK_NOTE = ("; a target whose page is not present (unmapped, prot_none, kernel_hole) "
+              "has no TLB entry to keep, so each prefetch of it walks the page tables, "
+              "which costs where prefetches come back to back and hides behind a loop "
+              "with other work per prefetch")
+
+
+def _repeated_targets(data):
+    """Targets whose throughput samples came from the repeated loop
+    (pf_rep_*; the trial says so in its counters): runs stored before it
+    existed measured every target with the table loop."""
+    return {s["point"].get("target") for s in data.samples
+            if s["point"].get("part") == "cost" and s["point"].get("mode") == "throughput"
+            and (s.get("counters") or {}).get("repeated")}
+
+
+def _loop_name(mode, target, repeated):
+    if mode != "throughput":
+        return "on a dependent chain"
+    if target in repeated:
+        return "back to back, one address in a register"
+    return "one table load and add per prefetch"
 
 
 def _num(x):
@@ -380,40 +523,96 @@ class Prefetch(Experiment):
             return self._prepare_list(point, params, lab)
         return self._prepare_stride(point, params, lab)
 
-    def _targets(self, point, params, lab):
-        """The target array (a Region of uint64 addresses) and its length."""
-        target = point.params["target"]
-        if target == "l1":
-            hot = lab.buffer(8 * LINE)
-            addrs = hot.address + LINE * (np.arange(TARGET_SLOTS) % 8)
-        elif target == "dram":
+    def _cost_cell(self, point, params, lab):
+        """What the arms of a cost cell prefetch, built once per cell: a
+        target table per arm (a cursor is written back into each) and, in
+        latency mode, a chain per arm, then the invalid targets.  Every
+        mapping of the cell is made before the holes are punched: the kernel
+        puts a new mapping in the highest gap that fits, which can be a
+        one-page hole, and the "unmapped" target would then be a page this
+        process wrote (translation cached, an L1 line)."""
+        target, mode = point.params["target"], point.params["mode"]
+        arms = ("none",) + tuple(params["kinds"])
+        slots = 1 if mode == "throughput" else TARGET_SLOTS
+
+        def make():
+            tables = {arm: _target_table(lab, np.zeros(slots, dtype=np.uint64))[0]
+                      for arm in arms}
+            chains = {}
+            if mode == "latency":
+                order = np.random.default_rng([params["seed"], 2]).permutation(TARGET_SLOTS)
+                for arm in arms:
+                    region = lab.buffer(TARGET_SLOTS * LINE)
+                    chains[arm] = lab.link_chain(region, LINE, TARGET_SLOTS,
+                                                 order.astype(np.int32))
+            if target == "l1":
+                hot = lab.buffer(8 * LINE)
+                addrs = hot.address + LINE * (np.arange(slots, dtype=np.uint64) % 8)
+            else:
+                named = target_addresses(lab)       # the holes: the cell's last mappings
+                addrs = np.full(slots, named[target], dtype=np.uint64)
+            for table in tables.values():
+                view = np.frombuffer(table.buffer, dtype=np.uint64, count=slots,
+                                     offset=table.offset)
+                view[:] = addrs
+                del view
+            return tables, chains, int(addrs[0])
+        tables, chains, addr = _shared_in_cell(
+            lab, ("cost", mode, target, arms, params["seed"]), make)
+        if target in INVALID_TARGETS:
+            # checked at every arm: a mapping made since (anything of this
+            # process) may have filled the hole
+            problems = target_problems({target: addr})
+            if problems:
+                raise MemfxError("prefetch target is not what it is named: "
+                                 + "; ".join(problems))
+        return tables[point.arm], chains.get(point.arm), slots, addr
+
+    def _prepare_cost(self, point, params, lab):
+        kind, target = point.arm, point.params["target"]
+        extra = {}
+        if target == "kernel":
+            # the kernel target costs what a mapped supervisor page does only
+            # where the kernel's text is there (KASLR moves it): say which
+            text = kernel_text_span()
+            if text:
+                extra["target_is_kernel_text"] = int(text[0] <= KERNEL_TEXT < text[1])
+        if target == "dram":
             # Lines of a region 4x the LLC in shuffled order; the kernels go
             # on from where the last sample stopped, so a line was last
             # prefetched 4 LLCs of lines ago.
             # The arms of a cell share one table (and its cursor): building it
             # (map, shuffle, write) took ~0.5 s per arm.
             big = point.params["region_bytes"]
-            return _shared_in_cell(lab, ("dram_targets", big, params["seed"]),
-                                   lambda: _target_table(lab, _dram_targets(lab, big, params)))
-        else:
-            addrs = np.full(TARGET_SLOTS, lab.invalid_addresses()[target], dtype=np.uint64)
-        return _target_table(lab, addrs)
-
-    def _prepare_cost(self, point, params, lab):
-        table, n = self._targets(point, params, lab)
-        kind = point.arm
-        # warm-up: a quarter of the dram targets (an LLC's worth of lines when
-        # the region is 4x the LLC: afterwards no line prefetched is still
-        # cached), all of the few others
-        warmup = n // 4 if point.params["target"] == "dram" else n
-        common = dict(dst=table, size=8 * n, reject_page_faults=False, cpu_times=True,
-                      warmup=warmup, extra={"targets": n})
+            table, n = _shared_in_cell(lab, ("dram_targets", big, params["seed"]),
+                                       lambda: _target_table(lab, _dram_targets(lab, big, params)))
+            # warm-up: a quarter of the targets (an LLC's worth of lines when
+            # the region is 4x the LLC: afterwards no line prefetched is
+            # still cached)
+            common = dict(dst=table, size=8 * n, reject_page_faults=False, cpu_times=True,
+                          warmup=n // 4, extra={"targets": n, **extra})
+            if point.params["mode"] == "throughput":
+                return Trial(f"pf_tput_{kind}", **common)
+            src = self._latency_chain(params, lab)
+            return Trial(f"pf_lat_{kind}", src=src, **common)
+        table, chain, n, _ = self._cost_cell(point, params, lab)
         if point.params["mode"] == "throughput":
-            return Trial(f"pf_tput_{kind}", **common)
+            # One address, prefetched back to back from a register: the loop
+            # a plain probe writes.  A loop that also loads each address and
+            # adds it up (pf_tput_*) hides the page walk of a not-present
+            # target behind that work and reads it as free.
+            return Trial(f"pf_rep_{kind}", dst=table, size=8, reject_page_faults=False,
+                         cpu_times=True, warmup=TARGET_SLOTS,
+                         extra={"targets": 1, "repeated": 1, **extra})
+        return Trial(f"pf_lat_{kind}", src=chain, dst=table, size=8 * n,
+                     reject_page_faults=False, cpu_times=True, warmup=n,
+                     extra={"targets": n, **extra})
+
+    @staticmethod
+    def _latency_chain(params, lab):
         chain_region = lab.buffer(TARGET_SLOTS * LINE)
         order = np.random.default_rng([params["seed"], 2]).permutation(TARGET_SLOTS)
-        chain = lab.link_chain(chain_region, LINE, TARGET_SLOTS, order.astype(np.int32))
-        return Trial(f"pf_lat_{kind}", src=chain, **common)
+        return lab.link_chain(chain_region, LINE, TARGET_SLOTS, order.astype(np.int32))
 
     def _prepare_list(self, point, params, lab):
         nodes = point.params["nodes"]
@@ -498,6 +697,7 @@ class Prefetch(Experiment):
         if not pts:
             return []
         by = {(p["params"]["mode"], p["params"]["target"], p["arm"]): p for p in pts}
+        repeated = _repeated_targets(data)
         details = []
         for (mode, target, arm), p in sorted(by.items()):
             base = by.get((mode, target, "none"))
@@ -509,15 +709,21 @@ class Prefetch(Experiment):
                             "vs_none": p["median"] / base["median"] if base and base["median"]
                             else None,
                             "vs_l1": p["median"] / l1["median"] if l1 and l1["median"] else None,
+                            "loop": _loop_name(mode, target, repeated),
                             "point": ans.point_key(p)})
         result = []
         q = self.declared("null_cost")
         null = by.get(("throughput", "null", "t0"))
         if null:
             base = by.get(("throughput", "null", "none"))
+            l1 = by.get(("throughput", "l1", "t0"))
+            loop = _loop_name("throughput", "null", repeated)
             extra = f"; the loop without it takes {base['median']:.2f} ns" if base else ""
+            if l1 and l1["median"]:
+                extra += (f"; an L1 line {l1['median']:.2f} ns "
+                          f"({null['median'] / l1['median']:.2f}x)")
             result.append(ans.measured(q, null["values"], f"prefetcht0 of NULL: "
-                                       f"{null['median']:.2f} ns per prefetch{extra}",
+                                       f"{null['median']:.2f} ns per prefetch ({loop}){extra}",
                                        evidence=[ans.point_key(null)], details=details))
         else:
             result.append(ans.not_measured(q, "the sweep did not include target null with "
@@ -531,10 +737,15 @@ class Prefetch(Experiment):
             cheapest = min(invalid, key=lambda p: p["median"])
             a = ans.effect(q, worst["values"], l1["values"], "", evidence=[
                 ans.point_key(worst), ans.point_key(l1)])
+            each = ", ".join(f"{p['params']['target']} {p['median'] / l1['median']:.2f}x"
+                             for p in invalid) if l1["median"] else ""
             a.because = (f"dearest invalid target: {worst['params']['target']} at "
                          f"{worst['median']:.2f} ns vs {l1['median']:.2f} ns for an L1 line "
                          f"({a.value:.2f}x); cheapest: {cheapest['params']['target']} at "
-                         f"{cheapest['median']:.2f} ns")
+                         f"{cheapest['median']:.2f} ns; per target vs the L1 line, "
+                         f"{_loop_name('throughput', 'l1', repeated)}: {each}"
+                         + (_WALK_NOTE if any(p['params']['target'] in WALKING_TARGETS
+                                              for p in invalid) else ""))
             a.details = [d for d in details if d["mode"] == "throughput" and d["kind"] == "t0"]
             result.append(a)
         else:

@@ -75,6 +75,46 @@ static void tput_footprint(const struct mfx_args *a, struct mfx_footprint *f)
         f->dst_bytes = mfx_sat_add(a->size / 8 * 8, 8);
 }
 
+/* ---- repeated: one address, prefetches back to back ------------------- */
+
+/* dst: one 8-byte target address, loaded once and kept in a register; count
+ * prefetches of it, eight per loop trip.  The plain loop a probe writes: the
+ * prefetches are nearly all it issues, so what a target costs beyond an L1
+ * line is not hidden behind other work.  pf_tput_* spends a load and an add
+ * on each prefetch, about as long as the page walk a prefetch of a
+ * not-present page starts (no TLB entry is kept for one: SDM Vol. 3A,
+ * 4.10.2.2), so there that walk overlaps the loop and looks free.  The
+ * baseline runs the same trips without the prefetches.  Returns count times
+ * the address (the sum of the addresses prefetched). */
+#define PF_REP(NAME, PF)                                                         \
+    static uint64_t NAME(const struct mfx_args *a)                               \
+    {                                                                            \
+        if (a->size < 8)                                                         \
+            return 0;                                                            \
+        uint64_t p = *(const pf_u64 *)a->dst;                                    \
+        uint64_t trips = a->count / 8, rest = a->count % 8;                      \
+        for (uint64_t k = 0; k < trips; k++) {                                   \
+            PF(p); PF(p); PF(p); PF(p); PF(p); PF(p); PF(p); PF(p);              \
+        }                                                                        \
+        for (uint64_t k = 0; k < rest; k++)                                      \
+            PF(p);                                                               \
+        return p * a->count;                                                     \
+    }
+
+PF_REP(pf_rep_none, PF_NONE)
+PF_REP(pf_rep_t0, PF_T0)
+PF_REP(pf_rep_t1, PF_T1)
+PF_REP(pf_rep_t2, PF_T2)
+PF_REP(pf_rep_nta, PF_NTA)
+PF_REP(pf_rep_w, PF_W)
+
+/* The address, read once. */
+static void rep_footprint(const struct mfx_args *a, struct mfx_footprint *f)
+{
+    if (a->size >= 8)
+        f->dst_bytes = 8;
+}
+
 /* ---- latency: a prefetch whose address depends on a dependent load ------ */
 
 /* src: a pointer chain (link_chain; kept small so it stays in L1); dst: n =
@@ -318,6 +358,13 @@ static void pages_footprint(const struct mfx_args *a, struct mfx_footprint *f)
         .read_per_byte = 0, .write_per_byte = 0, .read_fixed = 8,                \
         .write_fixed = 0, .ops_per_iter = 1, .op = "prefetch", .doc = DOC,       \
     }
+#define REP_ROW(NAME, ISA, DOC)                                                  \
+    {                                                                            \
+        .name = #NAME, .group = "prefetch", .isa = ISA, .fn = NAME,              \
+        .footprint = rep_footprint,                                              \
+        .read_per_byte = 0, .write_per_byte = 0, .read_fixed = 0,                \
+        .write_fixed = 0, .ops_per_iter = 1, .op = "prefetch", .doc = DOC,       \
+    }
 #define LAT_ROW(NAME, ISA, DOC)                                                  \
     {                                                                            \
         .name = #NAME, .group = "prefetch", .isa = ISA, .fn = NAME,              \
@@ -340,6 +387,12 @@ MFX_KERNEL_TABLE(prefetch) = {
     TPUT_ROW(pf_tput_t2, "", "prefetcht2 of each target address, independent"),
     TPUT_ROW(pf_tput_nta, "", "prefetchnta of each target address, independent"),
     TPUT_ROW(pf_tput_w, "prefetchw", "prefetchw of each target address, independent"),
+    REP_ROW(pf_rep_none, "", "baseline: the repeated loop's trips, the address in a register, no prefetch"),
+    REP_ROW(pf_rep_t0, "", "prefetcht0 of one address in a register, 8 per loop trip"),
+    REP_ROW(pf_rep_t1, "", "prefetcht1 of one address in a register, 8 per loop trip"),
+    REP_ROW(pf_rep_t2, "", "prefetcht2 of one address in a register, 8 per loop trip"),
+    REP_ROW(pf_rep_nta, "", "prefetchnta of one address in a register, 8 per loop trip"),
+    REP_ROW(pf_rep_w, "prefetchw", "prefetchw of one address in a register, 8 per loop trip"),
     LAT_ROW(pf_lat_none, "", "baseline: dependent L1 chase, target address computed, no prefetch"),
     LAT_ROW(pf_lat_t0, "", "dependent L1 chase with a prefetcht0 of a target on each step"),
     LAT_ROW(pf_lat_t1, "", "dependent L1 chase with a prefetcht1 of a target on each step"),
