@@ -4,6 +4,8 @@ by the experiments (issue 44 item 4)."""
 import re
 from pathlib import Path
 
+import pytest
+
 from memfx.experiments import _kit
 from memfx.experiments import _store_forward_kernels as sfk
 from memfx.lab.lab import core_layout
@@ -32,3 +34,20 @@ def test_the_experiments_read_the_cores_values():
                 "HEADER", "BARRIER", "STOP", "CPUS", "SLOTS", "SLOT_BYTES", "COUNTERS"))
     assert _kit.MAX_THREADS == lay["SH_MAX_THREADS"] and _kit.XCHG_TAG_SHIFT == lay["XCHG_TAG_SHIFT"]
     assert sfk.MAX_MOVES == lay["SF_MAX_MOVES"] and sfk.ENTRY_MAX_BYTES == lay["SF_SLOT_BYTES"]
+
+
+def test_run_takes_keyword_arguments_as_its_docstring_names_them():
+    import mmap
+
+    from memfx.lab import _core
+    rows = {r["name"]: r for r in _core.kernels()}
+    buf = mmap.mmap(-1, 8192)
+    buf[4096:4096 + 64] = bytes(range(64))
+    _core.run(kernel=rows["copy_libc"]["index"], dst=buf, dst_off=0, src=buf, src_off=4096,
+              size=64, value=0, count=1, aux=0)
+    assert buf[:64] == bytes(range(64))
+    with pytest.raises(TypeError):
+        _core.run(kernel=rows["copy_libc"]["index"], dst=buf, dst_off=0, src=buf, src_off=4096,
+                  size=64, value=0, count=1, aux=0, no_such=1)
+    assert _core.run.__doc__.startswith("run(kernel, dst, dst_off, src, src_off, size, value, "
+                                        "count, aux, perf_fds=None, rdpmc_pages=None")
