@@ -152,4 +152,4 @@ def test_module_imports_only_numpy_stdlib_and_memfx():
              for a in n.names}
     roots |= {n.module.split(".")[0] for n in ast.walk(tree)
               if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module}
-    assert roots <= {"__future__", "math", "dataclasses", "typing", "numpy"}
+    assert roots <= {"__future__", "math", "dataclasses", "enum", "typing", "numpy"}

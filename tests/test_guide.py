@@ -106,6 +106,10 @@ def test_the_guides_toy_effect_builds_runs_and_answers(tmp_path):
     # four times the words per pass: the row's size and traffic reached the kernel
     ratio = answers["toy.large_vs_small"]
     assert ratio["unit"] == "ratio" and 2.5 < ratio["value"] < 6, ratio
+    # its details, built with detail(): one per arm, the keys in the order given
+    assert [d["label"] for d in ratio["details"]] == ["small 4096 B", "large 16384 B"]
+    assert list(ratio["details"][0]) == ["label", "value", "unit", "ci_low", "ci_high",
+                                         "size_bytes", "point"]
 
 
 def _without_footprint(kernel):

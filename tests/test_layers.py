@@ -71,7 +71,8 @@ PLACES = {
 TOP = {"memfx": "face", "memfx.__main__": "face", "memfx.api": "face"}
 
 # In the model, the vocabulary: what an experiment declares and returns.
-VOCABULARY = {"memfx.model.answers", "memfx.model.findings", "memfx.model.plotspec"}
+VOCABULARY = {"memfx.model.answers", "memfx.model.details", "memfx.model.findings",
+              "memfx.model.plotspec"}
 
 
 def in_kit(module):

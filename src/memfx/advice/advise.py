@@ -383,9 +383,10 @@ def advise(store, machine=None, check=True, run_missing=False, runner=None, glib
     here = ((machine or {}).get("cpu") or {}).get("model_name")
     there = ((copy_doc.get("machine") or {}).get("cpu") or {}).get("model_name")
     if here and there and here != there:
-        adv["warnings"].append({"id": "other_machine", "message": (
+        adv["warnings"].append(fnd.caution("other_machine", (
             "the copy run was measured on another CPU "
-            f"({(copy_doc['machine'].get('cpu') or {}).get('model_name')}); checks run on this one")})
+            f"({(copy_doc['machine'].get('cpu') or {}).get('model_name')}); checks run on this one"
+        )).as_dict())
     # GCC: what does not hold is neither checked nor advised
     for item in [*adv["gcc"].values(), *adv["glibc"]["tunables"]]:
         if item.get("not_advised"):

@@ -198,15 +198,13 @@ def flag_cautions(points: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
     flagged = [p for p in points if "bimodal" in (p.get("flags") or [])]
     if flagged:
         names = [fnd.point_label(p) for p in flagged]
-        out.append(fnd.Caution(
-            id="bimodal_points",
-            message=(f"{len(flagged)} of {len(points)} points have samples in two groups (a shared "
-                     f"cache taken by a neighbour, or a host that changed): "
-                     + "; ".join(names[:5]) + (" ..." if len(names) > 5 else "")
-                     + "; their median is between the groups, not a level"),
+        out.append(fnd.caution(
+            "bimodal_points",
+            (f"{len(flagged)} of {len(points)} points have samples in two groups (a shared "
+             f"cache taken by a neighbour, or a host that changed): "
+             + "; ".join(names[:5]) + (" ..." if len(names) > 5 else "")
+             + "; their median is between the groups, not a level"),
             value=float(len(flagged)), threshold=fnd.threshold("bimodal_separation"),
-            advice="read each group (the point's `modes`) and the best sustained figure; rerun "
-                   "on a quiet machine",
         ).as_dict())
     return out
 
@@ -387,12 +385,9 @@ def busy_caution(busy: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     if busy.get("samples_corrected"):
         said.append(f"{busy['samples_corrected']} preempted DRAM samples kept with their "
                     "wait taken out")
-    return fnd.Caution(
-        id="busy_machine",
-        message="the machine was busy while this run measured: " + ", ".join(said),
+    return fnd.caution(
+        "busy_machine", "the machine was busy while this run measured: " + ", ".join(said),
         value=busy["others_cpus"], threshold=fnd.threshold("busy_cpus"),
-        advice="its figures are what a shared machine gives; compare it with a run on a quiet "
-               "machine before calling a change",
     ).as_dict()
 
 
@@ -405,12 +400,11 @@ def calibration_caution(points: Sequence[Dict[str, Any]]) -> Optional[Dict[str, 
     bad = [d for d in drifts if d > limit]
     if not bad:
         return None
-    return fnd.Caution(
-        id="calibration_drift",
-        message=(f"{len(bad)} of {len(drifts)} points: the core-cycle calibration moved by more "
-                 f"than {limit:.0%} across the block (worst {max(bad):.0%}); est. cycles are approximate"),
+    return fnd.caution(
+        "calibration_drift",
+        (f"{len(bad)} of {len(drifts)} points: the core-cycle calibration moved by more "
+         f"than {limit:.0%} across the block (worst {max(bad):.0%}); est. cycles are approximate"),
         value=max(bad), threshold=limit,
-        advice="fix the CPU frequency (governor 'performance', turbo off) or trust ns over est. cycles",
     ).as_dict()
 
 
@@ -476,11 +470,9 @@ def document(run: Dict[str, Any], samples: Sequence[Dict[str, Any]],
     said_busy = busy_caution(busy)
     if said_busy:
         warnings.append(said_busy)
-    warnings.extend({"id": "analysis", "message": e} for e in errors)
+    warnings.extend(fnd.caution("analysis", e).as_dict() for e in errors)
     if run.get("status") != "complete":
-        warnings.append({"id": "run_" + str(run.get("status")),
-                         "message": f"run is {run.get('status')}: results cover only "
-                                    f"the points measured before it stopped"})
+        warnings.append(fnd.run_status_caution(run.get("status")).as_dict())
     return {
         "schema_version": RESULT_SCHEMA_VERSION,
         "run_id": run["id"],

@@ -253,19 +253,17 @@ def timing_line(preset, total_s, durations):
 def budget_caution(preset, total_s, durations):
     """A caution (as data) when the survey took longer than its budget, naming
     the slowest steps; None within budget."""
-    from ..model.findings import Caution
+    from ..model.findings import caution
     budget = budget_seconds(preset)
     if budget is None or total_s <= budget:
         return None
     slowest = sorted(durations.items(), key=lambda kv: -kv[1])[:3]
-    return Caution(
-        id="survey_over_budget",
-        message=(f"the {preset} survey took {total_s:.0f} s, over its {budget:.0f} s budget "
-                 f"(survey_budget_{preset}); slowest: "
-                 + ", ".join(f"{k} {v:.0f} s" for k, v in slowest)),
-        value=round(total_s, 1), threshold=budget,
-        advice=f"a busy machine retakes preempted samples (check `uptime`); on a quiet one, trim "
-               f"the slowest experiment's {preset} preset").as_dict()
+    return caution(
+        "survey_over_budget",
+        (f"the {preset} survey took {total_s:.0f} s, over its {budget:.0f} s budget "
+         f"(survey_budget_{preset}); slowest: "
+         + ", ".join(f"{k} {v:.0f} s" for k, v in slowest)),
+        value=round(total_s, 1), threshold=budget, preset=preset).as_dict()
 
 
 # Interleaved rounds of the advice checks (compile-and-run for GCC, child

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..model import answers as ans
 from ..model import stats
+from ..model.details import detail
 from ..model.units import format_size
 from ._bandwidth_kernels import KERNELS, LEVEL_LABEL, LEVELS
 from ._kit import cpu_text
@@ -72,23 +73,23 @@ class BandwidthAnswers:
                     continue
                 p = by_n[n]
                 # the columns a reader wants first come first (tables show the first few)
-                d = {"label": f"{LEVEL_LABEL.get(lid, lid)} {kind} x{n}", "value": None,
-                     "unit": "ratio", "ci_low": None, "ci_high": None,
-                     "single_gb_per_s": one["median"] if one and one.get("n") else None,
-                     "aggregate_gb_per_s": p["median"] if p.get("n") else None,
-                     "level": lid, "kind": kind, "threads": n, "kernel": p["params"]["kernel"],
-                     "size_bytes_per_thread": p["params"]["size_bytes"],
-                     "rejected": p.get("rejected", 0) + (one.get("rejected", 0) if one else 0),
-                     "evidence": ans.evidence_keys([x for x in (p, one) if x])}
+                d = detail(f"{LEVEL_LABEL.get(lid, lid)} {kind} x{n}", value=None,
+                           unit="ratio", ci=None,
+                           single_gb_per_s=one["median"] if one and one.get("n") else None,
+                           aggregate_gb_per_s=p["median"] if p.get("n") else None,
+                           level=lid, kind=kind, threads=n, kernel=p["params"]["kernel"],
+                           size_bytes_per_thread=p["params"]["size_bytes"],
+                           rejected=p.get("rejected", 0) + (one.get("rejected", 0) if one else 0),
+                           evidence=ans.evidence_keys([x for x in (p, one) if x]))
                 if not (one and one.get("n") and p.get("n")):
-                    d.update(value=None, ci_low=None, ci_high=None, verdict=ans.NOT_MEASURED,
+                    d = d.updated(value=None, ci=None, verdict=ans.NOT_MEASURED,
                              why="every sample of one side was rejected (threads not side by "
                                  "side, switched out or migrated: a busy machine)")
                 else:
                     e = ans.effect(q, p["values"], one["values"], "")
-                    d.update(value=e.value, ci_low=e.ci_low, ci_high=e.ci_high, verdict="measured",
-                             per_thread_gb_per_s=p["median"] / n,
-                             efficiency=e.value / n if e.value is not None else None)
+                    d = d.updated(value=e.value, ci_low=e.ci_low, ci_high=e.ci_high,
+                                  verdict="measured", per_thread_gb_per_s=p["median"] / n,
+                                  efficiency=e.value / n if e.value is not None else None)
                 details.append(d)
         ok = [d for d in details if d["value"] is not None]
         if not ok:
@@ -145,20 +146,21 @@ class BandwidthAnswers:
         for size in sorted(by_size):
             idle, busy = by_size[size].get("idle_latency"), by_size[size].get("loaded_latency")
             lid = (idle or busy)["params"]["level"]
-            d = {"label": f"{format_size(size)} ({LEVEL_LABEL.get(lid, lid)})", "value": None,
-                 "unit": "ratio", "ci_low": None, "ci_high": None,
-                 "idle_ns": idle["median"] if idle and idle.get("n") else None,
-                 "loaded_ns": busy["median"] if busy and busy.get("n") else None,
-                 "level": lid, "size_bytes": size,
-                 "loaders": (busy or idle)["params"]["threads"] - 1,
-                 "loader_gb_per_s": float(np.median(loader[size])) if loader.get(size) else None,
-                 "rejected": sum(x.get("rejected", 0) for x in (idle, busy) if x),
-                 "evidence": ans.evidence_keys([x for x in (idle, busy) if x])}
+            d = detail(f"{format_size(size)} ({LEVEL_LABEL.get(lid, lid)})", value=None,
+                       unit="ratio", ci=None,
+                       idle_ns=idle["median"] if idle and idle.get("n") else None,
+                       loaded_ns=busy["median"] if busy and busy.get("n") else None,
+                       level=lid, size_bytes=size,
+                       loaders=(busy or idle)["params"]["threads"] - 1,
+                       loader_gb_per_s=float(np.median(loader[size])) if loader.get(size) else None,
+                       rejected=sum(x.get("rejected", 0) for x in (idle, busy) if x),
+                       evidence=ans.evidence_keys([x for x in (idle, busy) if x]))
             if d["idle_ns"] is None or d["loaded_ns"] is None:
-                d.update(value=None, ci_low=None, ci_high=None, verdict=ans.NOT_MEASURED)
+                d = d.updated(value=None, ci=None, verdict=ans.NOT_MEASURED)
             else:
                 e = ans.effect(q, busy["values"], idle["values"], "")
-                d.update(value=e.value, ci_low=e.ci_low, ci_high=e.ci_high, verdict=e.verdict)
+                d = d.updated(value=e.value, ci_low=e.ci_low, ci_high=e.ci_high,
+                              verdict=e.verdict)
             details.append(d)
         ok = [d for d in details if d["value"] is not None]
         if not ok:
@@ -193,15 +195,15 @@ class BandwidthAnswers:
             cyc = [c for p in ps for c in bpc.get(ans.point_key(p), [])]
             lo_ci, hi_ci = stats.bootstrap_ci(values) if values.size >= 3 else (None, None)
             cv = stats.cv_of(values) if values.size else None
-            details.append({
-                "label": f"{kernel} ({pages})", "kernel": kernel, "pages": pages,
-                "value": float(np.median(values)), "unit": "GB/s", "ci_low": lo_ci,
-                "ci_high": hi_ci, "bytes_per_cycle": float(np.median(cyc)) if cyc else None,
-                "best_sustained_gb_per_s": float(np.quantile(values, BEST_QUANTILE)),
-                "first_size": ps[0]["params"]["size_bytes"], "last_size": ps[-1]["params"]["size_bytes"],
-                "points": len(ps), "plateau": how, "cv": cv,
-                "contended": bool(cv is not None and cv > CONTENDED_CV),
-                "evidence": ans.evidence_keys(ps)})
+            details.append(detail(
+                f"{kernel} ({pages})", kernel=kernel, pages=pages,
+                value=float(np.median(values)), unit="GB/s", ci_low=lo_ci,
+                ci_high=hi_ci, bytes_per_cycle=float(np.median(cyc)) if cyc else None,
+                best_sustained_gb_per_s=float(np.quantile(values, BEST_QUANTILE)),
+                first_size=ps[0]["params"]["size_bytes"], last_size=ps[-1]["params"]["size_bytes"],
+                points=len(ps), plateau=how, cv=cv,
+                contended=bool(cv is not None and cv > CONTENDED_CV),
+                evidence=ans.evidence_keys(ps)))
         best = max(range(len(details)), key=lambda i: details[i]["value"])
         d = details[best]
         ps = candidates[best][2]
@@ -229,24 +231,24 @@ class BandwidthAnswers:
             if not lv.knee_size:
                 continue
             cache = _nearest_cache(caches, lv.knee_size)
-            d = {"label": f"knee {format_size(lv.knee_size)}", "value": float(lv.knee_size),
-                 "unit": "bytes", "ci_low": lv.knee_low, "ci_high": lv.knee_high,
-                 "gb_per_s_before": 1.0 / lv.latency_ns if lv.latency_ns else None}
+            d = detail(f"knee {format_size(lv.knee_size)}", value=float(lv.knee_size),
+                       unit="bytes", ci_low=lv.knee_low, ci_high=lv.knee_high,
+                       gb_per_s_before=1.0 / lv.latency_ns if lv.latency_ns else None)
             if cache:
                 matched.add(cache[0])
-                d.update(cache=LEVEL_LABEL.get(cache[0], cache[0]), reported_bytes=cache[1],
-                         verdict="detected")
+                d = d.updated(cache=LEVEL_LABEL.get(cache[0], cache[0]),
+                              reported_bytes=cache[1], verdict="detected")
             else:
-                d.update(cache=None, verdict="not_detected")
+                d = d.updated(cache=None, verdict="not_detected")
             details.append(d)
         reached = [lid for lid, cap in caches if cap * DRAM_FROM <= pts[-1]["params"]["size_bytes"]
                    and cap * INSIDE_ABOVE >= pts[0]["params"]["size_bytes"]]
         for lid in reached:
             if lid not in matched:
                 cap = dict(caches)[lid]
-                details.append({"label": f"{LEVEL_LABEL.get(lid, lid)} {format_size(cap)}",
-                                "value": None, "unit": "bytes", "cache": LEVEL_LABEL.get(lid, lid),
-                                "reported_bytes": cap, "verdict": "not_detected"})
+                details.append(detail(f"{LEVEL_LABEL.get(lid, lid)} {format_size(cap)}",
+                                      value=None, unit="bytes", cache=LEVEL_LABEL.get(lid, lid),
+                                      reported_bytes=cap, verdict="not_detected"))
         if not reached:
             return ans.not_measured(q, "the sweep does not span any reported cache size "
                                        "(from inside it to twice it)")
@@ -276,7 +278,7 @@ class BandwidthAnswers:
         if not pairs:
             return ans.not_measured(q, "needs the read and random kinds at one width")
         width, pages, seq, rnd = sorted(pairs, key=lambda x: (x[1] != "4k", x[0]))[0]
-        details = []
+        details, effects = [], []
         for lid, (lo, hi) in level_windows(caches).items():
             s = [p for p in seq if lo < p["params"]["size_bytes"] <= hi]
             r = [p for p in rnd if lo < p["params"]["size_bytes"] <= hi]
@@ -286,19 +288,18 @@ class BandwidthAnswers:
             if not common:
                 continue
             e = ans.effect(q, ans.pooled_values(s), ans.pooled_values(r), "")
-            details.append({"label": LEVEL_LABEL.get(lid, lid), "level": lid, "value": e.value,
-                            "unit": "ratio", "ci_low": e.ci_low, "ci_high": e.ci_high,
-                            "verdict": e.verdict,
-                            "sequential_gb_per_s": float(np.median(ans.pooled_values(s))),
-                            "random_gb_per_s": float(np.median(ans.pooled_values(r))),
-                            "evidence": ans.evidence_keys(s + r), "_e": e})
+            details.append(detail(LEVEL_LABEL.get(lid, lid), level=lid, value=e.value,
+                                  unit="ratio", ci_low=e.ci_low, ci_high=e.ci_high,
+                                  verdict=e.verdict,
+                                  sequential_gb_per_s=float(np.median(ans.pooled_values(s))),
+                                  random_gb_per_s=float(np.median(ans.pooled_values(r))),
+                                  evidence=ans.evidence_keys(s + r)))
+            effects.append(e)
         if not details:
             return ans.not_measured(q, "no working set inside a cache level or DRAM has both "
                                        "the read and the random kind")
-        head = next((d for d in details if d["level"] == "dram"), details[-1])
-        a = head.pop("_e")
-        for d in details:
-            d.pop("_e", None)
+        i = next((i for i, d in enumerate(details) if d["level"] == "dram"), len(details) - 1)
+        head, a = details[i], effects[i]
         a.details, a.evidence = details, head["evidence"]
         a.because = (f"Reading lines in sequential order is {a.value:.2f}x as fast as in random "
                      f"order in {head['label']} "
@@ -329,10 +330,10 @@ class BandwidthAnswers:
                 rows.append((s, e, p, normal[s]))
         if not rows:
             return ans.not_measured(q, "needs nt_write and a normal write at the same sizes")
-        details = [{"label": f"{format_size(s)}", "size_bytes": s, "value": e.value,
-                    "unit": "ratio", "ci_low": e.ci_low, "ci_high": e.ci_high,
-                    "verdict": e.verdict, "nt_gb_per_s": p["median"],
-                    "normal_gb_per_s": w["median"], "normal_kernel": w["params"]["kernel"]}
+        details = [detail(f"{format_size(s)}", size_bytes=s, value=e.value,
+                          unit="ratio", ci_low=e.ci_low, ci_high=e.ci_high,
+                          verdict=e.verdict, nt_gb_per_s=p["median"],
+                          normal_gb_per_s=w["median"], normal_kernel=w["params"]["kernel"])
                    for s, e, p, w in rows]
         wins = [e.verdict == "detected" and e.value > 1 for _, e, _, _ in rows]
         cross = None
@@ -366,26 +367,25 @@ class BandwidthAnswers:
         normal = next((ps for (k, _, _), ps in curves.items() if k == "write_readback"), None)
         if not (nt and normal):
             return ans.not_measured(q, "needs both write_readback and nt_write_readback")
-        details = []
+        details, effects = [], []
         for lid, (lo, hi) in level_windows(caches).items():
             a_pts = [p for p in nt if lo < p["params"]["size_bytes"] <= hi]
             b_pts = [p for p in normal if lo < p["params"]["size_bytes"] <= hi]
             if not (a_pts and b_pts):
                 continue
             e = ans.effect(q, ans.pooled_values(a_pts), ans.pooled_values(b_pts), "")
-            details.append({"label": LEVEL_LABEL.get(lid, lid), "level": lid, "value": e.value,
-                            "unit": "ratio", "ci_low": e.ci_low, "ci_high": e.ci_high,
-                            "verdict": e.verdict,
-                            "nt_gb_per_s": float(np.median(ans.pooled_values(a_pts))),
-                            "normal_gb_per_s": float(np.median(ans.pooled_values(b_pts))),
-                            "evidence": ans.evidence_keys(a_pts + b_pts), "_e": e})
+            details.append(detail(LEVEL_LABEL.get(lid, lid), level=lid, value=e.value,
+                                  unit="ratio", ci_low=e.ci_low, ci_high=e.ci_high,
+                                  verdict=e.verdict,
+                                  nt_gb_per_s=float(np.median(ans.pooled_values(a_pts))),
+                                  normal_gb_per_s=float(np.median(ans.pooled_values(b_pts))),
+                                  evidence=ans.evidence_keys(a_pts + b_pts)))
+            effects.append(e)
         if not details:
             return ans.not_measured(q, "no working set inside a level has both readback kinds")
-        cached = [d for d in details if d["level"] != "dram"]
-        head = cached[-1] if cached else details[-1]
-        a = head.pop("_e")
-        for d in details:
-            d.pop("_e", None)
+        cached = [i for i, d in enumerate(details) if d["level"] != "dram"]
+        i = cached[-1] if cached else len(details) - 1
+        head, a = details[i], effects[i]
         a.details, a.evidence = details, head["evidence"]
         a.because = (f"write + read back with non-temporal stores runs at {a.value:.2f}x the "
                      f"normal stores' GB/s in {head['label']} ({head['nt_gb_per_s']:.1f} vs "

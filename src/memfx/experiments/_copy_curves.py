@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model import stats
+from ..model.details import detail
 from ..model.findings import DETECTED, NOT_DETECTED
 from ..model.units import format_size
 from ._copy_kernels import STRATEGIES
@@ -447,13 +448,13 @@ def _pair_detail(op, mode, pair):
                          f"{format_size(c['high'])})" for c in cs)
     else:
         text = f"no crossover: {pair['winner']} faster or tied at every size measured"
-    return {"label": f"{pair['a']} vs {pair['b']} ({op}, {mode})", "kind": "crossover",
-            "op": op, "mode": mode, "a": pair["a"], "b": pair["b"],
-            "value": float(first["size"]) if first else None, "unit": "bytes",
-            "ci_low": float(first["low"]) if first else None,
-            "ci_high": float(first["high"]) if first else None,
-            "verdict": DETECTED if cs else NOT_DETECTED, "text": text,
-            "crossings": cs, **({"winner": pair["winner"]} if "winner" in pair else {})}
+    return detail(f"{pair['a']} vs {pair['b']} ({op}, {mode})", kind="crossover",
+                  op=op, mode=mode, a=pair["a"], b=pair["b"],
+                  value=float(first["size"]) if first else None, unit="bytes",
+                  ci_low=float(first["low"]) if first else None,
+                  ci_high=float(first["high"]) if first else None,
+                  verdict=DETECTED if cs else NOT_DETECTED, text=text,
+                  crossings=cs, **({"winner": pair["winner"]} if "winner" in pair else {}))
 
 
 def _ranges_text(ranges):

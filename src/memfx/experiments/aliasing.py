@@ -41,6 +41,7 @@ import numpy as np
 
 from ..model import stats
 from ..model.answers import LOWER, Answer, Question, measured, not_measured
+from ..model.details import detail
 from ..model.errors import MemfxError, ParamError
 from ..model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, threshold
 from ..model.plotspec import Mark, PlotSpec
@@ -354,13 +355,13 @@ class Aliasing(Experiment):
         for c in usable:
             r = stats.ratio_of_medians(c["misaligned"], c["aligned"])
             enough = min(r["n_a"], r["n_b"]) >= threshold("min_ci_samples")
-            details.append({"label": f"{_what(c['arm'])}, {format_size(c['size'])}, {c['mode']}",
-                            "value": r["ratio"], "unit": "x",
-                            "ci_low": r["ci_low"] if enough else None,
-                            "ci_high": r["ci_high"] if enough else None,
-                            "kernel": c["arm"], "size_bytes": c["size"], "mode": c["mode"],
-                            "misaligned_cells": r["n_a"], "aligned_cells": r["n_b"],
-                            "points": c["control_points"]})
+            details.append(detail(f"{_what(c['arm'])}, {format_size(c['size'])}, {c['mode']}",
+                                  value=r["ratio"], unit="x",
+                                  ci_low=r["ci_low"] if enough else None,
+                                  ci_high=r["ci_high"] if enough else None,
+                                  kernel=c["arm"], size_bytes=c["size"], mode=c["mode"],
+                                  misaligned_cells=r["n_a"], aligned_cells=r["n_b"],
+                                  points=c["control_points"]))
         per = [d["value"] for d in details]
         ans = measured(q, per, "", details=details,
                        evidence=[k for c in usable for k in c["control_points"]],
@@ -467,19 +468,19 @@ def combo_result(arm, size, mode, ratios, pts, ctl):
         label = (f"no band; lone slow offsets {', '.join(f'{signed(o):+d}' for o in isolated[:6])}"
                  if isolated else f"no band (worst {signed(worst):+d}: x{value:.2f})")
     offs = sorted({o for b in bands for o in b["offsets"]} | {worst})
-    detail = {"label": f"{_what(arm)}, {format_size(size)}, {mode}: {label}", "value": value,
-              "unit": "x", "ci_low": lo, "ci_high": hi, "verdict": verdict, "kernel": arm,
-              "size_bytes": size, "mode": mode, "bands": bands,
-              "isolated_offsets": {str(o): ratios[o][0] for o in isolated},
-              "worst_offset": worst, "worst_signed": signed(worst),
-              "worst_ratio": ratios[worst][0], "offsets_tested": len(ratios),
-              "penalty_min": PENALTY_MIN,
-              "control": f"same strategy, same cell, dst at {CONTROL_BASE} + offset mod 64",
-              "points": evidence_keys([pts[o] for o in offs] + [ctl[o] for o in offs])}
+    det = detail(f"{_what(arm)}, {format_size(size)}, {mode}: {label}", value=value,
+                 unit="x", ci_low=lo, ci_high=hi, verdict=verdict, kernel=arm,
+                 size_bytes=size, mode=mode, bands=bands,
+                 isolated_offsets={str(o): ratios[o][0] for o in isolated},
+                 worst_offset=worst, worst_signed=signed(worst),
+                 worst_ratio=ratios[worst][0], offsets_tested=len(ratios),
+                 penalty_min=PENALTY_MIN,
+                 control=f"same strategy, same cell, dst at {CONTROL_BASE} + offset mod 64",
+                 points=evidence_keys([pts[o] for o in offs] + [ctl[o] for o in offs]))
     return {"arm": arm, "size": size, "mode": mode, "verdict": verdict, "value": value,
             "ci_low": lo, "ci_high": hi, "where": where, "worst_offset": worst,
             "worst_ratio": ratios[worst][0], "worst_ci": (ratios[worst][1], ratios[worst][2]),
             "misaligned": misaligned if aligned else [], "aligned": aligned,
             "control_points": evidence_keys([c for o, c in sorted(ctl.items())
                                              if o % 64 == 0 or o in (1, 63)][:8]),
-            "detail": detail}
+            "detail": det}

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..model import answers as ans
 from ..model.answers import Question
+from ..model.details import detail
 from ..model.errors import ParamError
 from ..model.machine_view import Fingerprint, level_name
 from ..model.plotspec import PlotSpec
@@ -240,12 +241,12 @@ class Assoc(Experiment):
             threshold = math.sqrt(lat[lo] * lat[hi])
             ways, way_size, sets, caps = ways_and_sets(curves, threshold, line)
             sysfs = Fingerprint.of(data.machine).cache(level)
-            details = [{"label": f"stride {format_size(s)}", "stride_bytes": s,
-                        "value": c, "unit": "lines", "ci_low": None, "ci_high": None,
-                        "crossed": sat} for s, (c, sat) in caps.items()]
-            details.append({"label": "threshold", "value": threshold, "unit": "ns",
-                            "ci_low": None, "ci_high": None, f"{lo}_ns": lat[lo],
-                            f"{hi}_ns": lat[hi]})
+            details = [detail(f"stride {format_size(s)}", stride_bytes=s,
+                              value=c, unit="lines", ci=None,
+                              crossed=sat) for s, (c, sat) in caps.items()]
+            details.append(detail("threshold", value=threshold, unit="ns",
+                                  ci=None, **{f"{lo}_ns": lat[lo]},
+                                  **{f"{hi}_ns": lat[hi]}))
             name = level_name(level)
             if ways is None:
                 reason = (f"no stride's chase of up to {max(max(c[0]) for c in curves.values())} "
@@ -270,8 +271,8 @@ class Assoc(Experiment):
                 f"says {rep_w if rep_w else 'nothing'}" + hp,
                 value=float(ways), evidence=ans.evidence_keys(
                     [p for p in pts if p["params"]["stride_bytes"] == way_size]),
-                details=details + [{"label": "sysfs ways_of_associativity", "value": rep_w,
-                                    "unit": "ways", "ci_low": None, "ci_high": None}],
+                details=details + [detail("sysfs ways_of_associativity", value=rep_w,
+                                          unit="ways", ci=None)],
                 estimator="capacity at the way-size stride: the line count before two "
                           "consecutive points above the latency midpoint"))
             rep_s = sysfs.sets if sysfs else None
@@ -288,8 +289,8 @@ class Assoc(Experiment):
                 f"{sets} sets of {line} B lines; sysfs says {rep_s if rep_s else 'nothing'}" + hp,
                 value=float(sets), evidence=ans.evidence_keys(
                     [p for p in pts if p["params"]["stride_bytes"] in (way_size, way_size // 2)]),
-                details=details + [{"label": "sysfs number_of_sets", "value": rep_s,
-                                    "unit": "sets", "ci_low": None, "ci_high": None}],
+                details=details + [detail("sysfs number_of_sets", value=rep_s,
+                                          unit="sets", ci=None)],
                 estimator="way size (smallest stride whose capacity equals the ways) / line"))
         return out
 
@@ -306,9 +307,9 @@ class Assoc(Experiment):
 
         def per(p):
             return p["median"] / n
-        e.details = [{"label": f"ld = {p['params']['ld']}", "ld": p["params"]["ld"],
-                      "value": per(p), "unit": "ns per element", "ci_low": p["ci_low"] / n,
-                      "ci_high": p["ci_high"] / n} for p in (a, b)]
+        e.details = [detail(f"ld = {p['params']['ld']}", ld=p["params"]["ld"],
+                            value=per(p), unit="ns per element", ci_low=p["ci_low"] / n,
+                            ci_high=p["ci_high"] / n) for p in (a, b)]
         verdict = ("a power-of-two leading dimension is slower: pad the rows"
                    if e.verdict == "detected" and e.value > 1 else
                    "no slowdown to speak of here" if e.verdict != "detected" else

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from ..model import answers as ans
 from ..model.answers import LOWER, Question
+from ..model.details import detail
 from ..model.errors import MemfxError
 from ..model.findings import DETECTED, NOT_DETECTED
 from ..model.plotspec import PlotSpec
@@ -188,16 +189,15 @@ class Atomics(Experiment):
         most = max((t for _, t in by), default=0)
         details = []
         for (op, t), p in sorted(by.items(), key=lambda kv: (kv[0][1], OPS.index(kv[0][0]))):
-            d = {"label": f"{op} x{t}", "op": op, "threads": t, "value": p["median"],
-                 "unit": "ns", "ci_low": p["ci_low"], "ci_high": p["ci_high"],
-                 "ns_per_op_all_threads": p["median"] / t, "concurrent_share": share[(op, t)],
-                 "point": ans.point_key(p)}
+            d = detail(f"{op} x{t}", op=op, threads=t, value=p["median"],
+                       unit="ns", ci_low=p["ci_low"], ci_high=p["ci_high"],
+                       ns_per_op_all_threads=p["median"] / t, concurrent_share=share[(op, t)],
+                       point=ans.point_key(p))
             c = p.get("counters") or {}
-            for key in ("cas_retries_per_op", "lost_share", "writer_stores"):
-                if key in c:
-                    d[key] = c[key]
+            d = d.updated(**{key: c[key] for key in ("cas_retries_per_op", "lost_share",
+                                                     "writer_stores") if key in c})
             if t > 1 and share[(op, t)] < CONCURRENT_SHARE_MIN:
-                d["verdict"] = "inconclusive"
+                d = d.updated(verdict="inconclusive")
             details.append(d)
         out = [self._single(by, details)]
         if most < 2:
@@ -254,11 +254,11 @@ class Atomics(Experiment):
             if c and x:
                 r = ans.effect(q, concurrent_values(data, c),
                                concurrent_values(data, x), "")
-                rows.append({"label": f"cas / fetch_add x{t}", "threads": t, "value": r.value,
-                             "unit": "ratio", "ci_low": r.ci_low, "ci_high": r.ci_high,
-                             "verdict": r.verdict,
-                             "cas_retries_per_op": (c.get("counters") or {}).get(
-                                 "cas_retries_per_op")})
+                rows.append(detail(f"cas / fetch_add x{t}", threads=t, value=r.value,
+                                   unit="ratio", ci_low=r.ci_low, ci_high=r.ci_high,
+                                   verdict=r.verdict,
+                                   cas_retries_per_op=(c.get("counters") or {}).get(
+                                       "cas_retries_per_op")))
         at_most = sorted((d for d in details if d["threads"] == most), key=lambda d: d["value"])
         e.details = rows + at_most
         if min(share[("cas", most)], share[("fetch_add", most)]) < CONCURRENT_SHARE_MIN:

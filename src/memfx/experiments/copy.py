@@ -71,6 +71,7 @@ import numpy as np
 
 from ..model import answers as ans
 from ..model.answers import Question
+from ..model.details import detail
 from ..model.errors import MemfxError, ParamError
 from ..model.findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, threshold
 from ..model.machine_view import Fingerprint
@@ -273,17 +274,17 @@ def answer_step(op, points, small_max, flags, seed=0):
             continue
         st = find_step(values, small_max, seed=seed)
         if st is None:
-            d = {"label": f"{arm} ({mode})", "mode": mode, "value": None, "unit": "bytes",
-                 "ci_low": None, "ci_high": None, "verdict": NOT_DETECTED,
-                 "sizes": len(small)}
+            d = detail(f"{arm} ({mode})", mode=mode, value=None, unit="bytes",
+                       ci=None, verdict=NOT_DETECTED,
+                       sizes=len(small))
         else:
             sure = st.ci_low > 1 + threshold("effect_min")
-            d = {"label": f"{arm} ({mode})", "mode": mode, "value": float(st.high),
-                 "unit": "bytes", "ci_low": float(st.low + 1), "ci_high": float(st.high),
-                 "verdict": DETECTED if sure else INCONCLUSIVE, "fast_up_to": st.low,
-                 "slow_from": st.high, "before_ns": st.before_ns, "after_ns": st.after_ns,
-                 "ratio": st.ratio, "ratio_ci": [st.ci_low, st.ci_high],
-                 "local_ratio": st.local_ratio}
+            d = detail(f"{arm} ({mode})", mode=mode, value=float(st.high),
+                       unit="bytes", ci_low=float(st.low + 1), ci_high=float(st.high),
+                       verdict=DETECTED if sure else INCONCLUSIVE, fast_up_to=st.low,
+                       slow_from=st.high, before_ns=st.before_ns, after_ns=st.after_ns,
+                       ratio=st.ratio, ratio_ci=[st.ci_low, st.ci_high],
+                       local_ratio=st.local_ratio)
         details.append(d)
         if main is None:
             main = (mode, st, d)
@@ -316,11 +317,11 @@ def answer_best(op, points, pair_details):
         if not ranges:
             continue
         base = best_ranges({k: c for k, c in curves.items() if k in BASELINE}, SIMPLICITY[op])
-        details.append({"label": f"{op} ranges ({mode})", "kind": "ranges", "op": op,
-                        "mode": mode, "value": float(len(ranges)), "unit": "ranges",
-                        "ci_low": None, "ci_high": None, "ranges": ranges,
-                        "baseline_ranges": base, "text": _ranges_text(ranges),
-                        "strategies": sorted(curves), "ties": ties_by_size(curves)})
+        details.append(detail(f"{op} ranges ({mode})", kind="ranges", op=op,
+                              mode=mode, value=float(len(ranges)), unit="ranges",
+                              ci=None, ranges=ranges,
+                              baseline_ranges=base, text=_ranges_text(ranges),
+                              strategies=sorted(curves), ties=ties_by_size(curves)))
         if main is None:
             main = (mode, ranges)
     if main is None:
@@ -347,18 +348,18 @@ def _envelope_answer(q, op, points, challenger, others, other_name, pair_details
         into = [c for c in found if c.faster_above == challenger]
         common = sorted(set(env) & set(curves[challenger]))
         signs = [_sign(curves[challenger][s], env[s], CLEAR_WIN) for s in common]
-        d = {"label": f"{challenger} vs {other_name} ({op}, {mode})", "kind": "envelope",
-             "op": op, "mode": mode, "unit": "bytes",
-             "value": float(into[-1].size) if into else None,
-             "ci_low": float(into[-1].low) if into else None,
-             "ci_high": float(into[-1].high) if into else None,
-             "verdict": DETECTED if into else NOT_DETECTED,
-             "crossings": [dict(crossing_dict(c), envelope_below=who.get(c.low),
-                                envelope_above=who.get(c.high)) for c in found],
-             "challenger_wins_at": sum(s > 0 for s in signs),
-             "challenger_wins_sizes": [x for x, g in zip(common, signs) if g > 0],
-             "envelope_wins_at": sum(s < 0 for s in signs), "sizes": len(common),
-             "largest_size": common[-1]}
+        d = detail(f"{challenger} vs {other_name} ({op}, {mode})", kind="envelope",
+                   op=op, mode=mode, unit="bytes",
+                   value=float(into[-1].size) if into else None,
+                   ci_low=float(into[-1].low) if into else None,
+                   ci_high=float(into[-1].high) if into else None,
+                   verdict=DETECTED if into else NOT_DETECTED,
+                   crossings=[dict(crossing_dict(c), envelope_below=who.get(c.low),
+                                   envelope_above=who.get(c.high)) for c in found],
+                   challenger_wins_at=sum(s > 0 for s in signs),
+                   challenger_wins_sizes=[x for x, g in zip(common, signs) if g > 0],
+                   envelope_wins_at=sum(s < 0 for s in signs), sizes=len(common),
+                   largest_size=common[-1])
         details.append(d)
         if main is None:
             main = (mode, curves, env, who, found, into, d)
@@ -416,7 +417,8 @@ def answer_peak(op, points, traffic, seed=0):
             continue
         rd, wr = tr(s)
         gbps = (rd + wr) / float(p["median"])
-        e = per.setdefault(arm, {"label": f"{arm} ({op})", "value": 0.0, "unit": "GB/s",
+        # a row accumulated per arm, made a detail once every size is in
+        e = per.setdefault(arm, {"value": 0.0, "unit": "GB/s",
                                  "ci_low": None, "ci_high": None, "at_size": None,
                                  "read_bytes_per_byte": rd / s, "write_bytes_per_byte": wr / s,
                                  "largest_size": 0, "largest_size_gbps": None,
@@ -442,7 +444,8 @@ def answer_peak(op, points, traffic, seed=0):
     because = (f"{shown:.1f} GB/s: {p['arm']} at {format_size(s)}, throughput mode "
                f"({what} byte(s) per byte {'copied' if op == 'copy' else 'set'}, as its kernel "
                f"row declares)")
-    details = sorted(per.values(), key=lambda e: -e["value"])
+    details = [detail(f"{arm} ({op})", **e)
+               for arm, e in sorted(per.items(), key=lambda kv: -kv[1]["value"])]
     return ans.measured(q, samples, because, value=gbps if not samples else None,
                         evidence=[ans.point_key(p)], details=details, seed=seed,
                         estimator="median GB/s of the fastest point's samples")
@@ -473,11 +476,11 @@ def answer_libc(op, points, pair_details):
                 runs[-1]["best"].add(b)
             else:
                 runs.append({"min_size": s, "max_size": s, "worst": r, "best": {b}})
-        details = [{"label": f"libc slower {format_size(r['min_size'])}–"
-                             f"{format_size(r['max_size'])} ({mode})", "kind": "range",
-                    "mode": mode, "value": r["worst"], "unit": "ratio", "ci_low": None,
-                    "ci_high": None, "min_size": r["min_size"], "max_size": r["max_size"],
-                    "faster": sorted(r["best"])} for r in runs]
+        details = [detail(f"libc slower {format_size(r['min_size'])}–"
+                          f"{format_size(r['max_size'])} ({mode})", kind="range",
+                          mode=mode, value=r["worst"], unit="ratio", ci=None,
+                          min_size=r["min_size"], max_size=r["max_size"],
+                          faster=sorted(r["best"])) for r in runs]
         g = math.exp(sum(logs) / len(logs))
         if runs:
             where = "; ".join(f"{format_size(r['min_size'])}–{format_size(r['max_size'])} "
@@ -508,7 +511,7 @@ def analyze_points(points, machine, params, traffic=row_traffic, seed=0):
         for mode in modes_of(points, op):
             for pair in pair_crossovers(point_curves(points, op, mode), op):
                 owned[_pair_owner(op, pair["a"], pair["b"])].append(
-                    dict(_pair_detail(op, mode, pair), flags=flags))
+                    _pair_detail(op, mode, pair).updated(flags=flags))
         rep = STRATEGIES[op][0]
         out.append(answer_step(op, points, small_max, flags, seed=seed))
         out.append(answer_best(op, points, owned["best"]))

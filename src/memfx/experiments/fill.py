@@ -58,6 +58,7 @@ import numpy as np
 
 from ..model import answers as ans
 from ..model.answers import HIGHER, Question
+from ..model.details import detail
 from ..model.errors import MemfxError, ParamError
 from ..model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
 from ..model.machine_view import Fingerprint
@@ -351,18 +352,18 @@ def _unreached(data, fp, table):
                 why = f"needs {isa}, or no zero/non-zero pair of samples survived"
             else:
                 why = "no zero/non-zero pair of samples survived"
-            out.append({"label": kernel_label(k), "kernel": k, "family": FAMILIES[k],
-                        "level": None, "value": None, "unit": "ratio", "ci_low": None,
-                        "ci_high": None, "verdict": ans.NOT_MEASURED, "reason": why})
+            out.append(detail(kernel_label(k), kernel=k, family=FAMILIES[k],
+                              level=None, value=None, unit="ratio", ci=None,
+                              verdict=ans.NOT_MEASURED, reason=why))
     for k in measured:
         for lv in fill_levels(fp):
             if (k, lv) not in done:
-                out.append({"label": f"{kernel_label(k)} {lv}", "kernel": k,
-                            "family": FAMILIES.get(k, k), "level": lv, "value": None,
-                            "unit": "ratio", "ci_low": None, "ci_high": None,
-                            "verdict": ans.NOT_MEASURED,
-                            "reason": f"the sweep did not reach {lv} (largest region "
-                                      f"{format_size(largest)})" if largest else "no sizes"})
+                out.append(detail(f"{kernel_label(k)} {lv}", kernel=k,
+                                  family=FAMILIES.get(k, k), level=lv, value=None,
+                                  unit="ratio", ci=None,
+                                  verdict=ans.NOT_MEASURED,
+                                  reason=f"the sweep did not reach {lv} (largest region "
+                                         f"{format_size(largest)})" if largest else "no sizes"))
     return out
 
 
@@ -641,12 +642,12 @@ class Fill(Experiment):
             keys = [ans.point_key(p) for (k, s, a), p in by.items()
                     if k == r["kernel"] and a in (r["zero_arm"], r["nonzero_arm"])
                     and fill_level(fp, s) == r["level"]]
-            details.append({"label": f"{kernel_label(r['kernel'])} {r['level']}", "value": r["ratio"],
-                            "unit": "ratio", "ci_low": r["ci_low"], "ci_high": r["ci_high"],
-                            "verdict": _row_verdict(r), "kernel": r["kernel"], "family": r["family"],
-                            "level": r["level"], "n": r["n"], "sizes": r["sizes"],
-                            "gbps_zero": r["gbps_zero"], "gbps_nonzero": r["gbps_nonzero"],
-                            "nonzero_arm": r["nonzero_arm"], "points": keys})
+            details.append(detail(f"{kernel_label(r['kernel'])} {r['level']}", value=r["ratio"],
+                                  unit="ratio", ci_low=r["ci_low"], ci_high=r["ci_high"],
+                                  verdict=_row_verdict(r), kernel=r["kernel"], family=r["family"],
+                                  level=r["level"], n=r["n"], sizes=r["sizes"],
+                                  gbps_zero=r["gbps_zero"], gbps_nonzero=r["gbps_nonzero"],
+                                  nonzero_arm=r["nonzero_arm"], points=keys))
         details += _unreached(data, fp, table)
         measured_rows = [d for d in details if d["verdict"] != ans.NOT_MEASURED]
         faster = [d for d in measured_rows if d["verdict"] == DETECTED and d["value"] > 1]
@@ -710,11 +711,11 @@ class Fill(Experiment):
         if not rows:
             return ans.not_measured(q, f"needs the value arm {' or '.join(a_arms)} and "
                                        f"{' or '.join(b_arms)} (--set values=...)")
-        details = [{"label": f"{r['a_arm']}/{r['b_arm']} {r['kernel']} {r['level']}",
-                    "value": r["ratio"], "unit": "ratio", "ci_low": r["ci_low"],
-                    "ci_high": r["ci_high"], "verdict": _row_verdict(r), "kernel": r["kernel"],
-                    "level": r["level"], "arms": [r["a_arm"], r["b_arm"]], "n": r["n"],
-                    "sizes": r["sizes"]} for r in rows]
+        details = [detail(f"{r['a_arm']}/{r['b_arm']} {r['kernel']} {r['level']}",
+                          value=r["ratio"], unit="ratio", ci_low=r["ci_low"],
+                          ci_high=r["ci_high"], verdict=_row_verdict(r), kernel=r["kernel"],
+                          level=r["level"], arms=[r["a_arm"], r["b_arm"]], n=r["n"],
+                          sizes=r["sizes"]) for r in rows]
         differs = [d for d in details if d["verdict"] == DETECTED]
         if differs:
             verdict = DETECTED
@@ -748,10 +749,10 @@ class Fill(Experiment):
                 ps = [p for p in mine if p["params"]["kernel"] == k
                       and fill_level(fp, p["params"]["size_bytes"]) == lv]
                 if ps:
-                    details.append({"label": f"{k} {lv}", "kernel": k, "level": lv,
-                                    "value": float(np.median([p["median"] for p in ps])),
-                                    "unit": "GB/s", "sizes": len(ps), "arm": arm,
-                                    "points": ans.evidence_keys(ps)})
+                    details.append(detail(f"{k} {lv}", kernel=k, level=lv,
+                                          value=float(np.median([p["median"] for p in ps])),
+                                          unit="GB/s", sizes=len(ps), arm=arm,
+                                          points=ans.evidence_keys(ps)))
         largest = max(p["params"]["size_bytes"] for p in mine)
         at = [p for p in mine if p["params"]["size_bytes"] == largest]
         best = max(at, key=lambda p: p["median"])
@@ -789,9 +790,9 @@ class Fill(Experiment):
                 why = "the L2_LINES_OUT events could not be opened"
             return ans.not_measured(q, f"L2_LINES_OUT.SILENT / NON_SILENT cannot be counted here: "
                                        f"{why}; the store-elimination verdict rests on timing alone")
-        details = [{"label": f"{lv} {arm}", "level": lv, "arm": arm,
-                    "value": float(np.median(d["silent"])), "unit": "silent evictions/line",
-                    "non_silent_per_line": float(np.median(d["non_silent"]))}
+        details = [detail(f"{lv} {arm}", level=lv, arm=arm,
+                          value=float(np.median(d["silent"])), unit="silent evictions/line",
+                          non_silent_per_line=float(np.median(d["non_silent"])))
                    for (lv, arm), d in sorted(per.items())]
         beyond = [lv for lv in fill_levels(fp) if lv not in ("L1d", "L1", "L2")]
         shares = [si / (si + ns) for (lv, arm), d in per.items() if arm == "zero" and lv in beyond

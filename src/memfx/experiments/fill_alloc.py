@@ -13,6 +13,7 @@ import numpy as np
 
 from ..model import answers as ans
 from ..model.answers import LOWER, Question
+from ..model.details import detail
 from ..model.errors import MemfxError, ParamError
 from ..model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
 from ..model.plotspec import PlotSpec
@@ -219,9 +220,10 @@ class FillAlloc(Experiment):
                              "planned only where the kernel accepts it (Linux 5.14+)")
             else:
                 unit_bytes = THP_BYTES if floor else 4096
-                for d in a.details:     # the times per page beside the ratio
-                    for arm in (slow, fast):
-                        d[f"ns_per_page_{arm}"] = d[f"ns_{arm}"] / (d["size_bytes"] / unit_bytes)
+                # the times per page beside the ratio
+                a.details = [d.updated(**{f"ns_per_page_{arm}": d[f"ns_{arm}"]
+                                          / (d["size_bytes"] / unit_bytes) for arm in (slow, fast)})
+                             for d in a.details]
             out.append(a)
         out.append(self._munmap(by, "munmap_per_page", "munmap", 4096, "4 KiB page"))
         out.append(self._munmap(by, "munmap_per_thp", "munmap_thp", THP_BYTES, "2 MiB page"))
@@ -238,9 +240,9 @@ class FillAlloc(Experiment):
         for s in sizes:
             per = np.asarray(by[(arm, "fresh", s)]["values"], float) / (s / page)
             one = ans.measured(q, per, "")
-            details.append({"label": f"{format_size(s)}", "size_bytes": s, "value": one.value,
-                            "unit": "ns", "ci_low": one.ci_low, "ci_high": one.ci_high,
-                            "pages": s // page, "point": ans.point_key(by[(arm, "fresh", s)])})
+            details.append(detail(f"{format_size(s)}", size_bytes=s, value=one.value,
+                                  unit="ns", ci_low=one.ci_low, ci_high=one.ci_high,
+                                  pages=s // page, point=ans.point_key(by[(arm, "fresh", s)])))
         big = sizes[-1]
         per = np.asarray(by[(arm, "fresh", big)]["values"], float) / (big / page)
         a = ans.measured(q, per, "", evidence=[d["point"] for d in details], details=details,
@@ -270,14 +272,15 @@ class FillAlloc(Experiment):
             rs = level_ratio([(a, b)])
             if rs is None:
                 continue
-            details.append({"label": f"{format_size(s)}", "size_bytes": s, "value": rs["ratio"],
-                            "verdict": effect_verdict(rs["ratio"], rs["ci_low"], rs["ci_high"],
-                                                      rs["n_a"], rs["n_b"]),
-                            "unit": "ratio", "ci_low": rs["ci_low"], "ci_high": rs["ci_high"],
-                            f"ns_{slow}": float(np.median(a)), f"ns_{fast}": float(np.median(b)),
-                            "in_value": s >= floor,
-                            "points": [ans.point_key(by[(slow, mem, s)]),
-                                       ans.point_key(by[(fast, mem, s)])]})
+            details.append(detail(f"{format_size(s)}", size_bytes=s, value=rs["ratio"],
+                                  verdict=effect_verdict(rs["ratio"], rs["ci_low"], rs["ci_high"],
+                                                         rs["n_a"], rs["n_b"]),
+                                  unit="ratio", ci_low=rs["ci_low"], ci_high=rs["ci_high"],
+                                  **{f"ns_{slow}": float(np.median(a)),
+                                     f"ns_{fast}": float(np.median(b))},
+                                  in_value=s >= floor,
+                                  points=[ans.point_key(by[(slow, mem, s)]),
+                                          ans.point_key(by[(fast, mem, s)])]))
         verdict = effect_verdict(r["ratio"], r["ci_low"], r["ci_high"], r["n_a"], r["n_b"])
         word = {DETECTED: f"{fast} is {r['ratio']:.2f}x as fast" if r["ratio"] >= 1
                 else f"{fast} is slower ({r['ratio']:.2f}x)",
@@ -311,15 +314,15 @@ class FillAlloc(Experiment):
             if big:
                 per = np.asarray(by[(arm, "fresh", big)]["values"], float) / (big / page)
                 fs = faults.get((arm, "fresh"))
-                details.append({"label": f"{arm} {format_size(big)}", "arm": arm,
-                                "size_bytes": big, "value": float(np.median(per)), "unit": "ns",
-                                "faults_per_page": float(np.median(fs)) if fs else None,
-                                "point": ans.point_key(by[(arm, "fresh", big)])})
+                details.append(detail(f"{arm} {format_size(big)}", arm=arm,
+                                      size_bytes=big, value=float(np.median(per)), unit="ns",
+                                      faults_per_page=float(np.median(fs)) if fs else None,
+                                      point=ans.point_key(by[(arm, "fresh", big)])))
         for (arm, mem), fs in sorted(faults.items()):
             if arm not in FRESH_ONLY:
-                details.append({"label": f"{arm} {mem} page faults", "arm": arm, "memory": mem,
-                                "value": float(np.median(fs)), "unit": "faults/page",
-                                "min": float(np.min(fs)), "max": float(np.max(fs))})
+                details.append(detail(f"{arm} {mem} page faults", arm=arm, memory=mem,
+                                      value=float(np.median(fs)), unit="faults/page",
+                                      min=float(np.min(fs)), max=float(np.max(fs))))
         big = max((s for a, m, s in by if a == "mmap" and m == "fresh"), default=None)
         if big is None:
             return ans.not_measured(q, "the sweep did not measure mmap first touch on fresh memory")

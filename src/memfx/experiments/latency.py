@@ -44,6 +44,7 @@ from ..model.answers import (
     point_key,
     pooled_values,
 )
+from ..model.details import detail
 from ..model.errors import ParamError
 from ..model.findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED
 from ..model.machine_view import Fingerprint
@@ -460,8 +461,8 @@ class Latency(Experiment):
                         f"{format_size(later.first_size)}, below the {format_size(cap)} sysfs reports")
         details = [plateau_detail(levels[i], level_points(pts, levels[i])) for i in mine]
         if cycles:
-            details.append({"label": "est. core cycles", "value": cycles, "unit": "cycles",
-                            "ci_low": None, "ci_high": None})
+            details.append(detail("est. core cycles", value=cycles, unit="cycles",
+                                  ci=None))
         answer_lat = measured(q_lat, pooled, because, evidence=evidence_keys(used),
                               details=details, estimator=ESTIMATOR)
         return [answer_lat, self._capacity_answer(q_cap, label, cap, pts, levels, knees, owner,
@@ -474,9 +475,9 @@ class Latency(Experiment):
         if not candidates:
             return not_measured(q, f"the sweep ended at {format_size(size_of(pts[-1]))}, still on "
                                    f"the {label} plateau: its end was not measured")
-        details = [dict(k["detail"]) for k in candidates]
-        details.append({"label": "size the OS reports (sysfs)", "value": cap, "unit": "bytes",
-                        "ci_low": None, "ci_high": None})
+        details = [k["detail"] for k in candidates]
+        details.append(detail("size the OS reports (sysfs)", value=cap, unit="bytes",
+                              ci=None))
         not_tlb = [k for k in candidates if k["kind"] != "tlb"]
         if not not_tlb:
             return Answer(q.id, INCONCLUSIVE,
@@ -542,7 +543,7 @@ class Latency(Experiment):
             return not_measured(q, "no 4 KiB-page curve was measured to compare with huge pages")
         if not knees:
             return not_measured(q, "the 4 KiB curve shows no step between plateaus to attribute")
-        details = [dict(k["detail"]) for k in knees]
+        details = [k["detail"] for k in knees]
         tlb = [k for k in knees if k["kind"] == "tlb"]
         unknown = [k for k in knees if k["kind"] == "unknown"]
         listed = ", ".join(format_size(k["size"]) for k in unknown)
@@ -779,14 +780,14 @@ def describe_knee(level, nxt, pts, huge, caches, pages):
     else:
         kind = "unknown"
     evidence = evidence_keys([p for p in pts if low <= size_of(p) <= high])
-    detail = {"label": f"knee at {format_size(level.knee_size)}", "value": level.knee_size,
-              "unit": "bytes", "ci_low": low, "ci_high": high, "verdict": kind,
-              "before_ns": level.latency_ns, "after_ns": nxt.latency_ns,
-              "step_4k": (after / before) if before and after else None,
-              "step_huge_pages": huge_step, "matches_cache": cache, "points": evidence}
+    det = detail(f"knee at {format_size(level.knee_size)}", value=level.knee_size,
+                 unit="bytes", ci_low=low, ci_high=high, verdict=kind,
+                 before_ns=level.latency_ns, after_ns=nxt.latency_ns,
+                 step_4k=(after / before) if before and after else None,
+                 step_huge_pages=huge_step, matches_cache=cache, points=evidence)
     return {"size": level.knee_size, "low": low, "high": high, "kind": kind, "cache": cache,
             "huge": huge_verdict, "huge_step": huge_step, "before_ns": level.latency_ns,
-            "after_ns": nxt.latency_ns, "pages": pages, "evidence": evidence, "detail": detail}
+            "after_ns": nxt.latency_ns, "pages": pages, "evidence": evidence, "detail": det}
 
 
 def plateau_detail(level, points):
@@ -794,16 +795,16 @@ def plateau_detail(level, points):
     lo = hi = None
     if pooled.size >= MIN_POINT_SAMPLES:
         lo, hi = stats.bootstrap_ci(pooled)
-    return {"label": f"plateau {format_size(level.first_size)}-{format_size(level.last_size)}",
-            "value": float(np.median(pooled)), "unit": "ns", "ci_low": lo, "ci_high": hi,
-            "first_size": level.first_size, "last_size": level.last_size,
-            "sizes": len(points), "spread": level.spread, "cycles_est": median_cycles(points),
-            "points": evidence_keys(points)}
+    return detail(f"plateau {format_size(level.first_size)}-{format_size(level.last_size)}",
+                  value=float(np.median(pooled)), unit="ns", ci_low=lo, ci_high=hi,
+                  first_size=level.first_size, last_size=level.last_size,
+                  sizes=len(points), spread=level.spread, cycles_est=median_cycles(points),
+                  points=evidence_keys(points))
 
 
 def point_detail(point, label):
     vals = np.asarray(point["values"], float)
     lo, hi = stats.bootstrap_ci(vals) if vals.size >= MIN_POINT_SAMPLES else (None, None)
-    return {"label": label, "value": point_ns(point), "unit": "ns", "ci_low": lo, "ci_high": hi,
-            "n": int(vals.size), "cycles_est": point.get("cycles_est"),
-            "points": [point_key(point)]}
+    return detail(label, value=point_ns(point), unit="ns", ci_low=lo, ci_high=hi,
+                  n=int(vals.size), cycles_est=point.get("cycles_est"),
+                  points=[point_key(point)])

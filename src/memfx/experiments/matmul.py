@@ -44,6 +44,7 @@ import numpy as np
 from ..model import answers as ans
 from ..model import stats
 from ..model.answers import Question
+from ..model.details import detail
 from ..model.errors import ParamError
 from ..model.findings import threshold
 from ..model.machine_view import Fingerprint
@@ -372,13 +373,13 @@ class Matmul(Experiment):
                     continue
                 r = stats.ratio_of_medians(by[(arm, n)]["values"], by[(base, n)]["values"],
                                            confidence=threshold("ci_level"))
-                table.append({"label": f"{arm} n={n}", "arm": arm, "init_n": n,
-                              "value": r["ratio"], "unit": "ratio vs init_row",
-                              "ci_low": r["ci_low"], "ci_high": r["ci_high"],
-                              "ms_per_matrix": by[(arm, n)]["median"] * init_bands(n) / 1e6,
-                              "drepper_s": DREPPER_INIT_S[arm],
-                              "drepper_ratio": DREPPER_INIT_S[arm] / DREPPER_INIT_S[base],
-                              "point": ans.point_key(by[(arm, n)])})
+                table.append(detail(f"{arm} n={n}", arm=arm, init_n=n,
+                                    value=r["ratio"], unit="ratio vs init_row",
+                                    ci_low=r["ci_low"], ci_high=r["ci_high"],
+                                    ms_per_matrix=by[(arm, n)]["median"] * init_bands(n) / 1e6,
+                                    drepper_s=DREPPER_INIT_S[arm],
+                                    drepper_ratio=DREPPER_INIT_S[arm] / DREPPER_INIT_S[base],
+                                    point=ans.point_key(by[(arm, n)])))
         out = []
         for name, slow, fast in (("init_column_vs_row", "init_column", "init_row"),
                                  ("init_nt_vs_normal", "init_row_nt", "init_row"),
@@ -411,10 +412,10 @@ class Matmul(Experiment):
         out = []
         sizes = sorted({p["params"]["n"] for p in pts})
         by = {(p["arm"], p["params"]["n"]): p for p in pts}
-        table = [{"label": f"{form} n={n}", "form": form, "n": n,
-                  "value": by[(form, n)]["median"] / by[("naive", n)]["median"],
-                  "unit": "ratio", "ci_low": None, "ci_high": None,
-                  "ms_per_product": product_ms(by[(form, n)]), "drepper": DREPPER[form]}
+        table = [detail(f"{form} n={n}", form=form, n=n,
+                        value=by[(form, n)]["median"] / by[("naive", n)]["median"],
+                        unit="ratio", ci=None,
+                        ms_per_product=product_ms(by[(form, n)]), drepper=DREPPER[form])
                  for n in sizes for form in FORMS if (form, n) in by and ("naive", n) in by]
         for form in FORMS[1:]:
             q = self.declared(form)

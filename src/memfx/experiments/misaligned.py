@@ -26,6 +26,7 @@ import numpy as np
 
 from ..model import answers as ans
 from ..model.answers import Question
+from ..model.details import detail
 from ..model.plotspec import PlotSpec
 from .base import Experiment, Param, Point, Trial, register
 
@@ -186,13 +187,13 @@ class Misaligned(Experiment):
     # -- analysis --
     def analyze(self, data):
         pts = [p for p in data.points if p["n"] and p["median"]]
-        table = [{"label": f"{p['arm']} {p['params']['width']}B {p['params']['position']} "
-                           f"+{p['params']['offset']}",
-                  "mode": p["arm"], "width": p["params"]["width"],
-                  "position": p["params"]["position"], "offset": p["params"]["offset"],
-                  "value": p["median"], "unit": "ns", "ci_low": p["ci_low"],
-                  "ci_high": p["ci_high"], "cycles_est": p.get("cycles_est"),
-                  "point": ans.point_key(p)} for p in pts]
+        table = [detail(f"{p['arm']} {p['params']['width']}B {p['params']['position']} "
+                        f"+{p['params']['offset']}",
+                        mode=p["arm"], width=p["params"]["width"],
+                        position=p["params"]["position"], offset=p["params"]["offset"],
+                        value=p["median"], unit="ns", ci_low=p["ci_low"],
+                        ci_high=p["ci_high"], cycles_est=p.get("cycles_est"),
+                        point=ans.point_key(p)) for p in pts]
         cases = {
             "line_split_load": ("load", "line", "split"),
             "page_split_load": ("load", "page", "split"),
@@ -227,10 +228,10 @@ class Misaligned(Experiment):
                            evidence=ans.evidence_keys(aligned) + ans.evidence_keys(case))
             aligned_ns = float(np.median([p["median"] for p in aligned]))
             extra_ns = float(np.median([p["median"] for p in case])) - aligned_ns
-            details.append({"label": f"{w} bytes", "width": w, "value": e.value, "unit": "ratio",
-                            "ci_low": e.ci_low, "ci_high": e.ci_high, "verdict": e.verdict,
-                            "aligned_ns": aligned_ns, "extra_ns": extra_ns,
-                            "offsets": sorted(p["params"]["offset"] for p in case)})
+            details.append(detail(f"{w} bytes", width=w, value=e.value, unit="ratio",
+                                  ci_low=e.ci_low, ci_high=e.ci_high, verdict=e.verdict,
+                                  aligned_ns=aligned_ns, extra_ns=extra_ns,
+                                  offsets=sorted(p["params"]["offset"] for p in case)))
             if main is None or w == MAIN_WIDTH:
                 main = (w, e, aligned, extra_ns)
         what = {"split": f"splitting a {'page' if position == 'page' else 'line'}",

@@ -41,6 +41,7 @@ import numpy as np
 from ..model import answers as ans
 from ..model import stats
 from ..model.answers import HIGHER, LOWER, Question
+from ..model.details import detail
 from ..model.errors import MemfxError, ParamError
 from ..model.machine_view import Fingerprint
 from ..model.plotspec import PlotSpec
@@ -702,15 +703,15 @@ class Prefetch(Experiment):
         for (mode, target, arm), p in sorted(by.items()):
             base = by.get((mode, target, "none"))
             l1 = by.get((mode, "l1", arm))
-            details.append({"label": f"{mode} {target} {arm}", "mode": mode, "target": target,
-                            "kind": arm, "value": p["median"], "unit": "ns",
-                            "ci_low": p["ci_low"], "ci_high": p["ci_high"],
-                            "cycles_est": p.get("cycles_est"),
-                            "vs_none": p["median"] / base["median"] if base and base["median"]
-                            else None,
-                            "vs_l1": p["median"] / l1["median"] if l1 and l1["median"] else None,
-                            "loop": _loop_name(mode, target, repeated),
-                            "point": ans.point_key(p)})
+            details.append(detail(f"{mode} {target} {arm}", mode=mode, target=target,
+                                  kind=arm, value=p["median"], unit="ns",
+                                  ci_low=p["ci_low"], ci_high=p["ci_high"],
+                                  cycles_est=p.get("cycles_est"),
+                                  vs_none=p["median"] / base["median"] if base and base["median"]
+                                  else None,
+                                  vs_l1=p["median"] / l1["median"] if l1 and l1["median"] else None,
+                                  loop=_loop_name(mode, target, repeated),
+                                  point=ans.point_key(p)))
         result = []
         q = self.declared("null_cost")
         null = by.get(("throughput", "null", "t0"))
@@ -770,13 +771,13 @@ class Prefetch(Experiment):
             system = sum((s["counters"].get("system_ns") or 0) for s in ss)
             faults = sum((s["counters"].get("page_faults") or 0) for s in ss)
             ops = sum(s["ns"] / s["value"] for s in ss if s["value"])
-            details.append({"label": f"{target} {kind} {mode}", "target": target, "kind": kind,
-                            "mode": mode, "value": system / (user + system)
-                            if user + system else 0.0, "unit": "ratio",
-                            "system_ms": system / 1e6, "user_ms": user / 1e6,
-                            "system_s_per_million": system / 1e9 / ops * 1e6 if ops else None,
-                            "page_faults_per_million": faults / ops * 1e6 if ops else None,
-                            "prefetches": ops})
+            details.append(detail(f"{target} {kind} {mode}", target=target, kind=kind,
+                                  mode=mode, value=system / (user + system)
+                                  if user + system else 0.0, unit="ratio",
+                                  system_ms=system / 1e6, user_ms=user / 1e6,
+                                  system_s_per_million=system / 1e9 / ops * 1e6 if ops else None,
+                                  page_faults_per_million=faults / ops * 1e6 if ops else None,
+                                  prefetches=ops))
             shares += [(s["counters"].get("system_ns") or 0) /
                        max(1.0, (s["counters"].get("system_ns") or 0)
                            + (s["counters"].get("user_ns") or 0)) for s in ss]
@@ -836,12 +837,12 @@ class Prefetch(Experiment):
             nodes = u["params"]["nodes"]
             # two of every `nodes` prefetches are of NULL: what each costs
             per_null = (u["median"] - g["median"]) * nodes / 2
-            details.append({"label": level, "level": level, "nodes": nodes,
-                            "value": e.value, "unit": "ratio", "ci_low": e.ci_low,
-                            "ci_high": e.ci_high, "verdict": e.verdict,
-                            "unguarded_ns": u["median"], "guarded_ns": g["median"],
-                            "none_ns": n["median"] if n else None,
-                            "ns_per_null_prefetch": per_null})
+            details.append(detail(level, level=level, nodes=nodes,
+                                  value=e.value, unit="ratio", ci_low=e.ci_low,
+                                  ci_high=e.ci_high, verdict=e.verdict,
+                                  unguarded_ns=u["median"], guarded_ns=g["median"],
+                                  none_ns=n["median"] if n else None,
+                                  ns_per_null_prefetch=per_null))
             if first is None:
                 first = (level, e, per_null)
         if first is None:
@@ -876,10 +877,10 @@ class Prefetch(Experiment):
             e = ans.effect(q, base["values"], p["values"], "",
                            evidence=[ans.point_key(base), ans.point_key(p)])
             gains[(pr["pages"], pr["distance"])] = e
-            details.append({"label": f"{pr['pages']} d={pr['distance']}", "pages": pr["pages"],
-                            "distance_pages": pr["distance"], "value": e.value, "unit": "ratio",
-                            "ci_low": e.ci_low, "ci_high": e.ci_high, "verdict": e.verdict,
-                            "none_ns": base["median"], "prefetch_ns": p["median"]})
+            details.append(detail(f"{pr['pages']} d={pr['distance']}", pages=pr["pages"],
+                                  distance_pages=pr["distance"], value=e.value, unit="ratio",
+                                  ci_low=e.ci_low, ci_high=e.ci_high, verdict=e.verdict,
+                                  none_ns=base["median"], prefetch_ns=p["median"]))
         ahead = {k: v for k, v in gains.items() if k[0] == "4k" and k[1] >= 1}
         if not ahead:
             return [ans.not_measured(q, "needs 4 KiB pages and a distance of at least one page")]
@@ -926,11 +927,11 @@ class Prefetch(Experiment):
                 continue
             pr = p["params"]
             e = ans.effect(qg, base["values"], p["values"], "")
-            details.append({"label": f"stride {pr['stride_bytes']} d={pr['distance']}",
-                            "stride_bytes": pr["stride_bytes"], "distance": pr["distance"],
-                            "value": e.value, "ci_low": e.ci_low, "ci_high": e.ci_high,
-                            "verdict": e.verdict, "unit": "ratio", "prefetch_ns": p["median"],
-                            "none_ns": base["median"]})
+            details.append(detail(f"stride {pr['stride_bytes']} d={pr['distance']}",
+                                  stride_bytes=pr["stride_bytes"], distance=pr["distance"],
+                                  value=e.value, ci_low=e.ci_low, ci_high=e.ci_high,
+                                  verdict=e.verdict, unit="ratio", prefetch_ns=p["median"],
+                                  none_ns=base["median"]))
             if pr["stride_bytes"] == stride:
                 rows.append((p, base))
         if not rows:
@@ -942,9 +943,9 @@ class Prefetch(Experiment):
         p, base = min((r for r in rows if r[0]["params"]["distance"] in tied),
                       key=lambda r: r[0]["params"]["distance"])
         d = p["params"]["distance"]
-        for row in details:     # the choices, and the ties compare reads (choice_ties)
-            if row["stride_bytes"] == stride:
-                row["choice"], row["tied"] = row["distance"], row["distance"] in tied
+        # the choices, and the ties compare reads (choice_ties)
+        details = [row.updated(choice=row["distance"], tied=row["distance"] in tied)
+                   if row["stride_bytes"] == stride else row for row in details]
         gain = ans.effect(qg, base["values"], p["values"], "",
                           evidence=[ans.point_key(base), ans.point_key(p)])
         gain.details = details

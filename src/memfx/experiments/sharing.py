@@ -40,6 +40,7 @@ import numpy as np
 
 from ..model import answers as ans
 from ..model.answers import LOWER, Question
+from ..model.details import detail
 from ..model.errors import MemfxError, ParamError
 from ..model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
 from ..model.machine_view import Fingerprint
@@ -301,17 +302,17 @@ class Sharing(Experiment):
             return [ans.not_measured(q, reason) for q in (qf, ql, qp)]
         details = []
         for (arm, d), (e, p, share) in sorted(pen.items()):
-            details.append({"label": f"{arm} d={d}", "arm": arm, "distance_bytes": d,
-                            "value": e.value, "unit": "ratio", "ci_low": e.ci_low,
-                            "ci_high": e.ci_high,
-                            "verdict": _one_sided(e) if share >= CONCURRENT_SHARE_MIN
-                            else "inconclusive",
-                            "ns_per_increment": p["median"], "concurrent_share": share,
-                            "point": ans.point_key(p)})
+            details.append(detail(f"{arm} d={d}", arm=arm, distance_bytes=d,
+                                  value=e.value, unit="ratio", ci_low=e.ci_low,
+                                  ci_high=e.ci_high,
+                                  verdict=_one_sided(e) if share >= CONCURRENT_SHARE_MIN
+                                  else "inconclusive",
+                                  ns_per_increment=p["median"], concurrent_share=share,
+                                  point=ans.point_key(p)))
         for arm, p in sorted(solo.items()):
-            details.append({"label": f"{arm} one thread", "arm": arm, "distance_bytes": None,
-                            "value": p["median"], "unit": "ns", "ci_low": p["ci_low"],
-                            "ci_high": p["ci_high"], "point": ans.point_key(p)})
+            details.append(detail(f"{arm} one thread", arm=arm, distance_bytes=None,
+                                  value=p["median"], unit="ns", ci_low=p["ci_low"],
+                                  ci_high=p["ci_high"], point=ans.point_key(p)))
         line = _line_bytes(data.machine)
         measured_d = sorted({d for _, d in pen})
         near = [d for d in measured_d if d < FAR_MIN]
@@ -463,12 +464,12 @@ class Sharing(Experiment):
         for p in sorted(c2c, key=lambda p: (p["params"]["cpu_a"], p["params"]["cpu_b"])):
             share = concurrent_share(samples_of(data, p))
             ok = share >= CONCURRENT_SHARE_MIN
-            details.append({"label": f"CPU {p['params']['cpu_a']} <-> {p['params']['cpu_b']}",
-                            "cpu_a": p["params"]["cpu_a"], "cpu_b": p["params"]["cpu_b"],
-                            "value": p["median"], "unit": "ns", "ci_low": p["ci_low"],
-                            "ci_high": p["ci_high"], "concurrent_share": share,
-                            "verdict": "measured" if ok else "inconclusive",
-                            "point": ans.point_key(p)})
+            details.append(detail(f"CPU {p['params']['cpu_a']} <-> {p['params']['cpu_b']}",
+                                  cpu_a=p["params"]["cpu_a"], cpu_b=p["params"]["cpu_b"],
+                                  value=p["median"], unit="ns", ci_low=p["ci_low"],
+                                  ci_high=p["ci_high"], concurrent_share=share,
+                                  verdict="measured" if ok else "inconclusive",
+                                  point=ans.point_key(p)))
             if ok:
                 good.append(p)
         if not good:

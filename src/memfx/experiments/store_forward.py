@@ -61,6 +61,7 @@ from ..model.answers import (
     measured,
     not_measured,
 )
+from ..model.details import detail
 from ..model.errors import ParamError
 from ..model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
 from ..model.plotspec import Mark, PlotSpec
@@ -409,18 +410,18 @@ class StoreForward(Experiment):
                     continue
                 r = stats.ratio_of_medians(a["values"], b["values"])
                 enough = min(r["n_a"], r["n_b"]) >= threshold("min_ci_samples")
-                details.append({
-                    "label": f"{arm}, moves of up to {w} B: {SEED_ENTRY} B "
-                             f"({_moves(SEED_ENTRY, w)}) vs {SEED_REFERENCE} B "
-                             f"({_moves(SEED_REFERENCE, w)})",
-                    "value": r["ratio"], "unit": "x",
-                    "ci_low": r["ci_low"] if enough else None,
-                    "ci_high": r["ci_high"] if enough else None,
-                    "verdict": effect_verdict(r["ratio"], r["ci_low"], r["ci_high"], r["n_a"],
-                                              r["n_b"], band=q.no_effect_band()),
-                    "arm": arm, "widest": w, "cycles_28": a.get("cycles_est"),
-                    "cycles_32": b.get("cycles_est"),
-                    "points": evidence_keys([a, b])})
+                details.append(detail(
+                    f"{arm}, moves of up to {w} B: {SEED_ENTRY} B "
+                    f"({_moves(SEED_ENTRY, w)}) vs {SEED_REFERENCE} B "
+                    f"({_moves(SEED_REFERENCE, w)})",
+                    value=r["ratio"], unit="x",
+                    ci_low=r["ci_low"] if enough else None,
+                    ci_high=r["ci_high"] if enough else None,
+                    verdict=effect_verdict(r["ratio"], r["ci_low"], r["ci_high"], r["n_a"],
+                                           r["n_b"], band=q.no_effect_band()),
+                    arm=arm, widest=w, cycles_28=a.get("cycles_est"),
+                    cycles_32=b.get("cycles_est"),
+                    points=evidence_keys([a, b])))
                 if w == self._seed_width(widths) and arm != "registers" and (
                         chosen is None or arm == "append"):
                     chosen = (arm, w, a, b)
@@ -467,21 +468,21 @@ class StoreForward(Experiment):
                     text = f"{m}-byte moves: none (vs {as_ranges(fwd)})"
                 if unc:
                     text += f"; uncertain {as_ranges(unc)}"
-                details.append({
-                    "label": f"moves of {m} B (widest {w} B): " + (
+                details.append(detail(
+                    f"moves of {m} B (widest {w} B): " + (
                         f"{as_ranges(fail)} fail to forward" if fail else "none fails"),
-                    "value": g["ratio"], "unit": "x",
-                    "ci_low": g["ci_low"], "ci_high": g["ci_high"],
-                    "verdict": DETECTED if fail else (INCONCLUSIVE if unc else NOT_DETECTED),
-                    "widest": w, "move_bytes": m, "sizes_measured": as_ranges(g["sizes"]),
-                    "failing_sizes": fail, "forwarding_sizes": fwd, "uncertain_sizes": unc,
-                    "reference_cycles": g["reference_cycles"],
-                    "failing_cycles": g["failing_cycles"],
-                    "penalty_cycles": g["penalty_cycles"],
-                    "fails_exactly_where_moves_overlap": sorted(fail) == sorted(
+                    value=g["ratio"], unit="x",
+                    ci_low=g["ci_low"], ci_high=g["ci_high"],
+                    verdict=DETECTED if fail else (INCONCLUSIVE if unc else NOT_DETECTED),
+                    widest=w, move_bytes=m, sizes_measured=as_ranges(g["sizes"]),
+                    failing_sizes=fail, forwarding_sizes=fwd, uncertain_sizes=unc,
+                    reference_cycles=g["reference_cycles"],
+                    failing_cycles=g["failing_cycles"],
+                    penalty_cycles=g["penalty_cycles"],
+                    fails_exactly_where_moves_overlap=sorted(fail) == sorted(
                         s for s in g["sizes"] if shape_overlaps(copy_shape(s, w))),
-                    "by_size": {str(s): v for s, v in sorted(g["by_size"].items())},
-                    "points": g["points"]})
+                    by_size={str(s): v for s, v in sorted(g["by_size"].items())},
+                    points=g["points"]))
                 texts.setdefault(w, []).append(text)
         if not details:
             return not_measured(q, "no move width had both a size whose moves overlap and a "
@@ -527,12 +528,12 @@ class StoreForward(Experiment):
             x = self._entry_point(data, arm, w, SEED_ENTRY)
             y = self._entry_point(data, arm, w, SEED_REFERENCE)
             if x and y:
-                details.append({"label": f"{arm}: {SEED_ENTRY} B vs {SEED_REFERENCE} B",
-                                "value": float(np.median(x["values"]) / np.median(y["values"])),
-                                "unit": "x", "ci_low": None, "ci_high": None, "arm": arm,
-                                "ns_28": x["median"], "ns_32": y["median"],
-                                "cycles_28": x.get("cycles_est"), "cycles_32": y.get("cycles_est"),
-                                "points": evidence_keys([x, y])})
+                details.append(detail(f"{arm}: {SEED_ENTRY} B vs {SEED_REFERENCE} B",
+                                      value=float(np.median(x["values"]) / np.median(y["values"])),
+                                      unit="x", ci=None, arm=arm,
+                                      ns_28=x["median"], ns_32=y["median"],
+                                      cycles_28=x.get("cycles_est"), cycles_32=y.get("cycles_est"),
+                                      points=evidence_keys([x, y])))
         ans = effect(q, a["values"], b["values"], "", evidence=evidence_keys([a, b]),
                      details=details, estimator=f"ratio of medians, registers arm, moves of up "
                                                 f"to {w} B")
@@ -588,12 +589,11 @@ class StoreForward(Experiment):
             d["cells"] += 1
             d[status[c]] += 1
         for k, d in sorted(kinds.items()):
-            details.append({"label": f"{k} loads: {d['fails']} of {d['cells']} measured fail",
-                            "value": d["fails"] / d["cells"], "unit": "share", "ci_low": None,
-                            "ci_high": None,
-                            "verdict": DETECTED if d["fails"] else (
-                                INCONCLUSIVE if d["uncertain"] else NOT_DETECTED),
-                            "kind": k, **d})
+            details.append(detail(f"{k} loads: {d['fails']} of {d['cells']} measured fail",
+                                  value=d["fails"] / d["cells"], unit="share", ci=None,
+                                  verdict=DETECTED if d["fails"] else (
+                                      INCONCLUSIVE if d["uncertain"] else NOT_DETECTED),
+                                  kind=k, **d))
         # loads inside a bigger store, by the rule that decides them on common cores
         rules = {}
         for c in cells:
@@ -604,32 +604,31 @@ class StoreForward(Experiment):
                 d["cells"] += 1
                 d[status[c]] += 1
         for rule, d in sorted(rules.items()):
-            details.append({"label": f"{rule}: {d['fails']} of {d['cells']} measured fail",
-                            "value": d["fails"] / d["cells"], "unit": "share", "ci_low": None,
-                            "ci_high": None,
-                            "verdict": DETECTED if d["fails"] else (
-                                INCONCLUSIVE if d["uncertain"] else NOT_DETECTED),
-                            "rule": rule, **d})
+            details.append(detail(f"{rule}: {d['fails']} of {d['cells']} measured fail",
+                                  value=d["fails"] / d["cells"], unit="share", ci=None,
+                                  verdict=DETECTED if d["fails"] else (
+                                      INCONCLUSIVE if d["uncertain"] else NOT_DETECTED),
+                                  rule=rule, **d))
         for s, ld in sorted({c[:2] for c in cells}):
             mine = sorted(c for c in cells if c[:2] == (s, ld))
             f_off = [c[2] for c in mine if c in fail]
             pen = [penalties[c] for c in mine if c in penalties]
-            details.append({
-                "label": f"store {s} B / load {ld} B: "
-                         + (f"fails at offsets {as_ranges(f_off)}" if f_off else
-                            "forwards at every offset measured"
-                            if all(c in fwd for c in mine) else "no failure measured"),
-                "value": float(np.median(pen)) if pen else None, "unit": unit,
-                "ci_low": None, "ci_high": None,
-                "verdict": (DETECTED if f_off else INCONCLUSIVE
-                            if any(c in unc for c in mine) else NOT_DETECTED),
-                "store_bytes": s, "load_bytes": ld,
-                "offsets_measured": as_ranges([c[2] for c in mine]),
-                "failing_offsets": as_ranges(f_off),
-                "forwarding_offsets": as_ranges([c[2] for c in mine if c in fwd]),
-                "uncertain_offsets": as_ranges([c[2] for c in mine if c in unc]),
-                "cycles" if cpn else "ns": {str(c[2]): cells[c]["median"] * scale for c in mine},
-                "points": evidence_keys([cells[c] for c in mine])})
+            details.append(detail(
+                f"store {s} B / load {ld} B: "
+                + (f"fails at offsets {as_ranges(f_off)}" if f_off else
+                   "forwards at every offset measured"
+                   if all(c in fwd for c in mine) else "no failure measured"),
+                value=float(np.median(pen)) if pen else None, unit=unit, ci=None,
+                verdict=(DETECTED if f_off else INCONCLUSIVE
+                         if any(c in unc for c in mine) else NOT_DETECTED),
+                store_bytes=s, load_bytes=ld,
+                offsets_measured=as_ranges([c[2] for c in mine]),
+                failing_offsets=as_ranges(f_off),
+                forwarding_offsets=as_ranges([c[2] for c in mine if c in fwd]),
+                uncertain_offsets=as_ranges([c[2] for c in mine if c in unc]),
+                **{"cycles" if cpn else "ns": {str(c[2]): cells[c]["median"] * scale
+                                               for c in mine}},
+                points=evidence_keys([cells[c] for c in mine])))
         n = len(cells)
         evidence = evidence_keys(pts)
         if penalties:
@@ -675,13 +674,13 @@ class StoreForward(Experiment):
         details = []
         for x, (p, y) in sorted(rows.items()):
             c = cycles_per_ns(p) or cpn or 1.0
-            details.append({"label": f"second store at {x}" + (" (no overlap: control)"
-                                                                  if x >= 16 else ""),
-                            "value": (p["median"] - y["median"]) * c, "unit": unit,
-                            "ci_low": None, "ci_high": None, "second_store_offset": x,
-                            "spanning": p["median"] * c, "in_younger": y["median"] * c,
-                            "ratio": p["median"] / y["median"],
-                            "points": evidence_keys([p, y])})
+            details.append(detail(f"second store at {x}" + (" (no overlap: control)"
+                                                               if x >= 16 else ""),
+                                  value=(p["median"] - y["median"]) * c, unit=unit,
+                                  ci=None, second_store_offset=x,
+                                  spanning=p["median"] * c, in_younger=y["median"] * c,
+                                  ratio=p["median"] / y["median"],
+                                  points=evidence_keys([p, y])))
         if min(a.size, b.size) < threshold("min_ci_samples"):
             lo = hi = None
         shape = f"16-byte stores at 0 and {d}, 16-byte load at 0"
@@ -720,8 +719,8 @@ class StoreForward(Experiment):
             return not_measured(q, f"blocked store forwards not counted: {why}")
         medians = {k: float(np.median(v)) for k, v in sorted(per_size.items())}
         size = SEED_ENTRY if SEED_ENTRY in per_size else next(iter(medians))
-        details = [{"label": f"{k} B entry", "value": v, "unit": "per entry", "ci_low": None,
-                    "ci_high": None, "entry_bytes": k} for k, v in medians.items()]
+        details = [detail(f"{k} B entry", value=v, unit="per entry", ci=None, entry_bytes=k)
+                   for k, v in medians.items()]
         ans = measured(q, per_size[size], "", details=details,
                        estimator=f"median of {event['name']} (raw "
                                  f"0x{event['config']:04x}) / entries, per sample")

@@ -34,6 +34,7 @@ import numpy as np
 from ..model import answers as ans
 from ..model import stats
 from ..model.answers import LOWER, Question
+from ..model.details import detail
 from ..model.errors import ParamError
 from ..model.machine_view import Fingerprint
 from ..model.plotspec import PlotSpec
@@ -338,10 +339,10 @@ class Tlb(Experiment):
         share = [p["counters"].get("huge_page_share") for p in huge or []
                  if p.get("counters", {}).get("huge_page_share") is not None
                  and p["params"]["page_count"] * ELEMENT >= 4 << 20]
-        details = [{"label": f"level {i + 1}", "value": lv.latency_ns, "unit": "ns",
-                    "first_pages": lv.first_size, "last_pages": lv.last_size,
-                    "knee_pages": lv.knee_size, "tlb_knee": any(j == i for j, _ in tlb),
-                    "ci_low": None, "ci_high": None} for i, lv in enumerate(levels)]
+        details = [detail(f"level {i + 1}", value=lv.latency_ns, unit="ns",
+                          first_pages=lv.first_size, last_pages=lv.last_size,
+                          knee_pages=lv.knee_size, tlb_knee=any(j == i for j, _ in tlb),
+                          ci=None) for i, lv in enumerate(levels)]
         out = []
         for k, q in ((0, q1), (1, q2)):
             if len(tlb) <= k:
@@ -376,9 +377,8 @@ class Tlb(Experiment):
                            evidence=ans.evidence_keys(
                                [p for p in pts4 if lv.knee_low <= p["params"]["page_count"]
                                 <= lv.knee_high]),
-                           details=details + [{"label": "CPUID", "value": rep,
-                                               "unit": "entries", "ci_low": None,
-                                               "ci_high": None}],
+                           details=details + [detail("CPUID", value=rep,
+                                                     unit="entries", ci=None)],
                            estimator="last page count on the plateau before the knee "
                                      "(stats.find_levels' knee_low); CI = it and the next count "
                                      "measured, widened to +- the declared resolution")
@@ -407,10 +407,10 @@ class Tlb(Experiment):
         for p in common:
             g = gib[p["params"]["page_count"]]
             r = stats.ratio_of_medians(p["values"], g["values"])
-            details.append({"label": f"{p['params']['page_count']} pages",
-                            "page_count": p["params"]["page_count"], "value": r["ratio"],
-                            "unit": "ratio", "ci_low": r["ci_low"], "ci_high": r["ci_high"],
-                            "ns_4k": p["median"], "ns_1g": g["median"]})
+            details.append(detail(f"{p['params']['page_count']} pages",
+                                  page_count=p["params"]["page_count"], value=r["ratio"],
+                                  unit="ratio", ci_low=r["ci_low"], ci_high=r["ci_high"],
+                                  ns_4k=p["median"], ns_1g=g["median"]))
         last = common[-1]
         g = gib[last["params"]["page_count"]]
         e = ans.effect(q, last["values"], g["values"], "",
@@ -440,11 +440,11 @@ class Tlb(Experiment):
         ratio = [p["cycles_est"] / p["median"] for p in pa if p.get("cycles_est") and p["median"]]
         cyc = float(np.median(ratio)) * d["value"] if ratio else None
         enough = min(vb.size, va.size) >= 3
-        thp = [{"label": f"{p['params']['page_count']} pages, 4k - thp",
-                "page_count": p["params"]["page_count"],
-                "value": p["median"] - huge_by_n[p["params"]["page_count"]]["median"],
-                "unit": "ns", "ci_low": None, "ci_high": None, "ns_4k": p["median"],
-                "ns_thp": huge_by_n[p["params"]["page_count"]]["median"]}
+        thp = [detail(f"{p['params']['page_count']} pages, 4k - thp",
+                      page_count=p["params"]["page_count"],
+                      value=p["median"] - huge_by_n[p["params"]["page_count"]]["median"],
+                      unit="ns", ci=None, ns_4k=p["median"],
+                      ns_thp=huge_by_n[p["params"]["page_count"]]["median"])
                for p in pa if p["params"]["page_count"] in huge_by_n]
         hs = (f"; the thp arm got huge pages for {min(share):.0%}..{max(share):.0%} of its "
               f"chain" if share else "")
@@ -457,13 +457,12 @@ class Tlb(Experiment):
             value=d["value"], ci_low=d["ci_low"] if enough else None,
             ci_high=d["ci_high"] if enough else None,
             evidence=ans.evidence_keys(pb + pa),
-            details=[{"label": "before the L2 TLB knee", "value": before.latency_ns, "unit": "ns",
-                      "ci_low": None, "ci_high": None, "first_pages": before.first_size,
-                      "last_pages": before.last_size},
-                     {"label": "after the L2 TLB knee", "value": after.latency_ns, "unit": "ns",
-                      "ci_low": None, "ci_high": None, "first_pages": after.first_size,
-                      "last_pages": after.last_size},
-                     {"label": "cycles (est.)", "value": cyc, "unit": "cycles", "ci_low": None,
-                      "ci_high": None}] + thp,
+            details=[detail("before the L2 TLB knee", value=before.latency_ns, unit="ns",
+                            ci=None, first_pages=before.first_size,
+                            last_pages=before.last_size),
+                     detail("after the L2 TLB knee", value=after.latency_ns, unit="ns",
+                            ci=None, first_pages=after.first_size,
+                            last_pages=after.last_size),
+                     detail("cycles (est.)", value=cyc, unit="cycles", ci=None)] + thp,
             estimator="median of the first two points after the L2 TLB knee minus the plateau "
                       "before it (pooled samples, stats.per_op_difference bootstrap)")

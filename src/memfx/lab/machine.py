@@ -564,61 +564,51 @@ def cautions(fp: dict[str, Any]) -> list[dict[str, Any]]:
     """What makes results on this machine noisy, as a list of
     {"id", "message", "value", "threshold", "advice"}.  Unknown values
     (None) never raise a caution."""
+    # imported here: the fingerprint itself loads with the standard library only
+    from memfx.model.findings import caution
     out = []
 
-    def add(id_, message, value, threshold, advice):
-        out.append({"id": id_, "message": message, "value": value,
-                    "threshold": threshold, "advice": advice})
+    # each kind's advice is the warning catalogue's hint (findings.WARNINGS)
+    def add(id_, message, value, threshold):
+        out.append(caution(id_, message, value, threshold).as_dict())
 
     if _get(fp, "hypervisor", "present"):
         vendor = _get(fp, "hypervisor", "vendor")
         add("hypervisor",
             f"running under {vendor or 'a hypervisor'}: timer and cache behaviour of the "
             "host leak in; compare results on bare metal",
-            vendor or True, None,
-            "treat small differences as noise; confirm fine-grained conclusions on bare metal")
+            vendor or True, None)
     gov = _get(fp, "power", "governor")
     if gov is not None and gov != "performance":
         add("governor", f"cpufreq governor is {gov!r}: the clock changes under load",
-            gov, "performance",
-            "cpupower frequency-set -g performance (or echo performance > "
-            "/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor)")
+            gov, "performance")
     if _get(fp, "power", "turbo") is True:
         add("turbo", "turbo boost is enabled: the core clock depends on temperature and load",
-            True, False,
-            "disable it for stable numbers (echo 1 > /sys/devices/system/cpu/intel_pstate/no_turbo "
-            "or echo 0 > /sys/devices/system/cpu/cpufreq/boost)")
+            True, False)
     smt = _get(fp, "cpu", "smt")
     smt_active = _get(fp, "cpu", "smt_active")
     if smt_active is True or (smt_active is None and isinstance(smt, int) and smt > 1):
         add("smt", "SMT is active: a sibling hyperthread shares the core's caches and ports, "
             "so anything running on it adds noise",
-            smt, 1,
-            "keep the sibling of the measuring CPU idle, or echo off > "
-            "/sys/devices/system/cpu/smt/control")
+            smt, 1)
     if _get(fp, "memory", "thp_enabled") == "always":
         add("thp_always", "transparent huge pages are 'always': whether a buffer is backed by "
             "huge pages varies from run to run, and with it TLB behaviour",
-            "always", "madvise",
-            "echo madvise > /sys/kernel/mm/transparent_hugepage/enabled; memfx asks for huge "
-            "pages explicitly when a parameter says so")
+            "always", "madvise")
     if _get(fp, "pmu", "available") is False:
         add("no_pmu", "no hardware performance counters: verdicts come from timing only "
             f"({_get(fp, 'pmu', 'reason')})",
-            False, True,
-            "fine for verdicts; for cycle and event counts run on bare metal or enable "
-            "vPMU in the hypervisor")
+            False, True)
     if _get(fp, "flags", "invariant_tsc") is False:
         add("no_invariant_tsc", "the TSC is not invariant (constant_tsc and nonstop_tsc): "
             "rdtsc ticks may not be proportional to time",
-            False, True,
-            "use a machine with an invariant TSC, or do not trust ns figures from rdtsc")
+            False, True)
     paranoid = _get(fp, "kernel", "perf_event_paranoid")
     if isinstance(paranoid, int) and paranoid > 2:
         add("perf_event_paranoid", f"perf_event_paranoid={paranoid} forbids unprivileged "
             "perf_event_open, so software events (page faults, context switches) used to "
             "reject contaminated samples cannot be read",
-            paranoid, 2, "sysctl kernel.perf_event_paranoid=2 (or run with CAP_PERFMON)")
+            paranoid, 2)
     llc = fp.get("llc") or {}
     if llc.get("agree") is False and llc.get("glibc_bytes") and llc.get("sysfs_bytes") \
             and llc["glibc_bytes"] != llc["sysfs_bytes"]:
@@ -628,14 +618,12 @@ def cautions(fp: dict[str, Any]) -> list[dict[str, Any]]:
             f"cache (CPUID) while sysfs reports {llc['sysfs_bytes'] / 2**20:.0f} MiB"
             + (f": memcpy switches to non-temporal stores only above "
                f"{nt / 2**20:.0f} MiB" if nt else ""),
-            llc["glibc_bytes"], llc["sysfs_bytes"],
-            "measure (memfx run copy) and set GLIBC_TUNABLES=glibc.cpu.x86_non_temporal_threshold "
-            "from the measured crossover (memfx advise)")
+            llc["glibc_bytes"], llc["sysfs_bytes"])
     avail = _get(fp, "memory", "available_bytes")
     if isinstance(avail, int) and avail < _GIB:
         add("low_memory", f"only {avail / 2**20:.0f} MiB of memory available: large buffers "
             "may be swapped or reclaimed during the run",
-            avail, _GIB, "free memory or keep buffer sizes well below the available amount")
+            avail, _GIB)
     return out
 
 

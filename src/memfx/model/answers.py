@@ -24,11 +24,14 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import stats
+from .details import Detail
 from .findings import (
     DETECTED,
     INCONCLUSIVE,
     MEASURED,
     NOT_DETECTED,
+    NOT_MEASURED,
+    Verdict,
     band_verdict,
     effect_verdict,
     jsonable,
@@ -36,8 +39,7 @@ from .findings import (
 )
 from .units import format_ci, format_number, format_value
 
-NOT_MEASURED = "not_measured"
-ANSWER_VERDICTS = (DETECTED, NOT_DETECTED, INCONCLUSIVE, MEASURED, NOT_MEASURED)
+ANSWER_VERDICTS = tuple(Verdict)
 
 # Which direction of a value is an improvement, for `memfx compare`.
 LOWER, HIGHER, NEITHER = "lower", "higher", ""
@@ -66,8 +68,8 @@ CHOICE_UNITS = frozenset({"ways", "sets", "elements"})
 # [97.3, 101] from brackets of 96 and 102 pages).
 BRACKET_UNITS = frozenset({"entries"})
 
-__all__ = ["Question", "Answer", "NOT_MEASURED", "ANSWER_VERDICTS", "LOWER", "HIGHER",
-           "NEITHER", "point_key", "evidence_keys", "not_measured", "measured",
+__all__ = ["Question", "Answer", "Detail", "Verdict", "NOT_MEASURED", "ANSWER_VERDICTS",
+           "LOWER", "HIGHER", "NEITHER", "point_key", "evidence_keys", "not_measured", "measured",
            "effect", "pooled_values", "complete_answers", "EFFECT_BAND", "DISCRETE_UNITS",
            "combine_replicas", "SEEDS", "explain_inconclusive"]
 
@@ -142,23 +144,27 @@ class Answer:
     ``value`` (in the question's unit) with its CI ``ci_low``..``ci_high``;
     ``because`` is the one sentence a user reads first; ``estimator`` names
     which figure of the points the value uses (e.g. "median of samples",
-    "p10: best sustained"); ``details`` are the sub-results, each a dict
-    with at least ``label`` and ``value``."""
+    "p10: best sustained"); ``details`` are the sub-results, each a
+    :class:`~memfx.model.details.Detail` (built by ``details.detail``).
+    ``as_dict``/``from_dict`` are its document form, made only where a
+    document is written or read."""
 
     question: str
-    verdict: str
+    verdict: Verdict
     because: str
     value: Optional[float] = None
     ci_low: Optional[float] = None
     ci_high: Optional[float] = None
     evidence: List[str] = field(default_factory=list)
-    details: List[Dict[str, Any]] = field(default_factory=list)
+    details: List[Detail] = field(default_factory=list)
     estimator: str = ""
 
     def __post_init__(self) -> None:
         if self.verdict not in ANSWER_VERDICTS:
             raise ValueError(f"answer to {self.question}: verdict {self.verdict!r} is not one of "
                              f"{', '.join(ANSWER_VERDICTS)}")
+        self.verdict = Verdict(self.verdict)
+        _check_details(self.question, self.details)
         for name in ("value", "ci_low", "ci_high"):
             v = getattr(self, name)
             if v is not None and not (isinstance(v, (int, float, np.number))
@@ -170,19 +176,39 @@ class Answer:
     def as_dict(self, question: Optional[Question] = None) -> Dict[str, Any]:
         q = question.as_dict() if question else {"question": self.question}
         out = dict(q)
+        # details may have been replaced since __init__ (answer.details = [...])
+        _check_details(self.question, self.details)
         out.update(verdict=self.verdict, value=self.value, ci_low=self.ci_low,
                    ci_high=self.ci_high, because=self.because, estimator=self.estimator,
-                   evidence=list(self.evidence), details=list(self.details))
+                   evidence=list(self.evidence), details=[d.to_json() for d in self.details])
         made: Dict[str, Any] = jsonable(out)
         return made
 
+    # the document form's names beside Detail's (to_json/from_json)
+    def to_json(self, question: Optional[Question] = None) -> Dict[str, Any]:
+        return self.as_dict(question)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Answer":
+        return cls.from_dict(d)
+
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Answer":
-        return cls(question=str(d["question"]), verdict=str(d["verdict"]),
+        return cls(question=str(d["question"]), verdict=Verdict(str(d["verdict"])),
                    because=str(d.get("because") or ""), value=d.get("value"),
                    ci_low=d.get("ci_low"), ci_high=d.get("ci_high"),
-                   evidence=list(d.get("evidence") or []), details=list(d.get("details") or []),
+                   evidence=list(d.get("evidence") or []),
+                   details=[Detail.from_json(x) for x in d.get("details") or []],
                    estimator=str(d.get("estimator") or ""))
+
+
+def _check_details(question: str, details: Sequence[Any]) -> None:
+    """Details are Details: a dict built by hand bypasses the one
+    constructor and its checks (a renamed key would pass unseen)."""
+    for d in details:
+        if not isinstance(d, Detail):
+            raise TypeError(f"answer to {question}: a detail is built with "
+                            f"memfx.model.details.detail(...), not {type(d).__name__}: {d!r}"[:300])
 
 
 # --------------------------------------------------------------------------
@@ -217,7 +243,7 @@ def pooled_values(points: Sequence[Mapping[str, Any]]) -> np.ndarray:
 
 
 def measured(q: Question, values: Iterable[float], because: str, *,
-             evidence: Iterable[str] = (), details: Iterable[Dict[str, Any]] = (),
+             evidence: Iterable[str] = (), details: Iterable[Detail] = (),
              estimator: str = "median of samples", value: Optional[float] = None,
              seed: int = 0) -> Answer:
     """A MEASURED answer: the median of ``values`` (or ``value``) with a
@@ -236,7 +262,7 @@ def measured(q: Question, values: Iterable[float], because: str, *,
 
 
 def effect(q: Question, a: Iterable[float], b: Iterable[float], because: str, *,
-           evidence: Iterable[str] = (), details: Iterable[Dict[str, Any]] = (),
+           evidence: Iterable[str] = (), details: Iterable[Detail] = (),
            estimator: str = "ratio of medians", effect_min: Optional[float] = None,
            seed: int = 0) -> Answer:
     """An effect answer: median(a)/median(b) with a bootstrap CI; verdict by

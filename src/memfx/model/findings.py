@@ -1,9 +1,11 @@
 """Verdicts, cautions and the named thresholds behind them.
 
-The verdict words of every answer (answers.py), the effect rule
-(effect_verdict), and the *cautions*: warnings about the measurement itself
-(noise, drift, rejected samples), each with the threshold it crossed and
-what to do about it, plain data in the result document's "warnings".
+The verdict words of every answer (the :class:`Verdict` enum, used by
+answers.py), the effect rule (effect_verdict), and the *cautions*: warnings
+about the measurement itself (noise, drift, rejected samples), each with the
+threshold it crossed and what to do about it, plain data in the result
+document's "warnings".  Every warning id is in the catalogue
+(:data:`WARNINGS`: id, text, hint) and built by :func:`caution`.
 (Round 1's Finding, with its effect_finding and measured_finding, gave way
 to declared questions and answers; documents of schema version 3 no longer
 carry "findings".)
@@ -19,23 +21,48 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
+from enum import Enum
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
 from .errors import ParamError
 
 __all__ = [
-    "DETECTED", "NOT_DETECTED", "INCONCLUSIVE", "MEASURED", "VERDICTS",
+    "Verdict", "DETECTED", "NOT_DETECTED", "INCONCLUSIVE", "MEASURED", "NOT_MEASURED", "VERDICTS",
     "Threshold", "THRESHOLDS", "threshold",
-    "Caution", "effect_verdict",
+    "Caution", "WarningKind", "WARNINGS", "caution", "run_status_caution", "hint_of",
+    "effect_verdict",
     "noise_cautions", "point_label", "jsonable",
 ]
 
-DETECTED = "detected"
-NOT_DETECTED = "not_detected"
-INCONCLUSIVE = "inconclusive"
-MEASURED = "measured"
+
+
+class Verdict(str, Enum):
+    """The verdict of an answer (and of a detail).  A str, equal to and
+    hashed as its word, so documents, the store and code comparing with the
+    word see the same values as before the enum; printed as the word."""
+
+    DETECTED = "detected"
+    NOT_DETECTED = "not_detected"
+    INCONCLUSIVE = "inconclusive"
+    MEASURED = "measured"
+    NOT_MEASURED = "not_measured"
+
+    # the word, not "Verdict.DETECTED", wherever a verdict is printed
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+DETECTED = Verdict.DETECTED
+NOT_DETECTED = Verdict.NOT_DETECTED
+INCONCLUSIVE = Verdict.INCONCLUSIVE
+MEASURED = Verdict.MEASURED
+NOT_MEASURED = Verdict.NOT_MEASURED
+# The verdicts a measurement can reach (an answer may also be NOT_MEASURED).
 VERDICTS = (DETECTED, NOT_DETECTED, INCONCLUSIVE, MEASURED)
 
 
@@ -194,6 +221,9 @@ def jsonable(value: Any) -> Any:
     ``json.dumps`` gives a valid document."""
     if isinstance(value, Mapping):
         return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, Enum):
+        # a document holds a verdict's word, a plain str
+        return jsonable(value.value)
     if isinstance(value, (list, tuple, np.ndarray)):
         return [jsonable(v) for v in value]
     if isinstance(value, np.generic):
@@ -207,18 +237,30 @@ def jsonable(value: Any) -> Any:
 # findings and cautions
 
 
-@dataclass
+# What a caution's value and threshold may be: a figure, or a setting of the
+# machine (a governor's name, a flag).
+CautionValue = Union[float, int, str, bool, None]
+
+
+@dataclass(frozen=True)
 class Caution:
     """A warning about the measurement, as data: ``value`` crossed
-    ``threshold`` (same unit); ``advice`` says what to do about it."""
+    ``threshold`` (same unit); ``advice`` says what to do about it.
+
+    Built with :func:`caution` from the catalogue (:data:`WARNINGS`), which
+    gives the advice.  A ``note`` (the analysis failed, the run stopped
+    early) crossed no threshold: its document form is its id and message."""
 
     id: str
     message: str
-    value: Optional[float] = None
-    threshold: Optional[float] = None
+    value: CautionValue = None
+    threshold: CautionValue = None
     advice: str = ""
+    note: bool = False
 
     def as_dict(self) -> Dict[str, Any]:
+        if self.note:
+            return {"id": self.id, "message": self.message}
         return {"id": self.id, "message": self.message, "value": jsonable(self.value),
                 "threshold": jsonable(self.threshold), "advice": self.advice}
 
@@ -226,8 +268,149 @@ class Caution:
     def from_dict(cls, d: Mapping[str, Any]) -> "Caution":
         if "id" not in d or "message" not in d:
             raise ValueError("caution lacks id or message")
+        note = not ({"value", "threshold", "advice"} & set(d))
+        # a note's advice is written nowhere: it is its kind's hint
+        advice = hint_of(d["id"]) if note else d.get("advice") or ""
         return cls(id=d["id"], message=d["message"], value=d.get("value"),
-                   threshold=d.get("threshold"), advice=d.get("advice") or "")
+                   threshold=d.get("threshold"), advice=advice, note=note)
+
+
+# --------------------------------------------------------------------------
+# the warning catalogue
+
+
+@dataclass(frozen=True)
+class WarningKind:
+    """A kind of warning memfx gives: its stable ``id`` (the caution's),
+    what it means in general (``text``) and what to do about it (``hint``,
+    the caution's advice; ``{name}`` fields are filled by the caller).
+    ``note``: crossed no threshold, written as id and message only."""
+
+    id: str
+    text: str
+    hint: str = ""
+    note: bool = False
+
+
+def _catalogue(*items: WarningKind) -> Dict[str, WarningKind]:
+    """By id; an id declared twice is refused at import, as a threshold is."""
+    out: Dict[str, WarningKind] = {}
+    for w in items:
+        if w.id in out:
+            raise ValueError(f"warning {w.id!r} is declared twice")
+        out[w.id] = w
+    return out
+
+
+_NOISE_ADVICE = ("Stop other work on the machine, set the CPU governor to "
+                 "'performance', pin to an isolated CPU, or raise the "
+                 "number of samples.")
+_REJECT_ADVICE = ("Samples were contaminated by context switches, migrations "
+                  "or page faults: run on an idle, isolated CPU (isolcpus / "
+                  "nohz_full) and pre-fault buffers.")
+
+# Every warning id memfx writes, one owner for its meaning and its advice:
+# a document's "warnings", the machine's cautions and the advice's notes.
+WARNINGS: Dict[str, WarningKind] = _catalogue(
+    # the samples of a run
+    WarningKind("noisy_points", "points whose samples vary by the noisy_cv threshold or more",
+                _NOISE_ADVICE),
+    WarningKind("rejected_samples", "points with more than rejected_share of their samples "
+                "rejected as contaminated", _REJECT_ADVICE),
+    WarningKind("bimodal_points", "points whose samples fall in two groups: their median lies "
+                "between the groups, not at a level",
+                "read each group (the point's `modes`) and the best sustained figure; rerun "
+                "on a quiet machine"),
+    WarningKind("calibration_drift", "points whose core-cycle calibration moved by more than "
+                "calibration_drift across their block: est. cycles are approximate",
+                "fix the CPU frequency (governor 'performance', turbo off) or trust ns over "
+                "est. cycles"),
+    WarningKind("busy_machine", "other processes or the host kept the machine busy while the "
+                "run measured",
+                "its figures are what a shared machine gives; compare it with a run on a quiet "
+                "machine before calling a change"),
+    # the run itself
+    WarningKind("analysis", "the analysis of the run failed; the data are shown as measured",
+                "the data are shown as measured; re-run the experiment for a complete analysis",
+                note=True),
+    WarningKind("run_running", "the run is still measuring: results cover the points measured "
+                "so far", note=True),
+    WarningKind("run_interrupted", "the run was interrupted: results cover the points measured "
+                "before it stopped", note=True),
+    WarningKind("run_failed", "the run failed: results cover the points measured before it "
+                "stopped", note=True),
+    WarningKind("survey_over_budget", "the survey took longer than its time budget",
+                "a busy machine retakes preempted samples (check `uptime`); on a quiet one, "
+                "trim the slowest experiment's {preset} preset"),
+    # the advice
+    WarningKind("other_machine", "the run advised from was measured on another CPU than the "
+                "one the advice is checked on", note=True),
+    # the machine (lab/machine.py's cautions): what makes its results noisy
+    WarningKind("hypervisor", "a hypervisor's timer and cache behaviour leak into the figures",
+                "treat small differences as noise; confirm fine-grained conclusions on bare "
+                "metal"),
+    WarningKind("governor", "the cpufreq governor changes the clock under load",
+                "cpupower frequency-set -g performance (or echo performance > "
+                "/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor)"),
+    WarningKind("turbo", "turbo boost makes the core clock depend on temperature and load",
+                "disable it for stable numbers (echo 1 > "
+                "/sys/devices/system/cpu/intel_pstate/no_turbo or echo 0 > "
+                "/sys/devices/system/cpu/cpufreq/boost)"),
+    WarningKind("smt", "a sibling hyperthread shares the core's caches and ports",
+                "keep the sibling of the measuring CPU idle, or echo off > "
+                "/sys/devices/system/cpu/smt/control"),
+    WarningKind("thp_always", "transparent huge pages 'always': TLB behaviour varies from run "
+                "to run",
+                "echo madvise > /sys/kernel/mm/transparent_hugepage/enabled; memfx asks for huge "
+                "pages explicitly when a parameter says so"),
+    WarningKind("no_pmu", "no hardware performance counters: verdicts come from timing only",
+                "fine for verdicts; for cycle and event counts run on bare metal or enable "
+                "vPMU in the hypervisor"),
+    WarningKind("no_invariant_tsc", "rdtsc ticks may not be proportional to time",
+                "use a machine with an invariant TSC, or do not trust ns figures from rdtsc"),
+    WarningKind("perf_event_paranoid", "software events (page faults, context switches) that "
+                "reject contaminated samples cannot be read",
+                "sysctl kernel.perf_event_paranoid=2 (or run with CAP_PERFMON)"),
+    WarningKind("glibc_llc_mismatch", "glibc sizes its memcpy thresholds from another "
+                "last-level cache size than sysfs reports",
+                "measure (memfx run copy) and set "
+                "GLIBC_TUNABLES=glibc.cpu.x86_non_temporal_threshold from the measured "
+                "crossover (memfx advise)"),
+    WarningKind("low_memory", "little memory available: large buffers may be swapped or "
+                "reclaimed during the run",
+                "free memory or keep buffer sizes well below the available amount"),
+)
+
+
+def caution(id: str, message: str, value: CautionValue = None,
+            threshold: CautionValue = None, **hint_fields: Any) -> Caution:
+    """The one constructor of a caution: the catalogue's kind ``id`` (a
+    KeyError names the known ones), with this occurrence's ``message`` and
+    figures; the advice is the kind's hint, ``hint_fields`` filled in."""
+    try:
+        kind = WARNINGS[id]
+    except KeyError:
+        raise KeyError(f"warning {id!r} is not in the catalogue (findings.WARNINGS: "
+                       f"{', '.join(sorted(WARNINGS))})") from None
+    return Caution(id=id, message=message, value=value, threshold=threshold,
+                   advice=kind.hint.format(**hint_fields) if hint_fields else kind.hint,
+                   note=kind.note)
+
+
+def run_status_caution(status: Any) -> Caution:
+    """The note on a run that did not complete.  A status the catalogue
+    does not list (a hand-made document's) keeps its id ``run_<status>``,
+    as a note without advice."""
+    message = f"run is {status}: results cover only the points measured before it stopped"
+    if f"run_{status}" in WARNINGS:
+        return caution(f"run_{status}", message)
+    return Caution(id=f"run_{status}", message=message, note=True)
+
+
+def hint_of(id: Any) -> str:
+    """The catalogue's hint for a warning id ("" for an unknown one)."""
+    kind = WARNINGS.get(str(id))
+    return kind.hint if kind else ""
 
 
 # --------------------------------------------------------------------------
@@ -239,7 +422,7 @@ def _finite(*xs: Optional[float]) -> bool:
 
 
 def band_verdict(band: Tuple[float, float], ci_low: Optional[float],
-                 ci_high: Optional[float]) -> str:
+                 ci_high: Optional[float]) -> Verdict:
     """The one verdict rule: detected when the CI lies wholly outside the
     no-effect ``band`` (low, high), not detected when wholly inside it,
     inconclusive otherwise or without a finite CI."""
@@ -256,7 +439,7 @@ def band_verdict(band: Tuple[float, float], ci_low: Optional[float],
 def effect_verdict(ratio: float, ci_low: float, ci_high: float, n_a: int, n_b: int,
                    effect_min: Optional[float] = None,
                    min_samples: Optional[int] = None,
-                   band: Optional[Tuple[float, float]] = None) -> str:
+                   band: Optional[Tuple[float, float]] = None) -> Verdict:
     """Verdict on a ratio of medians a/b (1.0 = no effect) and its CI, by
     band_verdict: ``band`` (low, high) is the question's no-effect band
     (Question.no_effect_band); without one, 1 ± ``effect_min``.  Fewer than
@@ -275,14 +458,6 @@ def effect_verdict(ratio: float, ci_low: float, ci_high: float, n_a: int, n_b: i
 
 # --------------------------------------------------------------------------
 # cautions about noise
-
-
-_NOISE_ADVICE = ("Stop other work on the machine, set the CPU governor to "
-                 "'performance', pin to an isolated CPU, or raise the "
-                 "number of samples.")
-_REJECT_ADVICE = ("Samples were contaminated by context switches, migrations "
-                  "or page faults: run on an idle, isolated CPU (isolcpus / "
-                  "nohz_full) and pre-fault buffers.")
 
 
 def point_label(point: Mapping[str, Any]) -> str:
@@ -329,18 +504,17 @@ def noise_cautions(point_summaries: Iterable[Mapping[str, Any]],
 
     noisy = [p for p in points if _finite(p.get("cv")) and cv(p) >= cv_max]
     if noisy:
-        out.append(Caution(
-            id="noisy_points",
-            message=(f"{len(noisy)} of {total} points have CV >= {cv_max:.0%}; "
-                     f"worst: {_worst(noisy, cv, '{:.1%}'.format)}"),
-            value=max(cv(p) for p in noisy), threshold=cv_max, advice=_NOISE_ADVICE))
+        out.append(caution(
+            "noisy_points",
+            (f"{len(noisy)} of {total} points have CV >= {cv_max:.0%}; "
+             f"worst: {_worst(noisy, cv, '{:.1%}'.format)}"),
+            value=max(cv(p) for p in noisy), threshold=cv_max))
     rejected = [p for p in points if _rejected_share(p) > rej_max]
     if rejected:
-        out.append(Caution(
-            id="rejected_samples",
-            message=(f"{len(rejected)} of {total} points had more than {rej_max:.0%} "
-                     f"of their samples rejected; worst: "
-                     f"{_worst(rejected, _rejected_share, '{:.0%}'.format)}"),
-            value=max(_rejected_share(p) for p in rejected), threshold=rej_max,
-            advice=_REJECT_ADVICE))
+        out.append(caution(
+            "rejected_samples",
+            (f"{len(rejected)} of {total} points had more than {rej_max:.0%} "
+             f"of their samples rejected; worst: "
+             f"{_worst(rejected, _rejected_share, '{:.0%}'.format)}"),
+            value=max(_rejected_share(p) for p in rejected), threshold=rej_max))
     return out

@@ -10,6 +10,7 @@ import shlex
 import time
 
 from ..analysis.documents import machine_facts
+from ..model.findings import hint_of
 from ..model.units import format_ci, format_estimate, format_number, format_size, format_value
 from .html import (
     VERDICT_LABELS,
@@ -406,9 +407,8 @@ def warnings_html(views) -> str:
 
 
 def _default_advice(warning) -> str:
-    if warning.get("id") == "analysis":
-        return "the data are shown as measured; re-run the experiment for a complete analysis"
-    return "–"
+    # a warning written without advice (a note) shows its kind's hint
+    return hint_of(warning.get("id")) or "–"
 
 
 def _sort_key(point):
