@@ -19,17 +19,16 @@ def index_itemsize(n):
 def shuffled_order(n, seed):
     """The random arm's visiting order: a uniformly random permutation of
     0..n-1 in the narrowest index type, a function of `seed` (an int or a
-    list of them), shuffled by the core (lab.shuffle_in_place: 0.19 s for
-    the 15.7M lines of a 960 MiB set on a 2-vCPU guest, numpy's shuffle
-    0.75 s)."""
+    list of them), shuffled by the core (lab.shuffle_in_place: about 4x
+    numpy's shuffle on a DRAM-sized set; docs/machine-notes.md)."""
     order = np.arange(n, dtype=np.int32 if index_itemsize(n) == 4 else np.int64)
     return shuffle_in_place(order, seed)
 
 
 # Orders kept per run by kept_order: the two largest (small ones are cheap
 # to draw again).  The loaded chase and the random read of a bandwidth run
-# draw the same order at the DRAM size (15.7M lines of a 960 MiB set: 0.7 s
-# to shuffle on a 2-vCPU guest).
+# draw the same order at the DRAM size (a shuffle of tens of millions of
+# lines takes most of a second).
 KEPT_ORDERS = 2
 
 
@@ -51,8 +50,8 @@ def kept_order(cache, n, seed):
 # The sweeps' default sparse_from: past 64 MiB (latency, bandwidth and copy
 # curves are flat there on most machines; refine and the anchors still put
 # sizes at every knee and around every reported cache), one size per
-# doubling.  On a 480 MiB-LLC guest the sizes past it were most of a full
-# replica: a 960 MiB copy cell took 13 s, a 1.5 GiB chase cell 8 s.
+# doubling: on a large-LLC machine the sizes past it were most of a full
+# replica (docs/machine-notes.md, "Sparse sizes").
 SPARSE_FROM = 64 << 20
 SPARSE_FROM_HELP = ("above this size one size per doubling (refine still adds sizes at every "
                     "knee or crossing it finds, and both sides of each reported cache are "

@@ -197,13 +197,13 @@ class Aliasing(Experiment):
     )
 
     presets = {
-        # 5 samples x 3 replicas: 124 cells of 7 were 2.7 s a replica on a
-        # 2-vCPU guest, 80 % of it timed samples
+        # 5 samples x 3 replicas: with 7, a replica's time was mostly timed
+        # samples (docs/machine-notes.md)
         "quick": {"sizes": "256,2K,16K", "fine_span": 64, "fine_step": 4, "coarse_step": 512,
                   "modes": "throughput", "samples": 5, "min_sample_ms": 0.2},
         # the fine parts every 4 B, as quick: at every 2 B they were 128 of
-        # the 160 offsets, 25 s a replica on a 2-vCPU guest, for band edges
-        # no sharper than the 64-byte line they come from
+        # the 160 offsets for band edges no sharper than the 64-byte line
+        # they come from
         # 5 samples x 3 replicas as in quick (the replicas make the CI)
         "full": {"samples": 5, "min_sample_ms": 0.2, "fine_step": 4},
     }

@@ -103,8 +103,8 @@ class Assoc(Experiment):
         "quick": {"samples": 5, "min_sample_ms": 0.3,
                   "strides": "2K,4K,8K,128K,256K",
                   "lines": "1,2,4,6,7,8,9,10,12,16,17,24,32,48,64"},
-        # 5 samples x 3 replicas as in quick: a full replica was 9 s of
-        # timed samples over 272 cells on a 2-vCPU guest
+        # 5 samples x 3 replicas as in quick: a full replica is seconds of
+        # timed samples over 272 cells
         "full": {"samples": 5},
     }
     questions = (
@@ -124,8 +124,8 @@ class Assoc(Experiment):
                  "dimension (1032)?", "ratio", "004",
                  "ratio of medians ns per element, ld = n vs ld = n + pad", band=ans.EFFECT_BAND,
                  # host-shared: a column's elements 8 KiB apart map to one L1 set and a few
-                 # L2 sets, so the ld = n walk is served from the host's shared L3; between
-                 # quick surveys of a 2-vCPU guest it read 3.0-4.9x (replicas within 5 %)
+                 # L2 sets, so the ld = n walk is served from the host's shared L3
+                 # (docs/machine-notes.md, "Host-shared answers")
                  host_shared=True),
     )
     plots = (

@@ -87,15 +87,14 @@ class Atomics(Experiment):
         # A/A surveys with 3 (t(2) = 4.3) and inconclusive in the others; with
         # 5, one replica in ~40 read 1.8x (2.4, 2.8, 1.8, 2.7, 2.9: CI [1.96,
         # 3.15], inconclusive), in one A/A survey of five
-        # 9 samples, of the same 0.3 ms: in a noisy hour on a 2-vCPU Zen 4
-        # guest 5 samples let a stretch in which the host ran the other vCPU
-        # elsewhere set a replica's median (replicas of 1.35-3.21 within one
+        # 9 samples, of the same 0.3 ms: with 5, a stretch in which the host
+        # ran the other vCPU elsewhere could set a replica's median (replicas of 1.35-3.21 within one
         # survey; inconclusive in 3 of 5 A/A surveys); longer samples see
         # more of such stretches (full's 2 ms samples read 1.9x there)
         "quick": {"samples": 9, "min_sample_ms": 0.3, "replicas": 7},
         # 7 replicas in full too: with 3 it read inconclusive in 3 of 5 full
-        # surveys on a 2-vCPU guest (replicas 2.97, 2.23, 2.80: each detected,
-        # the t interval over three 1.81-3.87); a replica is ~1 s
+        # surveys (each replica detected, the t interval over three wide);
+        # a replica is ~1 s (docs/machine-notes.md, "Atomics")
         "full": {"samples": 9, "min_sample_ms": 2, "replicas": 7},
     }
     questions = (
@@ -127,9 +126,8 @@ class Atomics(Experiment):
                  "share of the increments lost (1 - final / made), median over samples, at the "
                  "most threads measured; detected when above 0", scale="linear",
                  # host-shared: how the threads' plain increments interleave depends
-                 # on which physical cores the host runs the vCPUs on (0.48 -> 0.38
-                 # between two surveys of an A/A on a Zen 4 guest, as
-                 # atomics.contended went 8.5 -> 12.6 ns)
+                 # on which physical cores the host runs the vCPUs on
+                 # (docs/machine-notes.md, "Atomics")
                  host_shared=True),
     )
     plots = (

@@ -142,16 +142,15 @@ CHASE_ELEMENT = 64
 # The chase's warm-up, and the pass each visit's re-warm makes (settle): a
 # quarter of the latency experiment's 2^20 loads.  The chase is in DRAM,
 # where nothing is left to warm but translations: 2^18 random loads touch
-# most pages of a 960 MiB set's page tables, and the 2^20 warm-up and
-# re-warms of four visits at ~0.5 us a load were 2.8 s of every quick
-# replica on a 480 MiB-LLC guest.  settle still waits for steady blocks.
+# most pages of a DRAM-sized set's page tables, and 2^20 cost seconds of
+# every quick replica (docs/machine-notes.md, "Bandwidth's DRAM cells").
+# settle still waits for steady blocks.
 LOADED_WARM_LOADS = 1 << 18
 # The random read's warm-up and re-warm pass in a set no cache holds (DRAM_FROM
 # x the LLC or more): 2 chunks, 2^18 lines, as the loaded chase's 2^18 loads
-# -- only translations are left to warm.  A fresh 960 MiB set on the 480 MiB-
-# LLC guest read 0.5 GB/s in its first chunk, then 1.6-1.9 in every chunk
-# after; the whole pass (15.7M lines, 0.5 s) was 1.5 s of a quick survey for
-# 20 ms of samples.
+# -- only translations are left to warm: past its first chunk a fresh set
+# reads at its steady rate, and a whole pass cost a hundred times the
+# samples it warmed (docs/machine-notes.md, "Bandwidth's DRAM cells").
 RANDOM_DRAM_WARM_CHUNKS = 2
 # The loaders' kind: sequential reads, the widest vector width.
 LOADER_KIND = "read"
@@ -236,8 +235,8 @@ def sizes_for(lo, hi, per_octave, caches, sparse_from=0):
     128-byte blocks (a copy's halves stay line multiples).  A cache past
     sparse_from is straddled by the doubling sizes and measured inside by
     its level cell; latency owns the capacities.  Its two extra sizes
-    (0.75x and 1.5x a 480 MiB LLC) were 11 cells each, 8.7 s of a 58 s full
-    replica on a 2-vCPU guest, for one line of bandwidth.knees."""
+    around a DRAM-sized LLC were a seventh of a full replica for one line of
+    bandwidth.knees (docs/machine-notes.md, "Bandwidth's DRAM cells")."""
     anchors = [c for _, c in caches if not sparse_from or c <= sparse_from]
     grid = [s for s in size_grid(lo, hi, per_octave, anchors, sparse_from)
             if lo <= s <= hi]
@@ -393,8 +392,8 @@ class Bandwidth(BandwidthAnswers, Experiment):
               "all, or widest = the widest vector width's (and rep's and the nt kinds') on the "
               "first page size and at one declared size per level on the others, every other "
               "width at one declared size per level on the first page size "
-              "(the full preset: a 5-width x 2-page sweep of a 480 MiB-LLC guest was estimated "
-              "at 1.9 h)", "widest", choices=("all", "widest")),
+              "(every width on both page sizes would take hours on a large-LLC machine)",
+              "widest", choices=("all", "widest")),
         Param("dram_factor", "float", 4.0, "max_size auto = this many times the last-level "
               "cache (at least 64 MiB, bounded by free memory)", "2", minimum=2.0, maximum=64.0),
         Param("scaling", "list:str", list(SCALING_KINDS), "kinds measured at 1..N threads, one "
@@ -411,29 +410,24 @@ class Bandwidth(BandwidthAnswers, Experiment):
     presets = {
         # 5 samples (min_samples: fewer make every comparison inconclusive)
         # x 3 replicas (COMMON_PRESETS), at one declared working set per
-        # level: the octave sweep's 28 sizes x 8 kinds were 85 s a replica on
-        # a 480 MiB-LLC guest, most of it in the 256 MiB-1 GiB cells that
-        # answer nothing but the knees
+        # level: an octave sweep spent most of a replica in the DRAM-sized
+        # cells that answer nothing but the knees (docs/machine-notes.md)
         "quick": {"samples": 5, "min_sample_ms": 0.5, "per_octave": 1, "dram_factor": 2,
                   "sweep": "levels",
                   "kinds": ",".join(k for k in KINDS if k != "nt_copy"),
                   # the threaded parts' quick share: read scaling only (a team
                   # sample needs every CPU at once, which a busy machine rarely
                   # gives), and no loaded latency: its loader streams a buffer of
-                  # its own, 2x the LLC, and on a 480 MiB-LLC guest that second
-                  # fresh GiB was 1.7 s to fault in every replica (host faults
-                  # at ~0.6 GB/s, the guest's freed memory reported back to
-                  # the host), ~3 s a replica with its chain, for a ratio whose
-                  # CI spanned 0.8-1.4 with one loader; --full measures it
+                  # its own, 2x the LLC, faulted in anew every replica (slowly
+                  # in a VM: the host faults it back), for a ratio whose CI is wide with
+                  # one loader (docs/machine-notes.md); --full measures it
                   "scaling": "read", "latency_levels": "none"},
         # curves for the widest width on 4 KiB pages, every other width and
-        # THP at the level cells, to 2x the LLC at 2 sizes per octave: one
-        # replica took 128 s on a 480 MiB-LLC guest, where the 5-width x
-        # 2-page sweep at 4 per octave to 4x the LLC (4354 points) was
-        # estimated at 1.9 h for three.  Samples of 1 ms (a sample is never
-        # less than one pass, so this shortens only the cache-sized cells and
-        # their re-warms) and one size per doubling past sparse_from: 82 s a
-        # replica with 2 ms samples and 2 sizes per doubling to 960 MiB
+        # THP at the level cells, to 2x the LLC at 2 sizes per octave (every
+        # width on both page sizes at 4 per octave would take hours).
+        # Samples of 1 ms (a sample is never less than one pass, so this
+        # shortens only the cache-sized cells and their re-warms) and one
+        # size per doubling past sparse_from (docs/machine-notes.md)
         # 5 samples x 3 replicas as in quick (the replicas make the CI)
         "full": {"samples": 5, "min_sample_ms": 1.0, "per_octave": 2, "dram_factor": 2,
                  "curves": "widest", "widths": "scalar,sse2,avx2,avx512,rep",
@@ -584,8 +578,7 @@ class Bandwidth(BandwidthAnswers, Experiment):
                 for n in thread_counts(len(cpus)):
                     # DRAM: one set of 2x the LLC split among the threads, as
                     # STREAM splits its arrays (a 2x-LLC set per thread was
-                    # twice the passes per sample, 4 s of a quick replica on
-                    # a 480 MiB-LLC guest); a cache level: a set per thread
+                    # twice the passes per sample); a cache level: a set per thread
                     # that the level holds for the whole team
                     each = size // n // 4096 * 4096 if lid == "dram" else size
                     pts.append(Point(f"threads_{kind}", {

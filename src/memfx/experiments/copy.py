@@ -172,8 +172,8 @@ _OP_NAMES = {"copy": "memcpy", "set": "memset"}
 # at every visit for ~3 timed calls.
 ONE_WARM_CALL_FROM = 64 << 20
 # Bytes of memory one byte of size touches: a copy's source and destination
-# (max_size auto gives both ops the same footprint, 2x the LLC: the 960 MiB
-# copy cell of a 480 MiB-LLC guest was 13 s of a 93 s full replica).
+# (max_size auto gives both ops the same footprint, 2x the LLC: a copy of
+# 2x the LLC was a seventh of a full replica; docs/machine-notes.md).
 FOOTPRINT_PER_BYTE = {"copy": 2, "set": 1}
 
 
@@ -633,13 +633,13 @@ class Copy(Experiment):
                   "samples": 5, "min_sample_ms": 0.2, "refine_steps": 3, "max_size": "32M"},
         # the fine part every 4 B (1-16 B every size): at every size it was
         # 256 sizes x 3 modes x 2 ops of ~8 strategies, about half of a full
-        # copy replica (150 s on a 2-vCPU guest); refine still adds every
+        # copy replica; refine still adds every
         # size inside the rep step and three inside each range boundary
         # arm_seconds 0.3: from 64 MiB a call lasts 10-150 ms, so an arm
         # takes 3-4 samples a cell there (the replicas give the CI)
         # 7 samples: with 5 the nt crossover's bracket (the sizes each side
         # where the CIs are disjoint) widened to 0.8-64 MiB in two replicas
-        # of three on a 2-vCPU guest, against 1.0-1.75 MiB with 7
+        # of three, against 1.0-1.75 MiB with 7 (docs/machine-notes.md)
         "full": {"samples": 7, "min_sample_ms": 0.2, "per_octave": 2, "refine_steps": 3,
                  "small_step": 4, "arm_seconds": 0.3},
     }

@@ -238,9 +238,8 @@ def primary_kernel(kernels):
 # ---- the zero effect per kernel family and level -------------------------------------------
 
 # Kernel -> family, for the zero/non-zero table: the store-elimination answer
-# must cover every kind of store (issue 16: beyond L3 on a Zen 5 guest, AVX2
-# and AVX-512 fills of zeros were 1.08-1.17x faster while 4-byte scalar fills
-# showed nothing, and non-temporal fills of zeros ran 2-3x faster).
+# must cover every kind of store: the zero effect can differ by store width
+# and kind (issue 16; docs/machine-notes.md, "Fill").
 FAMILIES = {
     "scalar4": "scalar", "scalar8": "scalar", "sse": "SSE", "avx2": "AVX2",
     "avx512": "AVX-512", "rep_stosb": "rep stosb", "memset": "memset",
@@ -405,12 +404,11 @@ class Fill(Experiment):
               "0 = one call fills the whole region, as a program's memset does", "1M", minimum=0),
     ]
     presets = {
-        # nt_sse: non-temporal fills are where zeros ran 2-3x faster on a
-        # Zen 5 guest (issue 16), so the quick answer covers them too.
+        # nt_sse: non-temporal fills are where zeros can run several times
+        # faster (issue 16), so the quick answer covers them too.
         # 5 samples x 3 replicas (COMMON_PRESETS), not 11 x 2, at one declared
-        # size per level: the 17-size grid was 34-55 s a replica on a
-        # 480 MiB-LLC guest (1 GiB regions) and its extra sizes decide nothing
-        # the level cells do not
+        # size per level: a 17-size grid's extra sizes decide nothing the
+        # level cells do not, at most of a replica's time
         # Kernels: the seed's AVX2 fill and memset, and NT; scalar and rep
         # stosb are the full preset's (each 1 GiB DRAM cell costs ~1 s here)
         "quick": {"kernels": "avx2,memset,nt_sse",
@@ -418,8 +416,8 @@ class Fill(Experiment):
                   "points": 12, "samples": 5, "min_sample_ms": 1.0},
         # 5 samples x 3 replicas as in quick (the replicas make the CI);
         # past sparse_from (64 MiB) the cache anchors and max_size only: the
-        # grid's 112 and 327 MiB cells were 12-14 s of a 38 s full replica
-        # on a 480 MiB-LLC guest, between the L3 anchor (240) and DRAM (960)
+        # grid's cells between the L3 anchor and DRAM were a third of a full
+        # replica (docs/machine-notes.md, "Fill")
         "full": {"points": 16, "samples": 5, "min_sample_ms": 1.0},
     }
 
@@ -521,7 +519,7 @@ class Fill(Experiment):
         # read with the primary kernel only (zero_loaded_from_memory,
         # nonzero_values_alike, alternating_passes), so only it measures them:
         # zero_volatile with memset and NT was a third of their quick DRAM
-        # cells, 1.7 s of every replica on a 480 MiB-LLC guest, for nothing.
+        # cells, for nothing.
         nonzero = next((a for a in NONZERO_ORDER if a in values), None)
         primary = primary_kernel(kernels)
         return [Point(arm, {"size_bytes": s, "kernel": k})
@@ -554,8 +552,8 @@ class Fill(Experiment):
         # arms (room for the rotation slot): every visit of an arm starts with
         # a full sweep (the warm-up below, and _worker.settle's re-warm), which
         # gives the region that arm's value before anything is timed.  A region
-        # per arm was 3 x 960 MiB to fault per replica on a 480 MiB-LLC guest
-        # (about 1.2 s per fresh GiB there).
+        # per arm was three DRAM-sized regions to fault per replica, seconds
+        # each (docs/machine-notes.md, "Fill").
         dst = lab.kept_mapping("fill.dst", size, room=SLOT_BYTES)
         src = None
         if aux & FILL_VALUE_FROM_SRC:

@@ -134,8 +134,8 @@ class FillAlloc(Experiment):
                  "median over samples of munmap's own time / 2 MiB pages, largest size "
                  "measured (2 MiB or more)", better=LOWER,
                  # host-shared: freeing a huge page walks its 512 page structs (32 KiB of
-                 # kernel memory); between quick surveys of a 2-vCPU guest it read
-                 # 4.7-4.9 us in all three replicas of one survey, 5.3-6.8 in 24 others
+                 # kernel memory), and moves with the host between surveys
+                 # (docs/machine-notes.md, "Host-shared answers")
                  host_shared=True),
     )
     plots = (

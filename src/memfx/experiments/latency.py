@@ -58,10 +58,9 @@ from .base import Experiment, Param, Point, Trial, register
 CACHE_MATCH_TOLERANCE = 0.25
 # Working sets of 1.5x to 2x the largest reported cache are taken to be served
 # from memory; a fixed window, so that every run that reaches it answers the
-# same question.  It was 1.5-3x: on a 480 MiB-LLC guest the four sizes past
-# 2x (1-1.5 GiB, 4 KiB and huge pages) took 26 s of a 71 s full replica --
-# two fresh mappings faulted, 20M-element shuffles and chains -- for the
-# same memory latency as the three sizes below them.
+# same question.  It was 1.5-3x: the sizes past 2x took a third of a full
+# replica on a large-LLC machine for the same memory latency as the sizes
+# below them (docs/machine-notes.md, "Latency's sizes").
 MEMORY_FROM, MEMORY_TO = 1.5, 2.0
 # A cache level's latency rests on the planned working sets (the grid, not a
 # run's fine steps at its knees) of LEVEL_WINDOW x the reported cache below
@@ -139,8 +138,7 @@ QUESTIONS = (
 QUESTIONS = tuple(replace(q, headline=True) if q.id in ("latency.memory", "latency.l3_capacity")
                   else q for q in QUESTIONS)
 # What rests on the host's shared last-level cache and memory (compare's
-# guest_drift_cv): between quick surveys of a KVM guest latency.l3 moved
-# with an 8 % CV and latency.l3_capacity with 16 % (issue 22's A/A).
+# guest_drift_cv; docs/machine-notes.md, "Drift in a guest").
 QUESTIONS = tuple(replace(q, host_shared=True) if q.id in (
     "latency.l3", "latency.memory", "latency.l3_capacity") else q for q in QUESTIONS)
 
@@ -215,14 +213,14 @@ class Latency(Experiment):
         # (the refine step still puts 8 per doubling across every knee);
         # measured here ~15 % less worker CPU time, the same verdicts.
         # 64M keeps two sizes in a 32 MiB LLC's memory window (1.5-2x the LLC).
-        # Samples of 0.5 ms (a pair: 0.5 and 1 ms): a quick replica took 4.9 s
-        # instead of 6.8 on a 2-vCPU guest, with the same answers
+        # Samples of 0.5 ms (a pair: 0.5 and 1 ms): a quarter less time a
+        # quick replica, with the same answers (docs/machine-notes.md)
         "quick": {"max_size": "64M", "per_octave": 3, "samples": 5,   # x 3 replicas
                   "min_sample_ms": 0.5,
                   # huge pages at 1, 2, ... 64 MiB in every replica: with them
-                  # only around each replica's own knees, one survey in five
-                  # left a 5-7 MiB step (TLB reach or L3?) undecided and
-                  # l3_capacity inconclusive on a 2-vCPU guest
+                  # only around each replica's own knees, a step where TLB
+                  # reach and the L3 meet was left undecided and l3_capacity
+                  # inconclusive (docs/machine-notes.md)
                   "huge_from": "1M"},
         # samples of 0.5 ms as in quick: the timed samples (1 and 2 ms) were
         # half of a 71 s full replica and each visit's re-warm scales with them
@@ -235,9 +233,8 @@ class Latency(Experiment):
             return params["max_size"]
         avail = (machine.get("memory") or {}).get("available_bytes") or (4 << 30)
         # both arms of a point live at once: keep them within a third of free
-        # memory.  To the window's top, not past it: on a 480 MiB-LLC guest
-        # each cell of 1.7-2 GiB took 8-10 s a replica (two fresh mappings
-        # faulted, a 31M-element shuffle and chain) and answered nothing
+        # memory.  To the window's top, not past it: each cell beyond took
+        # seconds a replica and answered nothing (docs/machine-notes.md)
         return int(min(MEMORY_TO * Fingerprint.of(machine).llc_bytes, avail / 6))
 
     def plan(self, params, machine):
@@ -287,9 +284,8 @@ class Latency(Experiment):
             sparse = params.get("sparse_from") or 0
             for lv in levels[:-1]:
                 lo, hi = lv.knee_low or lv.last_size, lv.knee_high or lv.last_size * 2
-                # past sparse_from 4 steps per doubling: a knee between 128 and
-                # 256 MiB on a 480 MiB-LLC guest took six cells of ~1.2 s a
-                # full replica at 8, and each of its sizes is a DRAM chain
+                # past sparse_from 4 steps per doubling: each size there is a
+                # DRAM chain of a second or more (docs/machine-notes.md)
                 steps = 4 if sparse and lo >= sparse else 8
                 for s in size_grid(lo, hi, steps)[1:-1][:6]:
                     if s not in have:
@@ -686,11 +682,9 @@ def matching_cache(caches, size):
 def owning_cache(level, caches):
     """The cache a flat plateau belongs to: the smallest reported cache whose
     size, to CACHE_MATCH_TOLERANCE, its last point lies within (None for a
-    ramp, a mixture, or a plateau beyond every cache).  To the tolerance: in
-    a full survey on a 2-vCPU guest (L2 2 MiB) one replica's chase stayed at
-    26-28 ns from 1.94 to 2.12 MiB on the way from the L2 (6 ns) to the L3
-    (38-53 ns); owned by the L3, that stretch made the L3's latency 27 ns and
-    its capacity 2.5 MiB, where the other replicas read 8 and 12 MiB."""
+    ramp, a mixture, or a plateau beyond every cache).  To the tolerance: a
+    short stretch just past a cache's size, on the way to the next level,
+    is that cache's (docs/machine-notes.md, "Latency's sizes")."""
     if not level.flat:
         return None
     return next((label for label, cap in caches

@@ -57,8 +57,8 @@ SM = 8                     # doubles per 64-byte line: Drepper's tile edge
 # rows for the blocked forms and 8 rows for the row-order ones, in each of
 # which every form reads all of mul2 (its column walks or its tiles) and its
 # own rows of mul1 and res: they leave the caches as a whole product does.
-# A whole product per visit was 1.0 s of settling for 0.1 s of samples in a
-# quick replica at N = 512 on a 2-vCPU guest.
+# A whole product per visit was ten times the samples' time in settling
+# (docs/machine-notes.md, "Matmul").
 TILE = SM * SM             # results of res per iteration (MM_TILE in layout.c)
 
 
@@ -116,8 +116,8 @@ def init_bands(n):
 # Warm-up and re-warm of an initialisation arm: bands of this many bytes at
 # most.  A matrix up to that size is written whole (it may live in a cache);
 # one larger than that -- init_n=auto is twice the LLC -- is in DRAM whatever
-# was written last, and a whole pass of a 1 GiB matrix in column order (4 s
-# on a 2-vCPU guest) per visit of each arm was most of a full matmul run.
+# was written last, and a whole pass of a DRAM-sized matrix in column order
+# per visit of each arm was most of a full matmul run.
 INIT_WARM_BYTES = 64 << 20
 
 
@@ -205,16 +205,15 @@ class Matmul(Experiment):
               "cache); none = no initialisation arms", "1024"),
     ]
     presets = {
-        # N = 1024 in quick (issue 22): at the L2's size ("auto", N = 360 on
-        # a 2-vCPU Zen 4 guest with a 1 MiB L2) all three matrices fit in
-        # the L3 and transposed / naive read 0.96, inconclusive; at 1024 it
-        # read 0.25 there (Drepper: 0.234), 0.08 on a Sapphire Rapids-class
-        # guest.  At a power of two the naive loop's column (N x 8 B apart)
-        # falls into a few cache sets; at Drepper's 1000 it stays in the L2
-        # of both guests (0.91 and 0.62), which the full preset shows beside
-        # it.  A tile per iteration keeps the samples short: 8 rows of the
-        # naive loop per iteration were ~130 ms at 1024, and a survey's
-        # samples were all rejected as preempted.
+        # N = 1024 in quick (issue 22): at the L2's size ("auto") all three
+        # matrices fit in the L3 and transposed / naive reads near 1,
+        # inconclusive; at 1024 it reads as Drepper's (0.234).  At a power
+        # of two the naive loop's column (N x 8 B apart) falls into a few
+        # cache sets; at Drepper's 1000 it can stay in the L2, which the
+        # full preset shows beside it (docs/machine-notes.md, "Matmul").
+        # A tile per iteration keeps the samples short: row bands of the
+        # naive loop were so long that a survey's samples were all rejected
+        # as preempted.
         "quick": {"samples": 5, "min_sample_ms": 0.5, "n": "1024", "init_n": "1024"},
         "full": {"samples": 5},
     }

@@ -79,15 +79,14 @@ class Misaligned(Experiment):
               "latency (dependent loads)", "load", choices=MODES),
     ]
     presets = {
-        # 9 samples of 0.3 ms: in a noisy hour on a 2-vCPU Zen 4 guest the
-        # load arms' 5 samples of 0.2 ms (~0.1 ns a load) had CVs of 7-16 %
-        # and line_split_load's replicas read 1.44-2.63 (1.96-1.98 in runs
-        # minutes later): a headline inconclusive in 1 of 5 A/A surveys.  A
+        # 9 samples of 0.3 ms: with 5 samples of 0.2 ms (~0.1 ns a load) a
+        # noisy hour spread line_split_load's replicas wide enough to leave a
+        # headline inconclusive (docs/machine-notes.md, "Misaligned").  A
         # quick replica is ~0.5 s longer
         "quick": {"samples": 9, "min_sample_ms": 0.3, "offsets": "0,1,62"},
         # 0.2 ms samples, as quick: the loops stay in the L1d and one sample
         # is still ~10^5 accesses; 1 ms samples over 5 widths x 64 offsets x
-        # 3 modes were 41 s a replica on a 2-vCPU guest
+        # 3 modes made a replica of most of a minute
         "full": {"samples": 5, "min_sample_ms": 0.2},   # as quick; the replicas make the CI
     }
     questions = (

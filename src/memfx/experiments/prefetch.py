@@ -95,9 +95,8 @@ LIST_WARMUP_NODES = 1 << 18
 # Distances whose median time per load is within this of the fastest one's
 # serve the streaming loop alike; the answer is the shortest of them (the
 # least early traffic).  As the argmin it read 8 or 32 from replica to
-# replica and survey to survey (their medians 0.4-5.8 % apart in five quick
-# surveys on a 2-vCPU guest, d = 2 slower by 6-16 %), and compare called 4
-# of 10 A/A pairs "changed".  10 %, as copy's CLEAR_WIN: a few % of a few
+# replica and survey to survey (their medians a few % apart), and compare
+# called A/A pairs "changed" (docs/machine-notes.md, "Prefetch").  10 %, as copy's CLEAR_WIN: a few % of a few
 # ns per load is not worth a different distance.
 DISTANCE_TIE = 0.10
 
@@ -472,9 +471,8 @@ class Prefetch(Experiment):
         if params["region"] != "auto":
             return params["region"]
         # twice the LLC, the DRAM working set of bandwidth and copy: 4x was
-        # two 1.9 GiB regions per replica on a 480 MiB-LLC guest (faulted at
-        # ~1 s per GiB, 5 s with huge pages) for a stream that leaves the
-        # caches at 2x as surely
+        # seconds of faulting a replica on a large-LLC machine for a stream
+        # that leaves the caches at 2x as surely
         return max(128 << 20, REGION_LLC_FACTOR * Fingerprint.of(machine).llc_bytes)
 
     def plan(self, params, machine):

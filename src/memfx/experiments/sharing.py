@@ -165,8 +165,7 @@ class Sharing(Experiment):
                  "median ns per one-way transfer of a flag bounced between two pinned threads; "
                  "the median over CPU pairs, every pair in details", better=LOWER,
                  # host-shared: the trip depends on which physical cores the host runs
-                 # the two vCPUs on (SMT siblings, one die or two); between quick
-                 # surveys of a 2-vCPU guest its CV was 11-16 % in two A/As of five
+                 # the two vCPUs on (SMT siblings, one die or two): docs/machine-notes.md
                  host_shared=True),
     )
     plots = (
@@ -320,12 +319,11 @@ class Sharing(Experiment):
         # -- the headline: locked increments at every distance inside one
         # line, pooled (the median over those cells, issue 22), plain ones
         # beside it.  A lock add must own the line for every increment, so
-        # its ratio is the line's trips between the cores: 5.9-8.8x in
-        # every replica of 25 quick surveys on a 2-vCPU guest.  A plain addq
-        # runs on while its store waits in the store buffer (the next load
-        # reads it from there), and how many stores commit per visit of the
-        # line is the host's timing: 1.2-1.8x on the same guest, against
-        # the 1.5x bar, so the verdict flipped between surveys.
+        # its ratio is the line's trips between the cores, far above the bar
+        # in every replica.  A plain addq runs on while its store waits in
+        # the store buffer (the next load reads it from there), and how many
+        # stores commit per visit of the line is the host's timing, on both
+        # sides of the bar from survey to survey (docs/machine-notes.md).
         arm = HEADLINE_ARM if any(k[0] == HEADLINE_ARM for k in pen) else min(pen)[0]
         key = min(k for k in pen if k[0] == arm)
         e, p, share = pen[key]

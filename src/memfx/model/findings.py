@@ -183,7 +183,7 @@ THRESHOLDS: Dict[str, Threshold] = _thresholds(
     Threshold("bimodal_share", 0.20, "ratio",
               "each group of a bimodal split holds at least this share of the samples (and >= 2)"),
     # issue 13: the quick survey (every experiment, the checked advice and the
-    # report) stays within 2 minutes on a 2-vCPU machine, the full one within
+    # report) stays within 2 minutes on a small machine, the full one within
     # 15; raise only with a measured reason (docs/stability.md)
     Threshold("survey_budget_quick", 120.0, "s",
               "wall time of `memfx survey --quick` (experiments, advice, report) above which the "

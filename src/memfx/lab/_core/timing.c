@@ -2,7 +2,7 @@
  * one add per core cycle (Agner Fog's instruction tables: ADD r,r latency 1),
  * so n adds / ticks = core cycles per TSC tick.  Register operands, not
  * immediates: Golden Cove-class cores fold `add reg, imm` chains at rename
- * and ran 4.8 of them per TSC tick here. */
+ * and run several of them per TSC tick (docs/machine-notes.md). */
 #include "core.h"
 
 uint64_t mfx_add_chain(uint64_t n)
