@@ -16,7 +16,8 @@ from memfx.experiments.aliasing import (
     signed,
     strategy_of,
 )
-from memfx.lab.lab import Lab, kernel_table
+from memfx.lab.core import kernel_table
+from memfx.lab.lab import Lab
 from memfx.model.errors import ParamError
 
 EXP = get_experiment("aliasing")

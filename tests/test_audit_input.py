@@ -254,7 +254,7 @@ CHASE_UNDER_A_SIGNAL = textwrap.dedent("""
     import os, signal, sys, threading, time
     import numpy as np
     from memfx.lab import _core
-    from memfx.lab.lab import kernel_table
+    from memfx.lab.core import kernel_table
     n, elem = 1 << 16, 64
     buf = bytearray(n * elem)
     chain = _core.link_chain(buf, 0, elem, n, np.random.default_rng(0).permutation(n))
@@ -283,7 +283,7 @@ def test_a_walk_that_really_leaves_its_chain_is_still_a_value_error():
     import numpy as np
 
     from memfx.lab import _core
-    from memfx.lab.lab import kernel_table
+    from memfx.lab.core import kernel_table
     buf = bytearray(64 * 64)
     chain = _core.link_chain(buf, 0, 64, 64, np.arange(64))
     buf[0:8] = (8).to_bytes(8, "little")            # element 0 now points at address 8

@@ -97,7 +97,7 @@ def test_timed_read_rows_only_load_and_walk_each_byte_once(width):
     assert check_load_kernel(idx) is None
     bad = check_load_kernel(idx, max_size=300, size_skew=1)
     assert bad and "walked" in bad
-    from memfx.lab.lab import kernel_table
+    from memfx.lab.core import kernel_table
     assert verify_kernel(kernel_table()[f"bw_read_{width}"]) is None
     assert "sum" in ROWS[f"bw_sum_{width}"]["doc"] and "only" in ROWS[f"bw_read_{width}"]["doc"]
 

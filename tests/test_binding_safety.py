@@ -15,7 +15,7 @@ PRELUDE = """
 import mmap
 import numpy as np
 from memfx.lab import _core
-from memfx.lab.lab import kernel_table
+from memfx.lab.core import kernel_table
 K = {name: row.index for name, row in kernel_table().items()}
 
 def refused(fn, *args, exc=ValueError, match=""):

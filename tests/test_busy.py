@@ -244,7 +244,7 @@ def test_a_preempted_dram_sample_is_corrected_a_cached_one_retaken(monkeypatch):
     """A working set beyond the last-level cache streams from DRAM whether or
     not a neighbour ran: its preempted sample keeps the time it ran (window
     less run-queue wait); a cached one, or one that mostly waited, is rejected."""
-    from memfx.lab.lab import PREEMPT_CORRECT_MAX_SHARE
+    from memfx.lab.sampling import PREEMPT_CORRECT_MAX_SHARE
     mib = 1 << 20
     rec = _preempted_sample(monkeypatch, 64 * mib, 32 * mib, 20e6, 8e6)
     assert not rec["rejected"], rec

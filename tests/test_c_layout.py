@@ -8,7 +8,7 @@ import pytest
 
 from memfx.experiments import _kit
 from memfx.experiments import _store_forward_kernels as sfk
-from memfx.lab.lab import core_layout
+from memfx.lab.core import core_layout
 
 CORE = Path(__file__).resolve().parent.parent / "src" / "memfx" / "lab" / "_core"
 

@@ -8,7 +8,8 @@ import pytest
 from memfx.experiments import bandwidth as bw
 from memfx.experiments import get_experiment
 from memfx.lab import _core
-from memfx.lab.lab import Lab, call_kernel
+from memfx.lab.core import call_kernel
+from memfx.lab.lab import Lab
 from memfx.model.protocol import Point, Region, Trial
 
 pytestmark = pytest.mark.measuring

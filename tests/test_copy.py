@@ -24,7 +24,8 @@ from memfx.experiments.copy import (
     ties_by_size,
 )
 from memfx.lab import _core
-from memfx.lab.lab import Lab, kernel_table
+from memfx.lab.core import kernel_table
+from memfx.lab.lab import Lab
 from memfx.model.errors import ParamError
 
 ROWS = kernel_table()

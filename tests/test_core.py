@@ -9,7 +9,10 @@ import pytest
 from memfx.experiments.base import Region, Trial
 from memfx.experiments.latency import chain_links
 from memfx.lab import _core
-from memfx.lab.lab import HUGE_PAGE, SOFTWARE_EVENTS, Lab, PerfCounters, kernel_table
+from memfx.lab.core import kernel_table
+from memfx.lab.lab import Lab
+from memfx.lab.memory import HUGE_PAGE
+from memfx.lab.perf import SOFTWARE_EVENTS, PerfCounters
 
 
 def test_kernel_table_rows_are_complete():
@@ -458,7 +461,7 @@ def test_link_chain_refuses_what_does_not_fit():
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_shuffle_permutes_in_place_as_a_function_of_its_seed(dtype):
-    from memfx.lab.lab import shuffle_in_place
+    from memfx.lab.core import shuffle_in_place
     for n in (0, 1, 2, 3, 1000, 100_003):
         a = shuffle_in_place(np.arange(n, dtype=dtype), [7, n])
         assert a.dtype == dtype and sorted(a.tolist()) == list(range(n))
@@ -476,7 +479,7 @@ def test_shuffle_draws_every_permutation_alike():
     [0, i], makes some orders up to twice as likely as others."""
     from itertools import permutations
 
-    from memfx.lab.lab import shuffle_in_place
+    from memfx.lab.core import shuffle_in_place
     index = {p: i for i, p in enumerate(permutations(range(4)))}
     counts = np.zeros(24)
     for seed in range(5760):

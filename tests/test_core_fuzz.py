@@ -58,7 +58,7 @@ def _child():  # one self-contained driver
 
     from memfx.experiments import store_forward as sf
     from memfx.lab import _core
-    from memfx.lab.lab import kernel_table
+    from memfx.lab.core import kernel_table
 
     page = mmap.PAGESIZE
     PATTERN = bytes((i * 37 + 11) & 0xFF for i in range(8 * page + 8192))

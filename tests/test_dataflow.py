@@ -11,7 +11,10 @@ import pytest
 
 import memfx
 from memfx.experiments import base
+from memfx.lab import core as _core_facade
 from memfx.lab import lab as _lab
+from memfx.lab import memory as _memory
+from memfx.lab import sampling as _sampling
 from memfx.model import protocol
 from memfx.model.errors import ParamError
 
@@ -86,7 +89,7 @@ def test_every_experiment_module_is_checked():
 @pytest.mark.parametrize("path", experiment_modules(), ids=lambda p: p.name)
 def test_experiments_reach_the_core_only_through_the_lab(path):
     lines = core_imports(ast.parse(path.read_text()))
-    assert not lines, f"{path.name} uses memfx._core directly at lines {lines}; go through memfx.lab.lab"
+    assert not lines, f"{path.name} uses memfx._core directly at lines {lines}; go through memfx.lab (lab.Lab, core)"
 
 
 @pytest.mark.parametrize("path", experiment_modules(), ids=lambda p: p.name)
@@ -121,7 +124,7 @@ def test_the_lab_imports_no_experiment():
 def test_base_reexports_the_protocol_types():
     for name in ("Param", "Point", "Region", "Trial", "COMMON_PARAMS", "PARSERS"):
         assert getattr(base, name) is getattr(protocol, name)
-    assert _lab.Trial is protocol.Trial and _lab.Region is protocol.Region
+    assert _sampling.Trial is protocol.Trial and _memory.Region is protocol.Region
     with pytest.raises(ParamError):
         protocol.Param("n", "int", 1, "a count", minimum=0).parse("-1")
 
@@ -171,14 +174,14 @@ def test_lab_cache_lives_across_cells_and_run_buffers_until_close(lab):
 
 @pytest.mark.measuring
 def test_module_level_core_helpers_agree_with_the_lab(lab):
-    assert isinstance(_lab.isa_supported("sse2"), bool)
-    assert lab.isa_supported("sse2") == _lab.isa_supported("sse2")
-    vendor = _lab.cpuid(0)
+    assert isinstance(_core_facade.isa_supported("sse2"), bool)
+    assert lab.isa_supported("sse2") == _core_facade.isa_supported("sse2")
+    vendor = _core_facade.cpuid(0)
     assert len(vendor) == 4
     buf = bytearray(8 * 4)
-    _lab.link_chain_at(buf, 0, 8, 4, None)
+    _core_facade.link_chain_at(buf, 0, 8, 4, None)
     first = int.from_bytes(buf[:8], "little")
-    assert first == _lab.address_of(buf) + 8      # address order: element 0 -> 1
+    assert first == _core_facade.address_of(buf) + 8      # address order: element 0 -> 1
 
 
 @pytest.mark.measuring

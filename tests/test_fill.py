@@ -14,7 +14,8 @@ from memfx.experiments import fill_alloc as FA
 from memfx.experiments import get_experiment
 from memfx.experiments.base import Point, Trial
 from memfx.lab import _core
-from memfx.lab.lab import Lab, kernel_table
+from memfx.lab.core import kernel_table
+from memfx.lab.lab import Lab
 from memfx.model.errors import ParamError
 from memfx.model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
 from memfx.model.machine_view import Fingerprint

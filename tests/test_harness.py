@@ -11,7 +11,7 @@ import pytest
 from memfx.advice import child
 from memfx.advice.common import run_child
 from memfx.lab import _core, harness
-from memfx.lab.lab import core_file, harness_file
+from memfx.lab.core import core_file, harness_file
 from memfx.model.errors import MemfxError
 
 
@@ -38,14 +38,14 @@ def test_the_lab_calibrates_with_the_harness(monkeypatch):
     min_sample_ms in TSC ticks, and its count is what the lab uses."""
     import mmap
 
-    from memfx.lab import lab
+    from memfx.lab import lab, sampling
     from memfx.model.protocol import Region, Trial
     seen = []
 
     def fake(ticks_of, target):
         seen.append((ticks_of(1) > 0, target))
         return 5
-    monkeypatch.setattr(lab, "calibrated_count", fake)
+    monkeypatch.setattr(sampling, "calibrated_count", fake)
     lb = lab.Lab(cpu=-1, min_sample_ms=0.5, hardware_counters=False)
     buf = mmap.mmap(-1, 8192)
     trial = Trial(kernel="copy_libc", size=64, dst=Region(buf, 0), src=Region(buf, 4096))

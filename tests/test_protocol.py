@@ -547,7 +547,7 @@ def test_arms_keep_the_controls_derived_from_them():
 
 
 def test_a_preemption_is_tolerated_only_in_long_samples_that_barely_waited():
-    from memfx.lab.lab import PREEMPT_MAX_SHARE, PREEMPT_MIN_SAMPLE_NS, _preemption_negligible
+    from memfx.lab.sampling import PREEMPT_MAX_SHARE, PREEMPT_MIN_SAMPLE_NS, _preemption_negligible
     long_ns = 3 * PREEMPT_MIN_SAMPLE_NS
     assert _preemption_negligible(long_ns, 0.5 * PREEMPT_MAX_SHARE * long_ns)
     assert not _preemption_negligible(long_ns, 2 * PREEMPT_MAX_SHARE * long_ns)

@@ -11,7 +11,7 @@ import pytest
 from memfx.analysis.results import RunData
 from memfx.experiments import get_experiment
 from memfx.experiments import store_forward as sf
-from memfx.lab.lab import kernel_table
+from memfx.lab.core import kernel_table
 from memfx.model.errors import ParamError
 from memfx.model.findings import DETECTED, NOT_DETECTED
 

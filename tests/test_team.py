@@ -13,7 +13,8 @@ import pytest
 from memfx.experiments.bandwidth import check_team
 from memfx.experiments.sharing import _cpuset_cpus
 from memfx.lab import _core
-from memfx.lab.lab import TEAM_OVERLAP_MIN, Lab, team_overlap
+from memfx.lab.lab import Lab
+from memfx.lab.sampling import TEAM_OVERLAP_MIN, team_overlap
 from memfx.model.protocol import Team, TeamMember, Trial
 
 ROWS = {r["name"]: r for r in _core.kernels()}

@@ -14,8 +14,8 @@ checks measure alike, and nothing here is code in a string.
 Run by its path, with the standard library only (`python -I -S child.py
 SPEC`: no site-packages, so start-up stays ~20 ms); SPEC is one JSON object:
 
-    core      path of the C core (memfx.lab.lab.core_file())
-    harness   path of memfx/lab/harness.py (memfx.lab.lab.harness_file())
+    core      path of the C core (memfx.lab.core.core_file())
+    harness   path of memfx/lab/harness.py (memfx.lab.core.harness_file())
     what      "kernel" or "library"
     kernel    with "kernel": a core kernel's name, e.g. copy_libc
     library   with "library": a shared object's path; op: "copy" or "set"

@@ -229,7 +229,7 @@ def run_child(spec, env=None, cpu=None, timeout=300, what="check"):
     to ``cpu``), for ``spec`` (child.py's fields; the core's and the
     harness's paths are added here).  A child that fails, or says why it
     could not measure, raises MemfxError."""
-    from ..lab.lab import core_file, harness_file
+    from ..lab.core import core_file, harness_file
     from . import child
     spec = dict(spec, core=core_file(), harness=harness_file())
     cpu = _child_cpu() if cpu is None else cpu

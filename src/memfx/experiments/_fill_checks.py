@@ -61,6 +61,6 @@ def check_kernel(row_index, value, aux, src_word, count=1, max_size=4096, max_of
     """Byte-exact check in C (see lab.fill_check); None or a failure tuple.
     Kept for bandwidth.verify_kernel, which checks by row index; the fill
     experiment checks through Lab.fill_check."""
-    from ..lab.lab import fill_check
+    from ..lab.core import fill_check
     return fill_check(row_index, value, aux, count, src_word,
                       final_byte(value, aux, src_word, count), max_size, max_offset)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..lab.lab import core_layout
+from ..lab.core import core_layout
 from ..lab.machine import parse_cpu_list
 from ..model.errors import MemfxError, ParamError
 from ..model.protocol import Trial
@@ -146,7 +146,7 @@ def overlap_of_shorter(slots):
     """Share of the shorter thread's run during which every other thread ran
     too (1.0 for one thread): the lab's one overlap rule for a team that runs
     together (lab.team_overlap)."""
-    from ..lab.lab import team_overlap
+    from ..lab.sampling import team_overlap
     return team_overlap("together", slots)
 
 

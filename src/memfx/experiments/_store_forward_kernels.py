@@ -9,7 +9,7 @@ import struct
 
 import numpy as np
 
-from ..lab.lab import core_layout
+from ..lab.core import core_layout
 from ..model.errors import ParamError
 
 MATRIX_SIZES = (1, 2, 4, 8, 16, 32, 64)
@@ -144,8 +144,8 @@ def simulate_two_stores(memory, second, offset, value, count):
 # ---- running kernels directly (verification and tests) -------------------
 
 def run_kernel(kernels, name, buf, dst_off, src, size, value, count, aux):
-    """One call of a kernel row (kernels = memfx.lab.lab.kernel_table())."""
-    from ..lab.lab import call_kernel
+    """One call of a kernel row (kernels = memfx.lab.core.kernel_table())."""
+    from ..lab.core import call_kernel
     return call_kernel(kernels[name].index, buf, dst_off, src, 0, size, value, count, aux)
 
 
@@ -215,5 +215,5 @@ def _isa_ok(isa, machine):
     flags = (machine or {}).get("flags") or {}
     if isa in flags:
         return bool(flags[isa])
-    from ..lab.lab import isa_supported
+    from ..lab.core import isa_supported
     return isa_supported(isa)

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ..lab.lab import shuffle_in_place
+from ..lab.core import shuffle_in_place
 
 
 def index_itemsize(n):

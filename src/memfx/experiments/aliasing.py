@@ -209,7 +209,7 @@ class Aliasing(Experiment):
     }
 
     def strategies(self, params):
-        from ..lab.lab import kernel_table
+        from ..lab.core import kernel_table
         rows = kernel_table()
         names = [s.strip() for s in str(params["strategies"]).split(",") if s.strip()]
         bad = [n for n in names if n not in KNOWN]

@@ -477,7 +477,7 @@ class Bandwidth(BandwidthAnswers, Experiment):
         flags = machine.get("flags") or {}
         if flags:
             return bool(flags.get(isa))
-        from ..lab.lab import isa_supported
+        from ..lab.core import isa_supported
         return isa_supported(isa)
 
     def widths(self, params, machine):

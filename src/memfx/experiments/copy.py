@@ -247,7 +247,7 @@ def _q(op, role):
 def _kernel_rows():
     """The core's kernel table, read once: the analysis asks for a row's
     traffic at every point (a thousand calls of a quick run)."""
-    from ..lab.lab import kernel_table
+    from ..lab.core import kernel_table
     return kernel_table()
 
 
@@ -647,7 +647,7 @@ class Copy(Experiment):
     # -- plan --
     def strategies(self, params, machine, op):
         """The arms of `op` selected by params and supported by this CPU."""
-        from ..lab.lab import kernel_table
+        from ..lab.core import kernel_table
         rows = kernel_table()
         want = params["strategies"]
         names = [s.strip() for s in str(want).split(",") if s.strip()]

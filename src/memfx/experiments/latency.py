@@ -152,7 +152,7 @@ def chain_links(order):
 
 def linked_successors(order, elem):
     """next_index[e] as read back from a chain the core linked in `order`."""
-    from ..lab.lab import address_of, link_chain_at
+    from ..lab.core import address_of, link_chain_at
     n = len(order)
     buf = bytearray(n * elem)
     link_chain_at(buf, 0, elem, n, order)

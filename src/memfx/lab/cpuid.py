@@ -95,7 +95,7 @@ def cpu_identity(cpuid=None):
     family is 0xF, the extended model prefixed when it is 6 or 0xF (AMD's
     CPUID Specification #25481 applies the same rules)."""
     if cpuid is None:
-        from .lab import cpuid  # the core, only when asked
+        from .core import cpuid  # the core, only when asked
     eax = _regs(cpuid, 1, 0)[0]
     base_family, base_model = (eax >> 8) & 0xF, (eax >> 4) & 0xF
     family = base_family + ((eax >> 20) & 0xFF if base_family == 0xF else 0)
