@@ -10,8 +10,11 @@ Two ways, as memfx writes it:
 
 Each is written --repeat times; the line gives the best and the median wall
 time, the CPU time of this process and its workers (the figures are drawn
-by one process per CPU), and the report's size.  It reads the store only
-and writes the reports to a temporary directory.  Other work on the machine
+by one process per CPU), and the report's size.  A report keeps the figures
+it draws beside the runs' stored documents and reads them back on the next
+write; --draw times the drawing instead: the store is copied to a temporary
+directory and the kept figures are forgotten before every write.  The
+reports go to a temporary directory.  Other work on the machine
 slows it down: run it with nothing else running.  It measures the memfx
 installed in this Python (`pip install .`).
 
@@ -23,6 +26,8 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -61,31 +66,58 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=None,
                     help="processes that draw the figures (default: one per CPU)")
     ap.add_argument("--only", choices=("survey", "report"), help="time one way only")
+    ap.add_argument("--draw", action="store_true",
+                    help="draw every figure on every write (kept figures forgotten first)")
     args = ap.parse_args(argv)
 
     from memfx.analysis.documents import survey_run_documents
     from memfx.report.report import write_report
     from memfx.store.store import Store
-    with Store(args.db) as store, tempfile.TemporaryDirectory() as tmp:
-        surveys = store.surveys()
-        if not surveys and not args.survey:
-            sys.exit(f"no survey in {args.db}")
-        sid = store.survey(args.survey or surveys[0]["id"])["id"]
-        out = os.path.join(tmp, "report.html")
-        # (a memfx older than --jobs is timed too: it is not passed unless given)
-        jobs = {} if args.jobs is None else {"jobs": args.jobs}
-        print(f"survey {sid} in {args.db}, {os.cpu_count()} CPUs, jobs {args.jobs or 'default'}")
-        if args.only != "report":
-            t = time.perf_counter()
-            documents = survey_run_documents(store, sid)
-            print(f"analysis {time.perf_counter() - t:5.2f} s (the survey's own step)")
-            walls, cpus = timed(lambda: write_report(store, [sid], out, documents, **jobs),
-                                args.repeat)
-            print(line("survey", walls, cpus, os.path.getsize(out)))
-        if args.only != "survey":
-            walls, cpus = timed(lambda: write_report(store, [sid], out, None, **jobs),
-                                args.repeat)
-            print(line("report", walls, cpus, os.path.getsize(out)))
+    with tempfile.TemporaryDirectory() as tmp:
+        db = args.db
+        if args.draw:
+            db = os.path.join(tmp, "copy.db")
+            shutil.copyfile(args.db, db)
+        with Store(db) as store:
+            return _time_writes(args, store, db, tmp, survey_run_documents, write_report)
+
+
+def forget_figures(db: str) -> None:
+    """Remove the figures a report kept (the analyses rows named figure:...)."""
+    con = sqlite3.connect(db, isolation_level=None)
+    try:
+        con.execute("DELETE FROM analyses WHERE analysis LIKE 'figure:%'")
+    except sqlite3.OperationalError:
+        pass                                  # an older store: none kept
+    finally:
+        con.close()
+
+
+def _time_writes(args, store, db, tmp, survey_run_documents, write_report):
+    """The timed writes of main(), on ``store`` (at path ``db``)."""
+    surveys = store.surveys()
+    if not surveys and not args.survey:
+        sys.exit(f"no survey in {args.db}")
+    sid = store.survey(args.survey or surveys[0]["id"])["id"]
+    out = os.path.join(tmp, "report.html")
+    # (a memfx older than --jobs is timed too: it is not passed unless given)
+    jobs = {} if args.jobs is None else {"jobs": args.jobs}
+
+    def write(documents):
+        if args.draw:
+            forget_figures(db)
+        write_report(store, [sid], out, documents, **jobs)
+    print(f"survey {sid} in {args.db}, {os.cpu_count()} CPUs, jobs {args.jobs or 'default'}, "
+          f"figures {'drawn every time' if args.draw else 'kept between writes'}")
+    if args.only != "report":
+        t = time.perf_counter()
+        documents = survey_run_documents(store, sid)
+        print(f"analysis {time.perf_counter() - t:5.2f} s (the survey's own step)")
+        walls, cpus = timed(lambda: write(documents), args.repeat)
+        print(line("survey", walls, cpus, os.path.getsize(out)))
+    if args.only != "survey":
+        walls, cpus = timed(lambda: write(None), args.repeat)
+        print(line("report", walls, cpus, os.path.getsize(out)))
     return 0
 
 

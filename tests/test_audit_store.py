@@ -196,7 +196,7 @@ def test_a_schema_5_file_is_redacted_by_its_migration(tmp_path):
         assert st.survey(sid)["argv"][-1] == "postgresql://writer:***@db.example/fleet"
         assert st.run(run_id)["n_samples"] > 0
     con = sqlite3.connect(db)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
     rows = json.dumps(con.execute("SELECT argv FROM surveys").fetchall()
                       + con.execute("SELECT params FROM runs").fetchall()
                       + con.execute("SELECT data FROM artifacts").fetchall())

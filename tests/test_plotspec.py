@@ -143,3 +143,23 @@ def test_a_document_before_version_4_gets_its_experiments_plots_from_the_analysi
     latency = get_experiment("latency")
     assert plots_of({"experiment": "latency"}) == [s.to_dict() for s in latency.plots]
     assert plots_of({"experiment": "from_the_future"}) == []
+
+
+def test_best_ranges_are_read_from_the_answer_details_of_the_panel():
+    from memfx.model.plotspec import best_ranges
+    detail = {"kind": "ranges", "op": "copy", "mode": "throughput",
+              "ranges": [{"strategy": "libc", "min_size": 1, "max_size": 64},
+                         {"strategy": "rep_movsb", "min_size": 65, "max_size": 4096}]}
+    other = dict(detail, op="set", ranges=[{"strategy": "rep_stosb", "min_size": 1,
+                                            "max_size": 4096}])
+    doc = {"answers": [{"question": "copy.best_strategy", "details": [detail, other,
+                                                                      {"kind": "pair"}]}]}
+    spec = PlotSpec("calls", "t", series=("arm",), facets=("op", "mode"))
+    assert best_ranges(doc, spec, {"op": "copy", "mode": "throughput"}) == [
+        {"series": "libc", "low": 1, "high": 64}, {"series": "rep_movsb", "low": 65, "high": 4096}]
+    assert [r["series"] for r in best_ranges(doc, spec, {"op": "set", "mode": "throughput"})] == \
+        ["rep_stosb"]
+    assert best_ranges(doc, spec, {"op": "copy", "mode": "latency"}) == []
+    # only panels whose series are the strategies (arms) draw it
+    assert best_ranges(doc, PlotSpec("c", "t", series=("arm", "pages")), {"op": "copy"}) == []
+    assert best_ranges(doc, PlotSpec("b", "t", kind="bars"), {"op": "copy"}) == []

@@ -14,7 +14,7 @@ import pytest
 from memfx.analysis.results import document
 from memfx.cli.main import main
 from memfx.model.errors import MemfxError, StoreError
-from memfx.report import report
+from memfx.report import plots, report
 from memfx.store.store import Store
 
 DATA = Path(__file__).parent / "data"
@@ -257,7 +257,8 @@ def test_images_are_embedded_small_pngs_with_their_size(written):
             im.load()
             assert im.mode == "P" and len(im.getpalette()) // 3 <= report.PLOT_COLOURS
             assert f'width="{im.width}" height="{im.height}"' in written
-            assert im.width == round(11 * report.PLOT_DPI) or im.width == round(14 * report.PLOT_DPI)
+            assert im.width in (round(plots.ONE_PANEL[0] * report.PLOT_DPI),
+                                round(plots.FIGURE_WIDTH * report.PLOT_DPI))
 
 
 def test_no_external_resources(written):
@@ -527,3 +528,48 @@ def test_a_document_before_version_4_is_described_by_the_analysis_layer():
     assert experiment_about(None, "from_the_future") is None
     caps, cautions = machine_facts({"flags": {"avx2": True}}, [None, {"points": []}])
     assert caps["avx2"] is True and all(c["source"] == "machine" for c in cautions)
+
+
+def test_a_drawn_figure_is_kept_beside_its_document_and_read_back(tmp_path, monkeypatch):
+    """A report of stored documents reads their figures instead of drawing
+    them; a figure is drawn again once its document changes."""
+    import shutil
+
+    from memfx.analysis.documents import stored_document
+    path = tmp_path / "keep.db"
+    sid, runs = build_db(path)
+    with Store(path) as store:
+        first = report.build_report(store, [sid], jobs=1)
+    assert first.count("<figure>") >= 1
+    figures = re.findall(r"<figure>.*?</figure>", first, flags=re.S)
+    with Store(path) as store:
+        name = report.figure_name()
+        kept = store.derived(runs["latency"], name)
+        assert kept["html"] in figures
+
+    def no_drawing(*args, **kwargs):
+        raise AssertionError("drew a figure that was kept")
+    monkeypatch.setattr(plots, "draw", no_drawing)
+    with Store(path) as store:
+        again = report.build_report(store, [sid], jobs=1)
+    assert re.findall(r"<figure>.*?</figure>", again, flags=re.S) == figures
+
+    # the document changes (analysed again, here: one median moved): the
+    # kept figure no longer matches it and is drawn again
+    copy = tmp_path / "changed.db"
+    shutil.copyfile(path, copy)
+    with Store(copy) as store:
+        run = store.run(runs["latency"])
+        doc = stored_document(store, run)
+        doc["points"][0]["median"] *= 2
+        from memfx.analysis.answer_cache import analysis_key
+        store.save_analysis(run["id"], analysis_key(), doc)
+        assert store.derived(run["id"], name) is None      # went with the old document
+        drawn = []
+        monkeypatch.setattr(plots, "draw", lambda doc, save, **kw: drawn.append(doc["run_id"])
+                            or ("data:image/png;base64,", 1, 1))
+        report.build_report(store, [sid], jobs=1)
+    assert runs["latency"] in drawn
+    with Store(path) as store:
+        before = stored_document(store, store.run(runs["latency"]))
+    assert report.document_digest(doc) != report.document_digest(before)

@@ -237,11 +237,11 @@ def test_machine_dedupe(db):
 
 def test_schema_identity_and_pragmas(db):
     con = sqlite3.connect(db.path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
     assert con.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     meta = dict(con.execute("SELECT key, value FROM meta"))
-    assert meta["schema_version"] == "7" and meta["created_by"] == "9.9"
+    assert meta["schema_version"] == "8" and meta["created_by"] == "9.9"
     assert meta["created"].endswith("Z")
     con.close()
     assert db._conn.execute("PRAGMA busy_timeout").fetchone()[0] == 30000
@@ -692,7 +692,7 @@ def test_a_schema_4_database_is_migrated_to_named_machine_columns(tmp_path):
         new = st.begin_run("latency", {}, "quick", a)
         assert st.run(new)["machine_row"] == st.run("r1")["machine_row"]
     con = sqlite3.connect(path)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+    assert con.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
     assert [r[1] for r in con.execute("PRAGMA table_info(machines)")] == \
         ["id", "machine_id", "fingerprint"]
     columns = [r[1] for r in con.execute("PRAGMA table_info(runs)")]

@@ -142,7 +142,7 @@ def test_a_schema_6_store_migrates_and_its_runs_read(stored, analyses):
     with Store(db) as st:
         assert documents.run_document(st, run_id)["run_id"] == run_id
     con = sqlite3.connect(db)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == store_sql.SCHEMA_VERSION == 7
+    assert con.execute("PRAGMA user_version").fetchone()[0] == store_sql.SCHEMA_VERSION == 8
     con.close()
     assert len(rows(db)) == 1
 
@@ -211,5 +211,5 @@ def test_a_postgresql_store_keeps_documents_and_a_schema_6_one_migrates(pg_url, 
     with open_store(pg_url) as st:
         documents.run_document(st, run_id)
         st.remove([run_id])
-    assert _sql(pg_url, "SELECT value FROM meta WHERE key = 'schema_version'") == [("7",)]
+    assert _sql(pg_url, "SELECT value FROM meta WHERE key = 'schema_version'") == [("8",)]
     assert _sql(pg_url, "SELECT count(*) FROM analyses") == [(0,)]

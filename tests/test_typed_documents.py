@@ -39,7 +39,8 @@ MODEL = SRC / "model"
 # Modules whose "label" dicts are not details: a fleet column, a machine
 # list and a curve range of `compare` (documents of their own), and the
 # worker's protocol message
-NOT_DETAILS = {"analysis/documents.py", "analysis/compare_curves.py", "running/worker.py"}
+NOT_DETAILS = {"analysis/documents.py", "analysis/fleet.py", "analysis/compare_curves.py",
+               "running/worker.py"}
 
 
 def _dict_literals(path):

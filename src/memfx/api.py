@@ -111,7 +111,7 @@ def compare(a, b, threshold="5%", questions=None, db=None):
     CI and a verdict; ``questions`` a glob on question ids (``"copy.*"``);
     ``threshold`` as ``--threshold`` ("5%" or 0.05)."""
     from .analysis.compare import parse_threshold
-    from .analysis.documents import comparison
+    from .analysis.comparison import comparison
     from .model.errors import MemfxError
     _text_arg(a, "compare", "a")
     _text_arg(b, "compare", "b")

@@ -177,7 +177,7 @@ def emit_tune_document(doc, args):
 
 def cmd_compare(args):
     from ..analysis.compare import markdown, parse_threshold
-    from ..analysis.documents import comparison
+    from ..analysis.comparison import comparison
     try:
         limit = parse_threshold(args.threshold)
     except ValueError as e:

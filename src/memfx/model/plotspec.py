@@ -282,6 +282,36 @@ class PlotSpec:
         return keys or self.series[:1]
 
 
+def best_ranges(doc: Mapping[str, Any], spec: PlotSpec,
+                facet_values: Optional[Mapping[str, Any]] = None) -> List[Dict[str, Any]]:
+    """The answer's best series per x range on a panel of ``spec``, as
+    [{"series", "low", "high"}].
+
+    The rule, read from the document: an answer detail of kind "ranges"
+    lists the best arm per range of sizes ({"strategy", "min_size",
+    "max_size"}, as copy.best_strategy gives them); it belongs to the panels
+    whose facet values equal its fields of the same names (op, mode).  Only
+    a curve panel whose series are the arms draws it: its labels are the
+    strategies the ranges name."""
+    if spec.kind != "curve" or tuple(spec.series) != ("arm",):
+        return []
+    facets = dict(facet_values or {})
+    out: List[Dict[str, Any]] = []
+    for a in doc.get("answers") or []:
+        for d in a.get("details") or []:
+            if not isinstance(d, Mapping) or d.get("kind") != "ranges":
+                continue
+            if any(k in d and d.get(k) != v for k, v in facets.items()):
+                continue
+            for r in d.get("ranges") or []:
+                low, high = (r.get("min_size"), r.get("max_size")) if isinstance(r, Mapping) \
+                    else (None, None)
+                if (isinstance(low, (int, float)) and isinstance(high, (int, float))
+                        and r.get("strategy")):
+                    out.append({"series": str(r["strategy"]), "low": low, "high": high})
+    return out
+
+
 def specs_from_dicts(items: Optional[Iterable[Mapping[str, Any]]]) -> Tuple[PlotSpec, ...]:
     """The PlotSpecs of a document's ``plots``; an entry this memfx cannot
     read (another kind, a field of another type) is left out."""

@@ -282,6 +282,28 @@ table.answers td { overflow-wrap: anywhere; }
 table.answers th:nth-child(1) { width: 26%; } table.answers th:nth-child(2) { width: 10%; }
 table.answers th:nth-child(3) { width: 18%; } table.answers th:nth-child(5) { width: 9%; }
 table.details { font-size: 12px; }
+/* a run's facts read as one or two lines, not a six-row table: the page of
+   a survey stays short enough to scroll through */
+section.run table.kv.meta, section.run table.kv.meta tbody { display: block; }
+section.run table.kv.meta tr { display: inline-block; margin: 0 14px 0 0; }
+section.run table.kv.meta th, section.run table.kv.meta td { display: inline; border: 0;
+  padding: 0 4px 0 0; background: none; width: auto; }
+section.run table.kv.meta th { color: var(--dim); font-weight: normal; }
+section.run { margin-top: 16px; }
+section.run > h3 { display: inline-block; margin: 12px 10px 2px 0; }
+section.run > .status { margin: 0; }
+section.run .question { margin: 2px 0; }
+section.run > p.dim, section.run > details { margin: 2px 0; font-size: 14px; }
+/* the closed key table and the link to the parameters share one line */
+section.run > details:not([open]), section.run > details:not([open]) + p.dim {
+  display: inline-block; margin-right: 16px; }
+section.run figure { margin: 4px 0; }
+.tradeoff { font-size: 14px; }
+section.run figcaption { font-size: 12px; line-height: 1.3; }
+#machine table.kv, #presets table.kv { font-size: 13px; }
+#machine th, #machine td, #presets th, #presets td { padding: 2px 6px; }
+table.raw { font-size: 12px; }
+table.raw code { font-size: 11px; }
 @media (max-width: 600px) {
   body { padding: 8px 10px 32px; font-size: 14px; }
   h2 { font-size: 19px; }

@@ -7,14 +7,38 @@ from dataclasses import replace
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+import matplotlib.pyplot as plt  # noqa: F401 -- callers close figures through it
 import numpy as np
 
 from ..model.machine_view import Fingerprint
-from ..model.plotspec import PlotSpec, specs_from_dicts
+from ..model.plotspec import PlotSpec, best_ranges, specs_from_dicts
 from ..model.units import format_size
 
 CACHE_COLOURS = ["#e8f4e8", "#e8eef8", "#f8f0e0", "#f4e4f4"]
+# Series colours: every series of a spec takes its own (a reused colour made
+# two strategies read as one), and its own line style, so that they stay
+# apart where colours are hard to tell (print, colour blindness).
+SERIES_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+                  "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939",
+                  "#ad494a", "#7b4173", "#3182bd", "#e6550d"]
+SERIES_STYLES = ["-", (0, (5, 1.5)), (0, (1.5, 1.2)), (0, (6, 1.5, 1.5, 1.5)),
+                 (0, (3, 1.2, 1, 1.2, 1, 1.2)), (0, (9, 2.5)), (0, (2.5, 2.5)),
+                 (0, (9, 1.5, 1.5, 1.5, 1.5, 1.5)), (0, (4, 1, 4, 3)), (0, (1, 3)),
+                 (0, (12, 2, 3, 2)), (0, (2, 1, 2, 4))]
+# Legend text in points: at the report's 80 dpi this is ten pixels, which
+# reads without zooming (seven points made six-pixel glyphs).
+LEGEND_POINTS = 9
+# Consecutive points of a series are joined by a line only when they are at
+# most this factor apart on a log axis (about two points per octave): a
+# straight segment across octaves with nothing measured in between draws a
+# shape no measurement showed.  Sparser points are drawn as markers only.
+JOIN_RATIO = 1.5
+# ... and on a linear axis at most this many times the series' smallest step.
+JOIN_STEPS = 4
+# The answer's envelope: the fastest series at each x, drawn under the
+# series as a wide translucent band.
+ENVELOPE_COLOUR = "#202020"
+ENVELOPE_LABEL = "fastest (the answer)"
 
 
 # A category or count axis with at most this many values measured is ticked
@@ -135,23 +159,35 @@ def cache_bands(ax, machine, lo, hi):
     right = max([hi * EDGE] + [size * 1.1 for size in near])
     prev = lo
     rows, last = 0, {}
-    span = max(1.0, np.log2(max(hi, lo * 2)) - np.log2(lo)) if lo > 0 else 1.0
+    left = np.log2(lo / EDGE) if lo > 0 else 0.0
+    width = max(1e-9, np.log2(right) - left)
+    # the panel's width in inches, roughly (before the layout settles it)
+    panel_in = max(1.0, ax.get_position().width * ax.figure.get_figwidth())
     for i, c in enumerate(caches):
         label = f"{c.name} {format_size(c.size_bytes)} (sysfs)"
         ax.axvspan(prev, c.size_bytes, color=CACHE_COLOURS[i % len(CACHE_COLOURS)], zorder=0, lw=0)
         ax.axvline(c.size_bytes, color="grey", ls=":", lw=1, zorder=1)
-        # a label is ~ a sixth of a panel wide: one closer than that to the
-        # previous label on its row goes on the next row
-        x = np.log2(c.size_bytes)
-        row = 0 if x - last.get(0, -np.inf) > span / 6 else 1
-        last[row] = x
-        rows = max(rows, row + 1)
-        place = transforms.offset_copy(ax.get_xaxis_transform(), fig=ax.figure, x=0,
-                                       y=2 + row * CACHE_LABEL_ROW, units="points")
-        if c.size_bytes <= right:
-            ax.text(c.size_bytes, 1.0, label, transform=place, ha="right", va="bottom",
-                    fontsize=7, color="dimgrey", clip_on=False)
         prev = c.size_bytes
+        if c.size_bytes > right:
+            continue
+        # a label ends at its boundary; one that would start left of the
+        # frame starts at the frame instead (it ran into the y axis' label)
+        end = (np.log2(c.size_bytes) - left) / width
+        text_w = len(label) * 7 * 0.58 / 72 / panel_in      # axes fraction
+        near_left = end - text_w < 0
+        start, end = (0.0, text_w) if near_left else (end - text_w, end)
+        # a label that would meet the previous one on its row goes a row up
+        row = 0 if start > last.get(0, -np.inf) + 0.01 else 1
+        last[row] = end
+        rows = max(rows, row + 1)
+        base = transforms.blended_transform_factory(ax.transAxes, ax.transAxes) if near_left \
+            else ax.get_xaxis_transform()
+        place = transforms.offset_copy(base, fig=ax.figure, x=0,
+                                       y=2 + row * CACHE_LABEL_ROW, units="points")
+        text = ax.text(0.0 if near_left else c.size_bytes, 1.0, label, transform=place,
+                       ha="left" if near_left else "right", va="bottom",
+                       fontsize=7, color="dimgrey", clip_on=False)
+        text._memfx_cache_row = (base, row)
     if lo > 0:              # a log axis: a damaged document's sizes may reach 0
         ax.set_xlim(lo / EDGE, right)
     return rows
@@ -204,11 +240,118 @@ def legend_outside(ax):
     """The legend to the right of the panel, outside the data."""
     handles, labels = ax.get_legend_handles_labels()
     if handles:
-        ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                  borderaxespad=0.0, frameon=False)
+        ax.legend(handles, labels, fontsize=LEGEND_POINTS, loc="upper left",
+                  bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False,
+                  handlelength=3.2, labelspacing=0.3)
 
 
-def _curve(doc, spec, ax, pts, colours):
+class GappedLine:
+    """Makes a Line2D whose segments are drawn only between points that
+    ``joined`` joins, while its data stay the points themselves (readers of
+    the figure see one value per point)."""
+
+    @staticmethod
+    def make(xs, ys, log, step=None, **style):
+        from matplotlib.lines import Line2D
+
+        class _Line(Line2D):
+            def draw(self, renderer):
+                gx, gy = joined(self._memfx_xy[0], self._memfx_xy[1], log, step)
+                if len(gx) == len(self._memfx_xy[0]):
+                    return super().draw(renderer)
+                self.set_data(gx, gy)
+                try:
+                    return super().draw(renderer)
+                finally:
+                    self.set_data(*self._memfx_xy)
+        line = _Line(xs, ys, **style)
+        line._memfx_xy = (list(xs), list(ys))
+        return line
+
+
+def smallest_step(xs):
+    """The smallest gap between distinct numeric x values (0 when none)."""
+    distinct = sorted({float(x) for x in xs if isinstance(x, (int, float))})
+    return min((b - a for a, b in zip(distinct, distinct[1:])), default=0.0)
+
+
+def joined(xs, ys, log, step=None):
+    """(xs, ys) of a series' line, with a break (NaN) between consecutive
+    points too far apart to join (JOIN_RATIO on a log axis, JOIN_STEPS
+    smallest steps on a linear one: ``step``, the panel's, else the
+    series' own); unchanged when none is."""
+    pairs = [(float(x), float(y)) for x, y in zip(xs, ys)
+             if isinstance(x, (int, float)) and y is not None]
+    if len(pairs) < 2:
+        return [x for x, _ in pairs], [y for _, y in pairs]
+    smallest = smallest_step([x for x, _ in pairs]) if step is None else step
+
+    def far(a, b):
+        if log:
+            if a > 0 and b > 0:
+                return b / a > JOIN_RATIO
+            return a < 0 < b or b - a > smallest * JOIN_STEPS
+        return smallest > 0 and b - a > smallest * JOIN_STEPS
+    out_x, out_y = [pairs[0][0]], [pairs[0][1]]
+    for (a, _), (b, yb) in zip(pairs, pairs[1:]):
+        if far(a, b):
+            out_x.append(float("nan"))
+            out_y.append(float("nan"))
+        out_x.append(b)
+        out_y.append(yb)
+    return out_x, out_y
+
+
+def draw_envelope(doc, spec, ax, pts, facet_values=None, log=False):
+    """The answer's best series per x range (plotspec.best_ranges), drawn as
+    one wide translucent band under the series' own lines: the y of the
+    series the answer names at each x it covers.  Returns whether any was drawn."""
+    ranges = best_ranges(doc, spec, facet_values)
+    if not ranges:
+        return False
+    keys = spec.series_keys(pts)
+    env = []
+    for p in pts:
+        x, y = spec.x_of(p), spec.y_of(p)
+        label = spec.label(p, keys)
+        if y is None or not isinstance(x, (int, float)) or not np.isfinite(y):
+            continue
+        if any(r["series"] == label and r["low"] <= x <= r["high"] for r in ranges):
+            env.append((x, y))
+    if not env:
+        return False
+    env.sort()
+    lx, ly = joined([x for x, _ in env], [y for _, y in env], log,
+                    smallest_step(spec.x_of(p) for p in pts))
+    sparse = len(lx) != len(env)
+    # a collection, not a line: the series stay the panel's only lines, and
+    # the caption (not the legend) says what the band is
+    from matplotlib.collections import LineCollection
+    segments, current = [], []
+    for x, y in zip(lx, ly):
+        if np.isnan(x):
+            segments.append(current)
+            current = []
+        else:
+            current.append((x, y))
+    segments.append(current)
+    ax.add_collection(LineCollection([seg for seg in segments if len(seg) > 1], linewidths=7,
+                                     colors=ENVELOPE_COLOUR, alpha=0.22, zorder=1.5,
+                                     capstyle="round", label="_" + ENVELOPE_LABEL),
+                      autolim=False)
+    if sparse:
+        # discs where the band cannot join points (circles, not a scatter:
+        # the panel's scatters are the samples)
+        from matplotlib.collections import CircleCollection
+        ax.add_collection(CircleCollection([90.0] * len(env), offsets=env,
+                                           offset_transform=ax.transData, facecolors=ENVELOPE_COLOUR,
+                                           edgecolors="none", alpha=0.22, zorder=1.5),
+                          autolim=False)
+    ax._memfx_envelope = env
+    return True
+
+
+def _curve(doc, spec, ax, pts, colours, facet_values=None):
     """A curve panel; returns the rows of cache labels drawn above it."""
     groups = {}
     keys = spec.series_keys(pts)
@@ -219,18 +362,28 @@ def _curve(doc, spec, ax, pts, colours):
     base = sorted({spec.label(p, keys) for p in replace(spec, x_max=None).points(doc)}
                   | set(groups))
     base = [label for label in base if not (spec.dashed and label.endswith(spec.dashed))]
+    log = (spec.size_x or spec.log_x) and spec.x_max is None
+    # on a linear axis, density is judged on the panel's x values: a series
+    # measured at two of them only is as sparse as the panel says
+    step = smallest_step(spec.x_of(p) for p in pts)
     for i, (label, ps) in enumerate(sorted(groups.items())):
         ps.sort(key=lambda p: spec.x_of(p) if spec.x_wrap else spec.value_of(p, spec.x))
         xs = [spec.x_of(p) for p in ps]
         dashed = bool(spec.dashed) and label.endswith(spec.dashed)
         owner = label[:-len(spec.dashed)] if dashed else label
-        c = colours[(base.index(owner) if owner in base else i) % len(colours)]
+        k = base.index(owner) if owner in base else len(base) + i
+        c = colours[k % len(colours)]
         alpha = 0.5 if dashed else 1.0
         scatter_samples(ax, xs, ps, spec.y_of if spec.rate_of else None,
                         s=6, alpha=0.25 * alpha, color=c)
-        ax.plot(xs, [spec.y_of(p) for p in ps], "--" if dashed else "-", marker="o", ms=2.5,
-                lw=1.2, color=c, alpha=alpha,
-                label=owner + spec.dashed_label if dashed else label)
+        ys = [spec.y_of(p) for p in ps]
+        sparse = len(joined(xs, ys, log, step)[0]) != len(xs)
+        # markers carry a series where its points are too sparse to join
+        ax.add_line(GappedLine.make(
+            xs, ys, log, step, ls="--" if dashed else SERIES_STYLES[k % len(SERIES_STYLES)],
+            marker="o", ms=4 if sparse else 2.5, lw=1.3, color=c, alpha=alpha,
+            label=owner + spec.dashed_label if dashed else label))
+    draw_envelope(doc, spec, ax, pts, facet_values, log)
     xs = [spec.x_of(p) for p in pts]
     rows = 0
     if spec.size_x and spec.x_max is None:
@@ -343,14 +496,14 @@ def draw_spec(doc, spec, ax, facet_values=None, pts=None):
     ax: the spec's points (of one facet, when given) and its marks."""
     if pts is None:
         pts = spec.points(doc)
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colours = SERIES_COLOURS
     rows = 0
     target = ax
     if not pts:
         ax.text(0.5, 0.5, "no points measured for this panel", ha="center", va="center",
                 transform=ax.transAxes, color="grey")
     elif spec.kind == "curve":
-        rows = _curve(doc, spec, ax, pts, colours)
+        rows = _curve(doc, spec, ax, pts, colours, facet_values)
     elif spec.kind == "bars":
         _bars(spec, ax, pts, colours)
     else:
@@ -375,6 +528,19 @@ def draw_spec(doc, spec, ax, facet_values=None, pts=None):
     target.set_xlabel(spec.panel_xlabel(facet_values))
 
 
+MARK_LABEL_CHARS = 24
+
+
+def wrap_label(label):
+    """A mark's label in lines of at most MARK_LABEL_CHARS (first broken after ": ")."""
+    import textwrap
+    head, sep, tail = label.partition(": ")
+    parts = [head + sep.strip(), tail] if sep else [label]
+    lines = [line for part in parts if part
+             for line in textwrap.wrap(part, MARK_LABEL_CHARS, break_on_hyphens=False)]
+    return "\n".join(lines) or label
+
+
 def draw_marks(doc, spec, ax, facet_values=None):
     """The spec's marks: a line (with its label) at each x an answer gives,
     or a shaded band over each x (+-0.5) or [low, high] pair."""
@@ -394,7 +560,10 @@ def draw_marks(doc, spec, ax, facet_values=None):
             ax.axvline(x, color=mark.colour, lw=1, alpha=0.6, ls=mark.style)
             if label:
                 # on a light box above the curves, so none covers it
-                ax.text(x, mark.label_y, f" {label}", color=mark.colour, fontsize=7, rotation=90,
+                # wrapped after ": " or at MARK_LABEL_CHARS: a long label
+                # ran past a short panel's frame into the cache labels
+                ax.text(x, mark.label_y, wrap_label(label), color=mark.colour, fontsize=7,
+                        rotation=90,
                         va="bottom" if mark.label_y < 0.3 else "center",
                         transform=ax.get_xaxis_transform(), zorder=5,
                         bbox={"facecolor": "white", "alpha": 0.75, "lw": 0, "pad": 1})
@@ -437,6 +606,8 @@ def caption(doc):
                           for spec, _, pts in panels if pts):
         parts.append("shaded bands on size axes: the cache capacities the OS reports (sysfs), "
                      "labelled above the panel")
+    if any(best_ranges(doc, spec, facet) for spec, facet, pts in panels if pts):
+        parts.append("wide grey band: the fastest strategy at each size, as the answer gives it")
     if any(not m.band and m.items(doc) for spec, _, pts in panels if pts for m in spec.marks):
         parts.append("vertical lines: where an answer places a step, knee or crossover")
     if not parts:
@@ -471,19 +642,56 @@ def tight_below(fig, rows, inches):
     fig.subplots_adjust(**adjust)
 
 
-def figure_for(doc, samples_values=None, dpi=100):
-    """The document's figure: one panel per declared plot with points."""
+# Height of one row of panels, in inches (a figure of one panel: ONE_PANEL);
+# with the width of the page's column, a row reads as a whole on one screen.
+ROW_INCHES = 2.55
+ONE_PANEL = (9.0, 2.8)
+FIGURE_WIDTH = 14.0
+# A figure of this many panels or more goes in three columns when each
+# panel's legend is short (few series, short names): the page stays short.
+THREE_COLUMNS_FROM = 3
+NARROW_LEGEND = (6, 18)         # at most this many series, labels this long
+# Space above the panels kept for the figure's title (when drawn), in inches.
+SUPTITLE_INCHES = 0.25
+
+
+def _columns(panels):
+    """1, 2 or 3 columns for the panels (see THREE_COLUMNS_FROM)."""
+    if len(panels) == 1:
+        return 1
+    if len(panels) < THREE_COLUMNS_FROM:
+        return 2
+    for spec, _, pts in panels:
+        if spec.kind == "heatmap":
+            continue
+        labels = {spec.label(p, spec.series_keys(pts)) for p in pts}
+        if len(labels) > NARROW_LEGEND[0] or max((len(t) for t in labels), default=0) > NARROW_LEGEND[1]:
+            return 2
+    return 3
+
+
+def figure_for(doc, samples_values=None, dpi=100, title=True):
+    """The document's figure: one panel per declared plot with points;
+    ``title``: the run's title above them (the report's section names it)."""
     panels = panels_for(doc)
     if panels:
-        cols = 1 if len(panels) == 1 else 2
+        cols = _columns(panels)
         rows = (len(panels) + cols - 1) // cols
-        fig = new_figure((11 if cols == 1 else 14, 4.6 * rows), dpi)
+        top = SUPTITLE_INCHES if title else 0.0
+        size = ONE_PANEL if cols == 1 else (FIGURE_WIDTH, ROW_INCHES * rows)
+        fig = new_figure((size[0], size[1] + top), dpi)
         for i, (spec, facet, pts) in enumerate(panels):
             draw_spec(doc, spec, fig.add_subplot(rows, cols, i + 1), facet, pts)
-        fig.suptitle(_title(doc), fontsize=10)
-        # tight_layout ignores the suptitle: keep ~0.45 inch above the panels
-        # for it (it overlapped the first panel's title on tall figures)
-        tight_below(fig, rows, 0.45)
+        # the panels are laid out below the title's height, and the title
+        # drawn after (tight_layout would leave room for it a second time)
+        tight_below(fig, rows, top)
+        if lift_cache_labels(fig):
+            tight_below(fig, rows, top)       # the titles that moved up need room
+        if title:
+            # a few points below the top edge, so no glyph is cut
+            fig.suptitle(_title(doc), fontsize=10, va="top",
+                         y=1.0 - 0.04 / fig.get_figheight())
+        thin_ticks(fig)
         return fig
     # an experiment this memfx does not know (an imported document): one
     # curve per arm over the first swept parameter
@@ -497,7 +705,83 @@ def figure_for(doc, samples_values=None, dpi=100):
     draw_spec(doc, PlotSpec("points", _title(doc), x=key or "arm", size_x=bool(key) and
                             key.endswith("bytes")), fig.add_subplot(1, 1, 1))
     fig.tight_layout()
+    thin_ticks(fig)
     return fig
+
+
+def lift_cache_labels(fig, pad=3.0):
+    """Cache labels measured once the layout is settled: one that meets the
+    last label on its row goes a row up (the title moves up with it).
+    Returns whether any moved."""
+    from matplotlib import transforms
+    renderer = fig.canvas.get_renderer()
+    any_moved = False
+    for ax in fig.axes:
+        labels = [t for t in ax.texts if hasattr(t, "_memfx_cache_row")]
+        if len(labels) < 2:
+            continue
+        ends, rows, moved = {}, 0, False
+        for t in labels:
+            base, row = t._memfx_cache_row
+            box = t.get_window_extent(renderer)
+            while box.x0 < ends.get(row, -np.inf) + pad and row < 3:
+                row += 1
+            if row != t._memfx_cache_row[1]:
+                moved = True
+                t.set_transform(transforms.offset_copy(base, fig=fig, x=0,
+                                                       y=2 + row * CACHE_LABEL_ROW, units="points"))
+                t._memfx_cache_row = (base, row)
+            ends[row] = box.x1
+            rows = max(rows, row + 1)
+        if moved:
+            any_moved = True
+            ax.set_title(ax.get_title(), fontsize=9, y=TITLE_Y,
+                         pad=6 + rows * CACHE_LABEL_ROW + 2)
+    return any_moved
+
+
+def _all_axes(fig):
+    out = []
+    for ax in fig.axes:
+        out.append(ax)
+        out.extend(a for a in ax.child_axes if a not in out)
+    return out
+
+
+def thin_ticks(fig, pad=2.0):
+    """Leave out tick labels that would print over the one before them (on
+    a symlog or linear axis, offsets 0 and 1 are a few pixels apart): each
+    axis keeps a label only when its extent clears the last one kept by
+    ``pad`` pixels.  Measured on the laid-out figure, so it holds for any
+    font, rotation or width."""
+    from matplotlib import ticker
+    renderer = fig.canvas.get_renderer()
+    for ax in _all_axes(fig):
+        for axis, along in ((ax.xaxis, 0), (ax.yaxis, 1)):
+            lo, hi = sorted(axis.get_view_interval())
+            ticks = [(loc, t.label1) for loc, t in zip(axis.get_majorticklocs(),
+                                                       axis.get_major_ticks())
+                     if lo <= loc <= hi and t.label1.get_visible() and t.label1.get_text()]
+            if len(ticks) < 2:
+                continue
+            spans = []
+            for loc, label in ticks:
+                box = label.get_window_extent(renderer)
+                spans.append(((box.x0, box.x1) if along == 0 else (box.y0, box.y1), loc, label))
+            kept, last = [], None
+            for span, loc, label in sorted(spans, key=lambda item: item[0]):
+                if last is not None and span[0] < last + pad:
+                    continue
+                kept.append((loc, label))
+                last = span[1]
+            if len(kept) == len(ticks):
+                continue
+            first = kept[0][1]
+            style = {"rotation": first.get_rotation(), "fontsize": first.get_fontsize(),
+                     "ha": first.get_ha(), "va": first.get_va()}
+            kept.sort(key=lambda item: item[0])
+            axis.set_major_locator(ticker.FixedLocator([loc for loc, _ in kept]))
+            axis.set_ticklabels([label.get_text() for _, label in kept], **style)
 
 
 # Drawing settings of every figure: linear axes print their numbers whole,
@@ -505,7 +789,7 @@ def figure_for(doc, samples_values=None, dpi=100):
 RC = {"axes.formatter.useoffset": False}
 
 
-def draw(doc, save, rc=None, dpi=100):
+def draw(doc, save, rc=None, dpi=100, title=True):
     """Draw a document's figure (at ``dpi``) and return save(fig).  A '$' in
     a label (a CPU model, an arm name, a parameter value) starts matplotlib's
     mathtext, which can fail to parse; the second attempt draws every label
@@ -516,7 +800,7 @@ def draw(doc, save, rc=None, dpi=100):
             with matplotlib.rc_context({**RC, **(rc or {}), "text.parse_math": parse_math}):
                 # outside pyplot, a figure is freed like any object (clearing
                 # it would make new ticks for nothing)
-                return save(figure_for(doc, dpi=dpi))
+                return save(figure_for(doc, dpi=dpi, title=title))
         except Exception as err:
             last_error = err
     raise last_error

@@ -1,10 +1,13 @@
 """`memfx report`: one self-contained HTML file a person reads.
 
-The report reads only the store, and never writes to it: every run's stored
-samples are re-analysed through `results.document`, so a report written
-today from an old database shows what the current analysis makes of those
-samples.  It works offline: the CSS is inline, the plots are embedded as PNG
-data URIs, there is no script and no external resource.  Every piece of text
+The report reads the store, and writes to it only what it derives: a run's
+document is the one stored by the current analysis (documents.stored_document),
+else the run's samples are analysed through `results.document` and that
+document is kept, so a report written today from an old database shows what
+the current analysis makes of those samples; a figure, once drawn, is kept
+beside its document (see "figures kept in the store").  It works offline:
+the CSS is inline, the plots are embedded as PNG data URIs, there is no
+script and no external resource.  Every piece of text
 that comes from the machine or the database goes through `html.escape`, so a
 CPU model string or a parameter value holding markup shows as text.
 
@@ -212,7 +215,8 @@ def _figure(doc):
         data = png_bytes(fig)
         w, h = (int(round(v * PLOT_DPI)) for v in fig.get_size_inches())
         return "data:image/png;base64," + base64.b64encode(data).decode("ascii"), w, h
-    uri, w, h = plots.draw(doc, save, dpi=PLOT_DPI)
+    # the section's heading names the run: the figure needs no title of its own
+    uri, w, h = plots.draw(doc, save, dpi=PLOT_DPI, title=False)
     return uri, w, h, plots.caption(doc)
 
 
@@ -275,11 +279,74 @@ def run_tasks(tasks, jobs=None) -> list:
             for task, (doc, error, plot) in zip(tasks, out)]
 
 
+# ---- figures kept in the store --------------------------------------------------
+# Drawing is most of a report's time, and a figure depends only on its run's
+# document and on the code that draws it.  So a drawn figure's HTML is kept
+# beside the run's stored document (store.save_derived: a row of the
+# analyses table, deleted with the document) under a name made of the
+# analysis key (a hash of memfx's sources, the drawing code included) and
+# matplotlib's version, with a digest of the document it was drawn from: a
+# report of stored documents then draws nothing, and imports no matplotlib.
+
+FIGURE_FORMAT = 1
+
+
+def figure_name() -> str:
+    """The name a figure is kept under: what drew it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ..analysis.answer_cache import analysis_key
+    try:
+        mpl = version("matplotlib")
+    except PackageNotFoundError:
+        mpl = "?"
+    return f"figure:{FIGURE_FORMAT}:{analysis_key()}:mpl-{mpl}"
+
+
+def document_digest(doc) -> str:
+    """A digest of what a figure shows of a document: the run's state, its
+    points (medians and sample counts) and its answers."""
+    import hashlib
+    import json
+    points = [(p.get("arm"), p.get("params"), p.get("median"), len(p.get("values") or ()))
+              for p in doc.get("points") or ()]
+    answers = [(a.get("question"), a.get("verdict"), a.get("value"), a.get("details"))
+               for a in doc.get("answers") or ()]
+    head = [doc.get(k) for k in ("run_id", "experiment", "status", "finished", "labels",
+                                 "plots", "schema")]
+    text = json.dumps([head, points, answers], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def kept_figure(store, run, doc, name):
+    """The figure HTML kept for this document, or None."""
+    read = getattr(store, "derived", None)
+    if read is None or doc is None:
+        return None
+    kept = read(run["id"], name)
+    if not isinstance(kept, dict) or kept.get("of") != document_digest(doc):
+        return None
+    html = kept.get("html")
+    return html if isinstance(html, str) else None
+
+
+def keep_figure(store, run, doc, name, html) -> None:
+    """Keep a drawn figure (not a run's that may still change, nor an error
+    message: a failed drawing is tried again)."""
+    from ..model.status import RUNNING
+    save = getattr(store, "save_derived", None)
+    if (save is None or doc is None or run.get("status") == RUNNING
+            or not html.startswith("<figure")):
+        return
+    save(run["id"], name, {"of": document_digest(doc), "html": html})
+
+
 def draw_views(store, runs, documents=None, jobs=None) -> list:
     """The runs' views with their figures drawn; a run without a document
     in ``documents`` takes its stored one (documents.stored_document), else
     is analysed from its stored samples (read here, in this process) along
-    with its drawing, and that document is stored (documents.keep_document)."""
+    with its drawing, and that document is stored (documents.keep_document).
+    A figure kept for the same document is read, not drawn (see above)."""
     from ..analysis.documents import experiment_about, keep_document, stored_document
     documents = dict(documents or {})
     for run in runs:
@@ -287,12 +354,22 @@ def draw_views(store, runs, documents=None, jobs=None) -> list:
             stored = stored_document(store, run)
             if stored is not None:
                 documents[run["id"]] = stored
+    name = figure_name()
+    kept = {run["id"]: kept_figure(store, run, documents.get(run["id"]), name) for run in runs}
+    todo = [run for run in runs if kept[run["id"]] is None]
     tasks = [(run, documents.get(run["id"]),
-              None if run["id"] in documents else store.samples(run["id"])) for run in runs]
+              None if run["id"] in documents else store.samples(run["id"])) for run in todo]
+    drawn = dict(zip([run["id"] for run in todo], run_tasks(tasks, jobs) if tasks else []))
     views = []
-    for i, (run, (doc, error, plot)) in enumerate(zip(runs, run_tasks(tasks, jobs))):
-        if run["id"] not in documents and doc is not None:
-            keep_document(store, run, doc)
+    for i, run in enumerate(runs):
+        if run["id"] in drawn:
+            doc, error, plot = drawn[run["id"]]
+            if run["id"] not in documents and doc is not None:
+                keep_document(store, run, doc)
+            if plot is not None and error is None:
+                keep_figure(store, run, doc, name, plot)
+        else:
+            doc, error, plot = documents[run["id"]], None, kept[run["id"]]
         views.append(RunView(run, doc, error, experiment_about(doc, run["experiment"]),
                              _anchor(run, i), plot))
     return views
@@ -304,8 +381,9 @@ def build_report(store, ids, documents=None, jobs=None) -> str:
     """The report's HTML for the given survey/run ids (see `resolve`);
     ``documents``: run documents (with values) already made, by run id;
     ``jobs``: processes that draw the figures (default: one per CPU).
-    Reads the store only: a run left `running` by a killed survey shows as
-    running here (`memfx runs` marks such runs interrupted)."""
+    Changes no run: a run left `running` by a killed survey shows as
+    running here (`memfx runs` marks such runs interrupted); what it writes
+    is derived (documents and figures, see draw_views)."""
     from ..model.version import __version__
     sel = resolve(store, ids)
     views = draw_views(store, sel.runs, documents, jobs)

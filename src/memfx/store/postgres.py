@@ -27,11 +27,14 @@ import sys
 import urllib.parse
 
 from ..model.errors import StoreError, StoreUnavailable
+from .schema import MACHINE, readable
 from .sql import (
     _SCHEMA_V1,
     BUSY_TIMEOUT_MS,
     SAME_TABLES_SINCE,
     SCHEMA_VERSION,
+    _labels_of,
+    _loads,
     _survey_dict,
     default_db_path,
     mask_secrets,
@@ -455,9 +458,62 @@ class PostgresStore(Store):
             store._journal_runs.pop(run_id, None)     # safe in PostgreSQL now
         return self._journaled(finish_run, run_id, status, error, measured_s)
 
+    # ---- the fleet views: set-based reads ---------------------------------
+    #
+    # The shared queries ask per machine (its runs, hosts, latest survey);
+    # a fleet has thousands of machines, so here each is one query over all
+    # of them, grouped by the server.
+
+    def machines(self):
+        """As Store.machines (the same dicts, the same order)."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "WITH per AS (SELECT machine_row, count(*) AS n_runs, max(started) AS last_run,"
+                "   array_remove(array_agg(DISTINCT host), NULL) AS hosts"
+                "   FROM runs WHERE machine_row IS NOT NULL GROUP BY machine_row),"
+                " latest AS (SELECT DISTINCT ON (r.machine_row) r.machine_row, s.id AS survey_id"
+                "   FROM runs r JOIN surveys s ON s.id = r.survey_id"
+                "   ORDER BY r.machine_row, s.started DESC, s.rowid DESC)"
+                " SELECT m.id, m.machine_id, m.fingerprint, per.n_runs, per.last_run, per.hosts,"
+                "   latest.survey_id"
+                " FROM machines m JOIN per ON per.machine_row = m.id"
+                " LEFT JOIN latest ON latest.machine_row = m.id"
+                " ORDER BY m.id").fetchall()
+            wanted = sorted({row[6] for row in rows if row[6] is not None})
+            surveys = {row["id"]: _survey_dict(row) for row in conn.execute(
+                "SELECT * FROM surveys WHERE id = ANY(?)", (wanted,))} if wanted else {}
+        out = []
+        for row in rows:
+            survey = surveys.get(row[6])
+            out.append({"machine_id": row[1],
+                        "fingerprint": readable(MACHINE, _loads(row[2], {})) or {},
+                        "row_ids": [row[0]], "n_runs": row[3],
+                        "hosts": sorted(str(h) for h in row[5] or []),
+                        "last_run": row[4],
+                        "last_survey": self._as_displayed(survey) if survey else None})
+        return out
+
+    def newest_runs_per_machine(self):
+        """As StoredAnalyses.newest_runs_per_machine, chosen by the server."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT * FROM (SELECT DISTINCT ON (r.machine_row, r.experiment)"
+                " r.id, r.survey_id, r.experiment, r.status, r.started, r.finished,"
+                " r.labels, r.host, r.pid, m.machine_id, r.machine_row, r.rowid"
+                " FROM runs r JOIN machines m ON m.id = r.machine_row"
+                " ORDER BY r.machine_row, r.experiment,"
+                " CASE WHEN r.status = 'complete' THEN 0 ELSE 1 END, r.started DESC, r.rowid DESC) t"
+                " ORDER BY machine_row, started, id").fetchall()
+        return [self._as_displayed({
+            "id": row[0], "survey_id": row[1], "experiment": row[2], "status": row[3],
+            "started": row[4], "finished": row[5], "labels": _labels_of(row[6]), "host": row[7],
+            "pid": row[8], "machine_id": row[9], "machine_row": row[10]}) for row in rows]
+
 
 def _read_from_fallback(name):
-    shared = getattr(Store, name)
+    # this class's own version where it has one (machines, newest_runs_per_machine),
+    # else the shared one
+    shared = PostgresStore.__dict__.get(name) or getattr(Store, name)
 
     def method(self, *args, **kwargs):
         if self._fallback is not None:
@@ -470,5 +526,6 @@ def _read_from_fallback(name):
 for _name in ("runs", "run", "samples", "survey", "surveys", "artifacts", "export_run",
               "samples_csv", "machines", "remove", "prune", "mark_stale_running", "import_run",
               "push_run", "settle_survey", "adopt_run", "adopt_survey", "analysis",
-              "save_analysis"):
+              "save_analysis", "derived", "save_derived", "stored_answers", "stored_points",
+              "stored_documents", "run_states", "newest_runs_per_machine", "machine_surveys"):
     setattr(PostgresStore, _name, _read_from_fallback(_name))

@@ -20,11 +20,13 @@ from ..model.errors import StoreError
 from ..model.status import INTERRUPTED, RUNNING, STATUSES
 from .schema import MACHINE, POINT, SchemaError, readable, readable_params, validate_export
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # The oldest schema a role that may not migrate a PostgreSQL store still
 # reads: schema 6 only rewrote stored data (redacted command lines, which
-# reading redacts too), and schema 7 only added the analyses table, derived
-# data a reader without it computes instead (StoredAnalyses).
+# reading redacts too), schema 7 only added the analyses table, derived
+# data a reader without it computes instead (StoredAnalyses), and schema 8
+# only an index and a derived column (the answers apart), which readers do
+# without.
 SAME_TABLES_SINCE = 5
 APPLICATION_ID = 0x4D454D46  # "MEMF": marks the file as a memfx results DB
 
@@ -177,9 +179,41 @@ def _add_analyses(conn: sqlite3.Connection) -> None:
     conn.execute(translate(ANALYSES_TABLE) if translate else ANALYSES_TABLE)
 
 
+def _columns(conn, table: str) -> set:
+    # both drivers describe the columns of an empty result
+    cursor = conn.execute(f"SELECT * FROM {table} LIMIT 0")
+    return {d[0] for d in cursor.description or ()}
+
+
+def _index_the_fleet(conn: sqlite3.Connection) -> None:
+    # Schema 8: what the fleet views read, without reading every run.  A
+    # machine's runs by experiment (its newest of each, its run count) come
+    # from an index instead of a scan of every run; and a run's answers and
+    # its points' summaries are kept apart from its whole document
+    # (analyses.answers, analyses.points: zlib JSON of answers_part and
+    # points_part), so the fleet's answers are read without its points, and
+    # its hosts' curves without every sample value.  Rows stored before read
+    # as having none: they come from the whole document.  IF NOT EXISTS and the
+    # column check: a store whose version was set back by hand keeps them.
+    conn.execute("CREATE INDEX IF NOT EXISTS runs_by_machine ON runs(machine_row, experiment)")
+    have = _columns(conn, "analyses")
+    for column in ("answers", "points"):
+        if column not in have:
+            translate = getattr(conn, "translate_schema", None)     # PostgreSQL's bytea
+            sql = f"ALTER TABLE analyses ADD COLUMN {column} BLOB"
+            conn.execute(translate(sql) if translate else sql)
+
+
 MIGRATIONS: dict[int, Migration] = {1: _add_labels, 2: _add_machine_state, 3: _add_replica,
                                     4: _name_machine_columns, 5: _redact_command_lines,
-                                    6: _add_analyses}
+                                    6: _add_analyses, 7: _index_the_fleet}
+
+# What a run's stored answers carry besides the answers: the run state the
+# document describes, so a reader can tell whether they are still current
+# (documents._current) without the whole document.
+ANSWERS_STATE = ("run_id", "experiment", "status", "finished", "labels", "machine_id")
+# Runs per query when answers are read by run id: bounded parameter lists.
+ANSWERS_BATCH = 500
 
 
 class StoredAnalyses:
@@ -194,8 +228,11 @@ class StoredAnalyses:
 
     # what the store class this is mixed into provides (its connections)
     if TYPE_CHECKING:
+        DATABASE_ERRORS: tuple
+
         def _read(self) -> Any: ...
         def _write(self) -> Any: ...
+        def _as_displayed(self, item: dict) -> dict: ...
 
     def analysis(self, run_id: str, analysis: str) -> Optional[dict]:
         """The stored document of run ``run_id`` made by analysis version
@@ -227,6 +264,10 @@ class StoredAnalyses:
             doc["tune"] = redact_commands(doc["tune"])
         try:
             blob = zlib.compress(json.dumps(doc, separators=(",", ":"), default=str).encode(), 6)
+            answers = zlib.compress(json.dumps(answers_part(doc), separators=(",", ":"),
+                                               default=str).encode(), 6)
+            points = zlib.compress(json.dumps(points_part(doc), separators=(",", ":"),
+                                              default=str).encode(), 6)
         except (TypeError, ValueError):
             return False
         try:
@@ -234,11 +275,205 @@ class StoredAnalyses:
                 if not _exists(conn, "runs", run_id):
                     return False      # removed meanwhile: nothing to attach it to
                 conn.execute("DELETE FROM analyses WHERE run_id = ?", (run_id,))
-                conn.execute("INSERT INTO analyses(run_id, analysis, made, doc) VALUES (?, ?, ?, ?)",
-                             (run_id, analysis, utcnow_iso(), blob))
+                conn.execute("INSERT INTO analyses(run_id, analysis, made, doc, answers, points)"
+                             " VALUES (?, ?, ?, ?, ?, ?)",
+                             (run_id, analysis, utcnow_iso(), blob, answers, points))
         except StoreError:
             return False
         return True
+
+    def stored_answers(self, run_ids: list, analysis: str) -> dict:
+        """{run id: its stored answers part (answers_part) by analysis
+        version ``analysis``} for the runs of ``run_ids`` that have one; read
+        in batches, the whole document only for rows stored without the
+        part (before schema 8).  Whether each is still current is the
+        reader's to judge (its run state is in it)."""
+        return self._stored_parts(run_ids, analysis, "answers", answers_part)
+
+    def stored_points(self, run_ids: list, analysis: str) -> dict:
+        """As stored_answers, the points part (points_part)."""
+        return self._stored_parts(run_ids, analysis, "points", points_part)
+
+    def _stored_parts(self, run_ids: list, analysis: str, column: str, part_of) -> dict:
+        out: dict = {}
+        ids = list(dict.fromkeys(run_ids))
+        for first in range(0, len(ids), ANSWERS_BATCH):
+            batch = ids[first:first + ANSWERS_BATCH]
+            marks = ", ".join("?" * len(batch))
+            try:
+                with self._read() as conn:
+                    try:
+                        rows = conn.execute(f"SELECT run_id, {column}, NULL FROM analyses"
+                                            f" WHERE analysis = ? AND {column} IS NOT NULL"
+                                            f" AND run_id IN ({marks})", (analysis, *batch)).fetchall()
+                        found = {row[0] for row in rows}
+                        missing = [r for r in batch if r not in found]
+                    except self.DATABASE_ERRORS:
+                        raise _NoAnswersColumn() from None
+            except _NoAnswersColumn:
+                rows, missing = [], batch           # a schema-7 store a reader could not migrate
+            except StoreError:
+                return out                          # no analyses table at all
+            if missing:
+                marks = ", ".join("?" * len(missing))
+                try:
+                    with self._read() as conn:
+                        rows += conn.execute(f"SELECT run_id, NULL, doc FROM analyses WHERE analysis = ?"
+                                             f" AND run_id IN ({marks})", (analysis, *missing)).fetchall()
+                except StoreError:
+                    pass
+            for run_id, part, whole in rows:
+                try:
+                    value = json.loads(zlib.decompress(bytes(part if part is not None else whole)))
+                except (zlib.error, ValueError, TypeError):
+                    continue              # damaged: the reader analyses the run again
+                if isinstance(value, dict):
+                    out[run_id] = value if part is not None else part_of(value)
+        return out
+
+    def stored_documents(self, run_ids: list, analysis: str) -> dict:
+        """{run id: its stored document by analysis version ``analysis``}
+        for those of ``run_ids`` (a few: each document is whole) that have
+        one, in one query; whether each is current is the reader's to judge."""
+        ids = list(dict.fromkeys(run_ids))
+        if not ids:
+            return {}
+        try:
+            with self._read() as conn:
+                rows = conn.execute(f"SELECT run_id, doc FROM analyses WHERE analysis = ?"
+                                    f" AND run_id IN ({', '.join('?' * len(ids))})",
+                                    (analysis, *ids)).fetchall()
+        except StoreError:
+            return {}                 # no analyses table (a schema-6 store read as it is)
+        out = {}
+        for run_id, blob in rows:
+            try:
+                doc = json.loads(zlib.decompress(bytes(blob)))
+            except (zlib.error, ValueError, TypeError):
+                continue              # damaged: the reader analyses the run again
+            if isinstance(doc, dict):
+                out[run_id] = doc
+        return out
+
+    def run_states(self, run_ids: list) -> dict:
+        """{run id: {"status", "n_samples"}} of those of ``run_ids`` stored
+        here (what push compares), without reading every run."""
+        out: dict = {}
+        ids = list(dict.fromkeys(run_ids))
+        for first in range(0, len(ids), ANSWERS_BATCH):
+            batch = ids[first:first + ANSWERS_BATCH]
+            with self._read() as conn:
+                for row in conn.execute(
+                        "SELECT r.id, r.status, (SELECT count(*) FROM samples s WHERE s.run_id = r.id)"
+                        f" FROM runs r WHERE r.id IN ({', '.join('?' * len(batch))})", batch):
+                    out[row[0]] = {"status": row[1], "n_samples": row[2]}
+        return out
+
+    def machine_surveys(self, machine_id: str) -> list:
+        """The surveys (newest first, as surveys() gives them) with runs
+        measured on machine ``machine_id``: one indexed query, where reading
+        each survey's runs to find its machine reads the whole fleet."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT s.*, (SELECT count(*) FROM runs r WHERE r.survey_id = s.id) AS n_runs"
+                " FROM surveys s WHERE s.id IN (SELECT r.survey_id FROM runs r"
+                " JOIN machines m ON m.id = r.machine_row WHERE m.machine_id = ?)"
+                " ORDER BY s.started DESC, s.rowid DESC", (machine_id,)).fetchall()
+        return [self._as_displayed(dict(_survey_dict(row), n_runs=row["n_runs"])) for row in rows]
+
+    def newest_runs_per_machine(self) -> list:
+        """Per machine and experiment, the newest complete run, else the
+        newest of any status (what the fleet views show): dicts with the
+        run's id, survey_id, experiment, status, started, finished, labels,
+        host and machine_id, by machine row then start.  One pass over the
+        runs in index order; no samples, no run parameters."""
+        out: list = []
+        last = None
+        with self._read() as conn:
+            cursor = conn.execute(
+                "SELECT r.id, r.survey_id, r.experiment, r.status, r.started, r.finished,"
+                " r.labels, r.host, r.pid, m.machine_id, r.machine_row"
+                " FROM runs r JOIN machines m ON m.id = r.machine_row"
+                " ORDER BY r.machine_row, r.experiment,"
+                " CASE WHEN r.status = 'complete' THEN 0 ELSE 1 END, r.started DESC, r.rowid DESC")
+            for row in cursor:
+                key = (row[10], row[2])
+                if key == last:
+                    continue
+                last = key
+                out.append(self._as_displayed({
+                    "id": row[0], "survey_id": row[1], "experiment": row[2], "status": row[3],
+                    "started": row[4], "finished": row[5], "labels": _labels_of(row[6]),
+                    "host": row[7], "pid": row[8], "machine_id": row[9], "machine_row": row[10]}))
+        out.sort(key=lambda r: (r["machine_row"], r["started"], r["id"]))
+        return out
+
+
+    # A rendering derived from a run's stored document (the report's figure)
+    # is a row of the same table under a name no analysis version takes
+    # ("figure:..."): save_analysis and a run's removal delete every row of
+    # the run, so it never outlives the document it was made from.
+
+    def derived(self, run_id: str, name: str) -> Optional[dict]:
+        """What ``save_derived`` kept for run ``run_id`` under ``name``, or None."""
+        return self.analysis(run_id, name)
+
+    def save_derived(self, run_id: str, name: str, data: dict) -> bool:
+        """Keep ``data`` beside run ``run_id``'s stored document, replacing
+        only the row of the same name (the document stays); False when the
+        store cannot keep it or the run is gone."""
+        if getattr(self, "_read_only", None):
+            return False
+        try:
+            blob = zlib.compress(json.dumps(data, separators=(",", ":"), default=str).encode(), 6)
+        except (TypeError, ValueError):
+            return False
+        try:
+            with self._write() as conn:
+                if not _exists(conn, "runs", run_id):
+                    return False
+                conn.execute("DELETE FROM analyses WHERE run_id = ? AND analysis = ?",
+                             (run_id, name))
+                conn.execute("INSERT INTO analyses(run_id, analysis, made, doc) VALUES (?, ?, ?, ?)",
+                             (run_id, name, utcnow_iso(), blob))
+        except StoreError:
+            return False
+        return True
+
+class _NoAnswersColumn(Exception):
+    """The analyses table predates schema 8 (read as it is)."""
+
+
+# What of each point the fleet's pooled curves read (documents.group_points
+# and compare_curves): its key, its summary and its replicas, without the
+# values of every sample.
+POINT_FIELDS = ("arm", "params", "metric", "unit", "median", "ci_low", "ci_high", "n", "rejected",
+                "best_quantile", "replicas")
+
+
+def points_part(doc: dict) -> dict:
+    """What of a run's document the fleet's curves read: each point's
+    POINT_FIELDS, with the run state they describe (ANSWERS_STATE)."""
+    part = {k: doc.get(k) for k in ANSWERS_STATE}
+    part["points"] = [{k: p[k] for k in POINT_FIELDS if k in p}
+                      for p in doc.get("points") or [] if isinstance(p, dict)]
+    return part
+
+
+# What of each answer the fleet views read: the question and its finding,
+# without the per-replica and per-point details the whole document keeps.
+ANSWER_FIELDS = ("question", "asks", "seed", "unit", "better", "headline", "band", "host_shared",
+                 "verdict", "value", "ci_low", "ci_high", "because")
+
+
+def answers_part(doc: dict) -> dict:
+    """What of a run's document the fleet views read: its answers
+    (ANSWER_FIELDS of each), with the run state they describe
+    (ANSWERS_STATE)."""
+    part = {k: doc.get(k) for k in ANSWERS_STATE}
+    part["answers"] = [{k: a[k] for k in ANSWER_FIELDS if k in a}
+                       for a in doc.get("answers") or [] if isinstance(a, dict)]
+    return part
 
 
 # ---- secrets: the one rule for every message and every stored command line ----
