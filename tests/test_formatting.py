@@ -141,3 +141,16 @@ def test_a_findings_row_and_the_report_agree_on_value_and_ci():
     terminal, page = console.export_text(), html.unescape(verdicts_html([view]))
     for s in ("48 KiB", "44 KiB–52 KiB"):
         assert s in terminal and s in page
+
+
+def test_a_long_table_prints_as_aligned_plain_lines_with_its_cells_cleaned():
+    from memfx.report.render import PLAIN_TABLE_ROWS, long_table_lines
+    rows = [(f"m-{i}", "CPU\x1b[2J name", str(i)) for i in range(PLAIN_TABLE_ROWS + 1)]
+    lines = long_table_lines("Machines", ("machine", "CPU", "runs"), rows)
+    assert lines[0] == "Machines" and lines[1].split() == ["machine", "CPU", "runs"]
+    assert len(lines) == 3 + len(rows)
+    assert all("\x1b" not in line for line in lines)
+    # every row's columns start where the header's do
+    start = lines[1].index("CPU")
+    assert all(line[start:start + 3] == "CPU" for line in lines[3:])
+    assert lines[-1].endswith(str(PLAIN_TABLE_ROWS))

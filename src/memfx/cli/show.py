@@ -281,13 +281,19 @@ def cmd_machines(args):
     if args.json:
         print(json.dumps(doc, indent=2, default=str))
         return 0
-    from ..report.render import add_row, safe_table
-    t = safe_table("machine", "CPU", "hosts", "runs", "last survey", "started", "status",
-                   title=f"Machines in {store.path}")
-    for m in doc["machines"]:
-        s = m["last_survey"] or {}
-        add_row(t, m["machine_id"], m["label"], ", ".join(m["hosts"]), str(m["n_runs"]),
-                s.get("id") or "-", s.get("started") or "-", s.get("status") or "-")
+    from ..report.render import PLAIN_TABLE_ROWS, add_row, long_table_lines, safe_table
+    columns = ("machine", "CPU", "hosts", "runs", "last survey", "started", "status")
+    title = f"Machines in {store.path}"
+    rows = [(m["machine_id"], m["label"], ", ".join(m["hosts"]), str(m["n_runs"]),
+             (m["last_survey"] or {}).get("id") or "-",
+             (m["last_survey"] or {}).get("started") or "-",
+             (m["last_survey"] or {}).get("status") or "-") for m in doc["machines"]]
+    if len(rows) > PLAIN_TABLE_ROWS:
+        print("\n".join(long_table_lines(title, columns, rows)))
+        return 0
+    t = safe_table(*columns, title=title)
+    for row in rows:
+        add_row(t, *row)
     _cli()._console().print(t)
     return 0
 

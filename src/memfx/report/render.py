@@ -54,6 +54,25 @@ def add_row(table: Table, *cells) -> None:
     """Add one row; strings are data (see text()), Text cells keep their style."""
     table.add_row(*(c if isinstance(c, Text) else text(c) for c in cells))
 
+# A table of more rows than this is printed as aligned plain columns: rich
+# lays out every cell of a table before printing its first line, and a
+# fleet's machine list of a thousand rows took most of a second there.
+PLAIN_TABLE_ROWS = 100
+
+
+def long_table_lines(title, columns, rows):
+    """A long table (more than PLAIN_TABLE_ROWS rows) as plain lines: the
+    title, the header, a rule and one line a row, each column as wide as
+    its widest cell, every cell clean()ed."""
+    cells = [[clean(c) for c in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(columns)]
+
+    def line(values):
+        return "  ".join(v.ljust(w) for v, w in zip(values, widths)).rstrip()
+    head = [clean(title)] if title else []
+    return head + [line(columns), line(["-" * w for w in widths])] + [line(r) for r in cells]
+
+
 VERDICT_STYLE = {"detected": "bold green", "not_detected": "yellow",
                  "inconclusive": "magenta", "measured": "cyan"}
 
