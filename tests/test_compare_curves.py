@@ -434,3 +434,30 @@ def test_an_arm_that_kept_its_speed_while_the_others_moved_has_not_regressed():
     doc = cc.compare_all([], [], 0.05, a_runs=[a],
                          b_runs=[_doc(np.random.default_rng(23), quiet, slower)])
     assert any(label.startswith("copy rep_movsb") for label in doc["regressed_curves"])
+
+
+def test_a_history_survey_reads_the_stored_parts_as_the_whole_documents_say(tmp_path,
+                                                                           monkeypatch):
+    """With no answer cache, a survey of the machine's history is read from
+    its runs' stored answers and points parts (schema 8) and gives exactly
+    what the whole documents give; nothing is analysed or read whole."""
+    monkeypatch.setenv("MEMFX_CACHE_DIR", "off")
+    with Store(str(tmp_path / "p.db")) as store:
+        sid = store.begin_survey("quick", ["survey", "--quick"])
+        rid = store.begin_run("copy", {}, "quick", {"flags": {"erms": True}}, survey_id=sid)
+        store.add_samples(rid, _samples(np.random.default_rng(9), {}))
+        store.finish_run(rid, "complete")
+        store.finish_survey(sid, "complete")
+        documents._SURVEY_ANSWERS.clear()
+        whole_answers, whole_medians = documents.history_survey(store, sid)   # analyses, stores
+        assert whole_answers and whole_medians
+
+        def refuse(*a, **k):
+            raise AssertionError("read or analysed whole")
+        monkeypatch.setattr(documents, "survey_run_documents", refuse)
+        monkeypatch.setattr(documents, "run_document", refuse)
+        documents._SURVEY_ANSWERS.clear()
+        answers, medians = documents.history_survey(store, sid)
+        assert medians == whole_medians
+        assert [(a["question"], a.get("value"), a["run_id"]) for a in answers] == \
+            [(a["question"], a.get("value"), a["run_id"]) for a in whole_answers]

@@ -116,3 +116,11 @@ def test_the_glossary_names_every_seed_and_term_the_screens_use():
     for term in ("answer", "arm", "band", "busy", "cell", "CI", "host state", "host-shared",
                  "replica", "seed", "survey"):
         assert f"**{term}**" in glossary, term
+
+
+def test_the_glossary_page_is_written_from_the_one_glossary():
+    """docs/glossary.md is glossary.markdown() (python -m
+    memfx.report.glossary > docs/glossary.md): the report's fold and the
+    page cannot drift apart."""
+    from memfx.report import glossary
+    assert (ROOT / "docs" / "glossary.md").read_text() == glossary.markdown()

@@ -3,6 +3,7 @@ latency-like run, a failed run and an interrupted run, markup injected in the
 machine and the parameters), checked with a strict little HTML checker:
 balanced tags, one h1, every section, escaping, embedded images only."""
 import base64
+import html
 import json
 import re
 from html.parser import HTMLParser
@@ -573,3 +574,16 @@ def test_a_drawn_figure_is_kept_beside_its_document_and_read_back(tmp_path, monk
     with Store(path) as store:
         before = stored_document(store, store.run(runs["latency"]))
     assert report.document_digest(doc) != report.document_digest(before)
+
+
+def test_how_to_read_this_folds_every_term_under_the_first_screen(written):
+    """Issue 42 item 4: a "how to read this" fold defines every term the
+    report uses (the glossary's, one source), closed, after the summary."""
+    from memfx.report.glossary import TERMS
+    c = check(written)
+    assert c.ids.index("summary") < c.ids.index("how-to-read") < c.ids.index("machine")
+    fold = _section(written, "how-to-read")
+    assert '<details class="fold"><summary>' in fold and "<details open" not in fold
+    for term, _, _ in TERMS:
+        assert f"<dt>{html.escape(term)}" in fold, term
+    assert "<td>002</td>" in fold and '<a href="#how-to-read">' in written

@@ -351,11 +351,47 @@ def history_survey(store: RunStore, survey_id: str) -> SurveyHistory:
     runs = store.survey(survey_id)["runs"]
     # --reanalyse: the documents are made again, and so what comes of them
     kept = None if _REANALYSE["on"] else answer_cache.load_survey(store.path, survey_id, runs)
+    if kept is None and not _REANALYSE["on"]:
+        kept = _history_from_parts(store, runs)
     if kept is None:
         doc = analysed_survey(store, survey_id)
         kept = {"answers": doc["answers"], "points": point_medians(doc["documents"])}
         answer_cache.save(store.path, survey_id, runs, kept["answers"], kept["points"])
     return kept["answers"], kept["points"]
+
+
+def _history_from_parts(store: RunStore, runs: List[Doc]) -> Optional[Doc]:
+    """{"answers", "points"} of a survey's runs (the newest of each
+    experiment) from the store's answers and points parts of their stored
+    analyses (schema 8) -- what a history needs, without reading or
+    decompressing whole documents with every sample value; None unless
+    every run has both parts, current, by this analysis."""
+    from .answer_cache import analysis_key
+    from .compare_curves import curve_key
+    answers_of = getattr(store, "stored_answers", None)
+    points_of = getattr(store, "stored_points", None)
+    if answers_of is None or points_of is None:
+        return None
+    chosen = latest_per_experiment(runs)
+    ids = [r["id"] for r in chosen]
+    key = analysis_key()
+    try:
+        answer_parts, point_parts = answers_of(ids, key), points_of(ids, key)
+    except StoreError:
+        return None
+    answers: List[Doc] = []
+    medians: Dict[str, float] = {}
+    for r in sorted(chosen, key=lambda r: (r.get("started") or "", r["id"])):
+        a_part, p_part = answer_parts.get(r["id"]), point_parts.get(r["id"])
+        if not (_current(r, a_part) and _current(r, p_part)):
+            return None
+        answers += [dict(a, run_id=r["id"], experiment=r["experiment"])
+                    for a in a_part.get("answers") or []]
+        for p in p_part.get("points") or []:
+            m = p.get("median")
+            if isinstance(m, (int, float)) and not isinstance(m, bool) and m > 0:
+                medians[curve_key(str(r["experiment"]), p)] = float(m)
+    return {"answers": answers, "points": medians}
 
 
 def history_answers(store: RunStore, survey_id: str) -> List[Doc]:

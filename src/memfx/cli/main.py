@@ -40,6 +40,16 @@ EXIT_STATUS_HELP = ("exit status: 0 done; 1 the command's own verdict (compare: 
 
 
 class _Parser(argparse.ArgumentParser):
+    # a help text built only when shown: `run`'s lists every experiment's
+    # parameters, and building it imports them all (a quarter of a second
+    # that every other command would pay at start-up)
+    epilog_fn = None
+
+    def format_help(self):
+        if self.epilog is None and self.epilog_fn is not None:
+            self.epilog = self.epilog_fn()
+        return super().format_help()
+
     def error(self, message):       # one line, exit 2 (argparse prints usage too)
         from ..report.render import one_line
         sys.stderr.write(f"memfx: error: {one_line(message)} (see memfx {self.prog.split()[-1]} "
@@ -511,10 +521,10 @@ def build_parser():
     sp.add_argument("--json", action="store_true", help="print JSON (with parameters)")
 
     sp = add("run", cmd_run, "run one experiment and store every sample",
-             formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False,
-             epilog=_params_help() + "\n\nexample: memfx run latency --quick --set max_size=32M"
-             " --set pages=4k,thp\n`memfx run EXPERIMENT --help` shows one experiment's parameters"
-             " with the value each preset uses.")
+             formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+    sp.epilog_fn = lambda: (_params_help() + "\n\nexample: memfx run latency --quick --set "
+                            "max_size=32M --set pages=4k,thp\n`memfx run EXPERIMENT --help` shows "
+                            "one experiment's parameters with the value each preset uses.")
     sp.add_argument("-h", "--help", action=_RunHelp,
                     help="show this help; after an experiment name, that experiment's parameters")
     sp.add_argument("experiment", help="experiment name (see memfx list)")

@@ -363,25 +363,37 @@ def replica_log_ratio_half(a_values: Sequence[Optional[float]], a_lows: Sequence
     one property of the machine, seen Ra + Rb - 2 times: pooling it gives
     t(2) = 4.3 for two replicas a side, and the same 95 % coverage for normal
     replicas.  None when a side has fewer than two positive values."""
+    # plain floats, not numpy: a few replicas a side, and `compare` asks
+    # once per point of two surveys (thousands), where numpy's per-call
+    # overhead was most of the command's time
+    z = _z_of(confidence)
     sides = []
     for vals, lows, highs in ((a_values, a_lows, a_highs), (b_values, b_lows, b_highs)):
-        v = np.asarray([np.nan if x is None else x for x in vals], float)
-        lo = np.asarray([np.nan if x is None else x for x in lows], float)
-        hi = np.asarray([np.nan if x is None else x for x in highs], float)
-        keep = np.isfinite(v) & (v > 0)
-        if keep.sum() < 2:
+        logs, own = [], []
+        for v, lo, hi in zip(vals, lows, highs):
+            if v is None or not _positive_finite(v):
+                continue
+            logs.append(math.log(v))
+            half = ((math.log(hi) - math.log(lo)) / (2 * z)
+                    if lo is not None and hi is not None and _positive_finite(lo)
+                    and _positive_finite(hi) else 0.0)
+            own.append(half if math.isfinite(half) and half > 0 else 0.0)
+        if len(logs) < 2:
             return None
-        with np.errstate(divide="ignore", invalid="ignore"):
-            own = (np.log(hi[keep]) - np.log(lo[keep])) / (2 * _z_of(confidence))
-        own = np.where(np.isfinite(own) & (own > 0), own, 0.0)
-        sides.append((np.log(v[keep]), own))
+        sides.append((logs, own))
     (la, oa), (lb, ob) = sides
-    df = la.size + lb.size - 2
-    pooled = (float(np.sum((la - la.mean()) ** 2)) + float(np.sum((lb - lb.mean()) ** 2))) / df
-    spread = _t_of(confidence, df) * math.sqrt(pooled * (1 / la.size + 1 / lb.size))
-    own = _z_of(confidence) * math.sqrt(float(np.mean(oa ** 2)) / la.size
-                                        + float(np.mean(ob ** 2)) / lb.size)
-    return max(spread, own)
+    df = len(la) + len(lb) - 2
+    ma, mb = sum(la) / len(la), sum(lb) / len(lb)
+    pooled = (sum((x - ma) ** 2 for x in la) + sum((x - mb) ** 2 for x in lb)) / df
+    spread = _t_of(confidence, df) * math.sqrt(pooled * (1 / len(la) + 1 / len(lb)))
+    own_half = z * math.sqrt(sum(x * x for x in oa) / len(oa) / len(la)
+                             + sum(x * x for x in ob) / len(ob) / len(lb))
+    return max(spread, own_half)
+
+
+def _positive_finite(x: Any) -> bool:
+    return bool(isinstance(x, (int, float, np.floating, np.integer)) and not isinstance(x, bool)
+                and math.isfinite(x) and x > 0)
 
 
 # (confidence, df) -> t: compare_curves asks for the same few once per

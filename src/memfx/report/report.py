@@ -13,8 +13,9 @@ CPU model string or a parameter value holding markup shows as text.
 
 Sections, in order (their element ids in brackets): the seed questions'
 answers as cards and the advice in short [summary] -- the first screen --,
-the round-1 verdicts of runs without questions [verdicts], the machine with
-its capabilities [machine], the tuning advice in full when `memfx advise`
+every term the report uses, folded [how-to-read], the round-1 verdicts of
+runs without questions [verdicts], the machine with its capabilities
+[machine], the tuning advice in full when `memfx advise`
 stored some [advice], one section per run [experiments], how to get the raw
 data [raw-data]; then the tall lists, each folded in a <details>: every
 answer [answers], the noise warnings [warnings], and what the preset traded
@@ -400,7 +401,8 @@ def build_report(store, ids, documents=None, jobs=None) -> str:
     answers_section = answers_html(views)
     warnings_section = warnings_html(views)
     legacy_views = [v for v in views if not (v.doc or {}).get("answers")]
-    nav = ['<nav aria-label="sections"><ul>', '<li><a href="#summary">Summary</a></li>']
+    nav = ['<nav aria-label="sections"><ul>', '<li><a href="#summary">Summary</a></li>',
+           '<li><a href="#how-to-read">How to read this</a></li>']
     if legacy_views or not answers_section:
         nav.append('<li><a href="#verdicts">Verdicts</a></li>')
     nav.append('<li><a href="#machine">Machine</a></li>')
@@ -421,6 +423,7 @@ def build_report(store, ids, documents=None, jobs=None) -> str:
              f"<title>{e(title)}</title>", f"<style>{CSS}</style>", "</head>", "<body>",
              header_html(sel, views, store, generated, __version__),
              "<main>", summary_html(views, first_screen_advice_html(advice, views)),
+             how_to_read_html(),
              "\n".join(nav),
              verdicts_html(legacy_views) if legacy_views or not answers_section else "",
              machine_html(views)]
@@ -431,6 +434,13 @@ def build_report(store, ids, documents=None, jobs=None) -> str:
               f'<footer><p class="dim">Written by memfx {e(__version__)} from {e(store.path)}; '
               f'no measurement was made to write it.</p></footer>', "</body>", "</html>", ""]
     return "\n".join(parts)
+
+
+def how_to_read_html() -> str:
+    """Every term the report uses, folded under the first screen (the
+    glossary's one source: glossary.py, as docs/glossary.md)."""
+    from .glossary import html_fold
+    return f'<section id="how-to-read"><h2>How to read this report</h2>{html_fold()}</section>'
 
 
 def write_report(store, ids, path, documents=None, jobs=None) -> str:
