@@ -36,6 +36,7 @@ def test_the_experiments_read_the_cores_values():
     assert sfk.MAX_MOVES == lay["SF_MAX_MOVES"] and sfk.ENTRY_MAX_BYTES == lay["SF_SLOT_BYTES"]
 
 
+@pytest.mark.measuring
 def test_run_takes_keyword_arguments_as_its_docstring_names_them():
     import mmap
 

@@ -22,7 +22,7 @@ from memfx.store.store import Store
 # every test here starts a worker or a process, or times kernels
 pytestmark = pytest.mark.measuring
 
-TINY = ["--set", "max_size=64K", "--set", "samples=3", "--set", "min_sample_ms=0.05",
+TINY = ["--set", "max_size=64K", "--set", "samples=5", "--set", "min_sample_ms=0.05",
         "--set", "per_octave=1", "--set", "refine=false"]
 
 

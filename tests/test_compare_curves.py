@@ -457,7 +457,7 @@ def test_a_history_survey_reads_the_stored_parts_as_the_whole_documents_say(tmp_
         monkeypatch.setattr(documents, "survey_run_documents", refuse)
         monkeypatch.setattr(documents, "run_document", refuse)
         documents._SURVEY_ANSWERS.clear()
-        answers, medians = documents.history_survey(store, sid)
+        answers, medians = documents.history_survey(store, sid, parts=True)
         assert medians == whole_medians
         assert [(a["question"], a.get("value"), a["run_id"]) for a in answers] == \
             [(a["question"], a.get("value"), a["run_id"]) for a in whole_answers]

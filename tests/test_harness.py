@@ -33,6 +33,7 @@ def test_per_call_ns_divides_by_count_and_rate():
     assert harness.per_call_ns(lambda c: 3e9 * c, 4, 2, 3e9) == [1e9, 1e9]
 
 
+@pytest.mark.measuring
 def test_the_lab_calibrates_with_the_harness(monkeypatch):
     """Lab.calibrate sizes a sample by harness.calibrated_count, aiming at
     min_sample_ms in TSC ticks, and its count is what the lab uses."""
@@ -57,6 +58,7 @@ def _address(fn):
     return ctypes.cast(fn, ctypes.c_void_p).value
 
 
+@pytest.mark.measuring
 def test_time_call_runs_the_function_it_is_given():
     libc = ctypes.CDLL(None)
     src = bytes(range(256)) * 16
@@ -83,6 +85,7 @@ def test_time_call_refuses_what_it_cannot_time(kwargs, message):
         _core.time_call(**args)
 
 
+@pytest.mark.measuring
 def test_the_child_times_a_kernel_with_the_lab_harness():
     got = run_child({"what": "kernel", "kernel": "copy_libc", "sizes": [64, 4096],
                      "samples": 2, "min_ms": 0.05})
@@ -98,6 +101,7 @@ def test_the_child_says_one_line_why_it_cannot_measure(tmp_path):
         run_child({"what": "nothing", "sizes": [64], "samples": 1, "min_ms": 0.05})
 
 
+@pytest.mark.measuring
 def test_the_child_runs_with_the_standard_library_only():
     """-I -S: no site-packages; the child loads the core and the harness by
     their paths and imports nothing of memfx."""

@@ -293,7 +293,9 @@ def _history_surveys(store: RunStore, machine: str, exclude: Iterable[Optional[s
     for s in surveys:
         key = (str(store.path), s["id"])
         if key not in _SURVEY_ANSWERS:
-            _SURVEY_ANSWERS[key] = history_survey(store, s["id"])
+            # the bands need each answer's question and value and each
+            # point's median: the stored parts serve (history_survey)
+            _SURVEY_ANSWERS[key] = history_survey(store, s["id"], parts=True)
         out.append(_SURVEY_ANSWERS[key])
     return out
 
@@ -339,11 +341,13 @@ def analysed_survey(store: RunStore, survey_id: str) -> Doc:
     return survey_document(store, survey_id, documents=survey_run_documents(store, survey_id))
 
 
-def history_survey(store: RunStore, survey_id: str) -> SurveyHistory:
+def history_survey(store: RunStore, survey_id: str, parts: bool = False) -> SurveyHistory:
     """(answers, point medians) of one complete survey of a machine's
     history: from the answer cache (answer_cache) when its runs and memfx's
-    analysis are unchanged, else analysed from the samples (its runs in
-    forked processes, as a survey does) and kept there.  The point medians
+    analysis are unchanged, else (``parts``: findings without details will
+    do) from the runs' stored answers and points parts, else analysed from
+    the samples (its runs in forked processes, as a survey does) and kept
+    there.  The point medians
     ({curve key: median}) band `compare`'s curves as the answers band its
     rows."""
     from . import answer_cache
@@ -351,7 +355,9 @@ def history_survey(store: RunStore, survey_id: str) -> SurveyHistory:
     runs = store.survey(survey_id)["runs"]
     # --reanalyse: the documents are made again, and so what comes of them
     kept = None if _REANALYSE["on"] else answer_cache.load_survey(store.path, survey_id, runs)
-    if kept is None and not _REANALYSE["on"]:
+    if kept is None and parts and not _REANALYSE["on"]:
+        # the answers parts hold each answer's finding (question, value,
+        # verdict, CI), not its details: enough for a history's bands
         kept = _history_from_parts(store, runs)
     if kept is None:
         doc = analysed_survey(store, survey_id)
