@@ -113,7 +113,12 @@ class Atomics(Experiment):
                  "atomic increments under contention (Drepper: 0.73 s vs 0.23 s)?", "ratio",
                  "004", f"ratio of medians cas / fetch_add at the most threads measured; "
                  f"detected when its CI lies above {CAS_FAR_DEARER:.0f}x, not detected when "
-                 f"below; the ranking of all operations in details", headline=True, band=(0.0, CAS_FAR_DEARER)),
+                 f"below; the ranking of all operations in details", headline=True, band=(0.0, CAS_FAR_DEARER),
+                 # host-shared: contended, so the line moves between the vCPUs on
+                 # every operation, cas's retries with it; it moved between host
+                 # states minutes apart beyond its replicas' spread in the A/As
+                 # (docs/stability.md)
+                 host_shared=True),
         Question("atomics.remote_line", "What does a lock add cost on a line another core keeps "
                  "writing?", "ns", "004", "median ns per lock add while other threads store to "
                  "the same line; its ratio to a lock add of a line the thread owns",

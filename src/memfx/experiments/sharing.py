@@ -150,7 +150,11 @@ class Sharing(Experiment):
                  f"above {1 + PENALTY_MIN:.1f}x, not detected when below; plain increments in "
                  f"the sentence, every distance in details; inconclusive when the threads did "
                  f"not run at the same time",
-                 headline=True, band=(0.0, 1 + PENALTY_MIN)),
+                 headline=True, band=(0.0, 1 + PENALTY_MIN),
+                 # host-shared: the shared line moves between the vCPUs, and the
+                 # trip depends on which physical cores the host runs them on
+                 # (sharing.core_to_core)
+                 host_shared=True),
         Question("sharing.line_size", "From which distance on do per-thread counters stop "
                  "slowing each other down (the line size false sharing implies)?", "bytes",
                  "004", f"the first distance after the last one whose ratio to far-apart "
