@@ -116,3 +116,36 @@ def test_replicas_on_one_grid_do_not_narrow_the_bracket():
     a = answers(s)["tlb.l1_entries"]
     low, high = bracket(sizes, 99)
     assert a["ci_low"] <= low and a["ci_high"] >= high, (a["ci_low"], a["ci_high"])
+
+
+def test_an_l2_tlb_ramp_that_starts_within_2x_of_the_l1d_is_a_tlb():
+    """An L2 TLB whose ramp starts at 1,400 pages, 1.8x the L1d's 768 lines,
+    and rises gradually to 2,400: the L1d's step is bracketed on its own (the
+    grid measures 0.9x and 1.1x each cache's capacity in lines) and the ramp
+    is the L2 TLB, its count where it leaves the plateau."""
+    def ramp(n):
+        slow = min(1.0, max(0.0, (n - 1400) / 1000))
+        return 2.0 + 3.0 * (n > 96) + 5.0 * (n > 768) + 18.0 * slow
+
+    exp = get_experiment("tlb")
+    sizes = page_grid(16, 16384, 3, cache_lines=[768, 32768])
+    assert {691, 844} <= set(sizes)
+    first = samples(ramp, sizes)
+    data = RunData("tlb", PARAMS, MACHINE, build_points(first), first)
+    added = [p.params["page_count"] for p in exp.refine(data, PARAMS, MACHINE)]
+    a = answers(first + samples(ramp, added))
+    assert a["tlb.l1_entries"]["ci_low"] <= 96 <= a["tlb.l1_entries"]["ci_high"]
+    l2 = a["tlb.l2_entries"]
+    assert l2["verdict"] == MEASURED
+    # the last size on the plateau, where the ramp leaves it (not past it),
+    # within the declared resolution once refined
+    assert 1290 <= l2["value"] <= 1550, l2["value"]
+    assert l2["ci_low"] <= l2["value"] <= l2["ci_high"]
+    assert l2["ci_high"] - l2["ci_low"] <= 4 * max(2, l2["value"] * 0.02)
+
+
+def test_the_grid_brackets_every_cache_capacity_in_lines():
+    sizes = page_grid(16, 16384, 3, cache_lines=[512, 768, 32768])
+    for lines in (512, 768):
+        assert int(lines * 0.9) in sizes and int(lines * 1.1) in sizes
+    assert max(sizes) == 16384       # a capacity beyond the sweep adds nothing

@@ -45,8 +45,18 @@ PAGE = 4096          # x86-64 base page (Intel SDM Vol. 3A 4.5; AMD APM Vol. 2 5
 LINE = 64
 ELEMENT = PAGE + LINE
 # A knee of the 4 KiB curve within this factor of a knee of the huge-page
-# curve (or of a cache's capacity in lines) is a cache step, not a TLB's.
+# curve is a cache step, not a TLB's.
 CACHE_KNEE_FACTOR = 2.0
+# ... and within this factor of a cache's capacity in lines.  Narrower: the
+# chain puts its lines evenly on every set of a cache (element_offsets goes
+# round all 64 lines of a page), so a cache's step lies at its capacity,
+# while an L2 TLB's ramp can start within 2x of the L1d's capacity
+# (docs/peers.md, "Probes": an independent probe of the same chain).
+CACHE_LINE_FACTOR = 1.5
+# The grid measures these factors of each cache's capacity in lines, so that
+# the cache's step is bracketed on its own and never merges with a TLB step
+# beside it into one knee.
+CACHE_ANCHORS = (0.9, 1.1)
 GIB_PAGE = 1 << 30   # x86-64 PDPE page, where CPUID reports Page1GB (pdpe1gb; SDM Vol. 3A 4.5)
 GIB_SYSFS = "/sys/kernel/mm/hugepages/hugepages-1048576kB"
 # Page counts refinement adds above a step's last fast count, at most: 2 x
@@ -100,14 +110,17 @@ def element_offsets(n):
     return starts // PAGE, starts % PAGE
 
 
-def page_grid(lo, hi, per_octave, anchors=()):
-    """Geometric page counts from lo to hi, plus 0.75x and 1.5x each anchor."""
+def page_grid(lo, hi, per_octave, anchors=(), cache_lines=()):
+    """Geometric page counts from lo to hi, plus 0.75x and 1.5x each anchor
+    (a TLB's reported entries) and CACHE_ANCHORS x each cache's capacity in
+    lines."""
     n = max(1, int(round(math.log2(hi / lo) * per_octave)))
     out = {int(round(lo * 2 ** (i / per_octave))) for i in range(n + 1)} | {int(hi)}
-    for a in anchors:
-        for f in (0.75, 1.5):
-            if lo <= int(a * f) <= hi:
-                out.add(int(a * f))
+    for anchor, factors in ([(a, (0.75, 1.5)) for a in anchors]
+                            + [(c, CACHE_ANCHORS) for c in cache_lines]):
+        for f in factors:
+            if lo <= int(anchor * f) <= hi:
+                out.add(int(anchor * f))
     return sorted(out)
 
 
@@ -144,17 +157,27 @@ def _near(x, ys, factor=CACHE_KNEE_FACTOR):
     return any(y and abs(math.log2(x / y)) < math.log2(factor) for y in ys)
 
 
+def _cache_step(level, cache_lines):
+    """Whether a knee of the 4 KiB curve is a cache's step: a cache's
+    capacity in lines lies within its bracket of measured sizes (the step
+    happened somewhere there: a grid without CACHE_ANCHORS can merge a
+    cache's step and a TLB's ramp beside it into one knee, and then the two
+    cannot be told apart), or within CACHE_LINE_FACTOR of the knee."""
+    return (any(c and level.knee_low < c <= level.knee_high for c in cache_lines)
+            or _near(level.knee_size, cache_lines, CACHE_LINE_FACTOR))
+
+
 def tlb_knees(curve4k, cache_lines=()):
     """The knees (page counts) of the 4 KiB curve that are TLB reach.
 
     curve4k: (page counts, ns per load).  Knees come from stats.find_levels;
-    a knee within CACHE_KNEE_FACTOR of a cache's capacity in lines (one line
-    per page) is a cache step and left out.  Returns (tlb, levels): tlb =
+    a knee at a cache's capacity in lines (one line per page: _cache_step)
+    is a cache step and left out.  Returns (tlb, levels): tlb =
     [(index into levels, level)] whose knee is a TLB's, in order."""
     levels = stats.find_levels(*curve4k)
     tlb = []
     for i, lv in enumerate(levels[:-1]):
-        if not lv.knee_size or _near(lv.knee_size, cache_lines):
+        if not lv.knee_size or _cache_step(lv, cache_lines):
             continue
         # A knee within CACHE_KNEE_FACTOR of the last TLB knee is the same
         # TLB's ramp (a replacement policy that is not LRU makes the first
@@ -257,8 +280,8 @@ class Tlb(Experiment):
                              f"available")
         from ..lab import machine as mach
         anchors = [e for e in (mach.tlb_entries(machine, 1), mach.tlb_entries(machine, 2)) if e]
-        return [Point(arm, {"page_count": n}) for n in page_grid(lo, hi, params["per_octave"],
-                                                                 anchors)
+        return [Point(arm, {"page_count": n})
+                for n in page_grid(lo, hi, params["per_octave"], anchors, _cache_lines(machine))
                 for arm in arms]
 
     def refine(self, data, params, machine):
