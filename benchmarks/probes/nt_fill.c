@@ -39,6 +39,8 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "probe_common.h"
+
 #define MAX_REPS 101
 #define MAX_ATTEMPTS 20
 #define WARM_MS 2.0
@@ -96,25 +98,6 @@ static void run(int store, int value, char *d, size_t n, uint64_t passes)
         nt_movntdq(d, n, _mm_set1_epi64x(word), passes);
     else
         nt_movnti(d, n, word, passes);
-}
-
-static long switches(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_THREAD, &ru);
-    return ru.ru_nvcsw + ru.ru_nivcsw;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* passes that last about `ms` for one cell (doubling from one pass) */

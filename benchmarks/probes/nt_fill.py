@@ -32,31 +32,11 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE = os.path.join(HERE, "nt_fill.c")
+from objdump_tools import build, disassembly
+
 # probe store -> (memfx kernel, memfx core function, bytes per store)
 STORES = {"movntdq": ("nt_sse", "fill_nt_sse", 16), "movnti": ("nt_movnti", "fill_nt_movnti", 8)}
 AGREE = 0.10             # issue 45: memfx's ratio within 10 % of the probe's
-
-
-def build(workdir):
-    exe = os.path.join(workdir, "nt_fill")
-    subprocess.run(["gcc", "-O2", "-Wall", "-o", exe, SOURCE], check=True)
-    return exe
-
-
-def disassembly(binary, symbol):
-    """[(address, instruction)] of `symbol` in objdump's disassembly."""
-    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", binary], check=True,
-                         capture_output=True, text=True).stdout
-    m = re.search(rf"<{re.escape(symbol)}>:\n(.*?)(?:\n\n|\Z)", out, re.S)
-    if not m:
-        return []
-    insns = []
-    for line in m.group(1).splitlines():
-        addr, _, text = line.partition(":")
-        insns.append((int(addr.strip(), 16), text.strip()))
-    return insns
 
 
 def check_stream(binary, symbol, width):
@@ -138,7 +118,7 @@ def main(argv=None):
             sys.exit(f"needs {tool}")
     workdir = tempfile.mkdtemp(prefix="nt-probe-")
     try:
-        exe = build(workdir)
+        exe = build("nt_fill", workdir)
         from memfx.lab import _core
         problems = []
         for store, (_kernel, core_fn, width) in STORES.items():

@@ -42,6 +42,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "probe_common.h"
+
 #define SLOTS 64
 #define MAX_REPS 101
 
@@ -105,18 +107,6 @@ static int unmapped_here(uintptr_t addr)
     unsigned char v;
     uintptr_t page = addr & ~(uintptr_t)4095;
     return mincore((void *)page, 4096, &v) != 0 && errno == ENOMEM;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 enum { SHAPE_REG, SHAPE_TABLE, SHAPES };

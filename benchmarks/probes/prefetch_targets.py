@@ -22,25 +22,14 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE = os.path.join(HERE, "prefetch_targets.c")
+from objdump_tools import build, disassembly
+
 TARGETS = ("l1", "null", "unmapped", "prot_none", "kernel", "kernel_hole", "noncanonical")
-
-
-def build(workdir):
-    exe = os.path.join(workdir, "prefetch_targets")
-    subprocess.run(["gcc", "-O2", "-Wall", "-o", exe, SOURCE], check=True)
-    return exe
 
 
 def hot_loop(binary, symbol):
     """The instructions of `symbol` in objdump's disassembly of `binary`."""
-    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", binary], check=True,
-                         capture_output=True, text=True).stdout
-    m = re.search(rf"<{re.escape(symbol)}>:\n(.*?)(?:\n\n|\Z)", out, re.S)
-    if not m:
-        return []
-    return [line.split("\t", 1)[-1].strip() for line in m.group(1).splitlines()]
+    return [text for _, text in disassembly(binary, symbol)]
 
 
 def check_eight_prefetches(binary, symbol):
@@ -108,7 +97,7 @@ def main(argv=None):
             sys.exit(f"needs {tool}")
     workdir = tempfile.mkdtemp(prefix="pf-probe-")
     try:
-        exe = build(workdir)
+        exe = build("prefetch_targets", workdir)
         from memfx.lab import _core
         problems = [check_eight_prefetches(exe, "loop_reg"),
                     check_eight_prefetches(_core.__file__, "pf_rep_t0")]

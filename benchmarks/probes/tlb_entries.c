@@ -34,6 +34,8 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "probe_common.h"
+
 #define PAGE 4096
 #define LINE 64
 #define ELEMENT (PAGE + LINE)
@@ -98,21 +100,6 @@ static void *link_chain(char *base, uint32_t *order, size_t n, uint64_t *s)
         memcpy(from, &to, sizeof to);
     }
     return base + (size_t)order[0] * ELEMENT;
-}
-
-/* context switches of this thread so far: a sample during which another
- * task ran on the CPU is retaken (getrusage(2), RUSAGE_THREAD) */
-static long switches(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_THREAD, &ru);
-    return ru.ru_nvcsw + ru.ru_nivcsw;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 static int parse_counts(int argc, char **argv, uint32_t *out)

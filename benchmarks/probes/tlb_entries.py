@@ -39,42 +39,10 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE = os.path.join(HERE, "tlb_entries.c")
+from objdump_tools import build, disassembly, loops
+
 EDGE = 6                 # points that make a plateau's level, at each end of a window
 CACHE_MARGIN = 1.25      # the L2 window starts past this x the L1d's capacity in lines
-
-
-def build(workdir):
-    exe = os.path.join(workdir, "tlb_entries")
-    subprocess.run(["gcc", "-O2", "-Wall", "-o", exe, SOURCE], check=True)
-    return exe
-
-
-def disassembly(binary, symbol):
-    """[(address, instruction)] of `symbol` in objdump's disassembly."""
-    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", binary], check=True,
-                         capture_output=True, text=True).stdout
-    m = re.search(rf"<{re.escape(symbol)}>:\n(.*?)(?:\n\n|\Z)", out, re.S)
-    if not m:
-        return []
-    insns = []
-    for line in m.group(1).splitlines():
-        addr, _, text = line.partition(":")
-        insns.append((int(addr.strip(), 16), text.strip()))
-    return insns
-
-
-def loops(insns):
-    """The bodies of the loops in `insns`: for every jump back to an earlier
-    address, the instructions from there to the jump (inclusive)."""
-    out = []
-    for i, (_addr, text) in enumerate(insns):
-        m = re.match(r"j\w+\s+([0-9a-f]+)", text)
-        if m and int(m.group(1), 16) <= insns[i][0]:
-            start = int(m.group(1), 16)
-            out.append([t for a, t in insns[: i + 1] if a >= start])
-    return out
 
 
 def check_chase(binary, symbol):
@@ -198,7 +166,7 @@ def main(argv=None):
     above = int(CACHE_MARGIN * lines) if lines else 0
     workdir = tempfile.mkdtemp(prefix="tlb-probe-")
     try:
-        exe = build(workdir)
+        exe = build("tlb_entries", workdir)
         from memfx.lab import _core
         problems = [p for p in (check_chase(exe, "chase"), check_chase(_core.__file__, "chase_ptr"))
                     if p]
