@@ -32,6 +32,8 @@ import subprocess
 import sys
 import tempfile
 
+# the drivers share objdump_tools.py beside them, also when loaded by path
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from objdump_tools import build, disassembly
 
 # probe store -> (memfx kernel, memfx core function, bytes per store)

@@ -22,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 
+# the drivers share objdump_tools.py beside them, also when loaded by path
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from objdump_tools import build, disassembly
 
 TARGETS = ("l1", "null", "unmapped", "prot_none", "kernel", "kernel_hole", "noncanonical")

@@ -39,6 +39,8 @@ import subprocess
 import sys
 import tempfile
 
+# the drivers share objdump_tools.py beside them, also when loaded by path
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from objdump_tools import build, disassembly, loops
 
 EDGE = 6                 # points that make a plateau's level, at each end of a window
