@@ -31,14 +31,14 @@ import math
 
 import numpy as np
 
-from ..model import answers as ans
-from ..model.answers import Question
-from ..model.details import detail
-from ..model.errors import ParamError
-from ..model.machine_view import Fingerprint, level_name
-from ..model.plotspec import PlotSpec
-from ..model.units import format_size
-from .base import Experiment, Param, Point, Trial, register
+from ...model import answers as ans
+from ...model.answers import Question
+from ...model.details import detail
+from ...model.errors import ParamError
+from ...model.machine_view import Fingerprint, level_name
+from ...model.plotspec import PlotSpec
+from ...model.units import format_size
+from ..base import Experiment, Param, Point, Trial, register
 
 LINE = 64
 PARTS = ("stride", "matrix")

@@ -29,13 +29,13 @@ reported as inconclusive.
 """
 from __future__ import annotations
 
-from ..model import answers as ans
-from ..model.answers import LOWER, Question
-from ..model.details import detail
-from ..model.errors import MemfxError
-from ..model.findings import DETECTED, NOT_DETECTED
-from ..model.plotspec import PlotSpec
-from ._kit import (
+from ...model import answers as ans
+from ...model.answers import LOWER, Question
+from ...model.details import detail
+from ...model.errors import MemfxError
+from ...model.findings import DETECTED, NOT_DETECTED
+from ...model.plotspec import PlotSpec
+from .._kit import (
     CONCURRENT_SHARE_MIN,
     MAX_THREADS,
     KernelReport,
@@ -50,7 +50,7 @@ from ._kit import (
     samples_of,
     shared_area,
 )
-from .base import Experiment, Param, Point, Trial, register
+from ..base import Experiment, Param, Point, Trial, register
 
 KERNELS = {"fetch_add": "at_fetch_add", "add_fetch": "at_add_fetch", "cas": "at_cas",
            "xchg": "at_xchg", "plain": "at_plain", "remote": "at_remote"}

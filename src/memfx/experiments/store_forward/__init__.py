@@ -49,8 +49,8 @@ import mmap
 
 import numpy as np
 
-from ..model import stats
-from ..model.answers import (
+from ...model import stats
+from ...model.answers import (
     EFFECT_BAND,
     LOWER,
     NEITHER,
@@ -61,12 +61,13 @@ from ..model.answers import (
     measured,
     not_measured,
 )
-from ..model.details import detail
-from ..model.errors import ParamError
-from ..model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
-from ..model.plotspec import Mark, PlotSpec
-from ..model.units import format_estimate, format_value
-from ._store_forward_analysis import (  # noqa: F401
+from ...model.details import detail
+from ...model.errors import ParamError
+from ...model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
+from ...model.plotspec import Mark, PlotSpec
+from ...model.units import format_estimate, format_value
+from ..base import Experiment, Param, Point, Trial, register
+from .analysis import (  # noqa: F401
     FAIL_RATIO,
     _ns_to_cycles,
     as_ranges,
@@ -78,7 +79,7 @@ from ._store_forward_analysis import (  # noqa: F401
     move_width,
     store_class,
 )
-from ._store_forward_kernels import (  # noqa: F401
+from .kernels import (  # noqa: F401
     ENTRY_KERNEL_PREFIX,
     ENTRY_MAX_BYTES,
     MATRIX_SIZES,
@@ -105,7 +106,6 @@ from ._store_forward_kernels import (  # noqa: F401
     simulate_two_stores,
     valid_offsets,
 )
-from .base import Experiment, Param, Point, Trial, register
 
 SEED = "003"
 TWO_STORE_OFFSETS = tuple(range(1, 17))   # second store's offset d; 16 = no overlap
@@ -162,7 +162,7 @@ def store_forward_event(vendor, family, model):
 def attach_store_forward_counter(lab):
     """Add the blocked-forwarding event to the Lab's hardware counter group
     (read with every sample); returns a one-line note of what happened."""
-    from ..lab.machine import cpu_identity
+    from ...lab.machine import cpu_identity
     event = store_forward_event(*cpu_identity(lab.cpuid))
     if event is None:
         return "not available: no encoding known for this CPU model"

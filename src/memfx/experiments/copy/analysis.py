@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..model import stats
-from ..model.details import detail
-from ..model.findings import DETECTED, NOT_DETECTED
-from ..model.units import format_size
-from ._copy_kernels import STRATEGIES
+from ...model import stats
+from ...model.details import detail
+from ...model.findings import DETECTED, NOT_DETECTED
+from ...model.units import format_size
+from .kernels import STRATEGIES
 
 # Tie-break among strategies that are equally fast: the least code at the
 # call site and the fewest requirements first (a string instruction, a

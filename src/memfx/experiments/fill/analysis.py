@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import stats
-from ..model.findings import INCONCLUSIVE, effect_verdict, threshold
+from ...model import stats
+from ...model.findings import INCONCLUSIVE, effect_verdict, threshold
 
 # ---- cache levels ------------------------------------------------------------------
 

@@ -39,15 +39,15 @@ import math
 
 import numpy as np
 
-from ..model import stats
-from ..model.answers import LOWER, Answer, Question, measured, not_measured
-from ..model.details import detail
-from ..model.errors import MemfxError, ParamError
-from ..model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, threshold
-from ..model.plotspec import Mark, PlotSpec
-from ..model.units import format_size
-from ._copy_kernels import MODES, check_no_overlap, fill_pattern
-from .base import Experiment, Param, Point, Region, Trial, register
+from ...model import stats
+from ...model.answers import LOWER, Answer, Question, measured, not_measured
+from ...model.details import detail
+from ...model.errors import MemfxError, ParamError
+from ...model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, threshold
+from ...model.plotspec import Mark, PlotSpec
+from ...model.units import format_size
+from ..base import Experiment, Param, Point, Region, Trial, register
+from ..copy.kernels import MODES, check_no_overlap, fill_pattern
 
 PAGE = 4096
 CONTROL_BASE = 2048           # far from both 0 and 4096 modulo 4096
@@ -209,7 +209,7 @@ class Aliasing(Experiment):
     }
 
     def strategies(self, params):
-        from ..lab.core import kernel_table
+        from ...lab.core import kernel_table
         rows = kernel_table()
         names = [s.strip() for s in str(params["strategies"]).split(",") if s.strip()]
         bad = [n for n in names if n not in KNOWN]
@@ -440,7 +440,7 @@ def declared_combo(combos):
 def combo_result(arm, size, mode, ratios, pts, ctl):
     """One kernel/size/mode combination: its bands (find_bands), verdict,
     value and CI, and its detail row for the answer."""
-    from ..model.answers import evidence_keys
+    from ...model.answers import evidence_keys
     bands, isolated = find_bands(ratios)
     for b in bands:
         b["ns"] = {str(o): pts[o]["median"] for o in b["offsets"]}

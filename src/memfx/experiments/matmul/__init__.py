@@ -41,15 +41,15 @@ import math
 
 import numpy as np
 
-from ..model import answers as ans
-from ..model import stats
-from ..model.answers import Question
-from ..model.details import detail
-from ..model.errors import ParamError
-from ..model.findings import threshold
-from ..model.machine_view import Fingerprint
-from ..model.plotspec import PlotSpec
-from .base import Experiment, Param, Point, Region, Trial, register
+from ...model import answers as ans
+from ...model import stats
+from ...model.answers import Question
+from ...model.details import detail
+from ...model.errors import ParamError
+from ...model.findings import threshold
+from ...model.machine_view import Fingerprint
+from ...model.plotspec import PlotSpec
+from ..base import Experiment, Param, Point, Region, Trial, register
 
 FORMS = ("naive", "transposed", "blocked", "blocked_simd")
 SM = 8                     # doubles per 64-byte line: Drepper's tile edge

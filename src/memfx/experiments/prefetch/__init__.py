@@ -38,15 +38,15 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..model import answers as ans
-from ..model import stats
-from ..model.answers import HIGHER, LOWER, Question
-from ..model.details import detail
-from ..model.errors import MemfxError, ParamError
-from ..model.machine_view import Fingerprint
-from ..model.plotspec import PlotSpec
-from ..model.units import format_size
-from .base import Experiment, Param, Point, Trial, register
+from ...model import answers as ans
+from ...model import stats
+from ...model.answers import HIGHER, LOWER, Question
+from ...model.details import detail
+from ...model.errors import MemfxError, ParamError
+from ...model.machine_view import Fingerprint
+from ...model.plotspec import PlotSpec
+from ...model.units import format_size
+from ..base import Experiment, Param, Point, Trial, register
 
 KINDS = ("t0", "t1", "t2", "nta", "w")
 VALID_TARGETS = ("l1", "dram")

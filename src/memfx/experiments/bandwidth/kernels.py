@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.errors import MemfxError
-from ..model.protocol import Region, Team, TeamMember
-from .base import Trial
+from ...model.errors import MemfxError
+from ...model.protocol import Region, Team, TeamMember
+from ..base import Trial
 
 LINE = 64
 # The byte the write kinds store: not zero (seed 000: zeros may be
@@ -67,7 +67,7 @@ def check_read_kernel(index, max_size=4096, per_size=2, count=2, size_skew=0, se
     """The read row's checksum over `count` passes, for every size 0..max_size
     at rotating misalignments, equals numpy's.  size_skew (tests only) tells
     the kernel a wrong size.  None, or the first mismatch as a message."""
-    from ..lab.core import call_kernel
+    from ...lab.core import call_kernel
     rng = np.random.default_rng(seed)
     data = rng.integers(0, 256, max_size + 64 + 64, dtype=np.uint8).tobytes()
     buf = bytearray(data)
@@ -86,7 +86,7 @@ def check_load_kernel(index, max_size=4096, per_size=2, count=2, size_skew=0):
     bytes its pointer advanced plus the tail's, summed over its passes.
     Its summing twin (bw_sum_*, the same loop text with adds) carries the
     checksum.  None, or the first mismatch as a message."""
-    from ..lab.core import call_kernel
+    from ...lab.core import call_kernel
     buf = bytearray(max_size + 64 + 64)
     for n in range(max_size + 1):
         for off in _rotating_offsets(n, per_size):
@@ -105,7 +105,7 @@ def check_random_kernel(index, max_lines=64, count=2, seed=1):
     """A random-order row sums each line once per pass for a permutation
     order (any start misalignment), and stays on line 0 for indices out of
     range.  None, or the first mismatch as a message."""
-    from ..lab.core import call_kernel
+    from ...lab.core import call_kernel
     rng = np.random.default_rng(seed)
     data = rng.integers(0, 256, max_lines * LINE + 64 + 64, dtype=np.uint8).tobytes()
     buf = bytearray(data)
@@ -142,7 +142,7 @@ def _guarded_check(index, max_size, per_size, count, value, expect, size_skew, s
     rotating misalignment; `expect(orig_region, n)` gives the region's bytes
     after `count` passes and the checksum the row returns (None = not
     checked).  The guards must be untouched."""
-    from ..lab.core import call_kernel
+    from ...lab.core import call_kernel
     rng = np.random.default_rng(seed)
     span = GUARD + 64 + max_size + GUARD
     pattern = rng.integers(0, 256, span, dtype=np.uint8)
@@ -196,8 +196,8 @@ def check_write_read_kernel(index, max_size=4096, per_size=2, count=2, byte=FILL
 
 def verify_kernel(row):
     """Check one kernel row as timed here; None or a message."""
-    from ..lab.core import kernel_table, verify_copy
-    from ._fill_checks import check_kernel as check_fill_kernel
+    from ...lab.core import kernel_table, verify_copy
+    from ..fill.kernels import check_kernel as check_fill_kernel
     name = row.name
     if row.group == "fill":
         bad = check_fill_kernel(row.index, FILL_BYTE, 0, 0, 1, 4096)

@@ -38,14 +38,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import answers as ans
-from ..model.answers import LOWER, Question
-from ..model.details import detail
-from ..model.errors import MemfxError, ParamError
-from ..model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
-from ..model.machine_view import Fingerprint
-from ..model.plotspec import PlotSpec
-from ._kit import (  # noqa: F401 (re-exported: bandwidth and the tests import them from here)
+from ...model import answers as ans
+from ...model.answers import LOWER, Question
+from ...model.details import detail
+from ...model.errors import MemfxError, ParamError
+from ...model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED
+from ...model.machine_view import Fingerprint
+from ...model.plotspec import PlotSpec
+from .._kit import (  # noqa: F401 (re-exported: bandwidth and the tests import them from here)
     BARRIER,
     CONCURRENT_SHARE_MIN,
     COUNTERS,
@@ -77,7 +77,7 @@ from ._kit import (  # noqa: F401 (re-exported: bandwidth and the tests import t
     samples_of,
     shared_area,
 )
-from .base import Experiment, Param, Point, Trial, register
+from ..base import Experiment, Param, Point, Trial, register
 
 DISTANCES = (8, 16, 32, 56, 64, 128, 256, 4096)
 # Counters this far apart are on different lines of any x86 CPU (64-byte

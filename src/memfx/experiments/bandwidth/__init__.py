@@ -76,14 +76,25 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import answers as ans
-from ..model.answers import HIGHER, Question
-from ..model.errors import MemfxError, ParamError
-from ..model.machine_view import Fingerprint
-from ..model.plotspec import PlotSpec
-from ..model.protocol import Region, Team, TeamMember
-from ..model.units import format_size
-from ._bandwidth_analysis import (  # noqa: F401
+from ...model import answers as ans
+from ...model.answers import HIGHER, Question
+from ...model.errors import MemfxError, ParamError
+from ...model.machine_view import Fingerprint
+from ...model.plotspec import PlotSpec
+from ...model.protocol import Region, Team, TeamMember
+from ...model.units import format_size
+from .._kit import cpu_text, parse_cpu_text, resolve_cpus
+from .._sweep import SPARSE_FROM, SPARSE_FROM_HELP, kept_order, size_grid
+from ..base import Experiment, Param, Point, Trial, register
+from ..levels import (  # noqa: F401
+    DRAM_FROM,
+    INSIDE_ABOVE,
+    INSIDE_BELOW,
+    data_caches,
+    declared_sizes,
+    level_windows,
+)
+from .analysis import (  # noqa: F401
     BEST_QUANTILE,
     CONTENDED_CV,
     KNEE_MATCH_FACTOR,
@@ -95,7 +106,7 @@ from ._bandwidth_analysis import (  # noqa: F401
     plateaus_by_level,
     where,
 )
-from ._bandwidth_kernels import (  # noqa: F401
+from .kernels import (  # noqa: F401
     FILL_BYTE,
     GUARD,
     KERNELS,
@@ -119,17 +130,6 @@ from ._bandwidth_kernels import (  # noqa: F401
     check_write_read_kernel,
     rmw_reference,
     verify_kernel,
-)
-from ._kit import cpu_text, parse_cpu_text, resolve_cpus
-from ._sweep import SPARSE_FROM, SPARSE_FROM_HELP, kept_order, size_grid
-from .base import Experiment, Param, Point, Trial, register
-from .levels import (  # noqa: F401
-    DRAM_FROM,
-    INSIDE_ABOVE,
-    INSIDE_BELOW,
-    data_caches,
-    declared_sizes,
-    level_windows,
 )
 
 # The thread-scaling kinds and their arms (one per kind; threads in params).
@@ -251,7 +251,7 @@ def kernel_for(kind, width):
 def shared_levels(machine):
     """Level ids of the caches that more than one CPU shares (sysfs'
     shared_cpu_list); with no list, the last level (the usual L3)."""
-    from ..lab.machine import parse_cpu_list
+    from ...lab.machine import parse_cpu_list
     fp = Fingerprint.of(machine)
     listed = [c for c in fp.caches if c.shared_cpu_list]
     out = {c.key for c in listed if len(parse_cpu_list(c.shared_cpu_list)) > 1}
@@ -477,7 +477,7 @@ class Bandwidth(BandwidthAnswers, Experiment):
         flags = machine.get("flags") or {}
         if flags:
             return bool(flags.get(isa))
-        from ..lab.core import isa_supported
+        from ...lab.core import isa_supported
         return isa_supported(isa)
 
     def widths(self, params, machine):

@@ -69,15 +69,17 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..model import answers as ans
-from ..model.answers import Question
-from ..model.details import detail
-from ..model.errors import MemfxError, ParamError
-from ..model.findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, threshold
-from ..model.machine_view import Fingerprint
-from ..model.plotspec import Mark, PlotSpec
-from ..model.units import format_size
-from ._copy_curves import (  # noqa: F401
+from ...model import answers as ans
+from ...model.answers import Question
+from ...model.details import detail
+from ...model.errors import MemfxError, ParamError
+from ...model.findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED, threshold
+from ...model.machine_view import Fingerprint
+from ...model.plotspec import Mark, PlotSpec
+from ...model.units import format_size
+from .._sweep import SPARSE_FROM, SPARSE_FROM_HELP
+from ..base import Experiment, Param, Point, Trial, register
+from .analysis import (  # noqa: F401
     BASELINE,
     CLEAR_WIN,
     LOOPS,
@@ -115,9 +117,7 @@ from ._copy_curves import (  # noqa: F401
     strategy_ranges,
     ties_by_size,
 )
-from ._copy_kernels import MODES, OPS, STRATEGIES, check_no_overlap, fill_pattern, kernel_name
-from ._sweep import SPARSE_FROM, SPARSE_FROM_HELP
-from .base import Experiment, Param, Point, Trial, register
+from .kernels import MODES, OPS, STRATEGIES, check_no_overlap, fill_pattern, kernel_name
 
 # The flags that decide how fast string instructions are (Intel SDM Vol. 1
 # 7.3.9.3 and Vol. 2A CPUID leaf 7): enhanced REP MOVSB/STOSB, fast short
@@ -247,7 +247,7 @@ def _q(op, role):
 def _kernel_rows():
     """The core's kernel table, read once: the analysis asks for a row's
     traffic at every point (a thousand calls of a quick run)."""
-    from ..lab.core import kernel_table
+    from ...lab.core import kernel_table
     return kernel_table()
 
 
@@ -647,7 +647,7 @@ class Copy(Experiment):
     # -- plan --
     def strategies(self, params, machine, op):
         """The arms of `op` selected by params and supported by this CPU."""
-        from ..lab.core import kernel_table
+        from ...lab.core import kernel_table
         rows = kernel_table()
         want = params["strategies"]
         names = [s.strip() for s in str(want).split(",") if s.strip()]

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import answers as ans
-from ..model.answers import LOWER, Question
-from ..model.details import detail
-from ..model.errors import MemfxError, ParamError
-from ..model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
-from ..model.plotspec import PlotSpec
-from ..model.units import format_size
-from ._fill_ratio import level_ratio
-from .base import Experiment, Param, Point, Trial, register
+from ...model import answers as ans
+from ...model.answers import LOWER, Question
+from ...model.details import detail
+from ...model.errors import MemfxError, ParamError
+from ...model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
+from ...model.plotspec import PlotSpec
+from ...model.units import format_size
+from ..base import Experiment, Param, Point, Trial, register
+from ..fill.analysis import level_ratio
 
 SEED = "000"
 

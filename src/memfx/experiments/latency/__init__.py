@@ -29,8 +29,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..model import stats
-from ..model.answers import (
+from ...model import stats
+from ...model.answers import (
     EFFECT_BAND,
     LOWER,
     NEITHER,
@@ -44,14 +44,14 @@ from ..model.answers import (
     point_key,
     pooled_values,
 )
-from ..model.details import detail
-from ..model.errors import ParamError
-from ..model.findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED
-from ..model.machine_view import Fingerprint
-from ..model.plotspec import Mark, PlotSpec
-from ..model.units import format_size
-from ._sweep import SPARSE_FROM, SPARSE_FROM_HELP, index_itemsize, shuffled_order, size_grid
-from .base import Experiment, Param, Point, Trial, register
+from ...model.details import detail
+from ...model.errors import ParamError
+from ...model.findings import DETECTED, INCONCLUSIVE, MEASURED, NOT_DETECTED
+from ...model.machine_view import Fingerprint
+from ...model.plotspec import Mark, PlotSpec
+from ...model.units import format_size
+from .._sweep import SPARSE_FROM, SPARSE_FROM_HELP, index_itemsize, shuffled_order, size_grid
+from ..base import Experiment, Param, Point, Trial, register
 
 # A knee is a cache's capacity only within +-25 % of the size the OS reports
 # (issue 9: a factor of 2 let a 539K TLB knee "match" a 1M L2).
@@ -152,7 +152,7 @@ def chain_links(order):
 
 def linked_successors(order, elem):
     """next_index[e] as read back from a chain the core linked in `order`."""
-    from ..lab.core import address_of, link_chain_at
+    from ...lab.core import address_of, link_chain_at
     n = len(order)
     buf = bytearray(n * elem)
     link_chain_at(buf, 0, elem, n, order)

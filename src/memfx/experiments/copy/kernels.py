@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.errors import ParamError
+from ...model.errors import ParamError
 
 OPS = ("copy", "set")
 STRATEGIES = {

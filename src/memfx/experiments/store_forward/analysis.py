@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import stats
-from ..model.answers import evidence_keys, pooled_values
-from ..model.findings import threshold
-from ._store_forward_kernels import cell_kind, copy_shape, shape_overlaps
+from ...model import stats
+from ...model.answers import evidence_keys, pooled_values
+from ...model.findings import threshold
+from .kernels import cell_kind, copy_shape, shape_overlaps
 
 # A round trip that takes at least this many times the forwarding level is a
 # forwarding failure.  Failures cost about 2-4x a forwarded round trip on

@@ -4,7 +4,7 @@ bits, the rotating-mode check through the lab, and the byte-exact check in
 C.  Moved out of fill.py, which re-exports every name."""
 from __future__ import annotations
 
-from .base import Region, Trial
+from ..base import Region, Trial
 
 # aux bits understood by the fill kernels (kernels/fill.c)
 FILL_VALUE_FROM_SRC = 1
@@ -61,6 +61,6 @@ def check_kernel(row_index, value, aux, src_word, count=1, max_size=4096, max_of
     """Byte-exact check in C (see lab.fill_check); None or a failure tuple.
     Kept for bandwidth.verify_kernel, which checks by row index; the fill
     experiment checks through Lab.fill_check."""
-    from ..lab.core import fill_check
+    from ...lab.core import fill_check
     return fill_check(row_index, value, aux, count, src_word,
                       final_byte(value, aux, src_word, count), max_size, max_offset)

@@ -56,15 +56,20 @@ import math
 
 import numpy as np
 
-from ..model import answers as ans
-from ..model.answers import HIGHER, Question
-from ..model.details import detail
-from ..model.errors import MemfxError, ParamError
-from ..model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
-from ..model.machine_view import Fingerprint
-from ..model.plotspec import PlotSpec
-from ..model.units import format_size
-from ._fill_checks import (  # noqa: F401
+from ...model import answers as ans
+from ...model.answers import HIGHER, Question
+from ...model.details import detail
+from ...model.errors import MemfxError, ParamError
+from ...model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
+from ...model.machine_view import Fingerprint
+from ...model.plotspec import PlotSpec
+from ...model.units import format_size
+from .._sweep import SPARSE_FROM
+from ..base import Experiment, Param, Point, Trial, register
+from ..levels import data_caches as level_caches
+from ..levels import declared_sizes
+from .analysis import ALL_SIZES, fill_level, fill_levels, level_ratio, ratio_verdict  # noqa: F401
+from .kernels import (  # noqa: F401
     FILL_ALTERNATE,
     FILL_ROTATE,
     FILL_VALUE_FROM_SRC,
@@ -73,11 +78,6 @@ from ._fill_checks import (  # noqa: F401
     check_rotating,
     final_byte,
 )
-from ._fill_ratio import ALL_SIZES, fill_level, fill_levels, level_ratio, ratio_verdict  # noqa: F401
-from ._sweep import SPARSE_FROM
-from .base import Experiment, Param, Point, Trial, register
-from .levels import data_caches as level_caches
-from .levels import declared_sizes
 
 SEED = "000"
 
@@ -160,7 +160,7 @@ def attach_l2_events(lab, identity=None):
     """Add the L2 eviction events to the worker's hardware counter group
     (Lab.perf.add_raw_event) so every sample carries them.  Returns a status
     dict (never raises): counting, no_pmu, unknown_model or open_failed."""
-    from ..lab.machine import cpu_identity
+    from ...lab.machine import cpu_identity
     vendor, family, model = identity or cpu_identity(lab.cpuid)
     events, note = l2_eviction_events(vendor, family, model)
     if events is None:

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import answers as ans
-from ..model.answers import Question
-from ..model.details import detail
-from ..model.plotspec import PlotSpec
-from .base import Experiment, Param, Point, Trial, register
+from ...model import answers as ans
+from ...model.answers import Question
+from ...model.details import detail
+from ...model.plotspec import PlotSpec
+from ..base import Experiment, Param, Point, Trial, register
 
 LINE = 64
 PAGE = 4096

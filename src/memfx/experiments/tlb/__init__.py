@@ -31,15 +31,15 @@ import os
 
 import numpy as np
 
-from ..model import answers as ans
-from ..model import stats
-from ..model.answers import LOWER, Question
-from ..model.details import detail
-from ..model.errors import ParamError
-from ..model.machine_view import Fingerprint
-from ..model.plotspec import PlotSpec
-from ..model.units import format_size
-from .base import Experiment, Param, Point, Trial, register
+from ...model import answers as ans
+from ...model import stats
+from ...model.answers import LOWER, Question
+from ...model.details import detail
+from ...model.errors import ParamError
+from ...model.machine_view import Fingerprint
+from ...model.plotspec import PlotSpec
+from ...model.units import format_size
+from ..base import Experiment, Param, Point, Trial, register
 
 PAGE = 4096          # x86-64 base page (Intel SDM Vol. 3A 4.5; AMD APM Vol. 2 5.3)
 LINE = 64
@@ -278,7 +278,7 @@ class Tlb(Experiment):
             raise ParamError(f"max_pages {hi} does not fit: {len(arms)} arms need "
                              f"{format_size(need)} and {format_size(avail)} is "
                              f"available")
-        from ..lab import machine as mach
+        from ...lab import machine as mach
         anchors = [e for e in (mach.tlb_entries(machine, 1), mach.tlb_entries(machine, 2)) if e]
         return [Point(arm, {"page_count": n})
                 for n in page_grid(lo, hi, params["per_octave"], anchors, _cache_lines(machine))
@@ -355,7 +355,7 @@ class Tlb(Experiment):
         def xy(pts):
             return [p["params"]["page_count"] for p in pts], [p["median"] for p in pts]
         tlb, levels = tlb_knees(xy(pts4), _cache_lines(data.machine))
-        from ..lab import machine as mach
+        from ...lab import machine as mach
         reported = {1: mach.tlb_entries(data.machine, 1), 2: mach.tlb_entries(data.machine, 2)}
         huge_by_n = {p["params"]["page_count"]: p for p in huge or []}
         # chains of two huge pages or more (a smaller mapping cannot get one)

@@ -10,13 +10,13 @@ import math
 
 import numpy as np
 
-from ..model import answers as ans
-from ..model import stats
-from ..model.details import detail
-from ..model.units import format_size
-from ._bandwidth_kernels import KERNELS, LEVEL_LABEL, LEVELS
-from ._kit import cpu_text
-from .levels import DRAM_FROM, INSIDE_ABOVE, level_windows
+from ...model import answers as ans
+from ...model import stats
+from ...model.details import detail
+from ...model.units import format_size
+from .._kit import cpu_text
+from ..levels import DRAM_FROM, INSIDE_ABOVE, level_windows
+from .kernels import KERNELS, LEVEL_LABEL, LEVELS
 
 # A knee within this factor of a reported cache size is that cache's.
 KNEE_MATCH_FACTOR = 2.0

@@ -9,8 +9,8 @@ import struct
 
 import numpy as np
 
-from ..lab.core import core_layout
-from ..model.errors import ParamError
+from ...lab.core import core_layout
+from ...model.errors import ParamError
 
 MATRIX_SIZES = (1, 2, 4, 8, 16, 32, 64)
 WINDOW_BYTES = 64            # the store's cache line: the matrix window
@@ -145,7 +145,7 @@ def simulate_two_stores(memory, second, offset, value, count):
 
 def run_kernel(kernels, name, buf, dst_off, src, size, value, count, aux):
     """One call of a kernel row (kernels = memfx.lab.core.kernel_table())."""
-    from ..lab.core import call_kernel
+    from ...lab.core import call_kernel
     return call_kernel(kernels[name].index, buf, dst_off, src, 0, size, value, count, aux)
 
 
@@ -215,5 +215,5 @@ def _isa_ok(isa, machine):
     flags = (machine or {}).get("flags") or {}
     if isa in flags:
         return bool(flags[isa])
-    from ..lab.core import isa_supported
+    from ...lab.core import isa_supported
     return isa_supported(isa)
