@@ -737,39 +737,4 @@ class Bandwidth(BandwidthAnswers, Experiment):
             if bad:
                 raise MemfxError(f"team {kind} on CPUs {cpu_text(cpus)} failed verification: {bad}")
 
-    # -- analysis --
-    def analyze(self, data):
-        caches = data_caches(data.machine)
-        bpc = _bytes_per_cycle(data.samples)
-        curves = _curves(data.points)
-        out = []
-        read_levels = None
-        for kind in LEVEL_KINDS:
-            found = {}
-            for (k, kernel, pages), pts in curves.items():
-                if k != kind:
-                    continue
-                levels, plateaus = plateaus_by_level(pts, caches)
-                # the knees' curve: 4 KiB pages and the most sizes (curves=widest
-                # sweeps one width; the others have the level cells only)
-                if kind == "read" and (read_levels is None or (pages == "4k", len(pts)) >= (
-                        read_levels[3] == "4k", len(read_levels[0]))):
-                    read_levels = (pts, levels, kernel, pages)
-                for lid, (ps, how) in plateaus.items():
-                    found.setdefault(lid, []).append((kernel, pages, ps, how))
-            for lid in LEVELS:
-                out.append(self._level_answer(kind, lid, found.get(lid), caches, curves, bpc,
-                                              data.points))
-        if data.params.get("sweep") == "levels":
-            out.append(ans.not_measured(self.declared("knees"), "one working set per level was "
-                                        "measured (sweep=levels, the quick preset): knees need "
-                                        "the octave sweep (--set sweep=octaves)"))
-        else:
-            out.append(self._knee_answer(read_levels, caches))
-        out.append(self._random_answer(curves, caches))
-        out.append(self._nt_crossover_answer(curves))
-        out.append(self._readback_answer(curves, caches))
-        out.append(self._scaling_answer(data))
-        out.append(self._loaded_answer(data))
-        return out
 

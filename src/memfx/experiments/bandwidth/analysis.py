@@ -1,9 +1,8 @@
-"""Bandwidth's analysis (the kit): the answers bandwidth.analyze gathers
-(per level, knees, random order, the non-temporal crossover, write and read
-back, thread scaling, loaded latency), as methods of BandwidthAnswers, which
-Bandwidth inherits, and the pure helpers they rest on (curves, plateaus by
-level, bytes per cycle).  Moved out of bandwidth.py, which re-exports every
-name."""
+"""Bandwidth's analysis: analyze and the answers it gathers (per level,
+knees, random order, the non-temporal crossover, write and read back, thread
+scaling, loaded latency), as methods of BandwidthAnswers, which Bandwidth
+inherits, and the pure helpers they rest on (curves, plateaus by level, bytes
+per cycle).  The protocol (__init__.py) re-exports every name."""
 from __future__ import annotations
 
 import math
@@ -15,8 +14,18 @@ from ...model import stats
 from ...model.details import detail
 from ...model.units import format_size
 from .._kit import cpu_text
-from ..levels import DRAM_FROM, INSIDE_ABOVE, level_windows
-from .kernels import KERNELS, LEVEL_LABEL, LEVELS
+from ..levels import (
+    DRAM_FROM,
+    INSIDE_ABOVE,
+    data_caches,
+    level_windows,
+)
+from .kernels import (
+    KERNELS,
+    LEVEL_KINDS,
+    LEVEL_LABEL,
+    LEVELS,
+)
 
 # A knee within this factor of a reported cache size is that cache's.
 KNEE_MATCH_FACTOR = 2.0
@@ -394,6 +403,42 @@ class BandwidthAnswers:
                      + ", ".join(f"{d['label']} {d['value']:.2f}x" for d in details))
         return a
 
+    # -- analysis --
+    def analyze(self, data):
+        caches = data_caches(data.machine)
+        bpc = _bytes_per_cycle(data.samples)
+        curves = _curves(data.points)
+        out = []
+        read_levels = None
+        for kind in LEVEL_KINDS:
+            found = {}
+            for (k, kernel, pages), pts in curves.items():
+                if k != kind:
+                    continue
+                levels, plateaus = plateaus_by_level(pts, caches)
+                # the knees' curve: 4 KiB pages and the most sizes (curves=widest
+                # sweeps one width; the others have the level cells only)
+                if kind == "read" and (read_levels is None or (pages == "4k", len(pts)) >= (
+                        read_levels[3] == "4k", len(read_levels[0]))):
+                    read_levels = (pts, levels, kernel, pages)
+                for lid, (ps, how) in plateaus.items():
+                    found.setdefault(lid, []).append((kernel, pages, ps, how))
+            for lid in LEVELS:
+                out.append(self._level_answer(kind, lid, found.get(lid), caches, curves, bpc,
+                                              data.points))
+        if data.params.get("sweep") == "levels":
+            out.append(ans.not_measured(self.declared("knees"), "one working set per level was "
+                                        "measured (sweep=levels, the quick preset): knees need "
+                                        "the octave sweep (--set sweep=octaves)"))
+        else:
+            out.append(self._knee_answer(read_levels, caches))
+        out.append(self._random_answer(curves, caches))
+        out.append(self._nt_crossover_answer(curves))
+        out.append(self._readback_answer(curves, caches))
+        out.append(self._scaling_answer(data))
+        out.append(self._loaded_answer(data))
+        return out
+
 
 # ---- analysis helpers (pure) ----------------------------------------------------
 
@@ -472,3 +517,5 @@ def _nearest_cache(caches, size):
         if r <= math.log2(KNEE_MATCH_FACTOR) and (best is None or r < best[0]):
             best = (r, (lid, cap))
     return best[1] if best else None
+
+

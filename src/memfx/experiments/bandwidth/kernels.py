@@ -2,7 +2,7 @@
 width -> kernel row, the kinds and levels, and the checks every planned row
 and team call passes before anything is timed (fill rows with fill's
 checker, copy rows with the lab's, bandwidth's own rows against numpy).
-Moved out of bandwidth.py, which re-exports every name."""
+The protocol (__init__.py) re-exports every name."""
 from __future__ import annotations
 
 import numpy as np

@@ -57,9 +57,9 @@ simplest strategy (SIMPLICITY); a run of fewer than MIN_RUN clear wins is
 noise.  The CPUID flags that change these answers (ERMS, FSRM, FZRM, FSRS,
 FSRC) are named in the step and crossover answers.
 
-The kernel rows, modes and buffer helpers are in _copy_kernels.py (shared
-with aliasing), the pure analysis of curves and points in _copy_curves.py;
-both are re-exported here.
+The kernel rows, modes and buffer helpers are in kernels.py (shared with
+aliasing), the pure analysis of curves and points in analysis.py; both are
+re-exported here.
 """
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
-"""Copy's analysis (the kit): pure functions on curves ({size: (median,
+"""Copy's analysis: pure functions on curves ({size: (median,
 ci_low, ci_high)}) -- clear wins, crossovers, the best strategy per size
 range, the small-size step -- and from a run's point dicts to curves, ranges
 and crossovers.  The copy answers and `memfx advise` (through the documents)
-rest on these, so there is one analysis.  Moved out of copy.py, which
-re-exports every name."""
+rest on these, so there is one analysis (the answers themselves, built on
+them, are in the protocol, __init__.py, next to the questions they answer).
+The protocol re-exports every name."""
 from __future__ import annotations
 
 import math

@@ -1,7 +1,7 @@
 """Copy's kernels (the kit; shared with aliasing, which times copy's rows):
 the ops and strategies (one kernel row `<op>_<arm>` each, kernels/copy.c),
 the timing modes as the kernels' aux bits, the memcpy no-overlap guard and
-the non-zero source pattern.  Moved out of copy.py, which re-exports every
+the non-zero source pattern.  The protocol (__init__.py) re-exports every
 name."""
 from __future__ import annotations
 

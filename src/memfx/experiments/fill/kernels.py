@@ -1,7 +1,7 @@
 """Fill's kernel checks (the kit; shared with bandwidth, which checks its
 write kernels by row index): the value semantic of the fill kernels' aux
 bits, the rotating-mode check through the lab, and the byte-exact check in
-C.  Moved out of fill.py, which re-exports every name."""
+C.  The protocol (__init__.py) re-exports every name."""
 from __future__ import annotations
 
 from ..base import Region, Trial

@@ -39,9 +39,9 @@ are three levels, not two.  Six declared questions (see `questions`);
 ld_blocks.store_forward (or AMD's equivalent) is counted per entry where a
 PMU exists.
 
-The copy shapes, the matrix and the kernel checks are in
-_store_forward_kernels.py, the classification by path and the pure analysis
-helpers in _store_forward_analysis.py (both re-exported here).
+The copy shapes, the matrix and the kernel checks are in kernels.py; the
+answers, the classification by path and the pure analysis helpers in
+analysis.py (both re-exported here).
 """
 from __future__ import annotations
 
@@ -49,27 +49,31 @@ import mmap
 
 import numpy as np
 
-from ...model import stats
 from ...model.answers import (
     EFFECT_BAND,
     LOWER,
     NEITHER,
-    Answer,
     Question,
-    effect,
-    evidence_keys,
-    measured,
-    not_measured,
 )
-from ...model.details import detail
 from ...model.errors import ParamError
-from ...model.findings import DETECTED, INCONCLUSIVE, NOT_DETECTED, effect_verdict, threshold
 from ...model.plotspec import Mark, PlotSpec
-from ...model.units import format_estimate, format_value
 from ..base import Experiment, Param, Point, Trial, register
 from .analysis import (  # noqa: F401
+    _INTEL_UMASK_02,
+    _INTEL_UMASK_82,
+    COUNTER_NAME,
+    ENTRY_ARMS,
     FAIL_RATIO,
+    SEED_ENTRY,
+    SEED_REFERENCE,
+    SEED_SECOND_STORE,
+    SEED_WIDEST,
+    TWO_STORE_OFFSETS,
+    StoreForwardAnswers,
+    _moves,
     _ns_to_cycles,
+    _status_words,
+    _x,
     as_ranges,
     contained_rule,
     cycles_per_ns,
@@ -78,6 +82,7 @@ from .analysis import (  # noqa: F401
     median_difference,
     move_width,
     store_class,
+    store_forward_event,
 )
 from .kernels import (  # noqa: F401
     ENTRY_KERNEL_PREFIX,
@@ -108,14 +113,8 @@ from .kernels import (  # noqa: F401
 )
 
 SEED = "003"
-TWO_STORE_OFFSETS = tuple(range(1, 17))   # second store's offset d; 16 = no overlap
-SEED_ENTRY, SEED_REFERENCE = 28, 32
-SEED_WIDEST = 16             # the seed's compiler copied with 16-byte (SSE) moves
-SEED_SECOND_STORE = 12       # the seed's 28-byte copy: moves at 0 and 12
-ENTRY_ARMS = ("copy", "append", "registers")
 PAIR_ARMS = ("load_spans_both", "load_in_younger")
 WIDEST_ISA = {16: "sse2", 32: "avx", 64: "avx512f"}
-COUNTER_NAME = "ld_blocks_store_forward"
 # One run length per sample instead of the N/2N difference: a call costs
 # ~100 ns against samples of >= 50 us (< 0.2 %), while some cells switch
 # between two speeds from one call to the next (the forwarding predictor
@@ -126,37 +125,6 @@ SAMPLE_DIFFERENCE = False
 
 
 # ---- the hardware counter -------------------------------------------------
-
-# Raw perf encodings of "load blocked because store forwarding failed".
-# Intel LD_BLOCKS.STORE_FORWARD is event 0x03: umask 0x02 from Sandy Bridge to
-# Ice Lake / Tiger Lake / Rocket Lake (intel/perfmon RKL/events/rocketlake_core.json,
-# Linux tools/perf/pmu-events/arch/x86/{jaketown,rocketlake}/pipeline.json),
-# umask 0x82 on Golden Cove cores (intel/perfmon SPR/events/sapphirerapids_core.json,
-# ADL/events/alderlake_goldencove_core.json).  Family-6 model numbers per
-# intel/perfmon mapfile.csv.  AMD family 19h (Zen 3/4): ls_bad_status2.stli_other,
-# event 0x24 umask 0x02 (Linux tools/perf/pmu-events/arch/x86/amdzen3/memory.json).
-_INTEL_UMASK_02 = {0x2A, 0x2D, 0x3A, 0x3E, 0x3C, 0x45, 0x46, 0x3F, 0x3D, 0x47, 0x4F, 0x56,
-                   0x4E, 0x5E, 0x8E, 0x9E, 0xA5, 0xA6, 0x55, 0x7D, 0x7E, 0x6A, 0x6C, 0x8C,
-                   0x8D, 0xA7}
-_INTEL_UMASK_82 = {0x8F, 0xCF, 0x97, 0x9A, 0xB7, 0xBA, 0xBF}
-
-
-def store_forward_event(vendor, family, model):
-    """{'name', 'config', 'source'} of the blocked-forwarding event for this
-    CPU, or None when no encoding is known for it."""
-    if vendor == "GenuineIntel" and family == 6:
-        if model in _INTEL_UMASK_02:
-            return {"name": "LD_BLOCKS.STORE_FORWARD", "config": 0x0203,
-                    "source": "intel/perfmon (event 0x03 umask 0x02)"}
-        if model in _INTEL_UMASK_82:
-            hybrid = model in {0x97, 0x9A, 0xB7, 0xBA, 0xBF}
-            note = " (P-cores; E-cores use umask 0x02)" if hybrid else ""
-            return {"name": "LD_BLOCKS.STORE_FORWARD", "config": 0x8203,
-                    "source": "intel/perfmon (event 0x03 umask 0x82)" + note}
-    if vendor == "AuthenticAMD" and family == 0x19:
-        return {"name": "ls_bad_status2.stli_other", "config": 0x0224,
-                "source": "Linux perf amdzen3 memory.json (event 0x24 umask 0x02)"}
-    return None
 
 
 def attach_store_forward_counter(lab):
@@ -170,7 +138,7 @@ def attach_store_forward_counter(lab):
 
 
 @register
-class StoreForward(Experiment):
+class StoreForward(StoreForwardAnswers, Experiment):
     name = "store-forward"
     order = 50
     title = "Store-to-load forwarding: entry copies, the forwarding matrix, two stores"
@@ -367,386 +335,6 @@ class StoreForward(Experiment):
         finally:
             buf.close()
         lab.perf.notes["store_forward"] = attach_store_forward_counter(lab)
-
-    # -- analysis --
-    def analyze(self, data):
-        copy_paths = self._copy_paths(data)
-        out = [self._entry_28_vs_32(data, copy_paths), self._failing_sizes(data, copy_paths),
-               self._fix_in_registers(data), self._matrix(data), self._split_penalty(data),
-               self._blocked_per_entry(data)]
-        return [a for a in out if a is not None]
-
-    def _entry_point(self, data, arm, widest, size):
-        pts = [p for p in data.select(arm, part="entry", widest=widest, entry_bytes=size)
-               if p.get("values")]
-        return pts[0] if pts else None
-
-    def _widths(self, data):
-        return sorted({p["params"]["widest"] for p in data.select(None, part="entry")})
-
-    def _copy_paths(self, data):
-        """{widest: entry_paths(...)} of the dependent copy arm."""
-        out = {}
-        for w in self._widths(data):
-            by_size = {p["params"]["entry_bytes"]: p
-                       for p in data.select("copy", part="entry", widest=w) if p.get("values")}
-            if by_size:
-                out[w] = entry_paths(by_size, w)
-        return out
-
-    @staticmethod
-    def _status(paths, widest, size):
-        for g in paths.get(widest, ()):
-            if size in g["by_size"]:
-                return g["by_size"][size]["status"]
-        return None
-
-    def _seed_width(self, widths):
-        return SEED_WIDEST if SEED_WIDEST in widths else (min(widths) if widths else None)
-
-    def _entry_28_vs_32(self, data, paths):
-        q = self.declared("store_forward.entry_28_vs_32")
-        widths = self._widths(data)
-        details, chosen = [], None
-        for w in widths:
-            for arm in ENTRY_ARMS:
-                a = self._entry_point(data, arm, w, SEED_ENTRY)
-                b = self._entry_point(data, arm, w, SEED_REFERENCE)
-                if not (a and b):
-                    continue
-                r = stats.ratio_of_medians(a["values"], b["values"])
-                enough = min(r["n_a"], r["n_b"]) >= threshold("min_ci_samples")
-                details.append(detail(
-                    f"{arm}, moves of up to {w} B: {SEED_ENTRY} B "
-                    f"({_moves(SEED_ENTRY, w)}) vs {SEED_REFERENCE} B "
-                    f"({_moves(SEED_REFERENCE, w)})",
-                    value=r["ratio"], unit="x",
-                    ci_low=r["ci_low"] if enough else None,
-                    ci_high=r["ci_high"] if enough else None,
-                    verdict=effect_verdict(r["ratio"], r["ci_low"], r["ci_high"], r["n_a"],
-                                           r["n_b"], band=q.no_effect_band()),
-                    arm=arm, widest=w, cycles_28=a.get("cycles_est"),
-                    cycles_32=b.get("cycles_est"),
-                    points=evidence_keys([a, b])))
-                if w == self._seed_width(widths) and arm != "registers" and (
-                        chosen is None or arm == "append"):
-                    chosen = (arm, w, a, b)
-        if chosen is None:
-            return not_measured(q, f"the sweep did not measure both {SEED_ENTRY}- and "
-                                   f"{SEED_REFERENCE}-byte entries in the copy or append arm")
-        arm, w, a, b = chosen
-        where = {"append": "in the seed's append loop", "copy": "in dependent round trips",
-                 "registers": "stored from registers"}[arm]
-        ans = effect(q, a["values"], b["values"], "", evidence=evidence_keys([a, b]),
-                     details=details, estimator=f"ratio of medians, {arm} arm, moves of up to "
-                                                f"{w} B")
-        # What this run measured about the two sizes' forwarding, in round trips.
-        s28, s32 = self._status(paths, w, SEED_ENTRY), self._status(paths, w, SEED_REFERENCE)
-        if s28 and s32:
-            fwd = (f"; in this run's round trips {SEED_ENTRY} B {_status_words(s28)} and "
-                   f"{SEED_REFERENCE} B {_status_words(s32)}")
-        else:
-            fwd = "; the dependent copy arm was not measured at both sizes (no forwarding verdict)"
-        # no leading yes/no: the verdict is shown beside the sentence
-        ans.because = (f"A {SEED_ENTRY}-byte entry ({_moves(SEED_ENTRY, w)}) costs "
-                       f"{_x(ans)} a {SEED_REFERENCE}-byte one ({_moves(SEED_REFERENCE, w)}) "
-                       f"{where}{fwd}")
-        return ans
-
-    def _failing_sizes(self, data, paths):
-        q = self.declared("store_forward.failing_entry_sizes")
-        if not paths:
-            return not_measured(q, "the entry part (dependent copy arm) was not measured")
-        details, texts = [], {}
-        for w, groups in sorted(paths.items()):
-            for g in groups:
-                m = g["move_bytes"]
-                if not g["compared"]:
-                    continue
-                fail, fwd, unc = g["failing"], g["forwarding"], g["uncertain"]
-                if fail and g["penalty_cycles"] is not None:
-                    text = (f"{m}-byte moves: {as_ranges(fail)} ({g['failing_cycles']:.0f} vs "
-                            f"{g['reference_cycles']:.0f} cycles for {as_ranges(fwd)})")
-                elif fail:
-                    text = (f"{m}-byte moves: {as_ranges(fail)} ({format_value(g['ratio'], 'x')} "
-                            f"{as_ranges(fwd)})")
-                else:
-                    text = f"{m}-byte moves: none (vs {as_ranges(fwd)})"
-                if unc:
-                    text += f"; uncertain {as_ranges(unc)}"
-                details.append(detail(
-                    f"moves of {m} B (widest {w} B): " + (
-                        f"{as_ranges(fail)} fail to forward" if fail else "none fails"),
-                    value=g["ratio"], unit="x",
-                    ci_low=g["ci_low"], ci_high=g["ci_high"],
-                    verdict=DETECTED if fail else (INCONCLUSIVE if unc else NOT_DETECTED),
-                    widest=w, move_bytes=m, sizes_measured=as_ranges(g["sizes"]),
-                    failing_sizes=fail, forwarding_sizes=fwd, uncertain_sizes=unc,
-                    reference_cycles=g["reference_cycles"],
-                    failing_cycles=g["failing_cycles"],
-                    penalty_cycles=g["penalty_cycles"],
-                    fails_exactly_where_moves_overlap=sorted(fail) == sorted(
-                        s for s in g["sizes"] if shape_overlaps(copy_shape(s, w))),
-                    by_size={str(s): v for s, v in sorted(g["by_size"].items())},
-                    points=g["points"]))
-                texts.setdefault(w, []).append(text)
-        if not details:
-            return not_measured(q, "no move width had both a size whose moves overlap and a "
-                                   "size whose moves tile the entry (the reference) measured")
-        w0 = self._seed_width(list(paths))
-        if w0 not in texts:         # the seed's widest compared nothing: the others
-            w0 = min(texts)
-        # the headline: the seed's path (16-byte moves) when it fails, else the
-        # widest moves that do
-        candidates = [g for g in paths[w0] if g["compared"] and g["failing"]]
-        headline = next((g for g in candidates if g["move_bytes"] == SEED_WIDEST),
-                        candidates[-1] if candidates else None)
-        verdicts = [d["verdict"] for d in details if d["widest"] == w0]
-        verdict = (DETECTED if DETECTED in verdicts else
-                   INCONCLUSIVE if INCONCLUSIVE in verdicts else NOT_DETECTED)
-        lead = {DETECTED: "Sizes that fail to forward",
-                NOT_DETECTED: "No size fails to forward",
-                INCONCLUSIVE: "No size clearly fails to forward, some are uncertain"}[verdict]
-        # widest moves (the seed's path) first
-        because = (f"{lead}, by move width, vs the sizes whose moves tile the entry (moves "
-                   f"of up to {w0} B): " + "; ".join(reversed(texts[w0])))
-        return Answer(question=q.id, verdict=verdict, because=because,
-                      value=headline["ratio"] if headline else None,
-                      ci_low=headline["ci_low"] if headline else None,
-                      ci_high=headline["ci_high"] if headline else None,
-                      evidence=[k for d in details for k in d["points"]], details=details,
-                      estimator=("ratio of medians of the pooled failing sizes vs the pooled "
-                                 "forwarding sizes of the same move width"
-                                 + (f" ({headline['move_bytes']}-byte moves)" if headline
-                                    else "")))
-
-    def _fix_in_registers(self, data):
-        q = self.declared("store_forward.fix_in_registers")
-        widths = self._widths(data)
-        w = self._seed_width(widths)
-        a = self._entry_point(data, "registers", w, SEED_ENTRY) if w else None
-        b = self._entry_point(data, "registers", w, SEED_REFERENCE) if w else None
-        if not (a and b):
-            return not_measured(q, f"the registers arm was not measured at both {SEED_ENTRY} "
-                                   f"and {SEED_REFERENCE} bytes")
-        details = []
-        for arm in ("registers", "append", "copy"):
-            x = self._entry_point(data, arm, w, SEED_ENTRY)
-            y = self._entry_point(data, arm, w, SEED_REFERENCE)
-            if x and y:
-                details.append(detail(f"{arm}: {SEED_ENTRY} B vs {SEED_REFERENCE} B",
-                                      value=float(np.median(x["values"]) / np.median(y["values"])),
-                                      unit="x", ci=None, arm=arm,
-                                      ns_28=x["median"], ns_32=y["median"],
-                                      cycles_28=x.get("cycles_est"), cycles_32=y.get("cycles_est"),
-                                      points=evidence_keys([x, y])))
-        ans = effect(q, a["values"], b["values"], "", evidence=evidence_keys([a, b]),
-                     details=details, estimator=f"ratio of medians, registers arm, moves of up "
-                                                f"to {w} B")
-        through = next((d for d in details if d["arm"] in ("append", "copy")), None)
-        ref = (f" (through memory, {through['arm']} arm: {through['value']:.2f}x)"
-               if through else "")
-        ans.because = ({NOT_DETECTED: "The fix removes the penalty",
-                        DETECTED: ("The penalty remains" if ans.value > 1 else
-                                   "With the fix the 28-byte entry is faster"),
-                        INCONCLUSIVE: "Not clear whether the fix removes the penalty"}.get(
-                           ans.verdict, "")
-                       + f"; from registers a {SEED_ENTRY}-byte entry costs {_x(ans)} a "
-                         f"{SEED_REFERENCE}-byte one{ref}")
-        return ans
-
-    def _matrix(self, data):
-        q = self.declared("store_forward.matrix")
-        pts = [p for p in data.select("matrix", part="matrix") if p.get("median")]
-        if not pts:
-            return not_measured(q, "the matrix part was not measured")
-        cell = lambda p: (p["params"]["store_bytes"], p["params"]["load_bytes"],  # noqa: E731
-                          p["params"]["load_offset"])
-        cells = {cell(p): p for p in pts}
-        status, levels = matrix_classes(cells)
-        if all(v is None for v in levels.values()):
-            return not_measured(q, f"none of the {len(pts)} cells measured has a load reading "
-                                   f"past its store: no failure level to compare with")
-        cpn = _ns_to_cycles(pts)
-        scale, unit = (cpn, "cycles") if cpn else (1.0, "ns")
-        fwd = {c for c, s in status.items() if s == "forwards"}
-        fail = {c for c, s in status.items() if s == "fails"}
-        unc = {c for c, s in status.items() if s == "uncertain"}
-
-        def reference(s, ld):
-            for pick in (lambda c: c[:2] == (s, ld),
-                         lambda c: c[1] == ld and store_class(c[0]) == store_class(s),
-                         lambda c: c[1] == ld, lambda c: True):
-                same = [cells[c]["median"] for c in fwd if pick(c)]
-                if same:
-                    return float(np.median(same))
-            return None
-
-        penalties = {}
-        for c in fail:
-            ref = reference(c[0], c[1])
-            if ref is not None:
-                penalties[c] = (cells[c]["median"] - ref) * scale
-        details = []
-        kinds = {}
-        for c in cells:
-            d = kinds.setdefault(cell_kind(*c), {"cells": 0, "forwards": 0, "fails": 0,
-                                                 "uncertain": 0})
-            d["cells"] += 1
-            d[status[c]] += 1
-        for k, d in sorted(kinds.items()):
-            details.append(detail(f"{k} loads: {d['fails']} of {d['cells']} measured fail",
-                                  value=d["fails"] / d["cells"], unit="share", ci=None,
-                                  verdict=DETECTED if d["fails"] else (
-                                      INCONCLUSIVE if d["uncertain"] else NOT_DETECTED),
-                                  kind=k, **d))
-        # loads inside a bigger store, by the rule that decides them on common cores
-        rules = {}
-        for c in cells:
-            rule = contained_rule(*c)
-            if rule:
-                d = rules.setdefault(rule, {"cells": 0, "forwards": 0, "fails": 0,
-                                            "uncertain": 0})
-                d["cells"] += 1
-                d[status[c]] += 1
-        for rule, d in sorted(rules.items()):
-            details.append(detail(f"{rule}: {d['fails']} of {d['cells']} measured fail",
-                                  value=d["fails"] / d["cells"], unit="share", ci=None,
-                                  verdict=DETECTED if d["fails"] else (
-                                      INCONCLUSIVE if d["uncertain"] else NOT_DETECTED),
-                                  rule=rule, **d))
-        for s, ld in sorted({c[:2] for c in cells}):
-            mine = sorted(c for c in cells if c[:2] == (s, ld))
-            f_off = [c[2] for c in mine if c in fail]
-            pen = [penalties[c] for c in mine if c in penalties]
-            details.append(detail(
-                f"store {s} B / load {ld} B: "
-                + (f"fails at offsets {as_ranges(f_off)}" if f_off else
-                   "forwards at every offset measured"
-                   if all(c in fwd for c in mine) else "no failure measured"),
-                value=float(np.median(pen)) if pen else None, unit=unit, ci=None,
-                verdict=(DETECTED if f_off else INCONCLUSIVE
-                         if any(c in unc for c in mine) else NOT_DETECTED),
-                store_bytes=s, load_bytes=ld,
-                offsets_measured=as_ranges([c[2] for c in mine]),
-                failing_offsets=as_ranges(f_off),
-                forwarding_offsets=as_ranges([c[2] for c in mine if c in fwd]),
-                uncertain_offsets=as_ranges([c[2] for c in mine if c in unc]),
-                **{"cycles" if cpn else "ns": {str(c[2]): cells[c]["median"] * scale
-                                               for c in mine}},
-                points=evidence_keys([cells[c] for c in mine])))
-        n = len(cells)
-        evidence = evidence_keys(pts)
-        if penalties:
-            ans = measured(q, list(penalties.values()), "", evidence=evidence, details=details,
-                           estimator=f"median over failing cells of (cell - the forwarding cells "
-                                     f"of the same store/load sizes), {unit}")
-            ans.verdict = DETECTED
-            part = kinds.get("partial", {})
-            cont = kinds.get("contained", {})
-            ans.because = (f"{len(fail)} of the {n} cells measured fail to forward "
-                           f"({part.get('fails', 0)} of {part.get('cells', 0)} loads reading past "
-                           f"their store, {cont.get('fails', 0)} of {cont.get('cells', 0)} loads "
-                           f"inside it), costing +{ans.value:.1f} {unit} over the cells that "
-                           f"forward" + (f"; {len(unc)} uncertain" if unc else ""))
-            return ans
-        verdict = INCONCLUSIVE if unc else NOT_DETECTED
-        return Answer(question=q.id, verdict=verdict,
-                      because=(f"None of the {n} cells measured fails to forward"
-                               + (f" ({len(unc)} uncertain)" if unc else "")),
-                      evidence=evidence, details=details, estimator="")
-
-    def _split_penalty(self, data):
-        q = self.declared("store_forward.split_penalty")
-        rows = {}
-        for d in TWO_STORE_OFFSETS:
-            a = data.select("load_spans_both", part="two_stores", second_store_offset=d)
-            b = data.select("load_in_younger", part="two_stores", second_store_offset=d)
-            if a and b and a[0]["values"] and b[0]["values"]:
-                rows[d] = (a[0], b[0])
-        d = SEED_SECOND_STORE if SEED_SECOND_STORE in rows else min(
-            (x for x in rows if x < 16), default=None, key=lambda x: abs(x - SEED_SECOND_STORE))
-        if d is None:
-            return not_measured(q, "the two_stores part was not measured at an overlapping "
-                                   "second store (d < 16)")
-        span, young = rows[d]
-        cpn = cycles_per_ns(span) or cycles_per_ns(young)
-        scale, unit = (cpn, "cycles") if cpn else (1.0, "ns")
-        a = np.asarray(span["values"], float) * scale
-        b = np.asarray(young["values"], float) * scale
-        diff, lo, hi = median_difference(a, b)
-        r = stats.ratio_of_medians(a, b)
-        verdict = effect_verdict(r["ratio"], r["ci_low"], r["ci_high"], r["n_a"], r["n_b"])
-        details = []
-        for x, (p, y) in sorted(rows.items()):
-            c = cycles_per_ns(p) or cpn or 1.0
-            details.append(detail(f"second store at {x}" + (" (no overlap: control)"
-                                                               if x >= 16 else ""),
-                                  value=(p["median"] - y["median"]) * c, unit=unit,
-                                  ci=None, second_store_offset=x,
-                                  spanning=p["median"] * c, in_younger=y["median"] * c,
-                                  ratio=p["median"] / y["median"],
-                                  points=evidence_keys([p, y])))
-        if min(a.size, b.size) < threshold("min_ci_samples"):
-            lo = hi = None
-        shape = f"16-byte stores at 0 and {d}, 16-byte load at 0"
-        if verdict == DETECTED and diff > 0:
-            because = (f"A load spanning both stores costs +{diff:.1f} {unit} over a load "
-                       f"inside the younger one ({shape}; {r['ratio']:.2f}x)")
-        elif verdict == NOT_DETECTED:
-            because = f"A load spanning both stores forwards ({shape}: {diff:+.1f} {unit})"
-        elif verdict == DETECTED:
-            because = (f"A load spanning both stores is faster ({shape}: {diff:+.1f} "
-                       f"{unit})")
-        else:
-            because = (f"A load spanning both stores: {diff:+.1f} {unit} vs a load inside the younger store "
-                       f"({shape})")
-        return Answer(question=q.id, verdict=verdict, because=because, value=diff, ci_low=lo,
-                      ci_high=hi, evidence=evidence_keys([span, young]), details=details,
-                      estimator=f"difference of medians (load spanning both - load inside the "
-                                f"younger store), {unit}, bootstrap CI")
-
-    def _blocked_per_entry(self, data):
-        q = self.declared("store_forward.blocked_per_entry")
-        cpu = (data.machine or {}).get("cpu") or {}
-        event = store_forward_event(cpu.get("vendor"), cpu.get("family"), cpu.get("model"))
-        per_size = {}
-        for s in data.samples:
-            if s.get("arm") != "copy" or (s.get("point") or {}).get("part") != "entry":
-                continue
-            n = (s.get("counters") or {}).get(COUNTER_NAME)
-            if n is None or not s.get("length"):
-                continue
-            per_size.setdefault(s["point"]["entry_bytes"], []).append(n / s["length"])
-        if not per_size:
-            pmu = (data.machine or {}).get("pmu") or {}
-            why = ("no encoding of the event is known for this CPU model" if event is None
-                   else pmu.get("reason") or "no hardware PMU")
-            return not_measured(q, f"blocked store forwards not counted: {why}")
-        medians = {k: float(np.median(v)) for k, v in sorted(per_size.items())}
-        size = SEED_ENTRY if SEED_ENTRY in per_size else next(iter(medians))
-        details = [detail(f"{k} B entry", value=v, unit="per entry", ci=None, entry_bytes=k)
-                   for k, v in medians.items()]
-        ans = measured(q, per_size[size], "", details=details,
-                       estimator=f"median of {event['name']} (raw "
-                                 f"0x{event['config']:04x}) / entries, per sample")
-        ans.because = (f"{ans.value:.2f} blocked forwards per {size}-byte entry copy "
-                       f"({event['name']}, raw 0x{event['config']:04x}; "
-                       f"encoding from {event['source']})")
-        return ans
-
-
-def _moves(size, widest):
-    return " + ".join(f"{w}@{o}" for o, w in copy_shape(size, widest))
-
-
-def _x(ans):
-    return format_estimate(ans.value, ans.ci_low, ans.ci_high, "x") or "?"
-
-
-def _status_words(status):
-    return {"fails": "fails to forward", "forwards": "forwards"}.get(status, "is uncertain")
-
 
 
 __all__ = ["StoreForward", "copy_shape", "shape_overlaps", "shape_table", "matrix_cells",

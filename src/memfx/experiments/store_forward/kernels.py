@@ -1,7 +1,7 @@
 """Store forwarding's kernels (the kit): the copy shapes compilers emit, the
 forwarding matrix's cells with their byte-exact simulation, and the checks
 that run the kernels directly (verification and tests).  Moved out of
-store_forward.py, which re-exports every name."""
+the protocol (__init__.py), which re-exports every name."""
 from __future__ import annotations
 
 import mmap
