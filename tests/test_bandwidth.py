@@ -12,7 +12,6 @@ import pytest
 from conftest import run_cli
 from memfx.analysis.results import document
 from memfx.experiments import get_experiment
-from memfx.experiments._bandwidth_kernels import check_load_kernel, read_twin, verify_kernel
 from memfx.experiments.bandwidth import (
     KERNELS,
     LEVEL_KINDS,
@@ -26,6 +25,7 @@ from memfx.experiments.bandwidth import (
     rmw_reference,
     sizes_for,
 )
+from memfx.experiments.bandwidth.kernels import check_load_kernel, read_twin, verify_kernel
 from memfx.lab import _core
 from memfx.model.answers import NOT_MEASURED
 from memfx.model.findings import DETECTED, NOT_DETECTED

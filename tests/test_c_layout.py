@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from memfx.experiments import _kit
-from memfx.experiments import _store_forward_kernels as sfk
+from memfx.experiments.store_forward import kernels as sfk
 from memfx.lab.core import core_layout
 
 CORE = Path(__file__).resolve().parent.parent / "src" / "memfx" / "lab" / "_core"

@@ -26,8 +26,14 @@ NOT_YET_CONVERTED = set()
 
 
 def experiment_modules():
-    return sorted(p for p in EXPERIMENTS_DIR.glob("*.py")
-                  if p.name != "__init__.py" and p.name not in NOT_YET_CONVERTED)
+    """Every module of the experiments but the registry's loader: the kit's
+    and each effect package's (its protocol, analysis and kernels)."""
+    return sorted(p for p in EXPERIMENTS_DIR.rglob("*.py")
+                  if p != EXPERIMENTS_DIR / "__init__.py" and p.name not in NOT_YET_CONVERTED)
+
+
+def module_id(path):
+    return path.relative_to(EXPERIMENTS_DIR).as_posix()
 
 
 def core_imports(tree):
@@ -51,13 +57,25 @@ def is_experiment_class(node):
                isinstance(b, ast.Attribute) and b.attr == "Experiment" for b in node.bases)
 
 
-def state_assignments(tree):
+def experiment_mixins():
+    """The other classes an Experiment subclass inherits (an effect's answers
+    in its analysis.py, e.g. TlbAnswers): their methods run on the
+    registered object too."""
+    names = set()
+    for path in experiment_modules():
+        for cls in ast.walk(ast.parse(path.read_text())):
+            if isinstance(cls, ast.ClassDef) and is_experiment_class(cls):
+                names |= {b.id for b in cls.bases if isinstance(b, ast.Name) and b.id != "Experiment"}
+    return names
+
+
+def state_assignments(tree, mixins=frozenset()):
     """(line, text) of every assignment to self.<attr> (or to an item or
-    attribute of it) in a method of an Experiment subclass, __init__ aside;
-    and of every setattr(self, ...) there."""
+    attribute of it) in a method of an Experiment subclass or of one of its
+    `mixins`, __init__ aside; and of every setattr(self, ...) there."""
     found = []
     for cls in ast.walk(tree):
-        if not (isinstance(cls, ast.ClassDef) and is_experiment_class(cls)):
+        if not (isinstance(cls, ast.ClassDef) and (is_experiment_class(cls) or cls.name in mixins)):
             continue
         for fn in cls.body:
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name == "__init__":
@@ -81,21 +99,30 @@ def state_assignments(tree):
     return found
 
 
+def test_the_answers_mixins_are_checked_too():
+    assert {"BandwidthAnswers", "TlbAnswers", "LatencyAnswers"} <= experiment_mixins()
+    tree = ast.parse("class TlbAnswers:\n    def analyze(self, data):\n        self.seen = 1\n")
+    assert state_assignments(tree) == [] and [ln for ln, _ in state_assignments(tree, {"TlbAnswers"})] == [3]
+
+
 def test_every_experiment_module_is_checked():
-    names = {p.name for p in experiment_modules()}
-    assert {"copy.py", "aliasing.py", "latency.py", "store_forward.py", "bandwidth.py"} <= names
+    names = {module_id(p) for p in experiment_modules()}
+    assert {"copy/__init__.py", "aliasing/__init__.py", "latency/__init__.py",
+            "store_forward/__init__.py", "bandwidth/__init__.py", "bandwidth/analysis.py",
+            "tlb/analysis.py"} <= names
 
 
-@pytest.mark.parametrize("path", experiment_modules(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", experiment_modules(), ids=module_id)
 def test_experiments_reach_the_core_only_through_the_lab(path):
     lines = core_imports(ast.parse(path.read_text()))
-    assert not lines, f"{path.name} uses memfx._core directly at lines {lines}; go through memfx.lab (lab.Lab, core)"
+    assert not lines, (f"{module_id(path)} uses memfx._core directly at lines {lines}; "
+                       "go through memfx.lab (lab.Lab, core)")
 
 
-@pytest.mark.parametrize("path", experiment_modules(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", experiment_modules(), ids=module_id)
 def test_registered_experiments_keep_no_run_state(path):
-    found = state_assignments(ast.parse(path.read_text()))
-    assert not found, f"{path.name} keeps state on the experiment object: {found}; use lab.cache"
+    found = state_assignments(ast.parse(path.read_text()), experiment_mixins())
+    assert not found, f"{module_id(path)} keeps state on the experiment object: {found}; use lab.cache"
 
 
 def test_the_checks_catch_what_they_look_for():

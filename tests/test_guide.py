@@ -1,8 +1,9 @@
 """docs/adding-an-effect.md works as written: its toy kernel file and toy
-experiment module, taken from the guide's own blocks (each marked
-`<!-- toy-kernel: PATH -->` / `<!-- toy-experiment: PATH -->`), are put at
-those paths in a copy of the package, which is built and run through the
-CLI and the runner into answers.  A bad kernel row is refused at import,
+experiment package (its protocol and its analysis), taken from the guide's
+own blocks (each marked `<!-- toy-kernel: PATH -->`, `<!-- toy-experiment:
+PATH -->`, `<!-- toy-analysis: PATH -->`), are put at those paths in a copy
+of the package, which is built and run through the CLI and the runner into
+answers.  A bad kernel row is refused at import,
 with the row named, not called.  And docs/architecture.md shows today's
 document versions and names every module."""
 import json
@@ -25,20 +26,24 @@ def guide_blocks():
     return {m[1]: (m[2], m[3]) for m in BLOCK.finditer(GUIDE.read_text())}
 
 
-def test_the_guide_marks_one_kernel_file_and_one_experiment_module():
+def test_the_guide_marks_one_kernel_file_and_one_experiment_package():
     blocks = guide_blocks()
-    assert set(blocks) == {"toy-kernel", "toy-experiment"}
+    assert set(blocks) == {"toy-kernel", "toy-experiment", "toy-analysis"}
     kernel_path, kernel = blocks["toy-kernel"]
     module_path, module = blocks["toy-experiment"]
+    analysis_path, analysis = blocks["toy-analysis"]
     assert re.fullmatch(r"src/memfx/lab/_core/kernels/\w+\.c", kernel_path)
-    assert re.fullmatch(r"src/memfx/experiments/\w+\.py", module_path)
+    # an effect is a package: its protocol (__init__.py) and its analysis
+    assert re.fullmatch(r"src/memfx/experiments/\w+/__init__\.py", module_path)
+    assert analysis_path == module_path.replace("__init__.py", "analysis.py")
     assert "MFX_KERNEL_TABLE(" in kernel and ".footprint = " in kernel
     for attribute in ("questions = ", "plots = ", "params = ", "presets = "):
         assert attribute in module
+    assert "def analyze(" in analysis and "from .analysis import" in module
     # what the guide names exists (gone names do not come back)
     text = GUIDE.read_text()
     assert "findings.effect_verdict" not in text and "kernel_table.c" not in text
-    for name in re.findall(r"`experiments/(\w+\.py)`", text):
+    for name in re.findall(r"`experiments/([\w/]+\.py|\w+/)`", text):
         assert (ROOT / "src" / "memfx" / "experiments" / name).exists(), name
 
 
@@ -50,13 +55,16 @@ def test_architecture_shows_the_current_versions_and_every_module():
     assert re.findall(r'"format_version": (\d+)', text) == [str(schema.EXPORT_FORMAT_VERSION)]
     assert f"(schema version {store.SCHEMA_VERSION}:" in text
     # every module of the layer packages, by its path in the package
-    # (`model/units.py`); the experiments are the guide's and the table's
+    # (`model/units.py`); the experiments are the guide's and the table's:
+    # every effect's package by its name (`tlb/`)
     src = ROOT / "src" / "memfx"
     modules = sorted(p.relative_to(src).as_posix() for p in src.rglob("*.py")
                      if p.name not in ("__init__.py", "__main__.py")
-                     and p.parent.name != "experiments")
+                     and p.relative_to(src).parts[0] != "experiments")
     assert len(modules) > 50 and "model/units.py" in modules and "api.py" in modules
     assert [m for m in modules if f"`{m}`" not in text] == []
+    effects = sorted(p.parent.name for p in (src / "experiments").glob("*/__init__.py"))
+    assert len(effects) > 10 and [e for e in effects if f"`{e}/`" not in text] == []
 
 
 def _package_with(tmp_path, files):
@@ -72,6 +80,7 @@ def _package_with(tmp_path, files):
         shutil.copy(ROOT / name, copy / name)
     for path, text in files.items():
         assert not (copy / path).exists(), f"{path} already exists in the package"
+        (copy / path).parent.mkdir(parents=True, exist_ok=True)
         (copy / path).write_text(text)
     build = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
                            cwd=copy, capture_output=True, text=True, timeout=300)

@@ -15,9 +15,10 @@ the package that holds each:
   store         memfx.store: SQLite, PostgreSQL, the export schema
   kit           memfx.experiments' base, levels and _-prefixed modules: what
                 the experiments share (the Experiment protocol and registry,
-                level, sweep and thread helpers, an effect's split-off helpers)
-  experiments   memfx.experiments: one module per effect, and the package
-                that registers them
+                level, sweep and thread helpers); and the modules inside an
+                effect's package besides its protocol (its analysis and kernels)
+  experiments   memfx.experiments: one package per effect, whose __init__ is
+                the effect's protocol, and the package that registers them
   analysis      memfx.analysis: samples -> points -> answers -> documents,
                 compare, fleet views
   running       memfx.running: the runner and the worker (the worker's
@@ -77,10 +78,16 @@ VOCABULARY = {"memfx.model.answers", "memfx.model.details", "memfx.model.finding
 
 def in_kit(module):
     """The experiments' kit: the protocol and registry (base), the level
-    helpers (levels), and every _-prefixed module (the registry's loader
-    skips those: shared helpers and an effect's helpers split off by concern)."""
-    pkg, _, leaf = module.rpartition(".")
-    return pkg == "memfx.experiments" and (leaf in ("base", "levels") or leaf.startswith("_"))
+    helpers (levels), every _-prefixed module (the registry's loader skips
+    those: shared helpers), and every module inside an effect's package but
+    its __init__ (the effect's protocol): its analysis and kernels, split off
+    by concern, which the protocol imports and re-exports."""
+    parts = module.split(".")
+    if parts[:2] != ["memfx", "experiments"] or len(parts) < 3:
+        return False
+    if len(parts) == 3:
+        return parts[2] in ("base", "levels") or parts[2].startswith("_")
+    return True
 
 
 # Downward edges that are still not allowed: (from layer, to layer) -> why.

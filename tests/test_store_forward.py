@@ -201,7 +201,7 @@ def test_two_store_kernel_matches_the_model():
 def test_two_store_check_catches_a_wrong_model(monkeypatch):
     # the check above passes only because kernel and model agree: with the
     # model's second store moved by one byte it must fail
-    from memfx.experiments import _store_forward_kernels as sfk  # where the check looks it up
+    from memfx.experiments.store_forward import kernels as sfk  # where the check looks it up
     real = sf.simulate_two_stores
     monkeypatch.setattr(sfk, "simulate_two_stores",
                         lambda model, second, *rest: real(model, second + 1, *rest))

@@ -7,7 +7,7 @@ to time".  This module revisits it for the machine at hand:
 
 1. From the newest complete `copy` run it reads the copy analysis's answers:
    the best strategy per size range (copy.best_strategy and
-   copy.best_set_strategy, computed once, in experiments/copy.py, from the
+   copy.best_set_strategy, computed once, in experiments/copy/, from the
    points; never a second way here).
 2. GCC: it maps the ranges over the strategies GCC can emit to GCC's
    string-op algorithms, merges them to at most four only when there are

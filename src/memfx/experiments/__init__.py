@@ -1,11 +1,17 @@
-"""The experiments.  Every module in this package registers itself with
-@register; adding an effect = adding a module here (no list to keep).
+"""The experiments: one package per effect, <name>/, that reads as a lab
+protocol.  Its __init__.py is the protocol -- the Experiment subclass with
+its question, seeds, parameters, presets, arms, questions, plots, plan and
+prepare -- registered with @register; analysis.py holds what analyze does
+(the answers, as a mixin the protocol inherits, and their pure helpers),
+and kernels.py, where there is one, the kernel map and checks.  Adding an
+effect = adding a package here (no list to keep): the loader below imports
+every package and module whose name has no leading underscore.
 
 The kit (base.py, levels.py and the _-prefixed modules: the protocol and
-registry, shared helpers, an effect's helpers split off by concern) sits
-below the effects.  May import the model, the lab (the C core only through
-memfx.lab.lab) and the store; an effect imports the kit, never another
-effect."""
+registry, shared helpers; and an effect's analysis and kernels, split off
+its protocol by concern) sits below the effects.  May import the model, the
+lab (the C core only through memfx.lab.lab) and the store; an effect imports
+the kit, never another effect."""
 from __future__ import annotations
 
 import importlib
@@ -15,7 +21,8 @@ from typing import Literal, overload
 from ..model.errors import MemfxError
 from .base import REGISTRY, Experiment, Param, Point, Region, Trial, register
 
-# Support modules that define no experiment.
+# Support modules that define no experiment (each effect is a package; the
+# loader finds packages and modules alike).
 _NOT_EXPERIMENTS = {"base"}
 
 for _m in sorted(m.name for m in pkgutil.iter_modules(__path__)):

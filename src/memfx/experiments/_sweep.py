@@ -1,7 +1,7 @@
 """The sweeps latency and bandwidth share (the kit): the geometric size grid
 with points on both sides of each cache size, and the random arm's visiting
-order in the narrowest index type.  Moved out of latency.py, which
-re-exports every name."""
+order in the narrowest index type.  Latency re-exports every
+name."""
 from __future__ import annotations
 
 import math

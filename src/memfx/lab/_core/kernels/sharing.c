@@ -21,7 +21,7 @@
  *   [12288, ...)      the counters / the shared variable: thread i's
  *                     counter at COUNTERS + i * aux (false sharing), or one
  *                     variable at COUNTERS (atomics, ping-pong)
- * Python mirrors these offsets (experiments/sharing.py, HEADER..COUNTERS) and the
+ * Python mirrors these offsets (experiments/_kit.py, HEADER..COUNTERS) and the
  * tests check them through the counter addresses each thread reports.
  *
  * Per thread the slot receives: the CPU asked for, the CPU at the start and
