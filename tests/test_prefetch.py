@@ -559,7 +559,7 @@ def test_probe_and_memfx_time_the_same_hot_loop(tmp_path):
     spec = importlib.util.spec_from_file_location("prefetch_targets", path)
     runner = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(runner)
-    exe = runner.build(str(tmp_path))
+    exe = runner.build("prefetch_targets", str(tmp_path))
     assert runner.check_eight_prefetches(exe, "loop_reg") is None
     assert runner.check_eight_prefetches(_core.__file__, "pf_rep_t0") is None
     # and the check does tell: the table loop has one prefetch per iteration
