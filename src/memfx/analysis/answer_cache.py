@@ -45,14 +45,33 @@ def analysis_key() -> str:
     """A hash of every Python source of this memfx and numpy's version."""
     global _ANALYSIS_KEY
     if _ANALYSIS_KEY is None:
-        import numpy
-        h = hashlib.sha256(f"{CACHE_FORMAT} numpy {numpy.__version__}".encode())
+        h = hashlib.sha256(f"{CACHE_FORMAT} numpy {_numpy_version()}".encode())
         root = Path(__file__).resolve().parent.parent      # the memfx package
         for path in sorted(root.rglob("*.py")):
             h.update(str(path.relative_to(root)).encode())
             h.update(path.read_bytes())
         _ANALYSIS_KEY = h.hexdigest()[:20]
     return _ANALYSIS_KEY
+
+
+def _numpy_version() -> str:
+    """numpy.__version__, read from numpy/version.py (which sets it) when
+    that file says it plainly, else from numpy imported: importing numpy
+    was most of reading a stored survey (`memfx show S --json` needs no
+    numpy)."""
+    import importlib.util
+    import re
+    spec = importlib.util.find_spec("numpy")
+    if spec is not None and spec.origin:
+        try:
+            text = (Path(spec.origin).parent / "version.py").read_text()
+        except (OSError, UnicodeError):
+            text = ""
+        found = re.search(r'^version(?:\s*:\s*str)?\s*=\s*["\']([^"\']+)["\']\s*$', text, re.M)
+        if found and re.search(r"^__version__\s*=\s*version\s*$", text, re.M):
+            return found.group(1)
+    import numpy
+    return str(numpy.__version__)
 
 
 def runs_signature(runs: Iterable[Dict[str, Any]]) -> List[List[str]]:

@@ -87,10 +87,11 @@ _MOVES = {(LOWER, 1): "slower", (LOWER, -1): "faster", (HIGHER, 1): "faster",
           (HIGHER, -1): "slower", (NEITHER, 1): "higher", (NEITHER, -1): "lower"}
 
 
-def curve_key(experiment: str, point: Mapping[str, Any]) -> str:
+def curve_key(experiment: str, point: Mapping[str, Any], key: Optional[str] = None) -> str:
     """A point's key across documents: experiment, metric, then
-    answers.point_key (arm and parameters sorted by name)."""
-    return f"{experiment}|{point.get('metric')}|{point_key(point)}"
+    answers.point_key (arm and parameters sorted by name; ``key`` when the
+    caller has it already)."""
+    return f"{experiment}|{point.get('metric')}|{point_key(point) if key is None else key}"
 
 
 def better_of(point: Mapping[str, Any]) -> str:
@@ -140,16 +141,18 @@ def side_points(docs: Sequence[Mapping[str, Any]], noisy: Collection[Optional[st
         shared = {k for a in d.get("answers") or [] if a.get("host_shared")
                   for k in a.get("evidence") or []}
         private = private_cache_bytes(d.get("machine"))
+        run_id = d.get("run_id")
+        in_noisy = run_id is not None and run_id in noisy
         for p in d.get("points") or []:
             if not _number(p.get("median")) or p["median"] <= 0:
                 continue
             params = p.get("params") or {}
             big = private is not None and any(
                 _number(params.get(k)) and params[k] > private for k in SIZE_PARAMS)
-            out[curve_key(exp, p)] = dict(p, experiment=exp, run_id=d.get("run_id"),
-                                          host_shared=big or point_key(p) in shared,
-                                          noisy=d.get("run_id") is not None
-                                          and d.get("run_id") in noisy)
+            key = point_key(p)          # once: curve_key() is made of it
+            out[curve_key(exp, p, key)] = dict(
+                p, experiment=exp, run_id=run_id, host_shared=big or key in shared,
+                noisy=in_noisy)
     return out
 
 
@@ -240,8 +243,12 @@ def _against_other_arms(rows: List[Dict[str, Any]]) -> None:
                      tuple(sorted((k, str(v)) for k, v in r["params"].items())))
             at.setdefault(where, []).append(r)
     for group in at.values():
-        for r in group:
-            others = sorted(math.log(o["ratio"]) for o in group if o is not r)
+        # each row's log ratio and se once, not once per other row (neither
+        # changes below)
+        logs = [math.log(o["ratio"]) for o in group]
+        ses = [se(o) for o in group]
+        for i, r in enumerate(group):
+            others = sorted(logs[:i] + logs[i + 1:])
             r["reference"] = len(others) >= need
             if not r["reference"]:
                 continue
@@ -252,8 +259,8 @@ def _against_other_arms(rows: List[Dict[str, Any]]) -> None:
             rel = r["ratio"] / common
             # the reference is a median of noisy ratios too: its standard
             # error (~1.25 x theirs / sqrt(n), a median's) joins the point's
-            own = se(r)
-            theirs = [x for x in (se(o) for o in group if o is not r) if x is not None]
+            own = ses[i]
+            theirs = [x for x in ses[:i] + ses[i + 1:] if x is not None]
             if own is not None and theirs:
                 ref = 1.25 * (sum(theirs) / len(theirs)) / math.sqrt(len(theirs))
                 r["rel_se"], r["ref_se"] = math.hypot(own, ref), ref

@@ -24,11 +24,9 @@ from typing import (
     Tuple,
 )
 
-from ..model import findings as fnd
 from ..model.errors import MemfxError, StoreError
 from ..model.forking import fork_map
 from ..model.units import signed_percent
-from .results import RESULT_SCHEMA_VERSION, document
 
 if TYPE_CHECKING:
     from ..experiments.base import Experiment
@@ -58,6 +56,17 @@ class RunStore(Protocol):
     def artifacts(self, run_id: str, /) -> Doc: ...
 
     def machines(self) -> List[Doc]: ...
+
+
+# The analysis (results, and numpy with it) is imported when a run is
+# analysed, not to read stored documents: `memfx show S --json` needs none
+# of it.
+def document(run: Doc, samples: Sequence[Doc], experiment: Optional[Experiment] = None,
+             include_values: bool = False) -> Doc:
+    """results.document() (which tests replace here)."""
+    from .results import document as analyse
+    return analyse(run, samples, experiment, include_values=include_values)
+
 
 TUNE_ARTIFACT = "tune"      # the artifact that holds a `memfx tune` record's document
 FLEET_SCHEMA_VERSION = 1
@@ -159,15 +168,62 @@ def _analysed(task: Tuple[Doc, List[Doc]]) -> Optional[Doc]:
         return None
 
 
+def _survey_states(store: RunStore, survey_id: str) -> Doc:
+    """store.survey(), its runs as the state their stored documents are
+    judged by where the store can read just that (survey_run_states)."""
+    states = getattr(store, "survey_run_states", None)
+    return states(survey_id) if states is not None else store.survey(survey_id)
+
+
+# Whether this process may hand out the survey it read last again
+# (share_reads), and that survey's documents.
+_SHARED: Dict[str, Any] = {"on": False, "key": None, "docs": {}}
+
+
+def share_reads(on: bool = True) -> None:
+    """Let this process hand out the same stored documents when it reads one
+    survey twice (`memfx compare S S`: decoding a survey's documents is most
+    of a side's time).  For a command line that reads, prints and ends; a
+    library caller gets documents of its own on every read."""
+    _SHARED.update(on=bool(on), key=None, docs={})
+
+
+def _stored_documents(store: RunStore, runs: List[Doc]) -> Dict[str, Optional[Doc]]:
+    """{run id: stored_document()} of ``runs``, their documents read in
+    one query where the store can (stored_documents)."""
+    from ..model.status import RUNNING
+    from .answer_cache import analysis_key
+    batch = getattr(store, "stored_documents", None)
+    if batch is None:
+        return {run["id"]: stored_document(store, run) for run in runs}
+    wanted = [run for run in runs if run.get("status") != RUNNING and not (
+        _REANALYSE["on"] and (str(store.path), run["id"]) not in _REANALYSE["done"])]
+    key = analysis_key()
+    share = (str(store.path), key)
+    shared = _SHARED["docs"] if _SHARED["on"] and _SHARED["key"] == share else {}
+    found = {r["id"]: shared[r["id"]] for r in wanted if r["id"] in shared}
+    missing = [r["id"] for r in wanted if r["id"] not in shared]
+    if missing:
+        found.update(batch(missing, key))
+    if _SHARED["on"]:
+        _SHARED.update(key=share, docs=found)
+    return {run["id"]: doc if _current(run, doc := found.get(run["id"])) else None
+            for run in runs}
+
+
 def survey_run_documents(store: RunStore, survey_id: str,
-                         jobs: Optional[int] = None) -> Dict[str, Doc]:
+                         jobs: Optional[int] = None, survey: Optional[Doc] = None
+                         ) -> Dict[str, Doc]:
     """{run id: document with values} of a survey's runs, for both the
     report and the survey document: each the stored one, else analysed (in
     forked processes, one per CPU: every measurement is done by then) and
     stored.  A run whose analysis fails is left out: the report analyses it
-    again and shows the error."""
-    runs = [store.run(r["id"]) for r in store.survey(survey_id)["runs"]]
-    kept = {run["id"]: stored_document(store, run) for run in runs}
+    again and shows the error.  ``survey``: the survey as _survey_states
+    read it."""
+    listed = (survey or _survey_states(store, survey_id))["runs"]
+    kept = _stored_documents(store, listed)
+    # a run analysed again is read whole (its parameters and machine)
+    runs = [r if kept[r["id"]] is not None else store.run(r["id"]) for r in listed]
     tasks = [(run, store.samples(run["id"])) for run in runs if kept[run["id"]] is None]
     docs = fork_map(_analysed, tasks, jobs, cost=lambda task: len(task[1]))
     for (run, _), doc in zip(tasks, docs):
@@ -181,8 +237,16 @@ def survey_run_documents(store: RunStore, survey_id: str,
 def _without_values(doc: Doc, include_values: bool) -> Doc:
     if include_values:
         return doc
-    return dict(doc, points=[{k: v for k, v in p.items() if k != "values"}
-                             for p in doc.get("points", [])])
+    return dict(doc, points=[_point_without_values(p) for p in doc.get("points", [])])
+
+
+def _point_without_values(p: Doc) -> Doc:
+    # a copy less one key, in the order it had (dict() copies in C)
+    if "values" not in p:
+        return dict(p)
+    q = dict(p)
+    del q["values"]
+    return q
 
 
 def latest_per_experiment(runs: Iterable[Doc]) -> List[Doc]:
@@ -196,11 +260,13 @@ def latest_per_experiment(runs: Iterable[Doc]) -> List[Doc]:
 
 
 def survey_document(store: RunStore, survey_id: str, include_values: bool = False,
-                    documents: Optional[Dict[str, Doc]] = None) -> Doc:
+                    documents: Optional[Dict[str, Doc]] = None,
+                    survey: Optional[Doc] = None) -> Doc:
     """One document for a survey: its runs' documents and, first, all their
     answers (each tagged with the run it comes from).  ``documents``: run
-    documents with values already made, by run id (analysed once, not again)."""
-    survey = store.survey(survey_id)
+    documents with values already made, by run id (analysed once, not again);
+    ``survey``: the survey as _survey_states read it."""
+    survey = survey or store.survey(survey_id)
     runs = sorted(latest_per_experiment(survey["runs"]), key=lambda r: (r["started"], r["id"]))
     given = documents or {}
     docs = [_without_values(given[r["id"]], include_values) if r["id"] in given
@@ -209,7 +275,7 @@ def survey_document(store: RunStore, survey_id: str, include_values: bool = Fals
                for d in docs for a in d.get("answers", [])]
     machine_ids = sorted({d["machine_id"] for d in docs if d.get("machine_id")})
     return {
-        "schema_version": RESULT_SCHEMA_VERSION,
+        "schema_version": _schema_version(docs),
         "kind": "survey",
         "survey_id": survey["id"],
         "status": survey["status"],
@@ -225,6 +291,17 @@ def survey_document(store: RunStore, survey_id: str, include_values: bool = Fals
         "answers": answers,
         "documents": docs,
     }
+
+
+def _schema_version(docs: Sequence[Doc]) -> Any:
+    """results.RESULT_SCHEMA_VERSION: read off the run documents (results
+    writes it into each, and every document served is this analysis's)
+    rather than importing the analysis to read a stored survey."""
+    for d in docs:
+        if "schema_version" in d:
+            return d["schema_version"]
+    from .results import RESULT_SCHEMA_VERSION
+    return RESULT_SCHEMA_VERSION
 
 
 def _machine_surveys(store: RunStore, mid: str) -> List[Doc]:
@@ -338,7 +415,9 @@ def analysed_survey(store: RunStore, survey_id: str) -> Doc:
     """survey_document() with its runs analysed in forked processes (one per
     CPU), as a survey does: `compare` analyses two surveys and up to five of
     history, each a few seconds of work for one CPU."""
-    return survey_document(store, survey_id, documents=survey_run_documents(store, survey_id))
+    survey = _survey_states(store, survey_id)
+    return survey_document(store, survey["id"], survey=survey,
+                           documents=survey_run_documents(store, survey["id"], survey=survey))
 
 
 def history_survey(store: RunStore, survey_id: str, parts: bool = False) -> SurveyHistory:
@@ -352,7 +431,7 @@ def history_survey(store: RunStore, survey_id: str, parts: bool = False) -> Surv
     rows."""
     from . import answer_cache
     from .compare_curves import point_medians
-    runs = store.survey(survey_id)["runs"]
+    runs = _survey_states(store, survey_id)["runs"]
     # --reanalyse: the documents are made again, and so what comes of them
     kept = None if _REANALYSE["on"] else answer_cache.load_survey(store.path, survey_id, runs)
     if kept is None and parts and not _REANALYSE["on"]:
@@ -410,6 +489,15 @@ def side(store: RunStore, key: object) -> Tuple[str, List[Doc], Doc]:
     """(label, answers, document) for a compare side: a run id or prefix,
     ``latest`` / ``latest:EXP``, a survey id or prefix, or a machine id
     ``m-...`` (its latest complete survey, else its latest survey)."""
+    label, doc, survey = _named(store, key)
+    if survey:
+        return label, _tag_noisy(doc["answers"], doc["documents"]), doc
+    answers = [dict(a, run_id=doc["run_id"]) for a in doc["answers"]]
+    return label, _tag_noisy(answers, [doc]), doc
+
+
+def _named(store: RunStore, key: object) -> Tuple[str, Doc, bool]:
+    """(label, document, whether a survey's) of side()'s ``key``."""
     key = str(key)
     if key.startswith("m-"):
         surveys = _machine_surveys(store, key)
@@ -417,10 +505,10 @@ def side(store: RunStore, key: object) -> Tuple[str, List[Doc], Doc]:
             raise MemfxError(f"no survey of machine {key} in {store.path}")
         done = [s for s in surveys if s["status"] == "complete"] or surveys
         doc = analysed_survey(store, done[0]["id"])
-        return f"{key} (survey {doc['survey_id']})", _tag_noisy(doc["answers"], doc["documents"]), doc
+        return f"{key} (survey {doc['survey_id']})", doc, True
     if key.startswith("s-"):
         doc = analysed_survey(store, key)
-        return f"survey {doc['survey_id']}", _tag_noisy(doc["answers"], doc["documents"]), doc
+        return f"survey {doc['survey_id']}", doc, True
     try:
         doc = run_document(store, key)
     except StoreError as run_error:
@@ -428,17 +516,15 @@ def side(store: RunStore, key: object) -> Tuple[str, List[Doc], Doc]:
             doc = analysed_survey(store, key)
         except StoreError:
             raise run_error from None
-        return f"survey {doc['survey_id']}", _tag_noisy(doc["answers"], doc["documents"]), doc
-    answers = [dict(a, run_id=doc["run_id"]) for a in doc["answers"]]
-    return f"run {doc['run_id']}", _tag_noisy(answers, [doc]), doc
+        return f"survey {doc['survey_id']}", doc, True
+    return f"run {doc['run_id']}", doc, False
 
 
 def document_of(store: RunStore, key: object) -> Doc:
     """The document ``key`` names: a survey's (``s-...``, ``latest-survey``,
     or a survey prefix that is no run's) or a run's (id, prefix, ``latest``,
     ``latest:EXP``)."""
-    _, _, doc = side(store, key)
-    return doc
+    return _named(store, key)[1]
 
 
 # ---- what presentation reads of a document besides its answers ------------
@@ -596,8 +682,11 @@ def cpu_model(fingerprint: Optional[Doc]) -> str:
 def machines_document(store: RunStore) -> Doc:
     """Every machine in the store with its latest survey."""
     from ..lab.machine import label
+    # the list names a machine by its CPU only: a store that can send just
+    # that member of each fingerprint (a fleet's) is asked for no more
+    listing = getattr(store, "machine_summaries", None) or store.machines
     out = []
-    for m in store.machines():
+    for m in listing():
         survey = m["last_survey"]
         out.append({"machine_id": m["machine_id"], "row_ids": m["row_ids"],
                     "label": label(m["fingerprint"]),
@@ -793,6 +882,7 @@ def group_points(machine_docs: Iterable[List[Doc]]) -> List[Doc]:
 def tune_answers(doc: Doc) -> List[Doc]:
     """One answer per checked candidate (question tune.<tunable>), so that
     `memfx compare` sets two tune records side by side."""
+    from ..model import findings as fnd
     out: List[Doc] = []
     for c in doc.get("candidates") or []:
         r = c.get("result") or {}

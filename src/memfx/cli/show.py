@@ -30,8 +30,10 @@ def _width():
 
 def _check_pattern(pattern, answers, target=None):
     """A glob that matches no question is bad input (one line, status 2)."""
+    if not pattern:
+        return
     from ..report.screen import select
-    if pattern and not select(answers, pattern):
+    if not select(answers, pattern):
         where = f"; `memfx show {target} --all` lists them" if target else ""
         raise MemfxError(f"no question {'of ' + target + ' ' if target else ''}matches "
                          f"{pattern!r} (question ids look like latency.l1d{where})")
@@ -103,15 +105,90 @@ def cmd_show(args):
 
 
 def _filtered(doc, pattern):
-    from ..report.screen import select
     if not pattern:
         return doc
+    from ..report.screen import select
     return dict(doc, answers=select(doc.get("answers") or [], pattern))
 
 
 def _print_json(doc):
-    print(json.dumps(doc, indent=2, default=str))
+    sys.stdout.write(indented_json(doc) + "\n")
     return 0
+
+
+# The standard library's encoder indents in pure Python (its C encoder
+# ignores indent): most of a second for a survey's document.  Here the C
+# encoder lays out each container, with the item separator of its depth;
+# its nested containers stand in as a marker string while it runs, and
+# their own texts take the markers' places after.  The output is
+# json.dumps(obj, indent=2, default=default) byte for byte
+# (tests/test_show_json.py); a document holding the marker itself is left
+# to json.dumps.
+_SCALARS = (str, int, float, type(None))     # bool is an int
+_CONTAINERS = (dict, list, tuple)
+_MARK = "\x00memfx-nested\x00"
+
+
+class _Unusual(Exception):
+    """What indented_json leaves to json.dumps."""
+
+
+def indented_json(obj, default=str):
+    """json.dumps(obj, indent=2, default=default), faster."""
+    from json.encoder import c_make_encoder, encode_basestring_ascii
+    if c_make_encoder is None or not isinstance(obj, _CONTAINERS):
+        return json.dumps(obj, indent=2, default=default)
+    mark = encode_basestring_ascii(_MARK)
+    encoders = {}
+
+    def encoder(depth):
+        enc = encoders.get(depth)
+        if enc is None:
+            enc = encoders[depth] = c_make_encoder(
+                None, default, encode_basestring_ascii, None, ": ",
+                ",\n" + "  " * (depth + 1), False, False, True)
+        return enc
+
+    def render(o, depth, out):
+        """Append the text of ``o``, a container at ``depth``, to ``out``."""
+        if not o:
+            out.append("{}" if isinstance(o, dict) else "[]")
+            return
+        is_dict = isinstance(o, dict)
+        nested = []
+        if not all(isinstance(v, _SCALARS) for v in (o.values() if is_dict else o)):
+            def item(v):
+                while not isinstance(v, _SCALARS):
+                    if isinstance(v, _CONTAINERS):
+                        nested.append(v)
+                        return _MARK
+                    v = default(v)          # as json.dumps: what default makes of it
+                return v
+            o = ({k: v if isinstance(v, _SCALARS) else item(v) for k, v in o.items()}
+                 if is_dict else [v if isinstance(v, _SCALARS) else item(v) for v in o])
+        text = "".join(encoder(depth)(o, depth))
+        inner, outer = "\n" + "  " * (depth + 1), "\n" + "  " * depth
+        if not nested:
+            out.append(text[0] + inner + text[1:-1] + outer + text[-1])
+            return
+        parts = text.split(mark)
+        if len(parts) != len(nested) + 1:
+            raise _Unusual                  # the marker is in the document itself
+        out.append(text[0] + inner + parts[0][1:])
+        for v, after in zip(nested, parts[1:-1]):
+            render(v, depth + 1, out)
+            out.append(after)
+        render(nested[-1], depth + 1, out)
+        out.append(parts[-1][:-1] + outer + text[-1])
+
+    out = []
+    try:
+        render(obj, 0, out)
+    except (_Unusual, RecursionError, TypeError):
+        # the marker, a cycle, or a Python whose C encoder takes other
+        # arguments: the standard library's encoder as it is
+        return json.dumps(obj, indent=2, default=default)
+    return "".join(out)
 
 
 def emit_document(doc, args):
@@ -183,10 +260,12 @@ def cmd_compare(args):
     except ValueError as e:
         raise MemfxError(str(e)) from None
     store = _cli()._open_store(args, must_exist=True)
+    from ..analysis.documents import share_reads
+    share_reads()           # `compare S S` decodes S's documents once
     doc = comparison(store, args.a, args.b, limit, pattern=getattr(args, "pattern", None),
                      group_by=getattr(args, "group_by", None))
     if args.json:
-        print(json.dumps(doc, indent=2, default=str))
+        sys.stdout.write(indented_json(doc) + "\n")
     elif args.format == "markdown":
         print(markdown(doc))
     else:

@@ -334,6 +334,31 @@ class Store(StoredAnalyses):
             row = conn.execute("SELECT * FROM surveys WHERE id = ?", (survey_id,)).fetchone()
         return self._as_displayed(dict(_survey_dict(row), runs=self.runs(survey_id=survey_id)))
 
+    def survey_run_states(self, survey_id_or_prefix: str) -> dict:
+        """survey(), each run as the state its stored documents are judged
+        by (id, survey_id, experiment, status, started, finished, labels,
+        error, pid, host) without its parameters, sample count or machine:
+        runs() checks every run's parameters against its experiment's
+        declarations, which imports every experiment, and reading a
+        survey's stored documents needs none of it."""
+        with self._read() as conn:
+            survey_id = self._resolve(conn, "surveys", "survey", survey_id_or_prefix)
+            row = conn.execute("SELECT * FROM surveys WHERE id = ?", (survey_id,)).fetchone()
+            rows = conn.execute(
+                "SELECT r.id, r.survey_id, r.experiment, r.status, r.started, r.finished,"
+                " r.labels, r.error, r.pid, r.host FROM runs r WHERE r.survey_id = ?"
+                + _NEWEST_FIRST, (survey_id,)).fetchall()
+        runs = []
+        for r in rows:
+            # as _run_dict reads these columns
+            run = {k: (None if r[k] is None else r[k] if isinstance(r[k], str) else str(r[k]))
+                   for k in ("id", "survey_id", "experiment", "status", "started", "finished",
+                             "error", "host")}
+            run["pid"] = r["pid"] if isinstance(r["pid"], int) else None
+            run["labels"] = _labels_of(r["labels"])
+            runs.append(self._as_displayed(run))
+        return self._as_displayed(dict(_survey_dict(row), runs=runs))
+
     # ---- runs ----------------------------------------------------------
 
     def begin_run(self, experiment: str, params: dict, preset: str, machine: dict | None,
