@@ -446,7 +446,9 @@ def measure(url: str, exports: list[dict], reps: int, work: Path, n: int) -> dic
         "compare machines": memfx("compare", machines[0], machines[1], "--db", url),
     }
     results: dict[str, dict] = {}
-    pushes = local_surveys(exports, work, reps, f"p{n}")
+    # new run ids on every call: measuring a kept store again must push runs
+    # it does not hold yet (one it holds is "already there", and quick)
+    pushes = local_surveys(exports, work, reps, f"p{n}t{int(time.time()) % 10**6}")
     tries = {"push": [run_measured(memfx("push", "--db", path, "--to", url, sid), env)
                       for path, sid in pushes]}
     for name, argv in cases.items():

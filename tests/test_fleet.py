@@ -210,6 +210,102 @@ def test_postgres_machines_equal_the_shared_query(pg_url):
         assert st.newest_runs_per_machine() == StoredAnalyses.newest_runs_per_machine(st)
 
 
+class _Without:
+    """A store without the reads ``hidden`` (as a store that has none), that
+    refuses those ``refused`` (AssertionError when called) and counts the
+    calls of every other read of its own."""
+
+    def __init__(self, store, hidden=(), refused=()):
+        self._store, self._hidden, self._refused, self.calls = store, hidden, refused, {}
+
+    def __getattr__(self, name):
+        if name in self._hidden:
+            raise AttributeError(name)
+        found = getattr(self._store, name)
+        if name in self._refused:
+            def refuse(*args, **kwargs):
+                raise AssertionError(f"{name} was called")
+            return refuse
+        if not callable(found):
+            return found
+
+        def counted(*args, **kwargs):
+            self.calls.setdefault(name, []).append(args)
+            return found(*args, **kwargs)
+        return counted
+
+
+def test_the_machine_list_reads_only_each_fingerprints_cpu_as_the_whole_one_gives_it(
+        pg_url, monkeypatch):
+    from test_postgres import MACHINE
+    cpus = [dict(MACHINE["cpu"], model_name=f"CPU {i}", logical_cpus=2 + i) for i in range(5)]
+    fingerprints = [dict(MACHINE, cpu=cpu) for cpu in cpus] + [{"caches": MACHINE["caches"]}]
+    with open_store(pg_url) as st:
+        for i, fp in enumerate(fingerprints):
+            rid = st.begin_run("latency", {"max_size": 4096}, "quick", fp)
+            st.finish_run(rid, "complete")
+    # damage as an older memfx or a hand edit could leave it: text that is
+    # no JSON, JSON that is no object, a CPU member that fails its check
+    # (dropped), another member that fails (the CPU kept)
+    damaged = {1: "{not json", 2: "[1, 2]",
+               3: json.dumps(dict(MACHINE, cpu=dict(cpus[2], model_name="bell\u0007"))),
+               4: json.dumps(dict(MACHINE, cpu=cpus[3], caches="not a list"))}
+    import psycopg
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for row, text in damaged.items():
+            conn.execute("UPDATE machines SET fingerprint = %s WHERE id = %s", (text, row))
+    with open_store(pg_url) as st:
+        whole = st.machines()
+        assert [m["fingerprint"].get("cpu") for m in whole] == [
+            None, None, None, cpus[3], cpus[4], None]
+        for on_server in (True, False):         # PostgreSQL 16's IS JSON, or taken apart here
+            monkeypatch.setattr(st, "_takes_json_apart", lambda: on_server)
+            light = st.machine_summaries()
+            assert [dict(m, fingerprint=None) for m in light] == \
+                [dict(m, fingerprint=None) for m in whole]
+            assert [m["fingerprint"] for m in light] == [
+                {"cpu": m["fingerprint"]["cpu"]} if "cpu" in m["fingerprint"] else {} for m in whole]
+            assert st.machine_models() == [(m["machine_id"], m["fingerprint"]) for m in light]
+        # the list is what the whole fingerprints give, without reading them
+        listed = documents.machines_document(_Without(st, refused=["machines"]))
+        assert listed == documents.machines_document(_Without(st, hidden=["machine_summaries"]))
+        assert [m["cpu_model"] for m in listed["machines"]] == [
+            "unknown CPU", "unknown CPU", "unknown CPU", "CPU 3", "CPU 4", "unknown CPU"]
+        assert listed["machines"][3]["label"] == "CPU 3 (family 25 model 17), 5 CPUs"
+
+
+@pytest.mark.measuring
+def test_model_sides_on_postgresql_read_the_models_hosts_only_and_their_points_together(pg_url):
+    _fleet(pg_url)
+    doc = json.loads(EXPORT.read_text())        # a third host of Model A
+    doc["machine"] = dict(doc["machine"], cpu=dict(doc["machine"]["cpu"], model_name="Model A"),
+                          memory=dict(doc["machine"].get("memory") or {}, total_bytes=2 ** 34))
+    doc["run"] = dict(doc["run"], id=doc["run"]["id"] + "-3", host="host3")
+    with open_store(pg_url) as st:
+        st.import_run(doc)
+    with open_store(pg_url) as st:
+        reference = F.model_sides(_Without(st, hidden=["newest_runs_of", "machine_models",
+                                                       "machine_hosts"]), "Model A", "Model B")
+        ids = {m["machine_id"] for m in documents.machines_document(st)["machines"]
+               if m["cpu_model"] == "Model B"}
+        assert st.newest_runs_of(ids) == [r for r in st.newest_runs_per_machine()
+                                          if r["machine_id"] in ids]
+        assert st.newest_runs_of(()) == []
+        assert st.machine_hosts(ids | {"m-none"}) == {
+            m["machine_id"]: m["hosts"] for m in st.machines() if m["machine_id"] in ids}
+        assert [(mid, fp) for mid, fp in st.machine_models()] == [
+            (m["machine_id"], m["fingerprint"]) for m in st.machine_summaries()]
+        # neither every machine's runs nor whole fingerprints are read, nor
+        # the machine list (which groups every machine's runs)
+        counting = _Without(st, refused=["newest_runs_per_machine", "machines", "machine_summaries"])
+        sides = F.model_sides(counting, "Model A", "Model B")
+    assert sides == reference
+    assert sides[0][0] == "Model A (3 machines)"
+    # Model A's first host is read whole, its two others' points in one read
+    points = counting.calls["stored_points"]
+    assert len(points) == 1 and len(points[0][0]) == 2 * len(reference[0][2])
+
+
 # ---- push -----------------------------------------------------------------------------
 
 def test_push_looks_up_only_the_runs_it_pushes(tmp_path):

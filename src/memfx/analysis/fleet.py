@@ -123,6 +123,9 @@ def push(source: FleetStore, target: FleetStore, run_ids: Sequence[str],
 
 # Answers read per batch of machines: bounds the memory a fleet needs.
 MACHINES_PER_BATCH = 200
+# Hosts whose points summaries are read in one query when curves are
+# pooled: each host's are a few hundred points, so fewer than the answers.
+POINTS_MACHINES_PER_BATCH = 50
 # A host is an outlier of its CPU model when its value lies beyond Tukey's
 # far-out fences (3 interquartile ranges outside the quartiles) of the
 # model's hosts; with fewer hosts no spread is known well enough to judge.
@@ -133,9 +136,16 @@ _QUESTION_KEYS = ("question", "asks", "unit", "better", "seed")
 _ANSWER_KEYS = ("verdict", "value", "ci_low", "ci_high", "because")
 
 
-def _chosen_runs(store: RunStore) -> List[Doc]:
+def _chosen_runs(store: RunStore, machines: Optional[Set[str]] = None) -> List[Doc]:
     """Each machine's newest complete run of each experiment (else its
-    newest run of it), by machine then start."""
+    newest run of it), by machine then start; only those of ``machines``
+    (machine ids) when given, which a fleet store reads by its index
+    rather than choosing every machine's runs and dropping most."""
+    if machines is not None:
+        of = getattr(store, "newest_runs_of", None)
+        if of is not None:
+            return list(of(sorted(machines)))
+        return [r for r in _chosen_runs(store) if r["machine_id"] in machines]
     newest = getattr(store, "newest_runs_per_machine", None)
     if newest is not None:
         return list(newest())
@@ -337,6 +347,10 @@ def match_model(models: Iterable[str], model_key: str, where: object) -> str:
     return matching[0]
 
 
+def _typed(x: Any) -> Tuple[type, Any]:
+    return type(x), repr(x) if isinstance(x, float) else x
+
+
 class _PooledCurves:
     """documents.group_points, folded one host at a time: per experiment and
     point, the hosts' medians and the min..max of their CIs, so a model of
@@ -344,14 +358,35 @@ class _PooledCurves:
 
     def __init__(self) -> None:
         self.by_exp: Dict[Any, Doc] = {}
+        self._texts: Dict[Any, str] = {}
+
+    def _key(self, p: Doc) -> Tuple[Any, str]:
+        """group_points' key of a point: its metric and the JSON text of
+        [arm, params].  The hosts of a model share their points' arms and
+        parameters, so the text is made once per distinct pair, looked up
+        by a token equal only where the text is (each scalar with its type,
+        a float by its repr: 1, 1.0 and True, or 0.0 and -0.0, are equal
+        in Python but not in JSON); parameters that are not flat scalars
+        are written out every time."""
+        arm, params = p.get("arm"), p.get("params")
+        try:
+            token: Any = (_typed(arm), tuple((k, _typed(v)) for k, v in sorted(params.items()))
+                          if isinstance(params, dict) else _typed(params))
+            text = self._texts.get(token)
+        except TypeError:                       # a list (unhashable), keys of mixed types
+            token, text = None, None
+        if text is None:
+            text = json.dumps([arm, params], sort_keys=True, default=str)
+            if token is not None:
+                self._texts[token] = text
+        return p.get("metric"), text
 
     def add(self, docs: Iterable[Doc]) -> None:
         for d in docs:
             e = self.by_exp.setdefault(d.get("experiment"), {
                 "points": {}, "machine": d.get("machine"), "answers": d.get("answers") or []})
             for p in d.get("points") or []:
-                key = (p.get("metric"), json.dumps([p.get("arm"), p.get("params")],
-                                                   sort_keys=True, default=str))
+                key = self._key(p)
                 acc = e["points"].get(key)
                 if acc is None:
                     acc = e["points"][key] = {"first": {k: v for k, v in p.items() if k != "values"},
@@ -427,16 +462,27 @@ def model_sides(store: RunStore, *model_keys: str) -> List[Tuple[str, List[Doc],
     CI: a conservative stand-in), and one document per experiment whose
     points are the hosts' pooled (documents.group_points' rule).  Only the
     named models' machines are read."""
-    machines = machines_document(store)["machines"]
-    chosen = [match_model((m["cpu_model"] for m in machines), key, store.path) for key in model_keys]
-    of_model = {m["machine_id"]: m["cpu_model"] for m in machines if m["cpu_model"] in chosen}
-    hosts = {m["machine_id"]: ", ".join(m["hosts"]) or m["machine_id"] for m in machines}
+    # a fleet store names every machine's CPU model, and lists the hosts of
+    # the two models' machines only; others give the whole machine list
+    models_of, hosts_of = getattr(store, "machine_models", None), getattr(store, "machine_hosts", None)
+    if models_of is not None and hosts_of is not None:
+        model_of = {mid: cpu_model(fp) for mid, fp in models_of()}
+        host_lists: Dict[str, List[str]] = {}
+    else:
+        machines = machines_document(store)["machines"]
+        model_of = {m["machine_id"]: m["cpu_model"] for m in machines}
+        host_lists = {m["machine_id"]: m["hosts"] for m in machines}
+    chosen = [match_model(model_of.values(), key, store.path) for key in model_keys]
+    of_model = {mid: model for mid, model in model_of.items() if model in chosen}
+    if models_of is not None and hosts_of is not None:
+        host_lists = hosts_of(sorted(of_model))
+    hosts = {mid: ", ".join(host_lists.get(mid) or []) or mid for mid in of_model}
     found: Dict[str, Dict[str, List[Tuple[Doc, str, str]]]] = {model: {} for model in chosen}
     asked: Dict[str, Doc] = {}
     curves = {model: _PooledCurves() for model in chosen}
     n_machines = {model: 0 for model in chosen}
     runs_of: Dict[str, List[Doc]] = {}
-    chosen_runs = [r for r in _chosen_runs(store) if r["machine_id"] in of_model]
+    chosen_runs = [r for r in _chosen_runs(store, set(of_model)) if r["machine_id"] in of_model]
     for r in chosen_runs:
         runs_of.setdefault(r["machine_id"], []).append(r)
     for mid, srcs, by_question in machine_answers(store, set(of_model), chosen_runs):
@@ -445,12 +491,23 @@ def model_sides(store: RunStore, *model_keys: str) -> List[Tuple[str, List[Doc],
         for qid, a in by_question.items():
             asked.setdefault(qid, {k: a.get(k) for k in _QUESTION_KEYS})
             found[model].setdefault(qid, []).append(({k: a.get(k) for k in _ANSWER_KEYS}, mid, hosts[mid]))
-        # the host's curves: the model's first host's whole documents (its
-        # points and answers head the pooled ones, as group_points takes
-        # them), the others' points summaries only, read together, let go
-        mine = runs_of.get(mid, [])
-        curves[model].add(_run_points(store, mine) if curves[model].by_exp
-                          else _run_documents(store, mine))
+    # the hosts' curves, in the order of the answers: each model's first
+    # host's whole documents (its points and answers head the pooled ones,
+    # as group_points takes them), the others' points summaries only, read
+    # a batch of hosts in one query (a query per host, each its own
+    # transaction, doubled the reading) and let go after
+    order = list(runs_of)
+    firsts = {next(mid for mid in order if of_model[mid] == model)
+              for model in chosen if any(of_model[mid] == model for mid in order)}
+    for first in range(0, len(order), POINTS_MACHINES_PER_BATCH):
+        batch = order[first:first + POINTS_MACHINES_PER_BATCH]
+        rest = [r for mid in batch if mid not in firsts for r in runs_of[mid]]
+        points = dict(zip((r["id"] for r in rest), _run_points(store, rest)))
+        for mid in batch:
+            mine = runs_of[mid]
+            curves[of_model[mid]].add(_run_documents(store, mine) if mid in firsts
+                                      else [points[r["id"]] for r in mine])
+        del points
     out = []
     for model in chosen:
         answers = []

@@ -464,51 +464,145 @@ class PostgresStore(Store):
     # a fleet has thousands of machines, so here each is one query over all
     # of them, grouped by the server.
 
+    # What each machine of the list is, from its runs: how many, the newest
+    # start, its hosts and its latest survey.  The runs are grouped once by
+    # (machine, survey, host), a few rows a machine, and the counts, hosts
+    # and latest survey come from those groups: no sort of every run (at a
+    # fleet's size such a sort spills to disk).
+    _MACHINE_LIST = (
+        "WITH g AS (SELECT machine_row, survey_id, host, count(*) AS n, max(started) AS last"
+        "   FROM runs WHERE machine_row IS NOT NULL GROUP BY machine_row, survey_id, host),"
+        " per AS (SELECT machine_row, sum(n)::bigint AS n_runs, max(last) AS last_run,"
+        "   array_remove(array_agg(DISTINCT host), NULL) AS hosts FROM g GROUP BY machine_row),"
+        " latest AS (SELECT DISTINCT ON (g.machine_row) g.machine_row, s.id AS survey_id"
+        "   FROM g JOIN surveys s ON s.id = g.survey_id"
+        "   ORDER BY g.machine_row, s.started DESC, s.rowid DESC)"
+        " SELECT m.id, m.machine_id, {fingerprint}, per.n_runs, per.last_run, per.hosts,"
+        "   latest.survey_id"
+        " FROM machines m JOIN per ON per.machine_row = m.id"
+        " LEFT JOIN latest ON latest.machine_row = m.id"
+        " ORDER BY m.id")
+
     def machines(self):
         """As Store.machines (the same dicts, the same order)."""
+        return [dict(m, fingerprint=readable(MACHINE, _loads(text, {})) or {})
+                for m, text in self._machine_rows("m.fingerprint")]
+
+    def machine_summaries(self):
+        """As machines(), each fingerprint holding only its ``cpu`` member
+        (kept or dropped as readable() keeps it): what the fleet views name
+        a machine by.  The server takes the member out of each stored
+        fingerprint, so the whole fingerprints (a fleet's are megabytes)
+        are neither sent nor checked; a server before PostgreSQL 16 (no IS
+        JSON to guard the cast) sends them whole and the member is taken
+        out here."""
+        if self._fallback is not None:       # the connection dropped: the local store's
+            return self._fallback.machines()
+        return [dict(m, fingerprint=self._cpu_only(text))
+                for m, text in self._machine_rows(self._cpu_column())]
+
+    def machine_models(self):
+        """(machine id, its fingerprint holding only its ``cpu`` member, as
+        machine_summaries gives it) of every machine with runs, by machine
+        row: what choosing machines by CPU model reads, without grouping
+        any machine's runs (an indexed look for one run of each)."""
+        if self._fallback is not None:
+            return [(m["machine_id"], m["fingerprint"]) for m in self._fallback.machines()]
         with self._read() as conn:
             rows = conn.execute(
-                "WITH per AS (SELECT machine_row, count(*) AS n_runs, max(started) AS last_run,"
-                "   array_remove(array_agg(DISTINCT host), NULL) AS hosts"
-                "   FROM runs WHERE machine_row IS NOT NULL GROUP BY machine_row),"
-                " latest AS (SELECT DISTINCT ON (r.machine_row) r.machine_row, s.id AS survey_id"
-                "   FROM runs r JOIN surveys s ON s.id = r.survey_id"
-                "   ORDER BY r.machine_row, s.started DESC, s.rowid DESC)"
-                " SELECT m.id, m.machine_id, m.fingerprint, per.n_runs, per.last_run, per.hosts,"
-                "   latest.survey_id"
-                " FROM machines m JOIN per ON per.machine_row = m.id"
-                " LEFT JOIN latest ON latest.machine_row = m.id"
+                f"SELECT m.machine_id, {self._cpu_column()} FROM machines m"
+                " WHERE EXISTS (SELECT 1 FROM runs r WHERE r.machine_row = m.id)"
                 " ORDER BY m.id").fetchall()
+        return [(row[0], self._cpu_only(row[1])) for row in rows]
+
+    def machine_hosts(self, machine_ids) -> dict:
+        """{machine id: the hosts of its runs, sorted, as machines() lists
+        them} of the machines of ``machine_ids`` that have runs."""
+        ids = sorted(set(machine_ids))
+        if self._fallback is not None:
+            return {m["machine_id"]: m["hosts"] for m in self._fallback.machines()
+                    if m["machine_id"] in ids}
+        out: dict = {}
+        if not ids:
+            return out
+        with self._read() as conn:
+            for mid, host in conn.execute(
+                    "SELECT DISTINCT m.machine_id, r.host FROM machines m"
+                    " JOIN runs r ON r.machine_row = m.id WHERE m.machine_id = ANY(?)", (ids,)):
+                hosts = out.setdefault(mid, [])
+                if host is not None:
+                    hosts.append(str(host))
+        return {mid: sorted(hosts) for mid, hosts in out.items()}
+
+    def _cpu_column(self) -> str:
+        """The SQL of the column _cpu_only reads: the ``cpu`` member's JSON
+        text taken out by the server where it can (IS JSON, PostgreSQL 16,
+        guards the cast: damaged text reads as no member, as _loads reads
+        it), else the whole fingerprint."""
+        if self._takes_json_apart():
+            return "CASE WHEN m.fingerprint IS JSON OBJECT THEN (m.fingerprint::json -> 'cpu')::text END"
+        return "m.fingerprint"
+
+    def _cpu_only(self, text) -> dict:
+        """{"cpu": ...} as readable(MACHINE, fingerprint) keeps the member,
+        else {}, from _cpu_column's text."""
+        if text is None:
+            return {}
+        if self._takes_json_apart():
+            fingerprint = {"cpu": _loads(text)}
+        else:
+            fingerprint = {k: v for k, v in _loads(text, {}).items() if k == "cpu"}
+        return readable(MACHINE, fingerprint) or {} if fingerprint else {}
+
+    def _takes_json_apart(self) -> bool:
+        """Whether the server can take a member out of stored JSON text
+        that may be damaged: IS JSON (PostgreSQL 16) guards the cast."""
+        return self._conn is not None and self._conn.raw.info.server_version >= 160000
+
+    def _machine_rows(self, fingerprint_column: str):
+        """(machine dict without its fingerprint, the column's value) of
+        every machine with runs, by machine row."""
+        with self._read() as conn:
+            rows = conn.execute(self._MACHINE_LIST.format(fingerprint=fingerprint_column)).fetchall()
             wanted = sorted({row[6] for row in rows if row[6] is not None})
             surveys = {row["id"]: _survey_dict(row) for row in conn.execute(
                 "SELECT * FROM surveys WHERE id = ANY(?)", (wanted,))} if wanted else {}
         out = []
         for row in rows:
             survey = surveys.get(row[6])
-            out.append({"machine_id": row[1],
-                        "fingerprint": readable(MACHINE, _loads(row[2], {})) or {},
-                        "row_ids": [row[0]], "n_runs": row[3],
-                        "hosts": sorted(str(h) for h in row[5] or []),
-                        "last_run": row[4],
-                        "last_survey": self._as_displayed(survey) if survey else None})
+            out.append(({"machine_id": row[1], "row_ids": [row[0]], "n_runs": row[3],
+                         "hosts": sorted(str(h) for h in row[5] or []),
+                         "last_run": row[4],
+                         "last_survey": self._as_displayed(survey) if survey else None}, row[2]))
         return out
 
     def newest_runs_per_machine(self):
         """As StoredAnalyses.newest_runs_per_machine, chosen by the server."""
+        return self._newest_runs("", ())
+
+    def newest_runs_of(self, machine_ids):
+        """newest_runs_per_machine() of the machines of ``machine_ids`` only
+        (stable machine ids): a comparison of two CPU models reads their
+        hosts' runs through the runs_by_machine index, not the fleet's."""
+        ids = sorted(set(machine_ids))
+        if self._fallback is not None:
+            return [r for r in self._fallback.newest_runs_per_machine() if r["machine_id"] in ids]
+        return self._newest_runs(" WHERE m.machine_id = ANY(?)", (ids,)) if ids else []
+
+    def _newest_runs(self, where: str, params: tuple):
         with self._read() as conn:
             rows = conn.execute(
                 "SELECT * FROM (SELECT DISTINCT ON (r.machine_row, r.experiment)"
                 " r.id, r.survey_id, r.experiment, r.status, r.started, r.finished,"
                 " r.labels, r.host, r.pid, m.machine_id, r.machine_row, r.rowid"
-                " FROM runs r JOIN machines m ON m.id = r.machine_row"
+                f" FROM runs r JOIN machines m ON m.id = r.machine_row{where}"
                 " ORDER BY r.machine_row, r.experiment,"
                 " CASE WHEN r.status = 'complete' THEN 0 ELSE 1 END, r.started DESC, r.rowid DESC) t"
-                " ORDER BY machine_row, started, id").fetchall()
+                " ORDER BY machine_row, started, id", params).fetchall()
         return [self._as_displayed({
             "id": row[0], "survey_id": row[1], "experiment": row[2], "status": row[3],
             "started": row[4], "finished": row[5], "labels": _labels_of(row[6]), "host": row[7],
             "pid": row[8], "machine_id": row[9], "machine_row": row[10]}) for row in rows]
-
 
 def _read_from_fallback(name):
     # this class's own version where it has one (machines, newest_runs_per_machine),
