@@ -224,3 +224,24 @@ def test_ranges_that_differ_only_where_a_tie_fell_the_other_way_are_unchanged():
     for x in (c, d):
         del x["details"][0]["ties"]
     assert cmp.compare([c], [d])["rows"][0]["verdict"] == cmp.CHANGED
+
+
+def test_a_value_one_of_the_other_sides_replicas_had_is_a_host_state_it_saw():
+    """Three replicas of a point at a cache's edge read 118, 123 and 226 ns,
+    the next survey's 106, 208 and 222: the medians moved 1.7x, but each
+    side saw the other's level in one of its replicas.  Replicas that never
+    met stay a regression."""
+    a = _replicated("latency.l2", [118.0, 123.0, 226.0])
+    b = _replicated("latency.l2", [106.0, 208.0, 222.0])
+    a["value"], b["value"] = 123.0, 208.0          # the medians
+    for side in (a, b):
+        side["ci_low"], side["ci_high"] = side["value"] * 0.97, side["value"] * 1.03
+    row = cmp.compare([a], [b])["rows"][0]
+    assert row["verdict"] == cmp.HOST_STATE
+    assert "a level A saw" in row["reason"] and "118" in row["reason"]
+    assert cmp.replica_range(a) == (118.0, 226.0)
+    apart = _replicated("latency.l2", [100.0, 102.0, 104.0])
+    later = _replicated("latency.l2", [150.0, 152.0, 155.0])
+    assert cmp.compare([apart], [later])["rows"][0]["verdict"] == cmp.REGRESSED
+    # one replica is no range
+    assert cmp.replica_range(_replicated("latency.l2", [100.0])) is None

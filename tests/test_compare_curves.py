@@ -461,3 +461,30 @@ def test_a_history_survey_reads_the_stored_parts_as_the_whole_documents_say(tmp_
         assert medians == whole_medians
         assert [(a["question"], a.get("value"), a["run_id"]) for a in answers] == \
             [(a["question"], a.get("value"), a["run_id"]) for a in whole_answers]
+
+
+def test_a_point_measured_in_one_replica_is_never_clear():
+    """Sizes a run measured in one replica only (refinement adds them so)
+    carry a CI from that one process's samples, which share its host state:
+    a 2.4x move of four such neighbours with CIs of +-5 % is not a change;
+    the same move measured in three replicas on each side is."""
+    sizes = (16384, 20480, 24576, 28672)
+
+    def doc(libc_reps):
+        pts = [_point(arm, "throughput", s, [100.0 * (1 + 0.1 * i)] * 2 + [101.0 * (1 + 0.1 * i)])
+               for i, arm in enumerate(ARMS[1:]) for s in sizes]
+        for s in sizes:
+            p = _point("libc", "throughput", s, libc_reps if len(libc_reps) > 1
+                       else libc_reps * 2)
+            if len(libc_reps) == 1:          # one replica: the CI of its samples
+                p["replicas"] = list(libc_reps)
+                p["ci_low"], p["ci_high"] = p["median"] * 0.95, p["median"] * 1.05
+            pts.append(p)
+        return {"experiment": "copy", "run_id": "r", "points": pts, "answers": [],
+                "machine": {}}
+
+    once = cc.compare_curves([doc([100.0])], [doc([240.0])], 0.05)
+    assert not once["regressed_curves"]
+    assert all(r["verdict"] == cmp.INCONCLUSIVE for r in once["curves"] if r["arm"] == "libc")
+    thrice = cc.compare_curves([doc([98.0, 100.0, 102.0])], [doc([236.0, 240.0, 244.0])], 0.05)
+    assert any("libc" in label for label in thrice["regressed_curves"])

@@ -73,6 +73,7 @@ from .compare import (
     band_of,
     compare,
     history_spread,
+    known_states,
     ranges_reversal,
     ratio_ci,
 )
@@ -200,6 +201,18 @@ def compare_points(a_pts: Mapping[str, Mapping[str, Any]], b_pts: Mapping[str, M
                      "clear": bool(clear), "far": False,
                      "noisy": bool(a.get("noisy") or b.get("noisy"))})
     _against_other_arms(rows)
+    # Never clear of the band: a point a side measured in one replica (its
+    # CI comes from one process's samples, which share that process's host
+    # state), and a point whose other side's median is a level one of its
+    # replicas had (compare.known_states: a move between host states both
+    # saw).
+    for row in rows:
+        if row["move"]:
+            a, b = _as_value(a_pts[row["key"]]), _as_value(b_pts[row["key"]])
+            why = ("measured in one replica on a side: its CI is one process's"
+                   if min(len(a["replicas"]), len(b["replicas"])) < 2 else known_states(a, b))
+            if why:
+                row["clear"], row["seen"] = False, why
     # one point far beyond the band: at the Bonferroni level over every
     # point compared, so that the family of them all cannot explain it
     family = sum(1 for r in rows if r["ratio_ci_low"] is not None)
