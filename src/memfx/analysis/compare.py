@@ -180,8 +180,8 @@ def band_of(limit: float, unit: str, host_shared: bool, spread: Optional[float] 
             band, source = widened, f"history ({n_history} earlier surveys)"
         # In a guest a history never narrows an absolute figure's band below
         # the guest clock's drift: a few surveys minutes apart can all fall in
-        # one stretch of the host's clock (an A/A whose latency.l1d read 1.31-
-        # 1.35 ns in its 3-survey history, then 1.32-1.42: "regressed").
+        # one stretch of the host's clock (docs/machine-notes.md, "Drift in a
+        # guest").
         clock = guest_drift_cv(unit, False) if guest else 0.0
         if clock and history_band(clock) > band:
             band = history_band(clock)
@@ -278,9 +278,9 @@ def known_states(a: Mapping[str, Any], b: Mapping[str, Any],
             return (f"{name}'s replicas saw two host states ({vals}); the other side's value "
                     f"lies in one of them")
     # A level one of a side's own replicas had is a state that side saw,
-    # however its replicas split: three replicas of a point at a private
-    # cache's edge read 118, 123 and 226 ns, the next survey's 106, 208 and
-    # 222, and their medians moved 1.7x with nothing changed.
+    # however its replicas split: where each side's replicas fall in two
+    # levels, their medians move with the count in each, nothing changed
+    # (docs/stability.md: a point at a private cache's edge, 1.7x).
     for side, other, name in ((a, vb, "A"), (b, va, "B")):
         levels = replica_range(side)
         if levels and levels[0] <= other <= levels[1]:

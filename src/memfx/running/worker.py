@@ -33,8 +33,8 @@ def group_cells(points):
 # sample by sample left the working set of one arm cold at every switch: a
 # 1 GiB random chase after the sequential arm (which sweeps the whole L3)
 # needs ~100 ms of loads before its page-table lines are back in the caches
-# (measured here: 430 -> 290 ns per load over ~100 ms of 1 ms blocks), so
-# 1 ms samples taken right after a switch reported ~1.5x the steady latency.
+# (docs/machine-notes.md, "The first visit of a stream"), so 1 ms samples
+# taken right after a switch reported ~1.5x the steady latency.
 # Now every visit of an arm (the first, and every one after another arm or
 # point ran) starts with a re-warm, and the samples of one visit run back to
 # back, so each sample is taken in the state the previous one left.

@@ -114,8 +114,8 @@ NONZERO_ARMS = ("one", "ones", "random")
 # different thing: libc memset and rep stosb pick their strategy from the
 # length of ONE call (glibc's non_temporal_threshold; the CPU's fast-string
 # microcode for long rep stosb), so 1 MiB calls never reached the streaming
-# path a single large call takes -- memfx reported 35.2 / 31.9 GB/s for
-# memset at 64 MiB / 1 GiB where tinymembench measured 43.8 / 41.2.
+# path a single large call takes (and read well below tinymembench's
+# memset: docs/machine-notes.md, "Fill").
 DEFAULT_CHUNK = 0        # the `chunk` parameter: 0 = one call per fill
 # Warm-up of small regions: enough fills to write this many bytes.
 WARM_BYTES = 8 << 20

@@ -303,9 +303,9 @@ class Latency(LatencyAnswers, Experiment):
         thp = point.params["pages"] == "thp"
         # One mapping per arm and page size for the whole replica
         # (lab.pooled_buffer), the largest cell first (plan): a fresh mapping
-        # per cell faulted ~5x the largest set per arm, and on a 480 MiB-LLC
-        # guest fresh huge pages fault at ~5 s per GiB (the host backs them
-        # on first touch; 4 KiB pages ~1.1 s per GiB): most of a full
+        # per cell faulted ~5x the largest set per arm, and in a guest fresh
+        # pages fault slowly (the host backs them on first touch:
+        # docs/machine-notes.md, "Latency's sizes"): most of a full
         # replica's time.  The chain is relinked over the mapping every cell;
         # each replica is its own process, so replicas still get fresh pages.
         lab.drop_pooled(("latency", point.arm), not thp)

@@ -200,9 +200,9 @@ def describe_knee(level, nxt, pts, huge, caches, pages):
     Both curves are compared plateau to plateau: the 4 KiB plateaus'
     latencies against the median of the huge-page points on the same two
     size ranges.  Compared at the two sizes that bracket the knee alone, one
-    noisy point decided it: on a guest whose effective L3 (10-13 MiB) ends
-    an octave past the STLB's reach (8 MiB), the L3's end read as a TLB
-    knee in one replica of three (issue 22's A/As)."""
+    noisy point decided it: on a guest whose effective L3 ends an octave
+    past the STLB's reach, the L3's end read as a TLB knee in one replica of
+    three (docs/machine-notes.md, "Latency's sizes")."""
     low, high = level.knee_low, level.knee_high
     before, after = level.latency_ns, nxt.latency_ns
     huge_step = huge_verdict = None
