@@ -103,6 +103,9 @@ def test_the_analysis_key_reads_numpys_version_without_importing_it():
     assert answer_cache._numpy_version() == numpy.__version__
 
 
+# another process (a fresh interpreter, to see its imports): marked with
+# the tests that start processes (tests/test_markers.py)
+@pytest.mark.measuring
 def test_showing_a_stored_surveys_json_imports_no_numpy(survey_db):
     code = ("import sys, io, contextlib\n"
             "from memfx.cli.main import main\n"
