@@ -296,9 +296,9 @@ def scaling_kernel(kind, width):
 def pooled_set(lab, key, size, thp):
     """A working set of `size` bytes from the run's mapping under `key`
     (lab.pooled_buffer: mapped and faulted once per replica).  Faulting a
-    fresh mapping per cell was most of the sweep's time on a 480 MiB-LLC
-    guest: 1 GiB working sets, and a guest's first touch of a page also
-    faults on the host (1.0-1.3 s per fresh GiB there, 0.35 s re-used).
+    fresh mapping per cell was most of the sweep's time where the working
+    sets reach a GiB: a guest's first touch of a page also faults on the
+    host (docs/machine-notes.md, "Bandwidth's DRAM cells").
     The mapping has POOL_SLACK bytes to spare, so that a copy's skewed
     halves (copy_halves) of the same size fit in it."""
     return lab.pooled_buffer(key, size, capacity=size + POOL_SLACK, hugepages=thp)
@@ -309,9 +309,10 @@ POOL_SLACK = 64 << 10
 
 # The destination starts this many bytes past a page boundary, the source on
 # one: src[i] and dst[i] never share their low 12 address bits, so no load
-# waits on an older store to the same 4 KiB offset (4K aliasing, seed 003).
-# With both page-aligned a 64 MiB copy ran ~6 % slower here (21.2 vs 22.6
-# GB/s, interleaved) and memfx read 0.87-0.98x likwid-bench's copy_avx512.
+# waits on an older store to the same 4 KiB offset (4K aliasing, seed 003):
+# with both page-aligned a 64 MiB copy ran several per cent slower than
+# likwid-bench's copy_avx512 (docs/machine-notes.md, "Bandwidth's DRAM
+# cells").
 COPY_DST_SKEW = 2048 + 64
 
 
