@@ -23,7 +23,6 @@ memfx / probe and whether it lies within 10 %."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -32,9 +31,9 @@ import subprocess
 import sys
 import tempfile
 
-# the drivers share objdump_tools.py beside them, also when loaded by path
+# the drivers share probe_tools.py beside them, also when loaded by path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from objdump_tools import build, disassembly
+from probe_tools import build, disassembly, memfx_document
 
 # probe store -> (memfx kernel, memfx core function, bytes per store)
 STORES = {"movntdq": ("nt_sse", "fill_nt_sse", 16), "movnti": ("nt_movnti", "fill_nt_movnti", 8)}
@@ -77,17 +76,13 @@ def run_probe(exe, cpu, reps, size, ms):
 
 
 def run_memfx(cpu, size, db):
-    cmd = [sys.executable, "-m", "memfx", "run", "fill", "--quick", "--json", "-q",
+    doc = memfx_document(["fill", "--quick", "--json", "-q",
            "--set", "kernels=" + ",".join(k for k, _, _ in STORES.values()),
            "--set", "values=zero,one", "--set", "sweep=grid",
            "--set", f"min_size={size}", "--set", f"max_size={size}",
-           "--set", f"cpu={cpu}", "--db", db]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        print(f"memfx run failed (exit {done.returncode}): {tail}", file=sys.stderr)
+           "--set", f"cpu={cpu}", "--db", db])
+    if doc is None:
         return {}
-    doc = json.loads(done.stdout)
     answer = next(a for a in doc["answers"] if a["question"] == "fill.zero_store_elimination")
     got = {}
     for d in answer.get("details") or []:

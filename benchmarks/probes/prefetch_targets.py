@@ -13,7 +13,6 @@ loops without the prefetch are not the same loop)."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -22,9 +21,9 @@ import subprocess
 import sys
 import tempfile
 
-# the drivers share objdump_tools.py beside them, also when loaded by path
+# the drivers share probe_tools.py beside them, also when loaded by path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from objdump_tools import build, disassembly
+from probe_tools import build, disassembly, memfx_document
 
 TARGETS = ("l1", "null", "unmapped", "prot_none", "kernel", "kernel_hole", "noncanonical")
 
@@ -60,17 +59,12 @@ def run_probe(exe, cpu, reps):
 
 
 def run_memfx(cpu, db):
-    cmd = [sys.executable, "-m", "memfx", "run", "prefetch", "--quick", "--json", "-q",
+    doc = memfx_document(["prefetch", "--quick", "--json", "-q",
            "--set", "parts=cost", "--set", "targets=" + ",".join(TARGETS),
            "--set", "kinds=t0", "--set", "modes=throughput", "--set", f"cpu={cpu}",
-           "--db", db]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        # the probe's columns still print; memfx's read "-"
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        print(f"memfx run failed (exit {done.returncode}): {tail}", file=sys.stderr)
+           "--db", db])
+    if doc is None:
         return {}
-    doc = json.loads(done.stdout)
     answer = next(a for a in doc["answers"] if a["question"] == "prefetch.null_cost")
     got = {}
     for d in answer.get("details") or []:

@@ -30,7 +30,6 @@ a cache step that is not the TLB's."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -39,9 +38,9 @@ import subprocess
 import sys
 import tempfile
 
-# the drivers share objdump_tools.py beside them, also when loaded by path
+# the drivers share probe_tools.py beside them, also when loaded by path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from objdump_tools import build, disassembly, loops
+from probe_tools import build, disassembly, loops, memfx_document
 
 EDGE = 6                 # points that make a plateau's level, at each end of a window
 CACHE_MARGIN = 1.25      # the L2 window starts past this x the L1d's capacity in lines
@@ -128,15 +127,10 @@ def find_step(curve, above=0):
 
 
 def run_memfx(cpu, db):
-    cmd = [sys.executable, "-m", "memfx", "run", "tlb", "--quick", "--json", "-q",
-           "--set", "pages=4k", "--set", f"cpu={cpu}", "--db", db]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        # the probe's columns still print; memfx's read "-"
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        print(f"memfx run failed (exit {done.returncode}): {tail}", file=sys.stderr)
+    doc = memfx_document(["tlb", "--quick", "--json", "-q",
+           "--set", "pages=4k", "--set", f"cpu={cpu}", "--db", db])
+    if doc is None:
         return {}
-    doc = json.loads(done.stdout)
     got = {}
     for a in doc["answers"]:
         if a["question"] in ("tlb.l1_entries", "tlb.l2_entries") and a.get("value") is not None:

@@ -1,11 +1,14 @@
-"""What the probe drivers share: building a probe and reading a function's
-instructions and loops back from objdump, to check that the timed loop is
-the loop the probe is about before anything is timed."""
+"""What the probe drivers share: building a probe, reading a function's
+instructions and loops back from objdump (to check that the timed loop is
+the loop the probe is about before anything is timed), and running memfx's
+side of a comparison."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -43,3 +46,16 @@ def loops(insns):
             start = int(m.group(1), 16)
             out.append([t for a, t in insns[: i + 1] if a >= start])
     return out
+
+
+def memfx_document(args):
+    """The --json document of `python -m memfx run ARGS`, or None when the
+    run fails (its last stderr line is printed; the probe's columns still
+    print and memfx's read "-")."""
+    done = subprocess.run([sys.executable, "-m", "memfx", "run", *args],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        print(f"memfx run failed (exit {done.returncode}): {tail}", file=sys.stderr)
+        return None
+    return json.loads(done.stdout)
