@@ -161,3 +161,21 @@ def test_declared_plots_draw_the_stride_curves_and_the_matrix_bars(tmp_path):
     matrix = next(ax for t, ax in axes.items() if "leading dimension" in t)
     assert len(matrix.patches) == 2
     matplotlib.pyplot.close(fig)
+
+
+def test_a_fall_past_the_way_size_plateau_is_not_the_l1_ways():
+    """12 lines at 4-64 KiB strides and 6 at 128-256 KiB (lines an L2 way
+    size apart, which huge pages put in one L2 set): the L1d has 12 ways,
+    the fall at 128 KiB is said, not taken; with no plateau the smallest
+    capacity stands."""
+    def curve(cap):
+        lines = [1, 2, 4, 6, 7, 8, 9, 10, 12, 16, 24, 32, 48, 64]
+        return lines, [1.7 if m <= cap else 5.5 for m in lines]
+    curves = {2048: curve(24), 4096: curve(12), 8192: curve(12), 131072: curve(6),
+              262144: curve(6)}
+    ways, way_size, sets, caps = ways_and_sets(curves, 3.0)
+    assert (ways, way_size, sets) == (12, 4096, 64)
+    # quick's strides without a second stride at the plateau: the minimum
+    ways, way_size, _, _ = ways_and_sets({2048: curve(24), 4096: curve(12),
+                                          131072: curve(6)}, 3.0)
+    assert (ways, way_size) == (6, 131072)

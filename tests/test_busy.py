@@ -174,7 +174,43 @@ def test_a_measured_cell_records_how_busy_the_machine_was():
         x += i
     b = cpu_snapshot()
     c = busy_between(a, b)
-    assert c["busy_wall_s"] > 0 and c["busy_all_s"] >= 0 and c["busy_others_s"] >= 0
+    assert c["busy_wall_s"] > 0 and c["busy_all_s"] >= 0
+
+
+def test_short_cells_of_a_quiet_machine_do_not_add_up_to_busy():
+    """/proc/stat counts whole 10 ms ticks: a 4 ms cell sees one (others
+    +6 ms) or none (others -4 ms).  Summed as they are, a quiet machine
+    reads quiet; clamped cell by cell it read 0.8 CPU of other work."""
+    from memfx.lab import busy as _busy
+    snaps = []
+    own = nonidle = 0.0
+    for i in range(300):
+        snaps.append((i * 0.004, own, nonidle, 0.0, i * 0.008, 0.1))
+        own += 0.004
+        nonidle += 0.010 if i % 5 in (0, 3) else 0.0      # 2 ticks in 5 cells of 4 ms
+        snaps.append((i * 0.004 + 0.004, own, nonidle, 0.0, i * 0.008 + 0.008, 0.1))
+    cells = [{"counters": _busy.busy_between(snaps[2 * i], snaps[2 * i + 1]), "rejected": False}
+             for i in range(300)]
+    assert min(c["counters"]["busy_others_s"] for c in cells) < 0
+    b = busy_summary(cells)
+    assert b["others_cpus"] == pytest.approx(0.0, abs=1e-6) and not b["busy"]
+
+
+@pytest.mark.measuring
+def test_memfx_processes_above_a_worker_count_as_memfx_not_other_work():
+    """The runner that decodes and stores a worker's samples is memfx's own
+    work: a child of a process whose command line names memfx lists it."""
+    import os
+    import subprocess
+    import sys
+    child = ("import os; from memfx.lab.busy import _memfx_ancestors; "
+             "print(os.getppid(), _memfx_ancestors())")
+    parent = ("import subprocess, sys; "
+              f"subprocess.run([sys.executable, '-c', {child!r}], check=True)  # memfx")
+    out = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True,
+                         check=True, env=dict(os.environ)).stdout.split(maxsplit=1)
+    ppid, ancestors = int(out[0]), eval(out[1])
+    assert ancestors[:1] == [ppid]
 
 
 def _answer(q, value, lo, hi, **kw):
@@ -217,6 +253,62 @@ def test_compare_marks_a_side_that_ran_busy():
     assert "survey s-b ran on a busy machine" in summary(doc)
     lines = compare_lines(doc, 120)
     assert any("latency.memory" in x and "(B busy)" in x for x in lines)
+
+
+def test_the_core_speed_explains_an_absolute_move_no_larger_than_its_own():
+    """A page fault 1.57x slower while the core read L1d at 0.61x its speed
+    (two surveys of an A/A minutes apart, docs/stability.md) moved with the
+    host; the same move with the core unchanged, or a move well past the
+    core's, or the other way, is the machine's."""
+    from memfx.analysis.compare import HOST_STATE, IMPROVED, REGRESSED, compare, summary
+    a = _answer("fill_alloc.ns_per_page", 1239.0, 1180.0, 1300.0, unit="ns", core_gbps=350.0)
+    b = _answer("fill_alloc.ns_per_page", 1948.0, 1850.0, 2050.0, unit="ns", core_gbps=213.0)
+    doc = compare([a], [b])
+    row = doc["rows"][0]
+    assert row["verdict"] == HOST_STATE and "0.61x" in row["reason"], row
+    assert "the core read L1d at 0.61x A's speed in B (350 -> 213 GB/s)" in summary(doc)
+    assert compare([a], [dict(b, core_gbps=345.0)])["rows"][0]["verdict"] == REGRESSED
+    assert compare([dict(a, core_gbps=None)], [b])["rows"][0]["verdict"] == REGRESSED
+    far = dict(b, value=3100.0, ci_low=3000.0, ci_high=3200.0)
+    assert compare([a], [far])["rows"][0]["verdict"] == REGRESSED
+    # faster while the core was slower: not the host's doing
+    quicker = dict(b, value=700.0, ci_low=680.0, ci_high=720.0)
+    assert compare([a], [quicker])["rows"][0]["verdict"] == IMPROVED
+    # a rate moves the core's way, a time the other way
+    ra = _answer("bandwidth.write_l1d", 160.0, 155.0, 165.0, unit="GB/s", better="higher",
+                 core_gbps=350.0)
+    rb = dict(ra, value=98.7, ci_low=95.0, ci_high=102.0, core_gbps=213.0)
+    assert compare([ra], [rb])["rows"][0]["verdict"] == HOST_STATE
+    # ratios of two arms cancel the core's speed: never excused by it
+    xa = _answer("fill_alloc.calloc_vs_memset_fresh", 1.0, 0.97, 1.03, core_gbps=350.0)
+    xb = dict(xa, value=1.6, ci_low=1.55, ci_high=1.65, core_gbps=213.0)
+    assert compare([xa], [xb])["rows"][0]["verdict"] == REGRESSED
+
+
+def test_busy_summary_keeps_the_core_speed_per_run_and_replica():
+    cells = [dict(_cell(1.0, 0.05), replica=0), dict(_cell(1.0, 0.05), replica=0),
+             dict(_cell(1.0, 0.05), replica=1)]
+    for c, v in zip(cells, (300.0, 310.0, 200.0)):
+        c["counters"]["core_read_gbps"] = v
+    b = busy_summary(cells)
+    assert b["core_read_gbps"] == 300.0 and b["core_read_gbps_replicas"] == [305.0, 200.0]
+    assert "core_read_gbps" not in busy_summary([_cell(1.0, 0.05)])    # older runs
+
+
+@pytest.mark.measuring
+def test_the_lab_times_the_core_speed_as_an_l1d_read():
+    from memfx.lab.lab import Lab
+    from memfx.lab.sampling import CORE_REFERENCE_KERNELS
+    lab = Lab(cpu=-1)
+    try:
+        speeds = [lab.core_speed() for _ in range(3)]
+        row = lab._core_reference[0]
+    finally:
+        lab.close()
+    # every x86-64 core loads at least 8 bytes a cycle from L1d, at 1 GHz
+    # or more; no core loads 1,000 GB/s
+    assert all(8.0 < v < 1000.0 for v in speeds), speeds
+    assert row.name in CORE_REFERENCE_KERNELS and row.supported
 
 
 def _preempted_sample(monkeypatch, size, llc_bytes, window_ns, waited_ns):
@@ -292,3 +384,6 @@ def test_a_cell_whose_samples_are_all_preempted_ends_its_retakes_on_the_time_bud
     lab = ColdStartLab({"slow": 1.0, "fast": 1.0}, amplitude=0.0)
     recs = _worker.measure_cell(exp, exp.plan({}, {}), {"samples": 5}, lab, random.Random(1))
     assert "retakes_cut" not in recs[0]["counters"]
+    # the core's speed after the cell, once per cell (results.busy_summary)
+    assert recs[0]["counters"]["core_read_gbps"] == 300.0
+    assert not any("core_read_gbps" in r["counters"] for r in recs[1:])

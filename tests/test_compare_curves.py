@@ -488,3 +488,23 @@ def test_a_point_measured_in_one_replica_is_never_clear():
     assert all(r["verdict"] == cmp.INCONCLUSIVE for r in once["curves"] if r["arm"] == "libc")
     thrice = cc.compare_curves([doc([98.0, 100.0, 102.0])], [doc([236.0, 240.0, 244.0])], 0.05)
     assert any("libc" in label for label in thrice["regressed_curves"])
+
+
+def test_a_curve_that_moved_with_the_core_speed_is_never_clear_of_the_band():
+    """libc alone 1.5x slower over six sizes while B's run read the core's
+    L1d at 0.6x A's speed (busy summary's core_read_gbps): the move is no
+    larger than the core's, so it is the host's, and no range regresses;
+    the same with the core unchanged regresses."""
+    rng = np.random.default_rng(5)
+    quiet = lambda *_: 0.01             # noqa: E731
+    a = _doc(rng, quiet)
+    b = _doc(rng, quiet, _faster_at(*CHANGE, 1.5))
+    a["busy"], b["busy"] = {"core_read_gbps": 350.0}, {"core_read_gbps": 350.0}
+    doc = cc.compare_all([], [], 0.05, a_runs=[a], b_runs=[b])
+    assert doc["regressed_curves"], doc["curves"][:1]
+    b["busy"] = {"core_read_gbps": 210.0}
+    doc = cc.compare_all([], [], 0.05, a_runs=[a], b_runs=[b])
+    assert not doc["regressed_curves"]
+    rows = cc.compare_points(cc.side_points([a]), cc.side_points([b]), 0.05)
+    moved = [r for r in rows if r["move"]]
+    assert moved and all("the core read L1d at 0.60x" in r["seen"] for r in moved)

@@ -52,6 +52,9 @@ class ColdStartLab:
     def cycles_per_tick(self):
         return 1.0, 0.0
 
+    def core_speed(self):
+        return 300.0            # GB/s of the lab's L1d read: a core at one speed
+
     def sample(self, trial, count, cycles_per_tick):
         ns = self._run(trial, count)
         return {"metric": "ns_per_load", "unit": "ns", "value": ns / count, "length": count,

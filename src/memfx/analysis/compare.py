@@ -69,7 +69,7 @@ from typing import (
 import numpy as np
 
 from ..model import stats
-from ..model.answers import DISCRETE_UNITS, guest_drift_cv
+from ..model.answers import CLOCK_UNITS, DISCRETE_UNITS, guest_drift_cv
 from ..model.findings import DETECTED, NOT_DETECTED, threshold
 from ..model.units import MISSING, format_ratio, format_value
 
@@ -306,6 +306,48 @@ def known_states(a: Mapping[str, Any], b: Mapping[str, Any],
     return None
 
 
+def core_speeds(docs: Iterable[Mapping[str, Any]]) -> Dict[Optional[str], float]:
+    """{run id: the core's speed while it ran, GB/s} (results.busy_summary's
+    core_read_gbps) of the run documents that timed it."""
+    out: Dict[Optional[str], float] = {}
+    for d in docs:
+        busy = d.get("busy")
+        v = busy.get("core_read_gbps") if isinstance(busy, Mapping) else None
+        if _positive(v):
+            out[d.get("run_id")] = float(v)
+    return out
+
+
+def core_speed_move(a: Mapping[str, Any], b: Mapping[str, Any], ratio: Optional[float],
+                    band: float, limit: float, unit: str) -> Optional[str]:
+    """Why a move of an absolute figure (ns, GB/s, cycles) from A to B is the
+    host's, from the core speed each side's run timed (``core_gbps``: an
+    L1d read after every cell, Sampling.core_speed), or None.  Where the
+    core itself read beyond the threshold ``limit`` apart, a value that
+    moved the same way and no further than the core did (within ``band``)
+    moved with it: a host that lends the vCPU half a core, or slows its
+    clock, slows page faults and loops as much as it slows the L1 read.
+    A value that moved further, or the other way, is not explained."""
+    sa, sb = a.get("core_gbps"), b.get("core_gbps")
+    if unit not in CLOCK_UNITS or ratio is None or not (_positive(sa) and _positive(sb)):
+        return None
+    speed = sb / sa
+    if 1 / (1 + limit) <= speed <= 1 + limit:
+        return None
+    expected = speed if unit == "GB/s" else 1 / speed
+    if not min(1.0, expected) / (1 + band) <= ratio <= max(1.0, expected) * (1 + band):
+        return None
+    return (f"the core read L1d at {speed:.2f}x A's speed in B ({sa:.0f} -> {sb:.0f} GB/s, "
+            f"timed after every cell) and this value moved no further than that "
+            f"({ratio:.2f}x): the host lent the vCPU a different share of its core or clock")
+
+
+def _median_speed(answers: Iterable[Mapping[str, Any]]) -> Optional[float]:
+    """The median core speed of the runs behind these answers, or None."""
+    runs = {x.get("run_id"): x.get("core_gbps") for x in answers if _positive(x.get("core_gbps"))}
+    return float(np.median(list(runs.values()))) if runs else None
+
+
 def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float,
                     spread: Optional[float] = None, n_history: int = 0,
                     guest: bool = False, history: Optional[List[float]] = None
@@ -404,7 +446,8 @@ def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float,
     # is still said, as a change of state, where it passed the threshold
     moved = moved or (row["verdict"] == UNCHANGED and not 1 / (1 + limit) <= r <= 1 + limit)
     if moved:
-        why = known_states(a, b, history, band)
+        why = known_states(a, b, history, band) or core_speed_move(
+            a, b, r, band, limit, str(row["unit"] or ""))
         if why:
             row["verdict"], row["reason"] = HOST_STATE, why
     return row
@@ -452,6 +495,10 @@ def compare(a_answers: Iterable[Mapping[str, Any]], b_answers: Iterable[Mapping[
             "rows": rows, "counts": counts,
             "busy_sides": [name for name, side in ((a_label, a_by), (b_label, b_by))
                            if any(x.get("busy") for x in side.values())],
+            # each side's core speed (GB/s of an L1d read, the median over its
+            # runs: core_speed_move), where its runs timed it
+            "core_speed": {k: _median_speed(side.values())
+                           for k, side in (("a", a_by), ("b", b_by))},
             "regressed": [r["question"] for r in rows if r["verdict"] == REGRESSED],
             "noisy": [r["question"] for r in rows if r["verdict"] == NOISY],
             "curve_points": None, "curves": [], "curve_rule": None, "regressed_curves": [],
@@ -497,7 +544,14 @@ def summary(doc: Mapping[str, Any]) -> str:
             " range" if len(ranges) == 1 else " ranges")
     busy = doc.get("busy_sides") or []
     ran_busy = f"; {' and '.join(busy)} ran on a busy machine" if busy else ""
-    return f"{counts} (B/A, threshold {doc['threshold']:.0%}){moved}{ran_busy}"
+    core = doc.get("core_speed") or {}
+    speed = ""
+    if _positive(core.get("a")) and _positive(core.get("b")):
+        s = core["b"] / core["a"]
+        if not 1 / (1 + doc["threshold"]) <= s <= 1 + doc["threshold"]:
+            speed = (f"; the core read L1d at {s:.2f}x A's speed in B "
+                     f"({core['a']:.0f} -> {core['b']:.0f} GB/s)")
+    return f"{counts} (B/A, threshold {doc['threshold']:.0%}){moved}{ran_busy}{speed}"
 
 
 def curve_changes(doc: Mapping[str, Any], show_all: bool = False) -> List[Mapping[str, Any]]:

@@ -72,6 +72,8 @@ from .compare import (
     REGRESSED,
     band_of,
     compare,
+    core_speed_move,
+    core_speeds,
     history_spread,
     known_states,
     ranges_reversal,
@@ -144,6 +146,7 @@ def side_points(docs: Sequence[Mapping[str, Any]], noisy: Collection[Optional[st
         private = private_cache_bytes(d.get("machine"))
         run_id = d.get("run_id")
         in_noisy = run_id is not None and run_id in noisy
+        speed = core_speeds([d]).get(run_id)
         for p in d.get("points") or []:
             if not _number(p.get("median")) or p["median"] <= 0:
                 continue
@@ -153,7 +156,7 @@ def side_points(docs: Sequence[Mapping[str, Any]], noisy: Collection[Optional[st
             key = point_key(p)          # once: curve_key() is made of it
             out[curve_key(exp, p, key)] = dict(
                 p, experiment=exp, run_id=run_id, host_shared=big or key in shared,
-                noisy=in_noisy)
+                noisy=in_noisy, core_gbps=speed)
     return out
 
 
@@ -210,7 +213,9 @@ def compare_points(a_pts: Mapping[str, Mapping[str, Any]], b_pts: Mapping[str, M
         if row["move"]:
             a, b = _as_value(a_pts[row["key"]]), _as_value(b_pts[row["key"]])
             why = ("measured in one replica on a side: its CI is one process's"
-                   if min(len(a["replicas"]), len(b["replicas"])) < 2 else known_states(a, b))
+                   if min(len(a["replicas"]), len(b["replicas"])) < 2 else known_states(a, b)
+                   or core_speed_move(a_pts[row["key"]], b_pts[row["key"]], row["ratio"],
+                                      row["band"], limit, row["unit"]))
             if why:
                 row["clear"], row["seen"] = False, why
     # one point far beyond the band: at the Bonferroni level over every

@@ -340,16 +340,21 @@ def busy_runs(docs: Iterable[Doc]) -> Set[Optional[str]]:
 
 
 def _tag_noisy(answers: Iterable[Doc], docs: Sequence[Doc]) -> List[Doc]:
-    """The answers, those of noisy runs tagged noisy=True and those of runs
-    measured on a busy machine busy=True (compare marks their side)."""
-    noisy, busy = noisy_runs(docs), busy_runs(docs)
+    """The answers, those of noisy runs tagged noisy=True, those of runs
+    measured on a busy machine busy=True (compare marks their side), and
+    each with its run's core speed (core_gbps, where the run timed it:
+    compare reads an absolute figure's move against it)."""
+    from .compare import core_speeds
+    noisy, busy, speed = noisy_runs(docs), busy_runs(docs), core_speeds(docs)
     out = []
     for a in answers:
-        tags: Dict[str, bool] = {}
+        tags: Dict[str, Any] = {}
         if a.get("run_id") in noisy:
             tags["noisy"] = True
         if a.get("run_id") in busy:
             tags["busy"] = True
+        if a.get("run_id") in speed:
+            tags["core_gbps"] = speed[a.get("run_id")]
         out.append(dict(a, **tags) if tags else a)
     return out
 

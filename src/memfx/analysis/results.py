@@ -336,17 +336,24 @@ def busy_summary(samples: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     """How busy the machine was while a run measured, from its cells'
     busy_* counters and its samples: {wall_s, others_cpus (CPU-equivalents
     other processes used, on average), steal_share, load_1m (the highest
-    seen), rejected_share (of every sample taken), busy (bool)}; None when
-    no cell recorded it (older runs)."""
+    seen), rejected_share (of every sample taken), busy (bool), and where
+    the cells timed it the core's speed (core_read_gbps: the median over
+    the cells of an L1d read timed after each, Sampling.core_speed;
+    core_read_gbps_replicas: each replica's)}; None when no cell recorded
+    it (older runs)."""
     sums = {"busy_wall_s": 0.0, "busy_others_s": 0.0, "busy_steal_s": 0.0, "busy_all_s": 0.0}
     load: Optional[float] = None
     cells, cut, corrected = 0, 0, 0
+    speeds: Dict[int, List[float]] = {}       # replica -> the core's speed after each cell
     for s in samples:
         c = s.get("counters") or {}
         corrected += "wall_ns" in c and not s.get("rejected")
         if "busy_wall_s" not in c:
             continue
         cells += 1
+        v = c.get("core_read_gbps")
+        if isinstance(v, (int, float)) and math.isfinite(v) and v > 0:
+            speeds.setdefault(int(s.get("replica") or 0), []).append(float(v))
         cut += bool(c.get("retakes_cut"))
         for k in sums:
             v = c.get(k)
@@ -359,9 +366,16 @@ def busy_summary(samples: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
         return None
     taken = len(samples)
     rejected = sum(1 for s in samples if s.get("rejected"))
-    others = sums["busy_others_s"] / sums["busy_wall_s"]
+    others = max(0.0, sums["busy_others_s"] / sums["busy_wall_s"])   # cells' may be < 0
     steal = sums["busy_steal_s"] / sums["busy_all_s"] if sums["busy_all_s"] > 0 else 0.0
-    return {"wall_s": round(sums["busy_wall_s"], 3), "others_cpus": round(others, 3),
+    core = {}
+    if speeds:
+        # the run's core speed: the median over its cells, and each replica's
+        core = {"core_read_gbps": round(float(np.median([v for vs in speeds.values()
+                                                          for v in vs])), 2),
+                "core_read_gbps_replicas": [round(float(np.median(speeds[r])), 2)
+                                            for r in sorted(speeds)]}
+    return {**core, "wall_s": round(sums["busy_wall_s"], 3), "others_cpus": round(others, 3),
             "steal_share": round(steal, 4), "load_1m": load,
             "rejected_share": round(rejected / taken, 4) if taken else 0.0,
             "cells": cells, "cells_cut_short": cut, "samples_corrected": corrected,

@@ -97,6 +97,7 @@ class Lab(Memory, Sampling):
         self.release()
         _unmap_all(self.run_buffers)
         self.run_buffers = []
+        self._core_reference = None       # Sampling.core_speed's buffer
         self.perf.close()
         if self._schedstat is not None:
             self._schedstat.close()

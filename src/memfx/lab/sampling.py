@@ -3,6 +3,7 @@
 away), and team calls on several pinned threads."""
 from __future__ import annotations
 
+import mmap
 import resource
 import time
 from typing import Dict
@@ -19,6 +20,14 @@ from .perf import PerfCounters
 # cycle through L1 (two 64-byte loads + one 64-byte store per cycle on
 # Golden Cove / Zen 4, per their optimisation manuals), so more means the
 # work was optimised away.
+# The core's speed (Sampling.core_speed): a loads-only read of this many
+# bytes, which L1d holds on every x86 core, with the widest row this CPU
+# runs, the best of this many calls of about this many ms each (~1 ms in
+# all, once per cell).
+CORE_REFERENCE_BYTES = 16 << 10
+CORE_REFERENCE_KERNELS = ("bw_read_avx512", "bw_read_avx2", "bw_read_sse2", "bw_read_scalar")
+CORE_REFERENCE_REPEATS = 5
+CORE_REFERENCE_CALL_MS = 0.2
 MAX_BYTES_PER_CYCLE = 256.0
 # and no dependent load completes in under 2 core cycles.
 MIN_CYCLES_PER_DEPENDENT_LOAD = 2.0
@@ -185,6 +194,39 @@ class Sampling:
         spread = (best - min(ratios)) / best
         self.calibrations.append(best)
         return best, spread
+
+    # -- the core's speed --
+    def core_speed(self):
+        """GB/s of a read of CORE_REFERENCE_BYTES that stays in L1d, the best
+        of CORE_REFERENCE_REPEATS calls of about CORE_REFERENCE_CALL_MS each
+        (0.0 where no read row runs here).  The load ports of a core are what
+        a host shares with the other thread of that core, so this moves with
+        the share of its core the host lends the vCPU and with its clock,
+        which the dependent-add chains of cycles_per_tick do not see (a
+        chain needs one adder; a sibling thread leaves it free).  A call that
+        is preempted only reads slower, hence the best of them."""
+        ref = getattr(self, "_core_reference", None)
+        if ref is None:
+            row = next((self.kernels[n] for n in CORE_REFERENCE_KERNELS
+                        if n in self.kernels and self.kernels[n].supported), None)
+            if row is None:
+                self._core_reference = ref = (None, None, 0)
+            else:
+                buf = mmap.mmap(-1, CORE_REFERENCE_BYTES)     # page-aligned, in L1d after one pass
+                # calls of a fixed length, calibrated once on a warm buffer
+                per_pass = 0.0
+                for passes in (64, 1024):
+                    ticks = _core.run(row.index, None, 0, buf, 0, CORE_REFERENCE_BYTES, 0,
+                                      passes, 0)[0]
+                    per_pass = max(ticks, 1) / passes
+                target = CORE_REFERENCE_CALL_MS * 1e-3 * self.tsc_hz
+                self._core_reference = ref = (row, buf, max(1, int(target / per_pass)))
+        row, buf, count = ref
+        if row is None:
+            return 0.0
+        best = min(_core.run(row.index, None, 0, buf, 0, CORE_REFERENCE_BYTES, 0, count, 0)[0]
+                   for _ in range(CORE_REFERENCE_REPEATS))
+        return CORE_REFERENCE_BYTES * count / (best / self.tsc_hz) / 1e9
 
     # -- timing --
     def _row(self, trial: Trial):

@@ -364,6 +364,11 @@ def measure_cell(exp, cell, params, lab, rng, uncacheable_from=None):
         # the cell's share of how busy the machine was: on its first record
         # only (results.busy_summary adds them up over a run)
         records[0]["counters"].update(busy_between(busy_before, cpu_snapshot()))
+        # the core's speed right after the cell (Sampling.core_speed): what
+        # compare reads a move of an absolute figure against
+        speed = lab.core_speed()
+        if speed > 0:
+            records[0]["counters"]["core_read_gbps"] = round(speed, 2)
         if retakes_cut:
             records[0]["counters"]["retakes_cut"] = 1
     lab.release()

@@ -80,8 +80,9 @@ class Assoc(AssocAnswers, Experiment):
     }
     questions = (
         Question("assoc.l1_ways", "How many lines does one L1d set hold (associativity)?",
-                 "ways", "004", "the fewest lines at any stride that a chase keeps below the "
-                 "L1/L2 latency midpoint; compared with sysfs ways_of_associativity",
+                 "ways", "004", "the lines a chase keeps below the L1/L2 latency midpoint "
+                 "where that count stops falling as the stride doubles (the way size); "
+                 "compared with sysfs ways_of_associativity",
                  headline=True),
         Question("assoc.l1_sets", "How many sets does the L1d have?", "sets", "004",
                  "smallest stride at which the L1 capacity falls to its ways, / line size; "

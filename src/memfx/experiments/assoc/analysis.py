@@ -33,15 +33,26 @@ def capacity(lines, ns, threshold):
 
 def ways_and_sets(curves, threshold, line=LINE):
     """From {stride: (lines, ns)}: (ways, way size in bytes, sets, per-stride
-    capacities).  ways = the smallest capacity over the strides that
-    crossed; the way size = the smallest stride reaching it.  None where the
-    curves do not say."""
+    capacities).  The capacity halves with each doubling of the stride until
+    the stride reaches the way size, and stays there: ways = the capacity at
+    the first stride that crossed whose next larger stride keeps it (the
+    way size); the smallest capacity over the strides where none does.  A
+    fall past that plateau is not this cache's ways: lines a larger way size
+    apart (the L2's, which huge pages line up) share a set of the next level
+    too (docs/machine-notes.md, "L1d ways at the L2's way size").  None
+    where the curves do not say."""
     caps = {s: capacity(x, y, threshold) for s, (x, y) in sorted(curves.items()) if len(x) >= 2}
     crossed = {s: c for s, (c, sat) in caps.items() if sat and c > 0}
     if not crossed:
         return None, None, None, caps
-    ways = min(crossed.values())
-    way_size = min(s for s, c in crossed.items() if c == ways)
+    strides = sorted(crossed)
+    plateau = [s for s, t in zip(strides, strides[1:]) if crossed[s] == crossed[t]]
+    if plateau:
+        way_size = plateau[0]
+        ways = crossed[way_size]
+    else:
+        ways = min(crossed.values())
+        way_size = min(s for s, c in crossed.items() if c == ways)
     # the way size is only pinned when a stride below it shows a larger capacity
     smaller = [s for s in caps if s < way_size]
     sets = way_size // line if smaller else None
@@ -108,6 +119,12 @@ class AssocAnswers:
                 continue
             hp = (f"; huge-page share {min(shares):.0%}..{max(shares):.0%}"
                   if level == 2 and shares else "")
+            fewer = [(st, c) for st, (c, sat) in caps.items()
+                     if st > way_size and sat and 0 < c < ways]
+            if fewer:
+                st, c = min(fewer, key=lambda x: x[1])
+                hp += (f"; at a stride of {format_size(st)} only {c} stay: lines that far "
+                       f"apart share a set of the next level too, not counted as ways")
             rep_w = sysfs.ways if sysfs else None
             out.append(ans.Answer(
                 qw.id, ans.MEASURED,
