@@ -199,7 +199,7 @@ def curve_alarms(doc):
     out = []
     for r in doc.get("curves") or []:
         if r.get("verdict") in ("regressed", "improved", "changed"):
-            out.append(str(r.get("label") or r.get("key") or r))
+            out.append(f"{r.get('label') or r.get('key') or r}: {r['verdict']}")
     return out
 
 
@@ -398,7 +398,7 @@ def ab_table(args, db, a_ids, b_ids, effect=None):
         print(f"  {q:44} moved beyond its band but inconclusive in {len(ratios)} of {n} "
               f"pairs (B/A {min(ratios):.2f}-{max(ratios):.2f})")
     for name, c in sorted(curves.items(), key=lambda kv: -kv[1]):
-        print(f"  curve {name:38} changed in {c} of {n} pairs")
+        print(f"  curve {name:38} in {c} of {n} pairs")
     # and the A/A pairs within A, for the false alarms beside it
     aa = [compare(db, a, b)[0] for a, b in itertools.combinations(a_ids, 2)]
     print(f"A/A within A: {aa.count(0)} of {len(aa)} pairs exit 0")

@@ -508,3 +508,34 @@ def test_a_curve_that_moved_with_the_core_speed_is_never_clear_of_the_band():
     rows = cc.compare_points(cc.side_points([a]), cc.side_points([b]), 0.05)
     moved = [r for r in rows if r["move"]]
     assert moved and all("the core read L1d at 0.60x" in r["seen"] for r in moved)
+
+
+def test_a_refined_size_few_arms_measured_does_not_unmake_a_range_the_others_make():
+    """libc 1.8x slower over 4-24 KiB against three unmoved arms, and at
+    one refined size inside the range only libc and one other arm measured
+    (no reference there): the points with a reference make the range, so
+    it regresses; with the refined size alone beyond the band, nothing
+    regresses."""
+    rng = np.random.default_rng(11)
+    quiet = lambda *_: 0.01             # noqa: E731
+    slower = _faster_at(*CHANGE, 1.8)
+    a = _doc(rng, quiet, modes=("throughput",))
+    b = _doc(rng, quiet, slower, modes=("throughput",))
+    for doc, f in ((a, 1.0), (b, 1.8)):
+        for arm, k in (("libc", f), ("avx2", 1.0)):
+            doc["points"].append(_point(arm, "throughput", 5000, [80 * k, 81 * k, 80.5 * k]))
+    rows = cc.compare_points(cc.side_points([a]), cc.side_points([b]), 0.05)
+    refined = [r for r in rows if r["params"]["size_bytes"] == 5000 and r["arm"] == "libc"]
+    assert refined and not refined[0]["reference"]
+    doc = cc.compare_all([], [], 0.05, a_runs=[a], b_runs=[b])
+    (r,) = [x for x in doc["curves"] if x["arm"] == "libc" and x["verdict"] != cmp.INCONCLUSIVE]
+    assert r["verdict"] == cmp.REGRESSED and r["low"] <= 5000 <= r["high"], r
+    # the refined size alone: nothing to tell the host's drift from a change
+    b2 = _doc(np.random.default_rng(11), quiet, modes=("throughput",))
+    b2["points"] = [dict(p) for p in a["points"]]
+    for p in b2["points"]:
+        if p["params"]["size_bytes"] == 5000 and p["arm"] == "libc":
+            p.update(median=p["median"] * 3, ci_low=p["ci_low"] * 3, ci_high=p["ci_high"] * 3,
+                     replicas=[v * 3 for v in p["replicas"]])
+    doc = cc.compare_all([], [], 0.05, a_runs=[a], b_runs=[b2])
+    assert not doc["regressed_curves"]

@@ -357,10 +357,16 @@ def _range(sweep: Optional[str], members: Sequence[Mapping[str, Any]]) -> Dict[s
              + (f" {_span(sweep, low, high)}" if sweep else ""))
     band = max(r["band"] for r in members)
     n_clear = sum(1 for r in members if r["clear"])
-    streak = longest = 0
+    streak = longest = ref_streak = ref_longest = 0
     for r in members:       # neighbours clear of the band in a row
         streak = streak + 1 if r["clear"] else 0
         longest = max(longest, streak)
+        # ... of those judged against the other arms (a refined size that
+        # only some arms measured has no reference, and breaks no row of
+        # those that have one)
+        if r.get("reference"):
+            ref_streak = ref_streak + 1 if r["clear"] else 0
+            ref_longest = max(ref_longest, ref_streak)
     far = any(r["far"] for r in members)
     word = _MOVES[(better if better in (LOWER, HIGHER) else NEITHER, move)]
     rng = {"label": label, "experiment": first["experiment"], "metric": first["metric"],
@@ -371,7 +377,10 @@ def _range(sweep: Optional[str], members: Sequence[Mapping[str, Any]]) -> Dict[s
                                              if r["band"] == band),
            "values": [[r["params"].get(sweep) if sweep else None, r["ratio"], r["ratio_ci_low"],
                        r["ratio_ci_high"]] for r in members]}
-    referenced = all(r.get("reference") for r in members)
+    # the range stands against the other arms where its points that have a
+    # reference make it on their own
+    referenced = ref_longest >= threshold("curve_min_points") or any(
+        r["far"] and r.get("reference") for r in members)
     commons = [r["common"] for r in members if r.get("common")]
     if commons:
         rng["common"] = math.exp(sum(math.log(c) for c in commons) / len(commons))
