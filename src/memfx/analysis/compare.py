@@ -319,11 +319,11 @@ def core_speeds(docs: Iterable[Mapping[str, Any]]) -> Dict[Optional[str], float]
 
 
 def core_speed_move(a: Mapping[str, Any], b: Mapping[str, Any], ratio: Optional[float],
-                    band: float, limit: float, unit: str) -> Optional[str]:
+                    band: float, unit: str) -> Optional[str]:
     """Why a move of an absolute figure (ns, GB/s, cycles) from A to B is the
     host's, from the core speed each side's run timed (``core_gbps``: an
     L1d read after every cell, Sampling.core_speed), or None.  Where the
-    core itself read beyond the threshold ``limit`` apart, a value that
+    core itself read more than ``core_speed_moved`` apart, a value that
     moved the same way and no further than the core did (within ``band``)
     moved with it: a host that lends the vCPU half a core, or slows its
     clock, slows page faults and loops as much as it slows the L1 read.
@@ -332,7 +332,8 @@ def core_speed_move(a: Mapping[str, Any], b: Mapping[str, Any], ratio: Optional[
     if unit not in CLOCK_UNITS or ratio is None or not (_positive(sa) and _positive(sb)):
         return None
     speed = sb / sa
-    if 1 / (1 + limit) <= speed <= 1 + limit:
+    moved = threshold("core_speed_moved")
+    if 1 / (1 + moved) <= speed <= 1 + moved:
         return None
     expected = speed if unit == "GB/s" else 1 / speed
     if not min(1.0, expected) / (1 + band) <= ratio <= max(1.0, expected) * (1 + band):
@@ -446,8 +447,9 @@ def compare_answers(a: Mapping[str, Any], b: Mapping[str, Any], limit: float,
     # is still said, as a change of state, where it passed the threshold
     moved = moved or (row["verdict"] == UNCHANGED and not 1 / (1 + limit) <= r <= 1 + limit)
     if moved:
-        why = known_states(a, b, history, band) or core_speed_move(
-            a, b, r, band, limit, str(row["unit"] or ""))
+        why = known_states(a, b, history, band)
+        if not why and row["verdict"] != UNCHANGED:
+            why = core_speed_move(a, b, r, band, str(row["unit"] or ""))
         if why:
             row["verdict"], row["reason"] = HOST_STATE, why
     return row
@@ -548,7 +550,7 @@ def summary(doc: Mapping[str, Any]) -> str:
     speed = ""
     if _positive(core.get("a")) and _positive(core.get("b")):
         s = core["b"] / core["a"]
-        if not 1 / (1 + doc["threshold"]) <= s <= 1 + doc["threshold"]:
+        if not 1 / (1 + threshold("core_speed_moved")) <= s <= 1 + threshold("core_speed_moved"):
             speed = (f"; the core read L1d at {s:.2f}x A's speed in B "
                      f"({core['a']:.0f} -> {core['b']:.0f} GB/s)")
     return f"{counts} (B/A, threshold {doc['threshold']:.0%}){moved}{ran_busy}{speed}"

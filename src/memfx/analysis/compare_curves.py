@@ -215,7 +215,7 @@ def compare_points(a_pts: Mapping[str, Mapping[str, Any]], b_pts: Mapping[str, M
             why = ("measured in one replica on a side: its CI is one process's"
                    if min(len(a["replicas"]), len(b["replicas"])) < 2 else known_states(a, b)
                    or core_speed_move(a_pts[row["key"]], b_pts[row["key"]], row["ratio"],
-                                      row["band"], limit, row["unit"]))
+                                      row["band"], row["unit"]))
             if why:
                 row["clear"], row["seen"] = False, why
     # one point far beyond the band: at the Bonferroni level over every

@@ -130,6 +130,12 @@ THRESHOLDS: Dict[str, Threshold] = _thresholds(
               "they move with the clock the host gives the vCPU, beyond what a survey's "
               "replicas show (docs/machine-notes.md); ratios of two arms of one run cancel it "
               "(compare's band: 9 %)"),
+    Threshold("core_speed_moved", 0.10, "ratio",
+              "how far apart two runs' core speeds (an L1d read timed after every cell) must "
+              "be before `compare` reads an absolute figure's move against them: within it, "
+              "the medians of quiet surveys minutes apart moved (7 % over ten of them); a "
+              "flagged value that moved the same way and no further than the core did is then "
+              "a host state"),
     Threshold("noisy_margin", 2.0, "x band",
               "a regression between runs whose cautions say they were noisy is called one only "
               "when its CI clears this multiple of the band; else it reads `noisy`"),
