@@ -82,7 +82,7 @@ class Plausibility:
 # every sample the worker sends while it measures: in a quick survey it kept
 # 0.65 CPU busy beside store-forward's short cells, which then read "busy".
 MEMFX_ANCESTORS = 3
-_ancestors = {}        # this process's pid -> its memfx ancestors' pids
+_ancestors: dict = {}  # this process's pid -> its memfx ancestors' pids
 
 
 def _memfx_ancestors():
