@@ -179,3 +179,9 @@ def test_a_fall_past_the_way_size_plateau_is_not_the_l1_ways():
     ways, way_size, _, _ = ways_and_sets({2048: curve(24), 4096: curve(12),
                                           131072: curve(6)}, 3.0)
     assert (ways, way_size) == (6, 131072)
+
+
+def test_the_sentence_names_the_next_count_measured_not_one_more():
+    a = _answers(synthetic([2048, 4096, 8192], [1, 2, 4, 8, 12, 16, 24, 32, 48]))
+    assert a["assoc.l1_ways"]["value"] == 12
+    assert "12 lines stay in the L1d and 16 do not" in a["assoc.l1_ways"]["because"]

@@ -126,10 +126,13 @@ class AssocAnswers:
                 hp += (f"; at a stride of {format_size(st)} only {c} stay: lines that far "
                        f"apart share a set of the next level too, not counted as ways")
             rep_w = sysfs.ways if sysfs else None
+            # the next count measured past the ways at the way size: what
+            # did not stay (the grid may skip counts)
+            beyond = min((m for m in curves[way_size][0] if m > ways), default=ways + 1)
             out.append(ans.Answer(
                 qw.id, ans.MEASURED,
                 f"at strides of {format_size(way_size)} and more, {ways} lines stay in the "
-                f"{name} and {ways + 1} do not (time per load crosses {threshold:.2f} ns, between "
+                f"{name} and {beyond} do not (time per load crosses {threshold:.2f} ns, between "
                 f"the {name}'s {lat[lo]:.2f} ns and the next level's {lat[hi]:.2f} ns); sysfs "
                 f"says {rep_w if rep_w else 'nothing'}" + hp,
                 value=float(ways), evidence=ans.evidence_keys(
