@@ -14,8 +14,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def build(name, workdir):
-    """Compile benchmarks/probes/<name>.c with gcc -O2 (never -march=native:
-    a probe picks wide instructions at run time) into workdir."""
+    """Compile benchmarks/probes/<name>.c with gcc -O2 for the baseline ISA
+    (a probe picks wide instructions at run time) into workdir."""
     exe = os.path.join(workdir, name)
     subprocess.run(["gcc", "-O2", "-Wall", "-o", exe, os.path.join(HERE, f"{name}.c")],
                    check=True)
