@@ -185,3 +185,19 @@ def test_the_sentence_names_the_next_count_measured_not_one_more():
     a = _answers(synthetic([2048, 4096, 8192], [1, 2, 4, 8, 12, 16, 24, 32, 48]))
     assert a["assoc.l1_ways"]["value"] == 12
     assert "12 lines stay in the L1d and 16 do not" in a["assoc.l1_ways"]["because"]
+
+
+def test_a_fall_past_the_plateau_bounds_the_strides_the_sentence_claims():
+    """12 lines at 4 and 8 KiB strides, 6 at 128 KiB: the sentence claims
+    the 12 for 4-8 KiB, not for every stride from 4 KiB on."""
+    strides = [2048, 4096, 8192, 131072]
+    lines = [1, 2, 4, 6, 7, 8, 9, 10, 12, 16, 24, 32]
+    samples = synthetic(strides, lines)
+    for smp in samples:
+        p = smp["point"]
+        if p.get("part") == "stride" and p["stride_bytes"] == 131072 and 6 < p["lines"] <= 12:
+            smp["value"] = smp["value"] * 3 + 3.0      # past the midpoint, as the L2 set's fall
+    a = _answers(samples)["assoc.l1_ways"]
+    assert a["value"] == 12, a["because"]
+    assert a["because"].startswith("at strides of 4 KiB to 8 KiB, 12 lines stay"), a["because"]
+    assert "at a stride of 128 KiB only 6 stay" in a["because"]

@@ -129,9 +129,17 @@ class AssocAnswers:
             # the next count measured past the ways at the way size: what
             # did not stay (the grid may skip counts)
             beyond = min((m for m in curves[way_size][0] if m > ways), default=ways + 1)
+            # the strides that kept the ways: all from the way size on, or up
+            # to a fall that is another structure's (said below)
+            first_fall = min((st for st, _ in fewer), default=None)
+            kept = [st for st, (c, sat) in caps.items() if st >= way_size and c == ways
+                    and (first_fall is None or st < first_fall)] or [way_size]
+            span = (f"at strides of {format_size(way_size)} and more" if not fewer else
+                    f"at strides of {format_size(way_size)}" if max(kept) == way_size else
+                    f"at strides of {format_size(way_size)} to {format_size(max(kept))}")
             out.append(ans.Answer(
                 qw.id, ans.MEASURED,
-                f"at strides of {format_size(way_size)} and more, {ways} lines stay in the "
+                f"{span}, {ways} lines stay in the "
                 f"{name} and {beyond} do not (time per load crosses {threshold:.2f} ns, between "
                 f"the {name}'s {lat[lo]:.2f} ns and the next level's {lat[hi]:.2f} ns); sysfs "
                 f"says {rep_w if rep_w else 'nothing'}" + hp,
