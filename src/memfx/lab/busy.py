@@ -79,8 +79,8 @@ class Plausibility:
 # The memfx processes above a worker (the runner that stores its samples, the
 # forking host) are memfx's own work, not other work: up to this many
 # ancestors whose command line names memfx.  The runner decodes and stores
-# every sample the worker sends while it measures: in a quick survey it kept
-# 0.65 CPU busy beside store-forward's short cells, which then read "busy".
+# every sample the worker sends while it measures, enough beside short cells
+# to mark a quiet run busy (docs/protocol.md, "How busy, measured").
 MEMFX_ANCESTORS = 3
 _ancestors: dict = {}  # this process's pid -> its memfx ancestors' pids
 
@@ -118,8 +118,9 @@ def _process_cpu_s(pid, hz):
 
 def cpu_snapshot():
     """What the machine's CPUs did so far: (monotonic s, memfx's own CPU s
-    (this process's and its memfx ancestors'), every CPU's non-idle s, steal s, all s, load average over 1 min), or
-    None where /proc/stat cannot be read."""
+    (this process's and its memfx ancestors'), every CPU's non-idle s,
+    steal s, all s, load average over 1 min), or None where /proc/stat
+    cannot be read."""
     try:
         with open("/proc/stat", "rb") as f:
             head = f.readline().split()
@@ -149,8 +150,8 @@ def busy_between(before, after):
     The others' seconds of one short cell can be negative: /proc/stat counts
     in clock ticks (10 ms), a process's own time more finely, and a cell of
     a few ms sees a tick or none.  They are summed over a run as they are
-    (results.busy_summary clamps the sum): clamped cell by cell, 4 ms cells
-    of a lone spinning loop read 0.8 CPU of other work."""
+    (results.busy_summary clamps the sum): clamped cell by cell, a quiet
+    run of short cells read busy (docs/protocol.md)."""
     if before is None or after is None:
         return {}
     wall = after[0] - before[0]

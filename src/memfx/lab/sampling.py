@@ -16,10 +16,6 @@ from .core import KERNEL_TICKS_FAILED, KernelRow
 from .harness import calibrated_count
 from .perf import PerfCounters
 
-# Plausibility limit: no x86 core moves more than this many bytes per core
-# cycle through L1 (two 64-byte loads + one 64-byte store per cycle on
-# Golden Cove / Zen 4, per their optimisation manuals), so more means the
-# work was optimised away.
 # The core's speed (Sampling.core_speed): a loads-only read of this many
 # bytes, which L1d holds on every x86 core, with the widest row this CPU
 # runs, the best of this many calls of about this many ms each (~1 ms in
@@ -28,6 +24,10 @@ CORE_REFERENCE_BYTES = 16 << 10
 CORE_REFERENCE_KERNELS = ("bw_read_avx512", "bw_read_avx2", "bw_read_sse2", "bw_read_scalar")
 CORE_REFERENCE_REPEATS = 5
 CORE_REFERENCE_CALL_MS = 0.2
+# Plausibility limit: no x86 core moves more than this many bytes per core
+# cycle through L1 (two 64-byte loads + one 64-byte store per cycle on
+# Golden Cove / Zen 4, per their optimisation manuals), so more means the
+# work was optimised away.
 MAX_BYTES_PER_CYCLE = 256.0
 # and no dependent load completes in under 2 core cycles.
 MIN_CYCLES_PER_DEPENDENT_LOAD = 2.0

@@ -133,7 +133,7 @@ THRESHOLDS: Dict[str, Threshold] = _thresholds(
     Threshold("core_speed_moved", 0.10, "ratio",
               "how far apart two runs' core speeds (an L1d read timed after every cell) must "
               "be before `compare` reads an absolute figure's move against them: within it, "
-              "the medians of quiet surveys minutes apart moved (7 % over ten of them); a "
+              "the medians of quiet surveys minutes apart moved (docs/stability.md); a "
               "flagged value that moved the same way and no further than the core did is then "
               "a host state"),
     Threshold("noisy_margin", 2.0, "x band",
